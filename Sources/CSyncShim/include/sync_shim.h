@@ -1,0 +1,39 @@
+// System calls that Swift cannot make directly (syscall(2) is variadic). No logic lives here:
+// every primitive is built in the Swift core on top of these.
+#ifndef SYNC_SHIM_H
+#define SYNC_SHIM_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// Sleeps while *addr == expected, until woken or until the CLOCK_MONOTONIC deadline
+/// (nanoseconds; deadline_ns < 0 = no deadline). process_shared selects the shared futex
+/// namespace (memory mapped by several processes). Returns 0 when woken (or the value
+/// differed), or ETIMEDOUT / EINTR.
+int sync_futex_wait(uint32_t *addr, uint32_t expected, int64_t deadline_ns, int process_shared);
+
+/// Wakes up to count threads sleeping on addr. Returns the number woken.
+int sync_futex_wake(uint32_t *addr, int count, int process_shared);
+
+/// CLOCK_MONOTONIC now, in nanoseconds.
+int64_t sync_monotonic_now_ns(void);
+
+/// The calling thread's kernel id (never 0), cached per thread.
+uint32_t sync_thread_id(void);
+
+/// One spin-wait hint to the CPU (x86 PAUSE); inline so that spin loops stay tight.
+static inline void sync_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,40 @@
+#define _GNU_SOURCE
+#include "sync_shim.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+int sync_futex_wait(uint32_t *addr, uint32_t expected, int64_t deadline_ns, int process_shared) {
+    // FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline, so retries after EINTR
+    // never stretch the total wait.
+    int op = FUTEX_WAIT_BITSET | (process_shared ? 0 : FUTEX_PRIVATE_FLAG);
+    struct timespec ts, *tsp = NULL;
+    if (deadline_ns >= 0) {
+        ts.tv_sec = (time_t)(deadline_ns / 1000000000);
+        ts.tv_nsec = (long)(deadline_ns % 1000000000);
+        tsp = &ts;
+    }
+    if (syscall(SYS_futex, addr, op, expected, tsp, NULL, FUTEX_BITSET_MATCH_ANY) == 0) return 0;
+    return errno == EAGAIN ? 0 : errno;
+}
+
+int sync_futex_wake(uint32_t *addr, int count, int process_shared) {
+    int op = FUTEX_WAKE | (process_shared ? 0 : FUTEX_PRIVATE_FLAG);
+    long n = syscall(SYS_futex, addr, op, count, NULL, NULL, 0);
+    return n < 0 ? 0 : (int)n;
+}
+
+int64_t sync_monotonic_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+uint32_t sync_thread_id(void) {
+    static __thread uint32_t tid;
+    if (tid == 0) tid = (uint32_t)syscall(SYS_gettid);
+    return tid;
+}

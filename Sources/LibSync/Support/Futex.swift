@@ -1,0 +1,23 @@
+import CSyncShim
+
+/// Sleeping and waking on a 32-bit word: the kernel half of every blocking primitive.
+@usableFromInline
+enum Futex {
+    /// Sleeps while `*word == expected`, until woken, or until `deadline` (monotonic ns, < 0:
+    /// none). Returns 0, ETIMEDOUT or EINTR; callers re-check their word either way.
+    @usableFromInline
+    static func wait(_ word: UnsafeMutableRawPointer, expected: UInt32, deadline: Int64 = -1,
+                     shared: Bool) -> Int32 {
+        sync_futex_wait(word.assumingMemoryBound(to: UInt32.self), expected, deadline, shared ? 1 : 0)
+    }
+
+    /// Wakes up to `count` sleepers on `word`; returns how many were woken.
+    @usableFromInline @discardableResult
+    static func wake(_ word: UnsafeMutableRawPointer, count: Int32 = 1, shared: Bool) -> Int32 {
+        sync_futex_wake(word.assumingMemoryBound(to: UInt32.self), count, shared ? 1 : 0)
+    }
+}
+
+/// The monotonic clock, in nanoseconds: the only clock the library's deadlines use.
+@usableFromInline
+func monotonicNow() -> Int64 { sync_monotonic_now_ns() }
