@@ -16,7 +16,7 @@ let package = Package(
         // System calls Swift cannot make directly (futex, gettid): no logic here.
         .target(name: "CSyncShim"),
         .target(name: "LibSync", dependencies: ["CSyncShim"]),
-        .target(name: "SyncCABI", dependencies: ["LibSync"]),
+        .target(name: "SyncCABI", dependencies: ["LibSync"], exclude: ["exports.map"]),
         .testTarget(name: "LibSyncTests", dependencies: ["LibSync", "SyncCABI"]),
     ]
 )

@@ -39,9 +39,12 @@ public final class OSAtomicStorage<Value: AtomicRepresentable>: OSAtomicAddress,
         address.deallocate()
     }
 
-    /// The value, read plainly: exact once the threads that change it are done (joined). To
-    /// read it while others are changing it, use an atomic operation (`OSAtomicAdd32(0, s)`).
-    public var value: Value { address.pointee }
+    /// The value, read and written plainly: for set-up, and for reading once the threads that
+    /// change it are done (joined). While others change it, use the atomic operations.
+    public var value: Value {
+        get { address.pointee }
+        set { address.pointee = newValue }
+    }
 }
 
 // MARK: Arithmetic: return the new value, wrapping.

@@ -1,0 +1,49 @@
+"""Finds and loads libsync.so; declares C functions for the rest of the package.
+
+Search order: $LIBSYNC_PATH (a file), the copy bundled in this package at install, then a
+development build in the source tree (build/libsync.so). Two handles share the one library:
+``nonblocking`` (ctypes.PyDLL: keeps the GIL, cheaper) for calls that never wait, and
+``blocking`` (ctypes.CDLL: releases the GIL) for calls that may.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+__all__ = ["nonblocking", "blocking", "declare", "path"]
+
+_HERE = Path(__file__).resolve().parent
+_HOW_TO_BUILD = (
+    "build it with `cmake -S . -B build -G Ninja && cmake --build build` in the libsync source "
+    "tree and reinstall the package (`pip install ./python`), or point LIBSYNC_PATH at a libsync.so"
+)
+
+
+def _locate() -> Path:
+    env = os.environ.get("LIBSYNC_PATH")
+    if env:
+        if not Path(env).is_file():
+            raise ImportError(f"LIBSYNC_PATH={env!r} is not a file; {_HOW_TO_BUILD}")
+        return Path(env)
+    for candidate in (_HERE / "libsync.so", _HERE.parents[1] / "build" / "libsync.so"):
+        if candidate.is_file():
+            return candidate
+    raise ImportError(f"libsync.so not found (looked in LIBSYNC_PATH, {_HERE}, and the source tree's build/); {_HOW_TO_BUILD}")
+
+
+path = _locate()
+try:
+    nonblocking = ctypes.PyDLL(str(path))
+    blocking = ctypes.CDLL(str(path))
+except OSError as error:  # pragma: no cover - a broken or foreign file
+    raise ImportError(f"cannot load {path}: {error}; {_HOW_TO_BUILD}") from None
+
+
+def declare(handle: ctypes.CDLL, name: str, restype, *argtypes):
+    """The C function `name` from `handle`, with its signature set (argument conversion is the
+    bulk of a ctypes call's cost, and an unset signature converts wrongly)."""
+    function = getattr(handle, name)
+    function.restype = restype
+    function.argtypes = argtypes
+    return function

@@ -1,0 +1,50 @@
+"""Views of caller memory for the atomic operations: a ctypes object, or a writable buffer
+(bytearray, mmap, multiprocessing.shared_memory) at an offset."""
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+__all__ = ["ref", "address_of"]
+
+
+def ref(buffer: Any, offset: int = 0, ctype: type = ctypes.c_int32) -> Any:
+    """A ``ctype`` object that aliases ``buffer`` at ``offset``, for the atomic functions.
+
+    Two processes that map the same memory (``multiprocessing.shared_memory``, ``mmap``) and
+    make a ref at the same offset share one atomic value. The ref keeps the buffer exported:
+    ``del`` it before closing the buffer.
+
+    Raises TypeError for a non-buffer, a read-only buffer, or a wrong offset/ctype type;
+    ValueError for an offset out of range or not aligned to the type's size.
+    """
+    if not (isinstance(ctype, type) and issubclass(ctype, ctypes._SimpleCData)):
+        raise TypeError(f"ctype must be a ctypes scalar type such as ctypes.c_int32, not {ctype!r}")
+    if not isinstance(offset, int) or isinstance(offset, bool):
+        raise TypeError(f"offset must be an int, not {type(offset).__name__}")
+    try:
+        view = memoryview(buffer)
+    except TypeError:
+        raise TypeError(f"expected a writable buffer (bytearray, mmap, shared memory), not {type(buffer).__name__}") from None
+    with view:
+        if view.readonly:
+            raise TypeError(f"the buffer ({type(buffer).__name__}) is read-only")
+        size = ctypes.sizeof(ctype)
+        if offset < 0 or offset + size > view.nbytes:
+            raise ValueError(f"offset {offset} is out of range for a {size}-byte value in a {view.nbytes}-byte buffer")
+    obj = ctype.from_buffer(buffer, offset)
+    alignment = ctypes.alignment(ctype)
+    if ctypes.addressof(obj) % alignment:
+        raise ValueError(f"offset {offset} gives an address not aligned to {alignment} bytes")
+    return obj
+
+
+def address_of(obj: Any, alignment: int = 1) -> int:
+    """The address of a ctypes object, checked for alignment (ValueError) and type (TypeError)."""
+    try:
+        address = ctypes.addressof(obj)
+    except TypeError:
+        raise TypeError(f"expected a ctypes object, not {type(obj).__name__}") from None
+    if address % alignment:
+        raise ValueError(f"the object at {address:#x} is not aligned to {alignment} bytes")
+    return address

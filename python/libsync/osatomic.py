@@ -1,0 +1,207 @@
+"""Apple's libkern/OSAtomic.h operations, with Apple's names and semantics, on memory Python owns.
+
+Each value argument is a ctypes object of the C type (``ctypes.c_int32()``, ``c_int64``,
+``c_uint32`` for the logic operations, ``c_int``, ``c_long``, ``c_void_p``), or a ``ref`` to a
+writable buffer at an offset, so two processes can share an atomic value in shared memory::
+
+    counter = ctypes.c_int32(0)
+    OSAtomicIncrement32(counter)          # -> 1, the new value
+    shm = multiprocessing.shared_memory.SharedMemory(create=True, size=8)
+    shared = ref(shm.buf, 0, ctypes.c_int32)
+    OSAtomicAdd32(5, shared)              # visible to every process mapping shm
+
+Semantics as Apple's: arithmetic returns the new value and wraps; Or/And/Xor32 return the new
+value and their ``Orig`` forms the old one; compare-and-swap takes (old, new, value) and returns
+whether it swapped; TestAndSet/Clear number bits as Apple does (bit n is ``0x80 >> (n & 7)`` of
+byte ``n >> 3``) and return the old bit. ``Barrier`` forms are also full memory barriers.
+
+Errors: a wrong value type -> TypeError; an amount or mask that does not fit the C type ->
+OverflowError; a bit number beyond the object -> ValueError.
+"""
+from __future__ import annotations
+
+import ctypes
+from ctypes import byref, c_bool, c_int, c_int32, c_int64, c_long, c_size_t, c_uint32, c_void_p
+from typing import Any, Callable, Optional
+
+from ._lib import blocking, declare, nonblocking
+from ._memory import address_of, ref
+
+__all__ = ["ref", "OSSpinLock", "OS_SPINLOCK_INIT", "OSQueueHead", "OSFifoQueueHead"]
+
+_RANGES = {c_int32: (-(1 << 31), 1 << 31), c_int64: (-(1 << 63), 1 << 63),
+           c_int: (-(1 << 31), 1 << 31), c_long: (-(1 << 63), 1 << 63),
+           c_uint32: (-(1 << 31), 1 << 32)}  # masks: any 32-bit pattern
+_WIDE = (c_int64, c_long)  # operands a bare Python int can't carry (ctypes passes it as C int)
+
+# Speed: ctypes' own argument conversion (argtypes) costs more than the call itself, so these
+# functions leave argtypes unset, check types and ranges in Python, and pass byref(value).
+
+
+def _export(name: str, function: Callable) -> None:
+    function.__name__ = function.__qualname__ = name
+    globals()[name] = function
+    __all__.append(name)
+
+
+def _wrong_type(name: str, value: Any, ctype: type) -> TypeError:
+    return TypeError(f"{name}: expected a ctypes.{ctype.__name__} (or a ref() of one), not {type(value).__name__}")
+
+
+def _function(name: str, restype: type, handle: ctypes.CDLL = nonblocking):
+    c = getattr(handle, name)
+    c.restype = restype
+    return c
+
+
+def _operand(name: str, ctype: type):
+    """(amount-or-mask, value) -> int: Add32/64, Or/And/Xor32 and their variants."""
+    c = _function(name, c_int64 if ctype is c_int64 else c_int32)
+    low, high = _RANGES[ctype]
+    wrap = ctype if ctype in _WIDE else None
+
+    def operation(operand: int, value: Any) -> int:
+        if value.__class__ is not ctype and not isinstance(value, ctype):
+            raise _wrong_type(name, value, ctype)
+        if not low <= operand < high:
+            raise OverflowError(f"{name}: {operand} does not fit in {ctype.__name__}")
+        return c(operand if wrap is None else wrap(operand), byref(value))
+    operation.__doc__ = f"{name}(operand, value) -> int, as Apple's (see the module doc)."
+    _export(name, operation)
+
+
+def _unary(name: str, ctype: type):
+    """(value) -> int: Increment/Decrement32/64."""
+    c = _function(name, ctype)
+
+    def operation(value: Any) -> int:
+        if value.__class__ is not ctype and not isinstance(value, ctype):
+            raise _wrong_type(name, value, ctype)
+        return c(byref(value))
+    operation.__doc__ = f"{name}(value) -> int: the new value, as Apple's."
+    _export(name, operation)
+
+
+def _compare_and_swap(name: str, ctype: type):
+    """(old, new, value) -> bool."""
+    c = _function(name, c_bool)
+    low, high = _RANGES.get(ctype, (None, None))
+    wrap = ctype if ctype in _WIDE or ctype is c_void_p else None
+
+    def operation(old: Any, new: Any, value: Any) -> bool:
+        if value.__class__ is not ctype and not isinstance(value, ctype):
+            raise _wrong_type(name, value, ctype)
+        if low is not None and not (low <= old < high and low <= new < high):
+            raise OverflowError(f"{name}: {old} or {new} does not fit in {ctype.__name__}")
+        if wrap is None:
+            return c(old, new, byref(value))
+        return c(wrap(old), wrap(new), byref(value))
+    operation.__doc__ = f"{name}(old, new, value) -> bool: swapped if value held old, as Apple's."
+    _export(name, operation)
+
+
+def _test_and(name: str):
+    """(n, object) -> bool, on any ctypes object; n must lie inside it."""
+    c = declare(nonblocking, name, c_bool, ctypes.c_uint32, c_void_p)
+
+    def operation(n: int, value: Any) -> bool:
+        address = address_of(value)
+        if not 0 <= n < 8 * ctypes.sizeof(value):
+            raise ValueError(f"{name}: bit {n} lies outside the {ctypes.sizeof(value)}-byte object")
+        return c(n, address)
+    operation.__doc__ = f"{name}(n, value) -> bool: the old bit, Apple's numbering."
+    _export(name, operation)
+
+
+for _barrier in ("", "Barrier"):
+    for _bits, _ctype in (("32", c_int32), ("64", c_int64)):
+        _operand(f"OSAtomicAdd{_bits}{_barrier}", _ctype)
+        _unary(f"OSAtomicIncrement{_bits}{_barrier}", _ctype)
+        _unary(f"OSAtomicDecrement{_bits}{_barrier}", _ctype)
+    for _op in ("Or", "And", "Xor"):
+        _operand(f"OSAtomic{_op}32{_barrier}", c_uint32)
+        _operand(f"OSAtomic{_op}32Orig{_barrier}", c_uint32)
+    for _suffix, _ctype in (("32", c_int32), ("64", c_int64), ("Int", c_int), ("Long", c_long), ("Ptr", c_void_p)):
+        _compare_and_swap(f"OSAtomicCompareAndSwap{_suffix}{_barrier}", _ctype)
+    _test_and(f"OSAtomicTestAndSet{_barrier}")
+    _test_and(f"OSAtomicTestAndClear{_barrier}")
+
+OSMemoryBarrier = declare(nonblocking, "OSMemoryBarrier", None)
+OSMemoryBarrier.__doc__ = "A full memory barrier."
+__all__.append("OSMemoryBarrier")
+
+# ---- OSSpinLock: a c_int32, 0 when free. Lock may wait, so it releases the GIL. ----------------
+
+OSSpinLock = c_int32
+OS_SPINLOCK_INIT = 0
+
+
+def _spin(name: str, handle: ctypes.CDLL, doc: str) -> None:
+    c = _function(name, c_bool if name == "OSSpinLockTry" else None, handle)
+
+    def operation(lock: Any):
+        if lock.__class__ is not c_int32 and not isinstance(lock, c_int32):
+            raise _wrong_type(name, lock, c_int32)
+        return c(byref(lock))
+    operation.__doc__ = doc
+    _export(name, operation)
+
+
+_spin("OSSpinLockTry", nonblocking, "Takes the lock if free, never waiting; returns whether it did.")
+_spin("OSSpinLockLock", blocking, "Takes the lock, waiting (with the GIL released) until it is free.")
+_spin("OSSpinLockUnlock", nonblocking, "Releases the lock.")
+
+# ---- Intrusive queues: elements are ctypes objects with a pointer-sized link field at `offset`.
+# The queue holds only addresses: keep every queued element alive yourself. -------------------
+
+
+class _AlignedHead:
+    """Zeroed, 16-byte aligned storage for a queue head (ctypes cannot align a Structure to 16)."""
+    _size = 16
+
+    def __init__(self) -> None:
+        self._storage = ctypes.create_string_buffer(self._size + 15)
+        self.address = (ctypes.addressof(self._storage) + 15) & ~15
+
+
+class OSQueueHead(_AlignedHead):
+    """A lock-free, ABA-safe LIFO head (Apple's OSQueueHead)."""
+    _size = 16
+
+
+class OSFifoQueueHead(_AlignedHead):
+    """A FIFO head (Apple's OSFifoQueueHead)."""
+    _size = 32
+
+
+def _queue(name: str, head_type: type, enqueue: bool) -> None:
+    c = declare(nonblocking, name, None if enqueue else c_void_p,
+                *((c_void_p, c_void_p, c_size_t) if enqueue else (c_void_p, c_size_t)))
+
+    def check(head: Any, offset: int) -> None:
+        if not isinstance(head, head_type):
+            raise TypeError(f"{name}: expected {head_type.__name__}, not {type(head).__name__}")
+        if not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"{name}: offset must be a non-negative int")
+
+    if enqueue:
+        def operation(head: Any, element: Any, offset: int) -> None:
+            check(head, offset)
+            if offset + ctypes.sizeof(c_void_p) > ctypes.sizeof(element):
+                raise ValueError(f"{name}: the link field at offset {offset} lies outside the element")
+            c(head.address, address_of(element, ctypes.alignment(c_void_p)), offset)
+        operation.__doc__ = f"{name}(head, element, offset): adds a ctypes element whose link field is at offset."
+    else:
+        def operation(head: Any, offset: int) -> Optional[int]:
+            check(head, offset)
+            return c(head.address, offset)
+        operation.__doc__ = f"{name}(head, offset) -> address or None; `T.from_address(a)` gets the element."
+    _export(name, operation)
+
+
+_queue("OSAtomicEnqueue", OSQueueHead, True)
+_queue("OSAtomicDequeue", OSQueueHead, False)
+_queue("OSAtomicFifoEnqueue", OSFifoQueueHead, True)
+_queue("OSAtomicFifoDequeue", OSFifoQueueHead, False)
+
+del _barrier, _bits, _ctype, _op, _suffix
