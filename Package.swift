@@ -18,5 +18,9 @@ let package = Package(
         .target(name: "LibSync", dependencies: ["CSyncShim"]),
         .target(name: "SyncCABI", dependencies: ["LibSync"], exclude: ["exports.map"]),
         .testTarget(name: "LibSyncTests", dependencies: ["LibSync", "SyncCABI"]),
+        // The seeds' listings from Swift: `swift run sync-demo`.
+        .executableTarget(name: "sync-demo", dependencies: ["LibSync"], path: "examples/swift"),
+        // Benchmarks beside their peers: `swift run -c release SyncBenchmarks`.
+        .executableTarget(name: "SyncBenchmarks", dependencies: ["LibSync"], path: "benchmarks/swift"),
     ]
 )

@@ -18,6 +18,8 @@
 
 #include <libkern/OSAtomic.h>
 
+/* Each family of primitives has its own header under sync/, all included here. */
+
 #ifdef __cplusplus
 extern "C" {
 #endif

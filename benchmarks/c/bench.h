@@ -1,0 +1,94 @@
+/* The C benchmark harness: run a loop body on N threads, take the median of several runs, print
+ * a table of ns/op, Mops/s and the ratio to a peer measured in the same run.
+ *
+ *   BENCH_BODY(add_libsync, static int32_t v, OSAtomicAdd32(1, &v));
+ *   bench_row rows[] = { BENCH_ROW("libsync OSAtomicAdd32", add_libsync, NULL), ... };
+ *   bench_table("OSAtomicAdd32", rows, 3, threads, iterations, baseline_index);
+ *
+ * Times are wall-clock from a barrier that releases all threads together to the last join,
+ * divided by the total number of operations: for contended cases that is the cost per
+ * operation of the whole machine, so more threads on 2 cores is not "faster". */
+#ifndef BENCH_H
+#define BENCH_H
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define BENCH_REPEATS 7
+
+struct bench_ctx {
+    long iterations;
+    pthread_barrier_t *start;
+    void *arg;
+    int index;
+};
+
+/* Defines `static void *name(void *)`: `setup` runs once per thread, `op` `iterations` times. */
+#define BENCH_BODY(name, setup, op)                                          \
+    static void *name(void *bench_p) {                                       \
+        struct bench_ctx *bench_c = bench_p;                                 \
+        void *arg = bench_c->arg; (void)arg;                                 \
+        setup;                                                               \
+        pthread_barrier_wait(bench_c->start);                                \
+        for (long bench_i = 0; bench_i < bench_c->iterations; bench_i++) { op; } \
+        return NULL;                                                         \
+    }
+
+typedef struct {
+    const char *name;
+    void *(*body)(void *);
+    void *arg;
+    double ns_per_op; /* filled in by bench_table */
+} bench_row;
+#define BENCH_ROW(name, body, arg) { name, body, arg, 0 }
+
+static double bench_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static int bench_compare(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median over BENCH_REPEATS runs of: wall time / (threads * iterations), in ns. */
+static double bench_run(void *(*body)(void *), void *arg, int threads, long iterations) {
+    double samples[BENCH_REPEATS];
+    for (int r = 0; r < BENCH_REPEATS; r++) {
+        pthread_barrier_t start;
+        pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
+        pthread_t *t = calloc((size_t)threads, sizeof *t);
+        struct bench_ctx *ctx = calloc((size_t)threads, sizeof *ctx);
+        for (int i = 0; i < threads; i++) {
+            ctx[i] = (struct bench_ctx){iterations, &start, arg, i};
+            pthread_create(&t[i], NULL, body, &ctx[i]);
+        }
+        double begin = bench_now();
+        pthread_barrier_wait(&start);
+        for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+        samples[r] = (bench_now() - begin) / ((double)threads * (double)iterations);
+        pthread_barrier_destroy(&start);
+        free(t);
+        free(ctx);
+    }
+    qsort(samples, BENCH_REPEATS, sizeof samples[0], bench_compare);
+    return samples[BENCH_REPEATS / 2];
+}
+
+/* Measures every row (interleaved with the others, so drift hits all alike) and prints them
+ * with the ratio to rows[baseline]: ratio > 1 means slower than the baseline. */
+static void bench_table(const char *title, bench_row *rows, int count, int threads, long iterations, int baseline) {
+    for (int i = 0; i < count; i++) rows[i].ns_per_op = bench_run(rows[i].body, rows[i].arg, threads, iterations);
+    printf("\n%s — %d thread%s, median of %d runs\n", title, threads, threads == 1 ? "" : "s", BENCH_REPEATS);
+    printf("  %-44s %10s %10s %10s\n", "", "ns/op", "Mops/s", "ratio");
+    for (int i = 0; i < count; i++)
+        printf("  %-44s %10.2f %10.1f %9.2fx%s\n", rows[i].name, rows[i].ns_per_op, 1e3 / rows[i].ns_per_op,
+               rows[i].ns_per_op / rows[baseline].ns_per_op, i == baseline ? "  (baseline)" : "");
+    fflush(stdout);
+}
+#endif

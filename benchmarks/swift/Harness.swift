@@ -1,0 +1,82 @@
+import Glibc
+
+// The Swift benchmark harness, as the C one (benchmarks/c/bench.h): run a body on N threads
+// released together, take the median over several runs of wall time / total operations, and
+// print rows beside a baseline measured in the same run.
+
+let repeats = 7
+
+struct Row {
+    let name: String
+    /// Runs `iterations` operations on the calling thread.
+    let body: @Sendable (_ iterations: Int) -> Void
+}
+
+private func now() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) * 1e9 + Double(ts.tv_nsec)
+}
+
+private final class Run: @unchecked Sendable {
+    var barrier = pthread_barrier_t()
+    let body: @Sendable (Int) -> Void
+    let iterations: Int
+    init(threads: Int, iterations: Int, body: @escaping @Sendable (Int) -> Void) {
+        self.body = body
+        self.iterations = iterations
+        pthread_barrier_init(&barrier, nil, UInt32(threads + 1))
+    }
+    deinit { pthread_barrier_destroy(&barrier) }
+}
+
+/// Median over `repeats` runs of wall time / (threads * iterations), in ns.
+func measure(threads: Int, iterations: Int, _ body: @escaping @Sendable (Int) -> Void) -> Double {
+    var samples: [Double] = []
+    for _ in 0..<repeats {
+        let run = Run(threads: threads, iterations: iterations, body: body)
+        var handles: [pthread_t] = []
+        for _ in 0..<threads {
+            var handle = pthread_t()
+            let context = Unmanaged.passRetained(run).toOpaque()
+            pthread_create(&handle, nil, { context in
+                let run = Unmanaged<Run>.fromOpaque(context!).takeRetainedValue()
+                pthread_barrier_wait(&run.barrier)
+                run.body(run.iterations)
+                return nil
+            }, context)
+            handles.append(handle)
+        }
+        let start = now()
+        pthread_barrier_wait(&run.barrier)
+        for handle in handles { pthread_join(handle, nil) }
+        samples.append((now() - start) / Double(threads * iterations))
+    }
+    return samples.sorted()[repeats / 2]
+}
+
+/// Measures each row and prints ns/op, Mops/s and the ratio to rows[baseline].
+func table(_ title: String, threads: Int, iterations: Int, baseline: Int = 0, _ rows: [Row]) {
+    let results = rows.map { measure(threads: threads, iterations: iterations, $0.body) }
+    print("\n\(title) — \(threads) thread\(threads == 1 ? "" : "s"), median of \(repeats) runs")
+    print("  " + "".padding(44) + "ns/op".padded(10) + "Mops/s".padded(10) + "ratio".padded(10))
+    for (row, ns) in zip(rows, results) {
+        let ratio = ns / results[baseline]
+        print("  " + row.name.padding(44) + fixed(ns, 2).padded(10) + fixed(1e3 / ns, 1).padded(10)
+              + (fixed(ratio, 2) + "x").padded(10) + (row.name == rows[baseline].name ? "  (baseline)" : ""))
+    }
+}
+
+func fixed(_ value: Double, _ digits: Int) -> String {
+    let scale = pow(10.0, Double(digits))
+    let rounded = (value * scale).rounded() / scale
+    var text = String(rounded)
+    let decimals = text.split(separator: ".").last.map(\.count) ?? 0
+    if digits > decimals { text += String(repeating: "0", count: digits - decimals) }
+    return text
+}
+
+extension String {
+    func padding(_ width: Int) -> String { count >= width ? self : self + String(repeating: " ", count: width - count) }
+    func padded(_ width: Int) -> String { count >= width ? self : String(repeating: " ", count: width - count) + self }
+}

@@ -1,0 +1,2 @@
+// libsync's Swift benchmarks: `swift run -c release SyncBenchmarks` (benchmarks/run.sh swift).
+osatomicBenchmarks()

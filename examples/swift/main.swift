@@ -1,0 +1,26 @@
+// The seeds' listings from Swift, on libsync. `swift run sync-demo`.
+import Foundation
+import LibSync
+
+func show(_ step: String, _ value: Int32, _ wanted: Int32) -> Bool {
+    print(step.padding(toLength: 48, withPad: " ", startingAt: 0), "theValue =", value, value == wanted ? "(as Apple says)" : "(WRONG)")
+    return value == wanted
+}
+
+// Listing 4-1, Apple's Threading Programming Guide: atomic test-and-set and compare-and-swap.
+print("Listing 4-1 (Swift):")
+let theValue = OSAtomicStorage<Int32>(0)
+var ok = true
+_ = OSAtomicTestAndSet(0, theValue)
+ok = show("OSAtomicTestAndSet(0, theValue)", theValue.value, 128) && ok
+theValue.value = 0
+_ = OSAtomicTestAndSet(7, theValue)
+ok = show("OSAtomicTestAndSet(7, theValue)", theValue.value, 1) && ok
+theValue.value = 0
+_ = OSAtomicTestAndSet(15, theValue)
+ok = show("OSAtomicTestAndSet(15, theValue)", theValue.value, 256) && ok
+_ = OSAtomicCompareAndSwap32(256, 512, theValue)
+ok = show("OSAtomicCompareAndSwap32(256, 512, theValue)", theValue.value, 512) && ok
+_ = OSAtomicCompareAndSwap32(256, 1024, theValue)
+ok = show("OSAtomicCompareAndSwap32(256, 1024, theValue)", theValue.value, 512) && ok
+if !ok { fatalError("Listing 4-1 did not behave as Apple documents") }
