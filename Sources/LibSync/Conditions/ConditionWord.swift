@@ -1,0 +1,58 @@
+import Glibc
+import Synchronization
+
+/// A condition variable in two words of caller memory (8 bytes, zero = ready):
+///   word 0: a sequence number, bumped by every signal that finds waiters (the futex word);
+///   word 1: how many threads are waiting (bits 0-30), and `processSharedFlag`.
+/// A waiter counts itself, reads the sequence, releases its lock and sleeps unless the sequence
+/// has moved; a signal bumps the sequence only when someone waits, so a signal with no waiter is
+/// one load. Wakeups may be spurious (a waiter can also consume a signal meant for a later one):
+/// callers re-check their predicate, as POSIX requires.
+@usableFromInline package enum ConditionWord {
+    @inlinable static func isShared(_ words: Words) -> Bool {
+        words[1].pointee.load(ordering: .relaxed) & processSharedFlag != 0
+    }
+
+    /// Initialises the variable (not needed for zeroed memory unless `shared`).
+    package static func initialize(_ base: UnsafeMutableRawPointer, shared: Bool) {
+        let words = Words(base)
+        words[0].pointee.store(0, ordering: .relaxed)
+        words[1].pointee.store(shared ? processSharedFlag : 0, ordering: .releasing)
+    }
+
+    /// Releases the caller's lock through `unlock`, sleeps until signalled, the monotonic
+    /// `deadline` (ns, < 0: none) passes or (if `interruptible`) a signal handler runs, then
+    /// takes the lock again through `relock`. Returns 0, ETIMEDOUT or EINTR.
+    @inlinable
+    package static func wait(_ base: UnsafeMutableRawPointer, deadline: Int64, interruptible: Bool,
+                             unlock: () -> Void, relock: () -> Void) -> Int32 {
+        let words = Words(base)
+        words[1].pointee.add(1, ordering: .sequentiallyConsistent)
+        let sequence = words[0].pointee.load(ordering: .sequentiallyConsistent)
+        unlock()
+        var result: Int32
+        repeat {
+            result = Futex.wait(words.address(0), expected: sequence, deadline: deadline, shared: isShared(words))
+        } while result == EINTR && !interruptible && words[0].pointee.load(ordering: .relaxed) == sequence
+        words[1].pointee.subtract(1, ordering: .relaxed)
+        relock()
+        return result == ETIMEDOUT || result == EINTR ? result : 0
+    }
+
+    /// Wakes at least one waiter, if any.
+    @inlinable
+    package static func signal(_ base: UnsafeMutableRawPointer) { wake(base, count: 1) }
+
+    /// Wakes every waiter.
+    @inlinable
+    package static func broadcast(_ base: UnsafeMutableRawPointer) { wake(base, count: Int32.max) }
+
+    @inlinable
+    static func wake(_ base: UnsafeMutableRawPointer, count: Int32) {
+        let words = Words(base)
+        let waiting = words[1].pointee.load(ordering: .sequentiallyConsistent)
+        if waiting & ~processSharedFlag == 0 { return }
+        words[0].pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
+        Futex.wake(words.address(0), count: count, shared: waiting & processSharedFlag != 0)
+    }
+}

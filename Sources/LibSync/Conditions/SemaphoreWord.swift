@@ -1,0 +1,86 @@
+import Glibc
+import Synchronization
+
+/// A counting semaphore in four words of caller memory (16 bytes):
+///   word 0: the count (the futex word);
+///   word 1: how many threads are waiting (bits 0-30), and `processSharedFlag`;
+///   word 2: the bound (0: unbounded): a signal that would raise the count above it fails;
+///   word 3: reserved, zero.
+/// Zeroed memory is an unbounded, process-private semaphore with count 0.
+@usableFromInline package enum SemaphoreWord {
+    /// Initialises a semaphore with `value`, at most `limit` (0: unbounded). EINVAL if value > limit.
+    package static func initialize(_ base: UnsafeMutableRawPointer, value: UInt32, limit: UInt32, shared: Bool) -> Int32 {
+        if limit != 0 && value > limit { return EINVAL }
+        let words = Words(base)
+        words[0].pointee.store(value, ordering: .relaxed)
+        words[2].pointee.store(limit, ordering: .relaxed)
+        words[3].pointee.store(0, ordering: .relaxed)
+        words[1].pointee.store(shared ? processSharedFlag : 0, ordering: .releasing)
+        return 0
+    }
+
+    /// Takes one unit if the count is positive, without blocking.
+    @inlinable
+    package static func tryWait(_ base: UnsafeMutableRawPointer) -> Bool {
+        let count = Words(base)[0]
+        var value = count.pointee.load(ordering: .relaxed)
+        while value > 0 {
+            let (exchanged, current) = count.pointee.weakCompareExchange(
+                expected: value, desired: value - 1, successOrdering: .acquiring, failureOrdering: .relaxed)
+            if exchanged { return true }
+            value = current
+        }
+        return false
+    }
+
+    /// Takes one unit, sleeping while the count is 0 until the monotonic `deadline` (ns, < 0:
+    /// none). Returns 0, ETIMEDOUT, or EINTR when `interruptible` and a signal handler ran.
+    @inlinable
+    package static func wait(_ base: UnsafeMutableRawPointer, deadline: Int64, interruptible: Bool) -> Int32 {
+        if tryWait(base) { return 0 }
+        return waitContended(base, deadline: deadline, interruptible: interruptible)
+    }
+
+    @usableFromInline
+    static func waitContended(_ base: UnsafeMutableRawPointer, deadline: Int64, interruptible: Bool) -> Int32 {
+        let words = Words(base)
+        // Count ourselves before the last look at the count, so that a signal after that look
+        // sees us and wakes the futex (both sides are sequentially consistent).
+        let shared = words[1].pointee.add(1, ordering: .sequentiallyConsistent).newValue & processSharedFlag != 0
+        defer { words[1].pointee.subtract(1, ordering: .relaxed) }
+        while true {
+            if tryWait(base) { return 0 }
+            let result = Futex.wait(words.address(0), expected: 0, deadline: deadline, shared: shared)
+            if result == ETIMEDOUT { return tryWait(base) ? 0 : ETIMEDOUT }
+            if result == EINTR && interruptible { return tryWait(base) ? 0 : EINTR }
+        }
+    }
+
+    /// Adds `count` units and wakes as many waiters. EOVERFLOW (and no change) if that would pass
+    /// the bound or 2^32 - 1.
+    @inlinable
+    package static func signal(_ base: UnsafeMutableRawPointer, count: UInt32 = 1) -> Int32 {
+        let words = Words(base)
+        let limit = words[2].pointee.load(ordering: .relaxed)
+        var value = words[0].pointee.load(ordering: .relaxed)
+        while true {
+            let (sum, overflow) = value.addingReportingOverflow(count)
+            if overflow || (limit != 0 && sum > limit) { return EOVERFLOW }
+            let (exchanged, current) = words[0].pointee.weakCompareExchange(
+                expected: value, desired: sum, successOrdering: .sequentiallyConsistent, failureOrdering: .relaxed)
+            if exchanged { break }
+            value = current
+        }
+        let waiting = words[1].pointee.load(ordering: .sequentiallyConsistent)
+        if waiting & ~processSharedFlag != 0 {
+            Futex.wake(words.address(0), count: Int32(clamping: count), shared: waiting & processSharedFlag != 0)
+        }
+        return 0
+    }
+
+    /// The current count (a snapshot).
+    @inlinable
+    package static func value(_ base: UnsafeMutableRawPointer) -> UInt32 {
+        Words(base)[0].pointee.load(ordering: .relaxed)
+    }
+}
