@@ -14,10 +14,13 @@ let syncProcessShared: UInt32 = 1
 
 // MARK: Semaphore
 
+let syncSemaphoreBounded: UInt32 = 4
+
 @_cdecl("sync_semaphore_init")
 public func c_sync_semaphore_init(_ s: UnsafeMutableRawPointer?, _ value: UInt32, _ limit: UInt32, _ flags: UInt32) -> Int32 {
-    guard let s, validFlags(flags, allowed: syncProcessShared) else { return EINVAL }
-    return SemaphoreWord.initialize(s, value: value, limit: limit, shared: flags & syncProcessShared != 0)
+    guard let s, validFlags(flags, allowed: syncProcessShared | syncSemaphoreBounded) else { return EINVAL }
+    return SemaphoreWord.initialize(s, value: value, limit: flags & syncSemaphoreBounded != 0 ? limit : nil,
+                                    shared: flags & syncProcessShared != 0)
 }
 
 @_cdecl("sync_semaphore_wait")

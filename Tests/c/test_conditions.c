@@ -59,7 +59,9 @@ static void semaphore(void) {
     CHECK_EQ(sync_semaphore_signal(&bounded, 1), 0);
     CHECK_EQ(sync_semaphore_signal(&bounded, 0), EINVAL);
     sync_semaphore_t s;
-    CHECK_EQ(sync_semaphore_init(&s, 3, 2, 0), EINVAL);
+    CHECK_EQ(sync_semaphore_init(&s, 3, 2, SYNC_SEMAPHORE_BOUNDED), EINVAL);
+    CHECK_EQ(sync_semaphore_init(&s, 0, 0, SYNC_SEMAPHORE_BOUNDED), 0); /* bound 0: no release fits */
+    CHECK_EQ(sync_semaphore_signal(&s, 1), EOVERFLOW);
     CHECK_EQ(sync_semaphore_init(&s, 3, 0, 0x80), EINVAL);
     CHECK_EQ(sync_semaphore_init(&s, 3, 0, 0), 0);
     CHECK_EQ(sync_semaphore_signal(&s, UINT32_MAX), EOVERFLOW);

@@ -41,11 +41,13 @@ typedef struct { uint32_t opaque[4]; } sync_semaphore_t;
 /** An unbounded, process-private semaphore holding `value` units. */
 #define SYNC_SEMAPHORE_INIT(value) { { (value), 0, 0, 0 } }
 /** A process-private semaphore holding `value` units, never more than `limit` (value <= limit). */
-#define SYNC_BOUNDED_SEMAPHORE_INIT(value, limit) { { (value), 0, (limit), 0 } }
+#define SYNC_BOUNDED_SEMAPHORE_INIT(value, limit) { { (value), 0, (limit), 1 } }
+/** Flag for sync_semaphore_init: the count may never exceed `limit`. */
+#define SYNC_SEMAPHORE_BOUNDED 4u
 
-/** Initialises with `value` units and a bound `limit` (0: unbounded); flags 0 or
- *  SYNC_PROCESS_SHARED. Returns 0, or EINVAL (value > limit > 0, unknown flag). Not thread-safe
- *  against other use of the same semaphore. */
+/** Initialises with `value` units; flags: SYNC_PROCESS_SHARED, SYNC_SEMAPHORE_BOUNDED (then the
+ *  count never exceeds `limit`; otherwise `limit` is ignored). Returns 0, or EINVAL (bounded with
+ *  value > limit, unknown flag). Not thread-safe against other use of the same semaphore. */
 int sync_semaphore_init(sync_semaphore_t *sem, uint32_t value, uint32_t limit, uint32_t flags);
 /** Takes a unit, waiting while there is none. Returns 0. */
 int sync_semaphore_wait(sync_semaphore_t *sem);

@@ -6,6 +6,8 @@ Modules:
 from ._lib import path as library_path
 from . import osatomic
 from .osatomic import ref
+from .conditions import Barrier, BoundedSemaphore, BrokenBarrierError, Event, Semaphore
 
-__all__ = ["library_path", "osatomic", "ref"]
+__all__ = ["library_path", "osatomic", "ref",
+           "Semaphore", "BoundedSemaphore", "Event", "Barrier", "BrokenBarrierError"]
 __version__ = "0.1.0"

@@ -4,17 +4,17 @@ import Synchronization
 /// A counting semaphore in four words of caller memory (16 bytes):
 ///   word 0: the count (the futex word);
 ///   word 1: how many threads are waiting (bits 0-30), and `processSharedFlag`;
-///   word 2: the bound (0: unbounded): a signal that would raise the count above it fails;
-///   word 3: reserved, zero.
+///   word 2: the bound, if word 3 is 1: a signal that would raise the count above it fails;
+///   word 3: 1 if bounded, 0 if not.
 /// Zeroed memory is an unbounded, process-private semaphore with count 0.
 @usableFromInline package enum SemaphoreWord {
-    /// Initialises a semaphore with `value`, at most `limit` (0: unbounded). EINVAL if value > limit.
-    package static func initialize(_ base: UnsafeMutableRawPointer, value: UInt32, limit: UInt32, shared: Bool) -> Int32 {
-        if limit != 0 && value > limit { return EINVAL }
+    /// Initialises a semaphore with `value`, at most `limit` if given. EINVAL if value > limit.
+    package static func initialize(_ base: UnsafeMutableRawPointer, value: UInt32, limit: UInt32?, shared: Bool) -> Int32 {
+        if let limit, value > limit { return EINVAL }
         let words = Words(base)
         words[0].pointee.store(value, ordering: .relaxed)
-        words[2].pointee.store(limit, ordering: .relaxed)
-        words[3].pointee.store(0, ordering: .relaxed)
+        words[2].pointee.store(limit ?? 0, ordering: .relaxed)
+        words[3].pointee.store(limit == nil ? 0 : 1, ordering: .relaxed)
         words[1].pointee.store(shared ? processSharedFlag : 0, ordering: .releasing)
         return 0
     }
@@ -61,11 +61,11 @@ import Synchronization
     @inlinable
     package static func signal(_ base: UnsafeMutableRawPointer, count: UInt32 = 1) -> Int32 {
         let words = Words(base)
-        let limit = words[2].pointee.load(ordering: .relaxed)
+        let limit = words[3].pointee.load(ordering: .relaxed) != 0 ? words[2].pointee.load(ordering: .relaxed) : UInt32.max
         var value = words[0].pointee.load(ordering: .relaxed)
         while true {
             let (sum, overflow) = value.addingReportingOverflow(count)
-            if overflow || (limit != 0 && sum > limit) { return EOVERFLOW }
+            if overflow || sum > limit { return EOVERFLOW }
             let (exchanged, current) = words[0].pointee.weakCompareExchange(
                 expected: value, desired: sum, successOrdering: .sequentiallyConsistent, failureOrdering: .relaxed)
             if exchanged { break }
