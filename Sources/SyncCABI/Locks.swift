@@ -70,6 +70,13 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
 
 // MARK: recursive lock
 
+@_cdecl("sync_recursive_lock_init") public func c_sync_recursive_lock_init(_ l: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
+    guard let memory = lockMemory(l), flags & ~1 == 0 else { return EINVAL }
+    memory.storeBytes(of: 0, toByteOffset: 4, as: UInt32.self)
+    memory.storeBytes(of: MutexWord.initial(shared: flags & 1 != 0, unowned: false), as: UInt32.self)
+    return 0
+}
+
 @_cdecl("sync_recursive_lock_lock") public func c_sync_recursive_lock_lock(_ l: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(l) else { return EINVAL }
     return RecursiveWord.lock(memory)

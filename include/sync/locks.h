@@ -86,6 +86,10 @@ int sync_mutex_is_owner(const sync_mutex_t *mutex);
 typedef struct { uint32_t _word, _depth; } sync_recursive_lock_t;
 
 #define SYNC_RECURSIVE_LOCK_INIT { 0u, 0u }
+#define SYNC_RECURSIVE_LOCK_INIT_SHARED { 0x40000000u, 0u } /**< for memory shared by processes */
+
+/** Initializes *lock, unlocked, with flags (0 or SYNC_MUTEX_SHARED). @return 0 or EINVAL. */
+int sync_recursive_lock_init(sync_recursive_lock_t *lock, int flags);
 
 /** Locks (again, if the caller holds it). @return 0, or EAGAIN if the depth would overflow. */
 int sync_recursive_lock_lock(sync_recursive_lock_t *lock);

@@ -2,10 +2,13 @@
 
 Modules:
     libsync.osatomic   Apple's OSAtomic operations on ctypes objects and shared buffers.
+    libsync.locks      Lock/RLock (drop-in for threading's), Mutex, RWLock, SpinLock, once, synchronized.
 """
 from ._lib import path as library_path
 from . import osatomic
+from . import locks
 from .osatomic import ref
 
 __all__ = ["library_path", "osatomic", "ref"]
+__all__ += ["locks"]
 __version__ = "0.1.0"

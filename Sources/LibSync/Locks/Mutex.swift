@@ -68,7 +68,7 @@ func deadline(after timeout: Duration) -> Int64 {
     @usableFromInline static let modes: UInt32 = unowned | shared
     /// The holder recorded by an unowned-mode lock (never a kernel thread id).
     @usableFromInline static let anonymous: UInt32 = holderMask
-    @usableFromInline static let spinLimit = 64
+    @usableFromInline static let spinLimit = 16
 
     @usableFromInline package typealias Word = UnsafeMutablePointer<Atomic<UInt32>>
 
@@ -148,7 +148,7 @@ func deadline(after timeout: Duration) -> Int64 {
                 value = now
                 continue
             }
-            if value & waiters != 0 || spins >= spinLimit { break }
+            if spins >= spinLimit { break }
             spins += 1
             sync_cpu_relax()
             value = word.pointee.load(ordering: .relaxed)
