@@ -314,18 +314,56 @@ _rw_wrunlock = _c(_nonblocking, "sync_rwlock_wrunlock")
 _rw_wrwait = _c(_blocking, "sync_rwlock_wrlock_interruptible")
 
 
-class _Side:
-    """A context manager for one side of an RWLock: ``with rw.read():``."""
-    __slots__ = ("acquire", "release")
+def _acquire_read(p, blocking: Any = True, timeout: Any = -1) -> bool:
+    if timeout == -1 and blocking is True:
+        if not _rw_tryrd(p):
+            return True
+        return _wait(_rw_rdwait, p, _FOREVER, "RWLock.acquire_read")
+    deadline = _deadline(blocking, timeout)
+    code = _rw_tryrd(p)
+    if code == 0:
+        return True
+    if code != errno.EBUSY:
+        raise _error(code, "RWLock.acquire_read")
+    return False if deadline is None else _wait(_rw_rdwait, p, deadline, "RWLock.acquire_read")
 
-    def __init__(self, acquire: Callable[..., bool], release: Callable[[], None]):
-        self.acquire, self.release = acquire, release
+
+def _release_read(p) -> None:
+    code = _rw_rdunlock(p)
+    if code:
+        raise _error(code, "RWLock.release_read")
+
+
+def _acquire_write(p, blocking: Any = True, timeout: Any = -1) -> bool:
+    if timeout == -1 and blocking is True:
+        if not _rw_trywr(p):
+            return True
+        return _wait(_rw_wrwait, p, _FOREVER, "RWLock.acquire_write")
+    deadline = _deadline(blocking, timeout)
+    if _rw_trywr(p) == 0:
+        return True
+    return False if deadline is None else _wait(_rw_wrwait, p, deadline, "RWLock.acquire_write")
+
+
+def _release_write(p) -> None:
+    code = _rw_wrunlock(p)
+    if code:
+        raise _error(code, "RWLock.release_write")
+
+
+class _Side:
+    """A context manager for one side of an RWLock: ``with rw.read():``. It holds the lock's
+    memory, not the lock (no reference cycle keeps a shared buffer exported)."""
+    __slots__ = ("_cells", "_p", "_acquire", "_release")
+
+    def __init__(self, cells: Any, p: c_void_p, acquire: Callable[..., bool], release: Callable[[Any], None]):
+        self._cells, self._p, self._acquire, self._release = cells, p, acquire, release
 
     def __enter__(self) -> None:
-        self.acquire()
+        self._acquire(self._p)
 
     def __exit__(self, *exc: Any) -> None:
-        self.release()
+        self._release(self._p)
 
 
 class RWLock(_Memory):
@@ -342,43 +380,24 @@ class RWLock(_Memory):
         shared = self._place(buffer, offset)
         if initialize:
             _init(_rw_init, self._p, 1 if shared else 0)
-        self._read = _Side(self.acquire_read, self.release_read)
-        self._write = _Side(self.acquire_write, self.release_write)
+        self._read = _Side(self._cells, self._p, _acquire_read, _release_read)
+        self._write = _Side(self._cells, self._p, _acquire_write, _release_write)
 
     def acquire_read(self, blocking: bool = True, timeout: float = -1) -> bool:
         """Takes the read side; arguments and result as threading.Lock.acquire."""
-        if timeout == -1 and blocking is True:
-            if not _rw_tryrd(self._p):
-                return True
-            return _wait(_rw_rdwait, self._p, _FOREVER, "RWLock.acquire_read")
-        deadline = _deadline(blocking, timeout)
-        code = _rw_tryrd(self._p)
-        if code == 0:
-            return True
-        if code != errno.EBUSY:
-            raise _error(code, "RWLock.acquire_read")
-        return False if deadline is None else _wait(_rw_rdwait, self._p, deadline, "RWLock.acquire_read")
+        return _acquire_read(self._p, blocking, timeout)
 
     def release_read(self) -> None:
-        code = _rw_rdunlock(self._p)
-        if code:
-            raise _error(code, "RWLock.release_read")
+        """Releases the read side; NotOwnerError if no reader holds it."""
+        _release_read(self._p)
 
     def acquire_write(self, blocking: bool = True, timeout: float = -1) -> bool:
         """Takes the write side; arguments and result as threading.Lock.acquire."""
-        if timeout == -1 and blocking is True:
-            if not _rw_trywr(self._p):
-                return True
-            return _wait(_rw_wrwait, self._p, _FOREVER, "RWLock.acquire_write")
-        deadline = _deadline(blocking, timeout)
-        if _rw_trywr(self._p) == 0:
-            return True
-        return False if deadline is None else _wait(_rw_wrwait, self._p, deadline, "RWLock.acquire_write")
+        return _acquire_write(self._p, blocking, timeout)
 
     def release_write(self) -> None:
-        code = _rw_wrunlock(self._p)
-        if code:
-            raise _error(code, "RWLock.release_write")
+        """Releases the write side; NotOwnerError if the caller does not hold it."""
+        _release_write(self._p)
 
     def read(self) -> _Side:
         """``with rw.read():`` holds the read side for the block."""
