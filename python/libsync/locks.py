@@ -202,18 +202,6 @@ class Mutex(Lock):
     _FLAGS = 0
     _WHAT = "Mutex.acquire"
 
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if timeout == -1 and blocking is True:
-            if not _mutex_trylock(self._p):
-                return True
-            return _wait(_mutex_wait, self._p, _FOREVER, self._WHAT)
-        deadline = _deadline(blocking, timeout)
-        if _mutex_trylock(self._p) == 0:
-            return True
-        if deadline is None:
-            return False
-        return _wait(_mutex_wait, self._p, deadline, self._WHAT)
-
     def release(self) -> None:
         code = _mutex_unlock(self._p)
         if code:
@@ -222,8 +210,6 @@ class Mutex(Lock):
     def owned(self) -> bool:
         """Whether the calling thread holds it."""
         return bool(_mutex_is_owner(self._p))
-
-    __enter__ = acquire
 
 
 _mutex_is_owner = _c(_nonblocking, "sync_mutex_is_owner")
