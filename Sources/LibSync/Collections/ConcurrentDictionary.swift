@@ -1,0 +1,171 @@
+import Glibc
+import Synchronization
+
+// Seed 002's thread-safe dictionary, without its crash: a value read from it stays valid
+// however other threads replace or remove the entry.
+//
+// Design: 16 shards, each an immutable snapshot published through a `ReferenceCell` (the
+// lock-free AtomicReference algorithm). Readers never lock and never wait: they pin the shard's
+// snapshot, look the key up, take their own reference to the value, and unpin, so readers run in
+// parallel with each other and with writers. Writers of one shard take its lock word, copy the
+// snapshot, change the copy and publish it; the old snapshot (and the values only it held) is
+// released when its last reader unpins. Suited to read-mostly use: a write costs a copy of its
+// shard (about count/16 entries).
+
+public final class ConcurrentDictionary<Key: Hashable & Sendable, Value: Sendable>: @unchecked Sendable {
+    @usableFromInline final class Snapshot {
+        @usableFromInline let entries: [Key: Value]
+        init(_ entries: [Key: Value]) { self.entries = entries }
+    }
+
+    @usableFromInline static var shardCount: Int { 16 }
+    /// Each shard on its own cache line: {cell (16 bytes), writers' lock word}.
+    @usableFromInline static var shardStride: Int { 64 }
+    @usableFromInline let shards: UnsafeMutableRawPointer
+
+    public init() {
+        shards = .allocate(byteCount: Self.shardCount * Self.shardStride, alignment: 64)
+        shards.initializeMemory(as: UInt8.self, repeating: 0, count: Self.shardCount * Self.shardStride)
+    }
+    deinit {
+        for i in 0..<Self.shardCount {
+            _ = ReferenceCell.exchange(shards + i * Self.shardStride, nil, returnOld: false, swiftRetain, swiftRelease)
+        }
+        shards.deallocate()
+    }
+
+    @inlinable func shard(_ key: Key) -> UnsafeMutableRawPointer {
+        shards + (key.hashValue & (Self.shardCount - 1)) * Self.shardStride
+    }
+
+    /// Runs `body` on the shard's current entries, borrowed (valid inside `body` only).
+    @inlinable func withEntries<R>(_ cell: UnsafeMutableRawPointer, _ body: ([Key: Value]) throws -> R) rethrows -> R {
+        try ReferenceCell.withBorrowed(cell, swiftRelease) { raw in
+            guard let raw else { return try body([:]) }
+            return try Unmanaged<Snapshot>.fromOpaque(raw)._withUnsafeGuaranteedRef { try body($0.entries) }
+        }
+    }
+
+    /// Looks `key` up and runs `body` on its value while the snapshot holding it is pinned:
+    /// the C ABI takes its own reference there.
+    @inlinable package func withValue<R>(forKey key: Key, _ body: (Value?) throws -> R) rethrows -> R {
+        try withEntries(shard(key)) { try body($0[key]) }
+    }
+
+    /// Changes one shard under its writers' lock and publishes the result.
+    @usableFromInline func update<R>(_ key: Key, _ change: (inout [Key: Value]) -> R) -> R {
+        let cell = shard(key)
+        let lock = atomic(cell + ReferenceCell.size, as: Int32.self)
+        LockWord.lock(lock, shared: false)
+        defer { LockWord.unlock(lock, shared: false) }
+        var entries = withEntries(cell) { $0 }
+        let result = change(&entries)
+        let snapshot = Snapshot(entries)
+        withExtendedLifetime(snapshot) {
+            _ = ReferenceCell.exchange(cell, Unmanaged.passUnretained(snapshot).toOpaque(), returnOld: false, swiftRetain, swiftRelease)
+        }
+        return result
+    }
+
+    /// The value for `key` (a strong reference: valid whatever other threads do), or nil.
+    public subscript(key: Key) -> Value? {
+        get { withValue(forKey: key) { $0 } }
+        set {
+            if let newValue { updateValue(newValue, forKey: key) } else { removeValue(forKey: key) }
+        }
+    }
+
+    /// Stores `value`; returns the value it replaced.
+    @discardableResult
+    public func updateValue(_ value: Value, forKey key: Key) -> Value? {
+        update(key) { $0.updateValue(value, forKey: key) }
+    }
+
+    /// Removes the entry; returns its value.
+    @discardableResult
+    public func removeValue(forKey key: Key) -> Value? {
+        update(key) { $0.removeValue(forKey: key) }
+    }
+
+    /// Entries, summed over the shards (each shard read at one instant).
+    public var count: Int {
+        (0..<Self.shardCount).reduce(0) { sum, i in sum + withEntries(shards + i * Self.shardStride) { $0.count } }
+    }
+
+    /// A snapshot of the keys: every key present throughout the call is listed.
+    public var keys: [Key] {
+        (0..<Self.shardCount).flatMap { i in withEntries(shards + i * Self.shardStride) { Array($0.keys) } }
+    }
+}
+
+// MARK: Keys and values for the C ABI
+
+/// A C value: one reference, given back through `release` when the last snapshot holding it
+/// is gone.
+package final class ForeignObject: @unchecked Sendable {
+    package let pointer: UnsafeMutableRawPointer
+    let release: ReferenceCell.Function
+    package init(retaining pointer: UnsafeMutableRawPointer, _ retain: ReferenceCell.Function, _ release: ReferenceCell.Function) {
+        retain(pointer)
+        self.pointer = pointer
+        self.release = release
+    }
+    deinit { release(pointer) }
+}
+
+/// Compares two object keys: 1 equal, 0 not, < 0 error (treated as not equal).
+package typealias KeyCompare = @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Int32
+
+/// A C key: a byte string, or an object with a caller-computed hash and a comparator.
+package struct ForeignKey: Hashable, @unchecked Sendable {
+    package let bytes: [UInt8]
+    package let object: UnsafeMutableRawPointer?
+    package let objectHash: Int
+    let compare: KeyCompare?
+    let context: UnsafeMutableRawPointer?
+    /// Keeps a stored object key alive (nil in lookups, which borrow the caller's key).
+    let owner: ForeignObject?
+
+    package init(bytes: UnsafeRawBufferPointer) {
+        self.bytes = Array(bytes); object = nil; objectHash = 0; compare = nil; context = nil; owner = nil
+    }
+    package init(object: UnsafeMutableRawPointer, hash: Int, compare: KeyCompare, context: UnsafeMutableRawPointer?, owner: ForeignObject?) {
+        bytes = []; self.object = object; objectHash = hash; self.compare = compare; self.context = context; self.owner = owner
+    }
+
+    package static func == (a: ForeignKey, b: ForeignKey) -> Bool {
+        guard let x = a.object else { return a.bytes == b.bytes }
+        return x == b.object || a.compare!(x, b.object, a.context) == 1
+    }
+    package func hash(into hasher: inout Hasher) {
+        if object != nil { hasher.combine(objectHash) } else { hasher.combine(bytes) }
+    }
+}
+
+/// The C ABI's dictionary: foreign keys and values, with their retain and release functions.
+package final class ForeignDictionary: @unchecked Sendable {
+    package let map = ConcurrentDictionary<ForeignKey, ForeignObject>()
+    package let retain: ReferenceCell.Function, release: ReferenceCell.Function
+    let compare: KeyCompare?, context: UnsafeMutableRawPointer?
+
+    package init(retain: ReferenceCell.Function, release: ReferenceCell.Function, compare: KeyCompare?, context: UnsafeMutableRawPointer?) {
+        self.retain = retain; self.release = release; self.compare = compare; self.context = context
+    }
+
+    /// A lookup key (borrowing an object key) or, with `storing`, one that retains it.
+    package func key(_ key: UnsafeRawPointer, _ length: Int, storing: Bool) -> ForeignKey {
+        guard let compare else { return ForeignKey(bytes: UnsafeRawBufferPointer(start: key, count: length)) }
+        let object = UnsafeMutableRawPointer(mutating: key)
+        return ForeignKey(object: object, hash: length, compare: compare, context: context,
+                          owner: storing ? ForeignObject(retaining: object, retain, release) : nil)
+    }
+
+    /// The value +1, or nil.
+    package func get(_ key: ForeignKey) -> UnsafeMutableRawPointer? {
+        map.withValue(forKey: key) { value in
+            guard let value else { return nil }
+            retain(value.pointer)
+            return value.pointer
+        }
+    }
+}
