@@ -221,6 +221,12 @@ func key(_ d: ForeignDictionary, _ key: UnsafeRawPointer?, _ length: Int, storin
     guard let d = dictionary(d), let k = key(d, k, length, storing: false) else { return nil }
     return d.get(k)
 }
+@_cdecl("sync_dictionary_get_or") public func sync_dictionary_get_or(_ d: OpaquePointer?, _ k: UnsafeRawPointer?, _ length: Int, _ fallback: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    guard let d = dictionary(d), let k = key(d, k, length, storing: false) else { return nil }
+    if let value = d.get(k) { return value }
+    if let fallback { d.retain(fallback) }
+    return fallback
+}
 @_cdecl("sync_dictionary_remove") public func sync_dictionary_remove(_ d: OpaquePointer?, _ k: UnsafeRawPointer?, _ length: Int) -> Int32 {
     guard let d = dictionary(d), let k = key(d, k, length, storing: false) else { return EINVAL }
     return d.map.removeValue(forKey: k) == nil ? ENOENT : 0

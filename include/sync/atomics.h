@@ -167,8 +167,10 @@ int sync_autorelease(void *object, sync_object_fn release);
 /* ---- Thread-safe dictionary (seed 002) -------------------------------------------------------
  * Keys map to objects held with retain/release (the dictionary owns +1 on each value).
  * sync_dictionary_get returns +1 that stays valid after other threads replace or remove the
- * entry. Readers never lock or wait: 16 shards, each an immutable snapshot published like a
- * sync_atomic_ref_t; writers of one shard are serialized and copy it (read-mostly use).
+ * entry. Lock-free: 16 shards, each an immutable snapshot published like a sync_atomic_ref_t;
+ * readers never wait; a writer copies its shard and publishes the copy with a compare-and-set,
+ * retrying on conflict (read-mostly use: a write costs about count/16 entries copied). No lock
+ * is held while keys are compared or values released.
  *
  * Keys are byte strings (key, key_length), copied. A dictionary made with
  * sync_dictionary_create_with_object_keys instead takes objects as keys: key is the object
@@ -190,6 +192,8 @@ void sync_dictionary_destroy(sync_dictionary_t *d);
 int sync_dictionary_set(sync_dictionary_t *d, const void *key, size_t key_length, void *value);
 /** The value for key, +1 (release or autorelease it), or NULL. */
 void *sync_dictionary_get(sync_dictionary_t *d, const void *key, size_t key_length);
+/** The value for key +1, or fallback +1 (retained) when absent: NULL only if fallback is NULL. */
+void *sync_dictionary_get_or(sync_dictionary_t *d, const void *key, size_t key_length, void *fallback);
 /** Removes the entry. Returns 0, ENOENT if there was none, or EINVAL. */
 int sync_dictionary_remove(sync_dictionary_t *d, const void *key, size_t key_length);
 /** Entries (each shard counted at one instant). */

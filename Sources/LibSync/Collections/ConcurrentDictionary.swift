@@ -7,10 +7,11 @@ import Synchronization
 // Design: 16 shards, each an immutable snapshot published through a `ReferenceCell` (the
 // lock-free AtomicReference algorithm). Readers never lock and never wait: they pin the shard's
 // snapshot, look the key up, take their own reference to the value, and unpin, so readers run in
-// parallel with each other and with writers. Writers of one shard take its lock word, copy the
-// snapshot, change the copy and publish it; the old snapshot (and the values only it held) is
-// released when its last reader unpins. Suited to read-mostly use: a write costs a copy of its
-// shard (about count/16 entries).
+// parallel with each other and with writers. A writer copies its shard's snapshot, changes the
+// copy and publishes it with a compare-and-set (retrying if another writer got there first);
+// the old snapshot (and the values only it held) is released when its last reader unpins.
+// Lock-free throughout. Suited to read-mostly use: a write costs a copy of its shard (about
+// count/16 entries).
 
 public final class ConcurrentDictionary<Key: Hashable & Sendable, Value: Sendable>: @unchecked Sendable {
     @usableFromInline final class Snapshot {
@@ -19,7 +20,7 @@ public final class ConcurrentDictionary<Key: Hashable & Sendable, Value: Sendabl
     }
 
     @usableFromInline static var shardCount: Int { 16 }
-    /// Each shard on its own cache line: {cell (16 bytes), writers' lock word}.
+    /// Each shard's cell on its own cache line.
     @usableFromInline static var shardStride: Int { 64 }
     @usableFromInline let shards: UnsafeMutableRawPointer
 
@@ -52,19 +53,22 @@ public final class ConcurrentDictionary<Key: Hashable & Sendable, Value: Sendabl
         try withEntries(shard(key)) { try body($0[key]) }
     }
 
-    /// Changes one shard under its writers' lock and publishes the result.
+    /// Changes one shard: copies its snapshot, changes the copy, and publishes it if the shard
+    /// still holds the snapshot it copied (else retries). Lock-free: no lock is held while keys
+    /// are compared or old values released, which may run foreign code (Python's __eq__, __del__).
     @usableFromInline func update<R>(_ key: Key, _ change: (inout [Key: Value]) -> R) -> R {
         let cell = shard(key)
-        let lock = atomic(cell + ReferenceCell.size, as: Int32.self)
-        LockWord.lock(lock, shared: false)
-        defer { LockWord.unlock(lock, shared: false) }
-        var entries = withEntries(cell) { $0 }
-        let result = change(&entries)
-        let snapshot = Snapshot(entries)
-        withExtendedLifetime(snapshot) {
-            _ = ReferenceCell.exchange(cell, Unmanaged.passUnretained(snapshot).toOpaque(), returnOld: false, swiftRetain, swiftRelease)
+        while true {
+            let current = ReferenceCell.get(cell, swiftRetain, swiftRelease).map { Unmanaged<Snapshot>.fromOpaque($0).takeRetainedValue() }
+            var entries = current?.entries ?? [:]
+            let result = change(&entries)
+            let next = Snapshot(entries)
+            let published = withExtendedLifetime((current, next)) {
+                ReferenceCell.compareAndSet(cell, current.map { Unmanaged.passUnretained($0).toOpaque() },
+                                            Unmanaged.passUnretained(next).toOpaque(), swiftRetain, swiftRelease)
+            }
+            if published { return result }
         }
-        return result
     }
 
     /// The value for `key` (a strong reference: valid whatever other threads do), or nil.
