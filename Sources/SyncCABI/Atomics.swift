@@ -239,7 +239,7 @@ func key(_ d: ForeignDictionary, _ key: UnsafeRawPointer?, _ length: Int, storin
     let keys = d.map.keys
     guard let each else { return keys.count }
     for k in keys {
-        if let object = k.object { each(object, k.objectHash, context) } else { k.bytes.withUnsafeBytes { each($0.baseAddress, $0.count, context) } }
+        if let object = k.object { each(object, k.objectHash, context) } else { each(k.bytes.baseAddress, k.bytes.count, context) }
     }
     return keys.count
 }

@@ -120,30 +120,51 @@ package final class ForeignObject: @unchecked Sendable {
 /// Compares two object keys: 1 equal, 0 not, < 0 error (treated as not equal).
 package typealias KeyCompare = @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Int32
 
-/// A C key: a byte string, or an object with a caller-computed hash and a comparator.
+/// A C key: a byte string, or an object with a caller-computed hash and a comparator. Lookup
+/// keys borrow the caller's bytes or object (no allocation); stored keys own a copy or a +1.
 package struct ForeignKey: Hashable, @unchecked Sendable {
-    package let bytes: [UInt8]
+    package let bytes: UnsafeRawBufferPointer
     package let object: UnsafeMutableRawPointer?
     package let objectHash: Int
     let compare: KeyCompare?
     let context: UnsafeMutableRawPointer?
-    /// Keeps a stored object key alive (nil in lookups, which borrow the caller's key).
-    let owner: ForeignObject?
+    /// Keeps a stored key alive: its byte copy, or +1 on its object (nil in lookups).
+    let owner: AnyObject?
 
-    package init(bytes: UnsafeRawBufferPointer) {
-        self.bytes = Array(bytes); object = nil; objectHash = 0; compare = nil; context = nil; owner = nil
+    package init(bytes: UnsafeRawBufferPointer, storing: Bool) {
+        if storing {
+            let copy = KeyBytes(bytes)
+            self.bytes = UnsafeRawBufferPointer(start: copy.storage.baseAddress, count: bytes.count); owner = copy
+        } else {
+            self.bytes = bytes; owner = nil
+        }
+        object = nil; objectHash = 0; compare = nil; context = nil
     }
     package init(object: UnsafeMutableRawPointer, hash: Int, compare: KeyCompare, context: UnsafeMutableRawPointer?, owner: ForeignObject?) {
-        bytes = []; self.object = object; objectHash = hash; self.compare = compare; self.context = context; self.owner = owner
+        bytes = UnsafeRawBufferPointer(start: nil, count: 0); self.object = object; objectHash = hash
+        self.compare = compare; self.context = context; self.owner = owner
     }
 
     package static func == (a: ForeignKey, b: ForeignKey) -> Bool {
-        guard let x = a.object else { return a.bytes == b.bytes }
+        guard let x = a.object else {
+            return a.bytes.count == b.bytes.count && (a.bytes.count == 0 || memcmp(a.bytes.baseAddress!, b.bytes.baseAddress!, a.bytes.count) == 0)
+        }
         return x == b.object || a.compare!(x, b.object, a.context) == 1
     }
     package func hash(into hasher: inout Hasher) {
-        if object != nil { hasher.combine(objectHash) } else { hasher.combine(bytes) }
+        if object != nil { hasher.combine(objectHash) } else { hasher.combine(bytes: bytes) }
     }
+}
+
+/// A stored byte key's own copy.
+final class KeyBytes {
+    let storage: UnsafeMutableRawBufferPointer
+    init(_ bytes: UnsafeRawBufferPointer) {
+        storage = .allocate(byteCount: max(bytes.count, 1), alignment: 1)
+        storage.initializeMemory(as: UInt8.self, repeating: 0)
+        if bytes.count > 0 { storage.copyMemory(from: bytes) }
+    }
+    deinit { storage.deallocate() }
 }
 
 /// The C ABI's dictionary: foreign keys and values, with their retain and release functions.
@@ -158,7 +179,7 @@ package final class ForeignDictionary: @unchecked Sendable {
 
     /// A lookup key (borrowing an object key) or, with `storing`, one that retains it.
     package func key(_ key: UnsafeRawPointer, _ length: Int, storing: Bool) -> ForeignKey {
-        guard let compare else { return ForeignKey(bytes: UnsafeRawBufferPointer(start: key, count: length)) }
+        guard let compare else { return ForeignKey(bytes: UnsafeRawBufferPointer(start: key, count: length), storing: storing) }
         let object = UnsafeMutableRawPointer(mutating: key)
         return ForeignKey(object: object, hash: length, compare: compare, context: context,
                           owner: storing ? ForeignObject(retaining: object, retain, release) : nil)
