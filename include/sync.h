@@ -20,6 +20,7 @@
 
 /* Each family of primitives has its own header under sync/, all included here. */
 #include "sync/locks.h"
+#include "sync/atomics.h"
 
 #ifdef __cplusplus
 extern "C" {

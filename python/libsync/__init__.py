@@ -3,12 +3,13 @@
 Modules:
     libsync.osatomic   Apple's OSAtomic operations on ctypes objects and shared buffers.
     libsync.locks      Lock/RLock (drop-in for threading's), Mutex, RWLock, SpinLock, once, synchronized.
+    libsync.atomics    AtomicBool, AtomicInt, AtomicReference, Throttler, ConcurrentDict.
 """
 from ._lib import path as library_path
 from . import osatomic
 from . import locks
+from . import atomics
 from .osatomic import ref
 
-__all__ = ["library_path", "osatomic", "ref"]
-__all__ += ["locks"]
+__all__ = ["library_path", "osatomic", "ref", "locks", "atomics"]
 __version__ = "0.1.0"
