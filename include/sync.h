@@ -20,6 +20,8 @@
 
 /* Each family of primitives has its own header under sync/, all included here. */
 #include "sync/conditions.h"
+#include "sync/locks.h"
+#include "sync/atomics.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,8 +34,15 @@ int64_t sync_monotonic_now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-uint32_t sync_thread_id(void) {
-    static __thread uint32_t tid;
-    if (tid == 0) tid = (uint32_t)syscall(SYS_gettid);
-    return tid;
+__thread uint32_t sync_thread_id_cache __attribute__((tls_model("initial-exec")));
+
+// The child of fork() has a new kernel id but a copy of the parent's cache: forget it there.
+static void forget_thread_id(void) { sync_thread_id_cache = 0; }
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void register_atfork(void) { pthread_atfork(NULL, NULL, forget_thread_id); }
+
+uint32_t sync_thread_id_slow(void) {
+    pthread_once(&atfork_once, register_atfork);
+    sync_thread_id_cache = (uint32_t)syscall(SYS_gettid);
+    return sync_thread_id_cache;
 }

@@ -92,3 +92,86 @@ static void bench_table(const char *title, bench_row *rows, int count, int threa
     fflush(stdout);
 }
 #endif
+
+/* ---- Fixed-duration mode: throughput and fairness (min/max operations per thread) ----
+ *
+ *   BENCH_TIMED_BODY(name, setup, op);   each thread runs `op` until told to stop
+ *   bench_timed_table("title", rows, count, threads, milliseconds, baseline);
+ *
+ * Prints ns/op (wall time / all operations), Mops/s, the ratio to the baseline, and the
+ * fairness: the fewest operations any thread made divided by the most (1.0: all equal; 0: a
+ * thread starved), each the median of BENCH_REPEATS runs. */
+struct bench_timed_ctx {
+    volatile int *stop;
+    pthread_barrier_t *start;
+    void *arg;
+    int index;
+    long ops; /* out */
+};
+
+#define BENCH_TIMED_BODY(name, setup, op)                                    \
+    static void *name(void *bench_p) {                                       \
+        struct bench_timed_ctx *bench_c = bench_p;                           \
+        void *arg = bench_c->arg; (void)arg;                                 \
+        long bench_n = 0;                                                    \
+        setup;                                                               \
+        pthread_barrier_wait(bench_c->start);                                \
+        while (!__atomic_load_n(bench_c->stop, __ATOMIC_RELAXED)) { op; bench_n++; } \
+        bench_c->ops = bench_n;                                              \
+        return NULL;                                                         \
+    }
+
+typedef struct { double ns_per_op, fairness; } bench_timed_result;
+
+static bench_timed_result bench_timed_run(void *(*body)(void *), void *arg, int threads, int milliseconds) {
+    double ns[BENCH_REPEATS], fair[BENCH_REPEATS];
+    for (int r = 0; r < BENCH_REPEATS; r++) {
+        volatile int stop = 0;
+        pthread_barrier_t start;
+        pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
+        pthread_t *t = calloc((size_t)threads, sizeof *t);
+        struct bench_timed_ctx *ctx = calloc((size_t)threads, sizeof *ctx);
+        for (int i = 0; i < threads; i++) {
+            ctx[i] = (struct bench_timed_ctx){&stop, &start, arg, i, 0};
+            pthread_create(&t[i], NULL, body, &ctx[i]);
+        }
+        pthread_barrier_wait(&start);
+        double begin = bench_now();
+        struct timespec nap = {milliseconds / 1000, (milliseconds % 1000) * 1000000L};
+        nanosleep(&nap, NULL);
+        __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+        for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+        double elapsed = bench_now() - begin;
+        long total = 0, least = -1, most = 0;
+        for (int i = 0; i < threads; i++) {
+            total += ctx[i].ops;
+            if (least < 0 || ctx[i].ops < least) least = ctx[i].ops;
+            if (ctx[i].ops > most) most = ctx[i].ops;
+        }
+        ns[r] = total ? elapsed / (double)total : 1e9;
+        fair[r] = most ? (double)least / (double)most : 0;
+        pthread_barrier_destroy(&start);
+        free(t);
+        free(ctx);
+    }
+    qsort(ns, BENCH_REPEATS, sizeof ns[0], bench_compare);
+    qsort(fair, BENCH_REPEATS, sizeof fair[0], bench_compare);
+    return (bench_timed_result){ns[BENCH_REPEATS / 2], fair[BENCH_REPEATS / 2]};
+}
+
+static void bench_timed_table(const char *title, bench_row *rows, int count, int threads, int milliseconds, int baseline) {
+    double *fair = calloc((size_t)count, sizeof *fair);
+    for (int i = 0; i < count; i++) {
+        bench_timed_result result = bench_timed_run(rows[i].body, rows[i].arg, threads, milliseconds);
+        rows[i].ns_per_op = result.ns_per_op;
+        fair[i] = result.fairness;
+    }
+    printf("\n%s — %d thread%s, %d ms, median of %d runs\n", title, threads, threads == 1 ? "" : "s",
+           milliseconds, BENCH_REPEATS);
+    printf("  %-44s %10s %10s %10s %10s\n", "", "ns/op", "Mops/s", "ratio", "min/max");
+    for (int i = 0; i < count; i++)
+        printf("  %-44s %10.2f %10.1f %9.2fx %10.2f%s\n", rows[i].name, rows[i].ns_per_op, 1e3 / rows[i].ns_per_op,
+               rows[i].ns_per_op / rows[baseline].ns_per_op, fair[i], i == baseline ? "  (baseline)" : "");
+    fflush(stdout);
+    free(fair);
+}

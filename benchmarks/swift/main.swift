@@ -1,2 +1,4 @@
 // libsync's Swift benchmarks: `swift run -c release SyncBenchmarks` (benchmarks/run.sh swift).
 osatomicBenchmarks()
+locksBenchmarks()
+atomicsBenchmarks()

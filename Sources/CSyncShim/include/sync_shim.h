@@ -21,8 +21,16 @@ int sync_futex_wake(uint32_t *addr, int count, int process_shared);
 /// CLOCK_MONOTONIC now, in nanoseconds.
 int64_t sync_monotonic_now_ns(void);
 
-/// The calling thread's kernel id (never 0), cached per thread.
-uint32_t sync_thread_id(void);
+/// The calling thread's cached kernel id, 0 until first asked (and in a fork()ed child, whose
+/// id differs from its parent's). initial-exec TLS: one %fs-relative load, no function call.
+extern __thread uint32_t sync_thread_id_cache __attribute__((tls_model("initial-exec")));
+uint32_t sync_thread_id_slow(void);
+
+/// The calling thread's kernel id (never 0), cached per thread: lock words store it as owner.
+static inline uint32_t sync_thread_id(void) {
+    uint32_t tid = sync_thread_id_cache;
+    return tid != 0 ? tid : sync_thread_id_slow();
+}
 
 /// One spin-wait hint to the CPU (x86 PAUSE); inline so that spin loops stay tight.
 static inline void sync_cpu_relax(void) {

@@ -1,0 +1,172 @@
+import Glibc
+import Synchronization
+
+// The seed-004 throttler: at most `limit` holders at once; `tryEnter` fails fast and never
+// blocks; `enter` may wait for a slot until a deadline. Unlike the seed's increment-then-undo,
+// admission is a compare-and-swap that only succeeds below the limit, so `holders` never
+// exceeds the limit even transiently, and `exit` refuses to go below zero: the counter cannot
+// drift.
+//
+// Layout of C's sync_throttler_t (caller memory, 8-byte aligned):
+//   Int32 holders | Int32 waiters | Int32 limit | Int32 (reserved) | Int64 rejections
+
+@usableFromInline package enum ThrottlerWord {
+    package static let size = 24
+
+    @inlinable @inline(__always)
+    static func holders(_ t: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<Int32>> { atomic(t, as: Int32.self) }
+    @inlinable @inline(__always)
+    static func waiters(_ t: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<Int32>> { atomic(t + 4, as: Int32.self) }
+    @inlinable @inline(__always)
+    package static func limit(_ t: UnsafeMutableRawPointer) -> Int32 { t.load(fromByteOffset: 8, as: Int32.self) }
+    @inlinable @inline(__always)
+    static func rejections(_ t: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<Int64>> { atomic(t + 16, as: Int64.self) }
+
+    /// Zeroes the throttler and sets its limit; EINVAL if `limit` < 1.
+    package static func initialize(_ t: UnsafeMutableRawPointer, limit: Int32) -> Int32 {
+        guard limit >= 1 else { return EINVAL }
+        t.initializeMemory(as: UInt8.self, repeating: 0, count: size)
+        t.storeBytes(of: limit, toByteOffset: 8, as: Int32.self)
+        return 0
+    }
+
+    /// Takes a slot if fewer than `limit` hold one: 0, EBUSY (counted as a rejection), or
+    /// EINVAL (the limit is not >= 1).
+    @inlinable @inline(__always)
+    package static func tryEnter(_ t: UnsafeMutableRawPointer) -> Int32 {
+        if admit(t) { return 0 }
+        if limit(t) < 1 { return EINVAL }
+        rejections(t).pointee.wrappingAdd(1, ordering: .relaxed)
+        return EBUSY
+    }
+
+    @inlinable @inline(__always)
+    static func admit(_ t: UnsafeMutableRawPointer) -> Bool {
+        let limit = limit(t), word = holders(t)
+        var current = word.pointee.load(ordering: .relaxed)
+        while current < limit {
+            let (taken, now) = word.pointee.compareExchange(expected: current, desired: current + 1, ordering: .acquiring)
+            if taken { return true }
+            current = now
+        }
+        return false
+    }
+
+    /// The monotonic deadline `timeout` ns from now (-1, none, for a negative or huge timeout).
+    package static func deadline(after timeout: Int64) -> Int64 {
+        guard timeout >= 0 else { return -1 }
+        let now = monotonicNow()
+        return timeout > Int64.max - now ? -1 : now + timeout
+    }
+
+    /// Takes a slot, waiting until one frees or the CLOCK_MONOTONIC `deadline` (ns; < 0: none)
+    /// passes: 0, ETIMEDOUT (counted as a rejection), EINTR (a signal interrupted the wait;
+    /// not counted, the caller may retry), or EINVAL.
+    package static func enter(_ t: UnsafeMutableRawPointer, deadline: Int64) -> Int32 {
+        if admit(t) { return 0 }
+        if limit(t) < 1 { return EINVAL }
+        let word = holders(t)
+        waiters(t).pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
+        defer { waiters(t).pointee.wrappingSubtract(1, ordering: .sequentiallyConsistent) }
+        while true {
+            let seen = word.pointee.load(ordering: .sequentiallyConsistent)
+            if seen < limit(t) {
+                if admit(t) { return 0 }
+                continue
+            }
+            let result = Futex.wait(UnsafeMutableRawPointer(word), expected: UInt32(bitPattern: seen), deadline: deadline, shared: true)
+            if result == EINTR { return EINTR }
+            if result == ETIMEDOUT || (deadline >= 0 && monotonicNow() >= deadline) {
+                if admit(t) { return 0 }
+                rejections(t).pointee.wrappingAdd(1, ordering: .relaxed)
+                return ETIMEDOUT
+            }
+        }
+    }
+
+    /// Gives a slot back: 0, or EPERM if nobody holds one (the counter never goes negative).
+    @inlinable
+    package static func exit(_ t: UnsafeMutableRawPointer) -> Int32 {
+        let word = holders(t)
+        var current = word.pointee.load(ordering: .relaxed)
+        while true {
+            guard current > 0 else { return EPERM }
+            let (released, now) = word.pointee.compareExchange(expected: current, desired: current - 1, ordering: .sequentiallyConsistent)
+            if released { break }
+            current = now
+        }
+        // Seen after our decrement (both sequentially consistent): a waiter that registered
+        // before it is woken, one that registers after it sees the freed slot.
+        if waiters(t).pointee.load(ordering: .sequentiallyConsistent) > 0 {
+            Futex.wake(UnsafeMutableRawPointer(word), count: 1, shared: true)
+        }
+        return 0
+    }
+
+    @inlinable package static func holdersCount(_ t: UnsafeMutableRawPointer) -> Int32 { holders(t).pointee.load(ordering: .relaxed) }
+    @inlinable package static func rejectionCount(_ t: UnsafeMutableRawPointer) -> Int64 { rejections(t).pointee.load(ordering: .relaxed) }
+}
+
+// MARK: Swift front
+
+/// Errors of `Throttler.enter(timeout:)`.
+public enum ThrottlerError: Error, Equatable {
+    /// No slot freed before the timeout.
+    case timedOut
+}
+
+/// At most `limit` concurrent holders (seed 004's `Throttler`). `throttledExec` fails fast:
+/// it returns false at once when the throttler is full, never blocking.
+public final class Throttler: @unchecked Sendable {
+    @usableFromInline let storage: UnsafeMutableRawPointer
+
+    /// `limit` must be >= 1 (a precondition).
+    public init(limit: Int) {
+        precondition(limit >= 1 && limit <= Int(Int32.max), "Throttler: the limit must be between 1 and \(Int32.max), not \(limit)")
+        storage = .allocate(byteCount: ThrottlerWord.size, alignment: 8)
+        _ = ThrottlerWord.initialize(storage, limit: Int32(limit))
+    }
+    deinit { storage.deallocate() }
+
+    public var limit: Int { Int(ThrottlerWord.limit(storage)) }
+    /// Current holders.
+    public var holders: Int { Int(ThrottlerWord.holdersCount(storage)) }
+    /// Attempts turned away (fail-fast refusals and timed-out waits).
+    public var rejections: Int { Int(ThrottlerWord.rejectionCount(storage)) }
+
+    /// Takes a slot if one is free; never blocks.
+    @inlinable public func tryEnter() -> Bool { ThrottlerWord.tryEnter(storage) == 0 }
+
+    /// Takes a slot, waiting up to `timeout` (nil: forever). Throws `ThrottlerError.timedOut`.
+    public func enter(timeout: Duration? = nil) throws {
+        let deadline = ThrottlerWord.deadline(after: timeout.map { Int64($0.components.seconds) &* 1_000_000_000 &+ $0.components.attoseconds / 1_000_000_000 } ?? -1)
+        while true {
+            switch ThrottlerWord.enter(storage, deadline: deadline) {
+            case 0: return
+            case EINTR: continue
+            default: throw ThrottlerError.timedOut
+            }
+        }
+    }
+
+    /// Gives the slot back. Calling it without holding a slot is a precondition failure.
+    public func exit() {
+        precondition(ThrottlerWord.exit(storage) == 0, "Throttler.exit: no slot is held")
+    }
+
+    /// Runs `body` if a slot is free and returns true; returns false at once otherwise.
+    @discardableResult
+    public func throttledExec(_ body: () throws -> Void) rethrows -> Bool {
+        guard tryEnter() else { return false }
+        defer { exit() }
+        try body()
+        return true
+    }
+
+    /// `body`'s result if a slot was free, nil at once otherwise.
+    public func withSlot<R>(_ body: () throws -> R) rethrows -> R? {
+        guard tryEnter() else { return nil }
+        defer { exit() }
+        return try body()
+    }
+}

@@ -1,0 +1,233 @@
+import CSyncShim
+import Glibc
+import LibSync
+import Synchronization
+
+// sync/locks.h: each function checks the pointer (EINVAL), converts arguments, and calls the
+// Swift core (Sources/LibSync/Locks). `_interruptible` forms pass interruptible: true.
+
+@inline(__always)
+func lockMemory(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    guard let pointer, Int(bitPattern: pointer) & 3 == 0 else { return nil }
+    return pointer
+}
+
+@inline(__always)
+func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomic<UInt32>>? {
+    lockMemory(pointer)?.assumingMemoryBound(to: Atomic<UInt32>.self)
+}
+
+/// A relative timeout as a monotonic deadline (saturating at Int64.max).
+@inline(__always)
+func deadline(afterNanoseconds timeout: UInt64) -> Int64 {
+    let now = sync_monotonic_now_ns()
+    return timeout >= UInt64(Int64.max - now) ? Int64.max : now + Int64(timeout)
+}
+
+/// A C deadline argument: < 0 means none; Python and C pass monotonic ns.
+@inline(__always)
+func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
+
+// MARK: mutex
+
+@_cdecl("sync_mutex_init") public func c_sync_mutex_init(_ m: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
+    guard let word = lockWord(m), flags & ~3 == 0 else { return EINVAL }
+    word.pointee.store(MutexWord.initial(shared: flags & 1 != 0, unowned: flags & 2 != 0), ordering: .releasing)
+    return 0
+}
+@_cdecl("sync_mutex_lock") public func c_sync_mutex_lock(_ m: UnsafeMutableRawPointer?) -> Int32 {
+    guard let word = lockWord(m) else { return EINVAL }
+    return MutexWord.lock(word)
+}
+@_cdecl("sync_mutex_trylock") public func c_sync_mutex_trylock(_ m: UnsafeMutableRawPointer?) -> Int32 {
+    guard let word = lockWord(m) else { return EINVAL }
+    return MutexWord.tryLock(word)
+}
+@_cdecl("sync_mutex_timedlock") public func c_sync_mutex_timedlock(_ m: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+    guard let word = lockWord(m) else { return EINVAL }
+    return MutexWord.lock(word, deadline: deadline(afterNanoseconds: timeout))
+}
+@_cdecl("sync_mutex_lock_until") public func c_sync_mutex_lock_until(_ m: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    guard let word = lockWord(m) else { return EINVAL }
+    return MutexWord.lock(word, deadline: max(deadline, 0))
+}
+@_cdecl("sync_mutex_lock_interruptible") public func c_sync_mutex_lock_interruptible(_ m: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    guard let word = lockWord(m) else { return EINVAL }
+    return MutexWord.lock(word, deadline: cDeadline(deadline), interruptible: true)
+}
+@_cdecl("sync_mutex_unlock") public func c_sync_mutex_unlock(_ m: UnsafeMutableRawPointer?) -> Int32 {
+    guard let word = lockWord(m) else { return EINVAL }
+    return MutexWord.unlock(word)
+}
+@_cdecl("sync_mutex_is_locked") public func c_sync_mutex_is_locked(_ m: UnsafeMutableRawPointer?) -> Int32 {
+    guard let word = lockWord(m) else { return 0 }
+    return MutexWord.isLocked(word) ? 1 : 0
+}
+@_cdecl("sync_mutex_is_owner") public func c_sync_mutex_is_owner(_ m: UnsafeMutableRawPointer?) -> Int32 {
+    guard let word = lockWord(m) else { return 0 }
+    return MutexWord.isOwnedByCaller(word) ? 1 : 0
+}
+
+// MARK: recursive lock
+
+@_cdecl("sync_recursive_lock_init") public func c_sync_recursive_lock_init(_ l: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
+    guard let memory = lockMemory(l), flags & ~1 == 0 else { return EINVAL }
+    memory.storeBytes(of: 0, toByteOffset: 4, as: UInt32.self)
+    memory.storeBytes(of: MutexWord.initial(shared: flags & 1 != 0, unowned: false), as: UInt32.self)
+    return 0
+}
+
+@_cdecl("sync_recursive_lock_lock") public func c_sync_recursive_lock_lock(_ l: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(l) else { return EINVAL }
+    return RecursiveWord.lock(memory)
+}
+@_cdecl("sync_recursive_lock_trylock") public func c_sync_recursive_lock_trylock(_ l: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(l) else { return EINVAL }
+    return RecursiveWord.tryLock(memory)
+}
+@_cdecl("sync_recursive_lock_timedlock") public func c_sync_recursive_lock_timedlock(_ l: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+    guard let memory = lockMemory(l) else { return EINVAL }
+    return RecursiveWord.lock(memory, deadline: deadline(afterNanoseconds: timeout))
+}
+@_cdecl("sync_recursive_lock_lock_until") public func c_sync_recursive_lock_lock_until(_ l: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    guard let memory = lockMemory(l) else { return EINVAL }
+    return RecursiveWord.lock(memory, deadline: max(deadline, 0))
+}
+@_cdecl("sync_recursive_lock_lock_interruptible") public func c_sync_recursive_lock_lock_interruptible(_ l: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    guard let memory = lockMemory(l) else { return EINVAL }
+    return RecursiveWord.lock(memory, deadline: cDeadline(deadline), interruptible: true)
+}
+@_cdecl("sync_recursive_lock_unlock") public func c_sync_recursive_lock_unlock(_ l: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(l) else { return EINVAL }
+    return RecursiveWord.unlock(memory)
+}
+@_cdecl("sync_recursive_lock_depth") public func c_sync_recursive_lock_depth(_ l: UnsafeMutableRawPointer?) -> UInt32 {
+    guard let memory = lockMemory(l) else { return 0 }
+    return RecursiveWord.depthHeldByCaller(memory)
+}
+
+// MARK: read-write lock
+
+@_cdecl("sync_rwlock_init") public func c_sync_rwlock_init(_ rw: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
+    guard let memory = lockMemory(rw), flags & ~1 == 0 else { return EINVAL }
+    memory.initializeMemory(as: UInt32.self, repeating: 0, count: 3)
+    memory.storeBytes(of: RWLockWords.initial(shared: flags & 1 != 0), as: UInt32.self)
+    return 0
+}
+@_cdecl("sync_rwlock_rdlock") public func c_sync_rwlock_rdlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.readLock(memory)
+}
+@_cdecl("sync_rwlock_tryrdlock") public func c_sync_rwlock_tryrdlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.tryReadLock(memory)
+}
+@_cdecl("sync_rwlock_timedrdlock") public func c_sync_rwlock_timedrdlock(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.readLock(memory, deadline: deadline(afterNanoseconds: timeout))
+}
+@_cdecl("sync_rwlock_rdlock_until") public func c_sync_rwlock_rdlock_until(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.readLock(memory, deadline: max(deadline, 0))
+}
+@_cdecl("sync_rwlock_rdlock_interruptible") public func c_sync_rwlock_rdlock_interruptible(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.readLock(memory, deadline: cDeadline(deadline), interruptible: true)
+}
+@_cdecl("sync_rwlock_rdunlock") public func c_sync_rwlock_rdunlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.readUnlock(memory)
+}
+@_cdecl("sync_rwlock_wrlock") public func c_sync_rwlock_wrlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.writeLock(memory)
+}
+@_cdecl("sync_rwlock_trywrlock") public func c_sync_rwlock_trywrlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.tryWriteLock(memory)
+}
+@_cdecl("sync_rwlock_timedwrlock") public func c_sync_rwlock_timedwrlock(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.writeLock(memory, deadline: deadline(afterNanoseconds: timeout))
+}
+@_cdecl("sync_rwlock_wrlock_until") public func c_sync_rwlock_wrlock_until(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.writeLock(memory, deadline: max(deadline, 0))
+}
+@_cdecl("sync_rwlock_wrlock_interruptible") public func c_sync_rwlock_wrlock_interruptible(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.writeLock(memory, deadline: cDeadline(deadline), interruptible: true)
+}
+@_cdecl("sync_rwlock_wrunlock") public func c_sync_rwlock_wrunlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.writeUnlock(memory)
+}
+
+// MARK: spin lock
+
+@_cdecl("sync_spinlock_lock") public func c_sync_spinlock_lock(_ s: UnsafeMutableRawPointer?) -> Int32 {
+    guard let word = lockWord(s) else { return EINVAL }
+    return SpinWord.lock(word)
+}
+@_cdecl("sync_spinlock_trylock") public func c_sync_spinlock_trylock(_ s: UnsafeMutableRawPointer?) -> Int32 {
+    guard let word = lockWord(s) else { return EINVAL }
+    return SpinWord.tryLock(word)
+}
+@_cdecl("sync_spinlock_lock_until") public func c_sync_spinlock_lock_until(_ s: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    guard let word = lockWord(s) else { return EINVAL }
+    return SpinWord.lock(word, deadline: max(deadline, 0))
+}
+@_cdecl("sync_spinlock_lock_interruptible") public func c_sync_spinlock_lock_interruptible(_ s: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    guard let word = lockWord(s) else { return EINVAL }
+    return SpinWord.lock(word, deadline: cDeadline(deadline), interruptible: true)
+}
+@_cdecl("sync_spinlock_unlock") public func c_sync_spinlock_unlock(_ s: UnsafeMutableRawPointer?) -> Int32 {
+    guard let word = lockWord(s) else { return EINVAL }
+    return SpinWord.unlock(word)
+}
+
+// MARK: once
+
+@_cdecl("sync_once") public func c_sync_once(_ o: UnsafeMutableRawPointer?, _ function: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?,
+                                             _ context: UnsafeMutableRawPointer?) -> Int32 {
+    guard let word = lockWord(o), let function else { return EINVAL }
+    let state = OnceWord.begin(word)
+    if state != OnceWord.run { return state }
+    function(context)
+    return OnceWord.end(word, completed: true)
+}
+@_cdecl("sync_once_begin") public func c_sync_once_begin(_ o: UnsafeMutableRawPointer?) -> Int32 {
+    guard let word = lockWord(o) else { return EINVAL }
+    return OnceWord.begin(word)
+}
+@_cdecl("sync_once_begin_interruptible") public func c_sync_once_begin_interruptible(_ o: UnsafeMutableRawPointer?) -> Int32 {
+    guard let word = lockWord(o) else { return EINVAL }
+    return OnceWord.begin(word, interruptible: true)
+}
+@_cdecl("sync_once_end") public func c_sync_once_end(_ o: UnsafeMutableRawPointer?, _ completed: Int32) -> Int32 {
+    guard let word = lockWord(o) else { return EINVAL }
+    return OnceWord.end(word, completed: completed != 0)
+}
+
+// MARK: synchronized
+
+@_cdecl("sync_synchronized") public func c_sync_synchronized(_ token: UnsafeRawPointer?, _ body: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?,
+                                                             _ context: UnsafeMutableRawPointer?) -> Int32 {
+    guard let token, let body else { return EINVAL }
+    let result = SynchronizedTable.enter(UInt(bitPattern: token))
+    if result != 0 { return result }
+    body(context)
+    return SynchronizedTable.exit(UInt(bitPattern: token))
+}
+@_cdecl("sync_synchronized_enter") public func c_sync_synchronized_enter(_ token: UnsafeRawPointer?) -> Int32 {
+    guard let token else { return EINVAL }
+    return SynchronizedTable.enter(UInt(bitPattern: token))
+}
+@_cdecl("sync_synchronized_enter_interruptible") public func c_sync_synchronized_enter_interruptible(_ token: UnsafeRawPointer?, _ deadline: Int64) -> Int32 {
+    guard let token else { return EINVAL }
+    return SynchronizedTable.enter(UInt(bitPattern: token), deadline: cDeadline(deadline), interruptible: true)
+}
+@_cdecl("sync_synchronized_exit") public func c_sync_synchronized_exit(_ token: UnsafeRawPointer?) -> Int32 {
+    guard let token else { return EINVAL }
+    return SynchronizedTable.exit(UInt(bitPattern: token))
+}

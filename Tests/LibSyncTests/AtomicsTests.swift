@@ -1,0 +1,148 @@
+import Dispatch
+import XCTest
+@testable import LibSync
+
+/// Counts live instances, so tests can see that every retain was balanced.
+final class Tracked: @unchecked Sendable {
+    nonisolated(unsafe) static var live = AtomicInteger<Int64>(0)
+    let serial: Int
+    init(_ serial: Int) { self.serial = serial; Tracked.live.incrementAndGet() }
+    deinit { Tracked.live.decrementAndGet() }
+}
+
+final class AtomicsTests: XCTestCase {
+    func testAtomicBoolean() {
+        let b = AtomicBoolean()
+        XCTAssertFalse(b.get())
+        XCTAssertTrue(b.compareAndSet(expected: false, desired: true))
+        XCTAssertFalse(b.compareAndSet(expected: false, desired: true))
+        XCTAssertTrue(b.getAndSet(false))
+        b.set(true)
+        XCTAssertTrue(b.get())
+    }
+
+    func testAtomicIntegerVocabularyAndWrapping() {
+        let i = AtomicInteger32(5)
+        XCTAssertEqual(i.getAndIncrement(), 5)
+        XCTAssertEqual(i.incrementAndGet(), 7)
+        XCTAssertEqual(i.getAndDecrement(), 7)
+        XCTAssertEqual(i.decrementAndGet(), 5)
+        XCTAssertEqual(i.getAndAdd(10), 5)
+        XCTAssertEqual(i.addAndGet(-20), -5)
+        XCTAssertEqual(i.getAndSet(.max), -5)
+        XCTAssertEqual(i.incrementAndGet(), .min)
+        XCTAssertTrue(i.compareAndSet(expected: .min, desired: 3))
+        XCTAssertFalse(i.compareAndSet(expected: .min, desired: 4))
+        let l = AtomicInteger64(.max)
+        XCTAssertEqual(l.incrementAndGet(), .min)
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            for _ in 0..<10_000 { l.incrementAndGet() }
+        }
+        XCTAssertEqual(l.get(), Int64.min + 80_000)
+    }
+
+    func testAtomicReferenceIdentityAndLifetimes() {
+        let base = Tracked.live.get()
+        do {
+            let a = Tracked(1), b = Tracked(2)
+            let ref = AtomicReference<Tracked>()
+            XCTAssertNil(ref.get())
+            ref.set(a)
+            XCTAssertTrue(ref.get() === a)
+            XCTAssertFalse(ref.compareAndSet(expected: b, desired: b))
+            XCTAssertTrue(ref.compareAndSet(expected: a, desired: b))
+            XCTAssertTrue(ref.getAndSet(nil) === b)
+            XCTAssertTrue(ref.compareAndSet(expected: nil, desired: Tracked(3)))
+            XCTAssertEqual(ref.get()?.serial, 3)
+        }
+        XCTAssertEqual(Tracked.live.get(), base)  // the reference released what it held
+    }
+
+    func testAtomicReferenceTortureBalancesLifetimes() {
+        let base = Tracked.live.get()
+        do {
+            let objects = (0..<3).map { Tracked($0) }
+            let ref = AtomicReference(objects[0])
+            DispatchQueue.concurrentPerform(iterations: 4) { t in
+                for k in 0..<20_000 {
+                    let mine = objects[(k + t) % 3]
+                    switch (k * 7 + t) % 5 {
+                    case 0, 1: XCTAssertNotNil(ref.get().map { $0.serial })
+                    case 2: ref.set(mine)
+                    case 3: _ = ref.compareAndSet(expected: ref.get(), desired: mine)
+                    default: _ = ref.getAndSet(mine)
+                    }
+                }
+            }
+            // Fresh objects replaced while read: each must die exactly once, after its readers.
+            DispatchQueue.concurrentPerform(iterations: 3) { t in
+                for k in 0..<20_000 {
+                    if t == 0 { ref.set(Tracked(k)) } else { _ = ref.get()?.serial }
+                }
+            }
+        }
+        XCTAssertEqual(Tracked.live.get(), base)
+    }
+
+    func testThrottlerNeverAdmitsMoreThanLimit() {
+        let throttler = Throttler(limit: 2)
+        let inside = AtomicInteger32(), admitted = AtomicInteger32()
+        DispatchQueue.concurrentPerform(iterations: 6) { _ in
+            for _ in 0..<5_000 {
+                let ran = throttler.throttledExec {
+                    XCTAssertLessThanOrEqual(inside.incrementAndGet(), 2)
+                    inside.decrementAndGet()
+                }
+                if ran { admitted.incrementAndGet() }
+            }
+        }
+        XCTAssertEqual(throttler.holders, 0)
+        XCTAssertEqual(Int(admitted.get()) + throttler.rejections, 30_000)
+        XCTAssertEqual(throttler.withSlot { 42 }, 42)
+    }
+
+    func testThrottlerTimedWait() throws {
+        let throttler = Throttler(limit: 1)
+        XCTAssertTrue(throttler.tryEnter())
+        XCTAssertFalse(throttler.tryEnter())
+        XCTAssertNil(throttler.withSlot { 1 })
+        let start = monotonicNow()
+        XCTAssertThrowsError(try throttler.enter(timeout: .milliseconds(100))) {
+            XCTAssertEqual($0 as? ThrottlerError, .timedOut)
+        }
+        let waited = Double(monotonicNow() - start) / 1e9
+        XCTAssertTrue(waited >= 0.09 && waited < 5)
+        XCTAssertEqual(throttler.rejections, 3)
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(50)) { throttler.exit() }
+        try throttler.enter(timeout: .seconds(5))
+        throttler.exit()
+        XCTAssertEqual(throttler.holders, 0)
+    }
+
+    func testConcurrentDictionary() {
+        let base = Tracked.live.get()
+        do {
+            let d = ConcurrentDictionary<String, Tracked>()
+            XCTAssertNil(d["name"])
+            d["name"] = Tracked(1)
+            let held = d["name"]
+            d["name"] = Tracked(2)  // replaces; `held` stays valid
+            XCTAssertEqual(held?.serial, 1)
+            XCTAssertEqual(d["name"]?.serial, 2)
+            d["other"] = Tracked(3)
+            XCTAssertEqual(d.count, 2)
+            XCTAssertEqual(Set(d.keys), ["name", "other"])
+            XCTAssertEqual(d.removeValue(forKey: "other")?.serial, 3)
+            d["name"] = nil
+            XCTAssertEqual(d.count, 0)
+            // Seed 002's churn: one writer replacing the value, readers using it.
+            DispatchQueue.concurrentPerform(iterations: 3) { t in
+                for k in 0..<20_000 {
+                    if t == 0 { d["key"] = Tracked(k) } else { _ = d["key"]?.serial }
+                }
+            }
+            XCTAssertEqual(d.count, 1)
+        }
+        XCTAssertEqual(Tracked.live.get(), base)
+    }
+}

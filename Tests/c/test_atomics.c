@@ -1,0 +1,312 @@
+/* sync/atomics.h semantics: the atomic values (golden values, wrapping, threads), the seed-004
+ * throttler scenarios (never more than N inside, never negative, never stuck full; the busy
+ * flag; the single-in-flight request), autorelease pools (order, nesting, thread exit,
+ * no-pool report), and the dictionary's API and bad input. */
+#include <sync.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "check.h"
+
+enum { THREADS = 8 };
+
+static void run_threads(void *(*body)(void *), void *arg) {
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++) CHECK(pthread_create(&t[i], NULL, body, arg) == 0);
+    for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+}
+
+static void test_values(void) {
+    sync_atomic_bool_t b = SYNC_ATOMIC_BOOL_INIT(false);
+    CHECK(!sync_atomic_bool_get(&b));
+    CHECK(sync_atomic_bool_compare_and_set(&b, false, true));
+    CHECK(!sync_atomic_bool_compare_and_set(&b, false, true));
+    CHECK(sync_atomic_bool_get(&b));
+    CHECK(sync_atomic_bool_get_and_set(&b, false) == true);
+    sync_atomic_bool_set(&b, true);
+    CHECK_EQ(b.value, 1);
+
+    sync_atomic_int32_t i = SYNC_ATOMIC_INT32_INIT(5);
+    CHECK_EQ(sync_atomic_int32_get_and_increment(&i), 5);
+    CHECK_EQ(sync_atomic_int32_increment_and_get(&i), 7);
+    CHECK_EQ(sync_atomic_int32_get_and_decrement(&i), 7);
+    CHECK_EQ(sync_atomic_int32_decrement_and_get(&i), 5);
+    CHECK_EQ(sync_atomic_int32_get_and_add(&i, 10), 5);
+    CHECK_EQ(sync_atomic_int32_add_and_get(&i, -20), -5);
+    CHECK_EQ(sync_atomic_int32_get_and_set(&i, INT32_MAX), -5);
+    CHECK_EQ(sync_atomic_int32_increment_and_get(&i), INT32_MIN); /* wraps */
+    CHECK(sync_atomic_int32_compare_and_set(&i, INT32_MIN, 3));
+    CHECK(!sync_atomic_int32_compare_and_set(&i, INT32_MIN, 4));
+    sync_atomic_int32_set(&i, 9);
+    CHECK_EQ(sync_atomic_int32_get(&i), 9);
+
+    sync_atomic_int64_t l = SYNC_ATOMIC_INT64_INIT(INT64_MAX);
+    CHECK(sync_atomic_int64_get_and_increment(&l) == INT64_MAX);
+    CHECK(sync_atomic_int64_get(&l) == INT64_MIN);
+    CHECK(sync_atomic_int64_add_and_get(&l, 1LL << 40) == INT64_MIN + (1LL << 40));
+    CHECK(sync_atomic_int64_get_and_add(&l, -1) == INT64_MIN + (1LL << 40));
+    CHECK(sync_atomic_int64_decrement_and_get(&l) == INT64_MIN + (1LL << 40) - 2);
+    CHECK(sync_atomic_int64_get_and_decrement(&l) == INT64_MIN + (1LL << 40) - 2);
+    CHECK(sync_atomic_int64_increment_and_get(&l) == INT64_MIN + (1LL << 40) - 2);
+    CHECK(sync_atomic_int64_get_and_set(&l, 1) == INT64_MIN + (1LL << 40) - 2);
+    CHECK(sync_atomic_int64_compare_and_set(&l, 1, 2) && !sync_atomic_int64_compare_and_set(&l, 1, 3));
+    sync_atomic_int64_set(&l, -7);
+    CHECK(l.value == -7);
+}
+
+static sync_atomic_int32_t shared32 = SYNC_ATOMIC_INT32_INIT(0);
+static sync_atomic_int64_t shared64 = SYNC_ATOMIC_INT64_INIT(0);
+static sync_atomic_int32_t cas_counter = SYNC_ATOMIC_INT32_INIT(0);
+
+static void *hammer(void *arg) {
+    (void)arg;
+    for (int k = 0; k < 100000; k++) {
+        sync_atomic_int32_increment_and_get(&shared32);
+        sync_atomic_int64_get_and_add(&shared64, 3);
+        sync_atomic_int64_decrement_and_get(&shared64);
+        int32_t old;
+        do { old = sync_atomic_int32_get(&cas_counter); } while (!sync_atomic_int32_compare_and_set(&cas_counter, old, old + 1));
+    }
+    return NULL;
+}
+
+/* ---- Throttler --------------------------------------------------------------------------- */
+
+enum { LIMIT = 3 };
+static sync_throttler_t throttler = SYNC_THROTTLER_INIT(LIMIT);
+static atomic_int inside, max_inside, admitted, refused;
+
+static void critical_section(void *context) {
+    (void)context;
+    int now = atomic_fetch_add(&inside, 1) + 1;
+    int seen = atomic_load(&max_inside);
+    while (now > seen && !atomic_compare_exchange_weak(&max_inside, &seen, now)) {}
+    CHECK(now <= LIMIT);
+    CHECK(sync_throttler_holders(&throttler) <= LIMIT);
+    for (volatile int spin = 0; spin < 200; spin++) {}
+    atomic_fetch_sub(&inside, 1);
+}
+
+static void *throttled_worker(void *arg) {
+    (void)arg;
+    for (int k = 0; k < 20000; k++) {
+        if (sync_throttler_exec(&throttler, critical_section, NULL)) atomic_fetch_add(&admitted, 1);
+        else atomic_fetch_add(&refused, 1);
+    }
+    return NULL;
+}
+
+static void *waiting_worker(void *arg) {
+    (void)arg;
+    for (int k = 0; k < 2000; k++) {
+        CHECK_EQ(sync_throttler_enter(&throttler, -1), 0);
+        critical_section(NULL);
+        CHECK_EQ(sync_throttler_exit(&throttler), 0);
+    }
+    return NULL;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void test_throttler(void) {
+    run_threads(throttled_worker, NULL);
+    CHECK_EQ(atomic_load(&admitted) + atomic_load(&refused), THREADS * 20000);
+    CHECK_EQ(sync_throttler_rejections(&throttler), atomic_load(&refused));
+    CHECK(atomic_load(&max_inside) <= LIMIT);
+    CHECK_EQ(sync_throttler_holders(&throttler), 0); /* never stuck: back to empty */
+    run_threads(waiting_worker, NULL);
+    CHECK_EQ(sync_throttler_holders(&throttler), 0);
+    CHECK(atomic_load(&max_inside) <= LIMIT);
+
+    /* Full: fail fast, timed wait times out, exit frees a slot, exit never goes negative. */
+    sync_throttler_t t;
+    CHECK_EQ(sync_throttler_init(&t, 0), EINVAL);
+    CHECK_EQ(sync_throttler_init(&t, 2), 0);
+    CHECK_EQ(sync_throttler_try_enter(&t), 0);
+    CHECK_EQ(sync_throttler_enter(&t, 0), 0);
+    CHECK_EQ(sync_throttler_try_enter(&t), EBUSY);
+    double start = now_s();
+    CHECK_EQ(sync_throttler_enter(&t, 100000000), ETIMEDOUT);
+    double waited = now_s() - start;
+    CHECK(waited >= 0.09 && waited < 5);
+    CHECK_EQ(sync_throttler_rejections(&t), 2);
+    CHECK_EQ(sync_throttler_holders(&t), 2);
+    CHECK_EQ(sync_throttler_exit(&t), 0);
+    CHECK_EQ(sync_throttler_exit(&t), 0);
+    CHECK_EQ(sync_throttler_exit(&t), EPERM);
+    CHECK_EQ(sync_throttler_holders(&t), 0);
+    sync_throttler_t bad = SYNC_THROTTLER_INIT(0);
+    CHECK_EQ(sync_throttler_try_enter(&bad), EINVAL);
+    CHECK_EQ(sync_throttler_init(NULL, 1), EINVAL);
+}
+
+/* Busy flag (N = 1 with an AtomicBoolean, the seed's compareTo:andSetValue:). */
+static sync_atomic_bool_t busy = SYNC_ATOMIC_BOOL_INIT(false);
+static atomic_int busy_inside, busy_runs;
+static void *busy_worker(void *arg) {
+    (void)arg;
+    for (int k = 0; k < 20000; k++) {
+        if (!sync_atomic_bool_compare_and_set(&busy, false, true)) continue;
+        CHECK_EQ(atomic_fetch_add(&busy_inside, 1), 0);
+        atomic_fetch_add(&busy_runs, 1);
+        atomic_fetch_sub(&busy_inside, 1);
+        sync_atomic_bool_set(&busy, false);
+    }
+    return NULL;
+}
+
+/* The single-in-flight request (seed 004's launchRequest / cancelActiveRequest). */
+typedef struct request { atomic_int refs; atomic_int cancelled; } request;
+static atomic_int requests_live;
+static void request_retain(void *o) { atomic_fetch_add(&((request *)o)->refs, 1); }
+static void request_release(void *o) {
+    request *r = o;
+    if (atomic_fetch_sub(&r->refs, 1) == 1) { atomic_fetch_sub(&requests_live, 1); free(r); }
+}
+static sync_atomic_ref_t current_request = SYNC_ATOMIC_REF_INIT(request_retain, request_release);
+static atomic_int launched, cancelled;
+
+static bool launch_request(void) {
+    request *r = calloc(1, sizeof *r);
+    atomic_store(&r->refs, 1);
+    atomic_fetch_add(&requests_live, 1);
+    bool ok = sync_atomic_ref_compare_and_set(&current_request, NULL, r);
+    request_release(r); /* the reference holds its own +1 if it took it */
+    return ok;
+}
+static bool cancel_active_request(void) {
+    request *r = sync_atomic_ref_get_and_set(&current_request, NULL);
+    if (!r) return false;
+    CHECK_EQ(atomic_fetch_add(&r->cancelled, 1), 0); /* each request cancelled once */
+    request_release(r);
+    return true;
+}
+static void *request_worker(void *arg) {
+    (void)arg;
+    for (int k = 0; k < 20000; k++) {
+        if (k % 2) { if (launch_request()) atomic_fetch_add(&launched, 1); }
+        else if (cancel_active_request()) atomic_fetch_add(&cancelled, 1);
+    }
+    return NULL;
+}
+
+static void test_seed_004(void) {
+    run_threads(busy_worker, NULL);
+    CHECK(atomic_load(&busy_runs) > 0);
+    CHECK(!sync_atomic_bool_get(&busy));
+    run_threads(request_worker, NULL);
+    if (cancel_active_request()) atomic_fetch_add(&cancelled, 1);
+    CHECK_EQ(atomic_load(&launched), atomic_load(&cancelled));
+    CHECK(atomic_load(&launched) > 0);
+    CHECK_EQ(atomic_load(&requests_live), 0);
+    CHECK(sync_atomic_ref_get(&current_request) == NULL);
+}
+
+/* ---- Autorelease pools ------------------------------------------------------------------- */
+
+static int release_log[16], release_count;
+static void log_release(void *o) { release_log[release_count++] = (int)(intptr_t)o; }
+
+static atomic_int thread_releases;
+static void count_release(void *o) { (void)o; atomic_fetch_add(&thread_releases, 1); }
+static void *exits_with_open_pools(void *arg) {
+    (void)arg;
+    sync_autorelease_pool_push();
+    sync_autorelease((void *)1, count_release);
+    sync_autorelease_pool_push();
+    sync_autorelease((void *)2, count_release);
+    return NULL; /* both pools open */
+}
+
+static void test_pools(void) {
+    CHECK_EQ(sync_autorelease_pool_depth(), 0);
+    CHECK_EQ(sync_autorelease((void *)1, log_release), EPERM); /* reported, not leaked silently */
+    CHECK_EQ(sync_autorelease((void *)1, NULL), EINVAL);
+    size_t outer = sync_autorelease_pool_push();
+    CHECK_EQ(outer, 1);
+    CHECK_EQ(sync_autorelease((void *)1, log_release), 0);
+    CHECK_EQ(sync_autorelease((void *)2, log_release), 0);
+    size_t inner = sync_autorelease_pool_push();
+    CHECK_EQ(inner, 2);
+    CHECK_EQ(sync_autorelease((void *)3, log_release), 0);
+    CHECK_EQ(sync_autorelease_pool_pop(inner), 0);
+    CHECK_EQ(release_count, 1);
+    CHECK_EQ(release_log[0], 3);
+    CHECK_EQ(sync_autorelease_pool_pop(inner), EINVAL); /* already closed */
+    sync_autorelease_pool_push();
+    CHECK_EQ(sync_autorelease((void *)4, log_release), 0);
+    CHECK_EQ(sync_autorelease_pool_pop(outer), 0); /* closes the inner one too */
+    CHECK_EQ(release_count, 4);
+    CHECK_EQ(release_log[1], 4); /* reverse order */
+    CHECK_EQ(release_log[2], 2);
+    CHECK_EQ(release_log[3], 1);
+    CHECK_EQ(sync_autorelease_pool_depth(), 0);
+    CHECK_EQ(sync_autorelease_pool_pop(0), EINVAL);
+
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, exits_with_open_pools, NULL) == 0);
+    pthread_join(t, NULL);
+    CHECK_EQ(atomic_load(&thread_releases), 2);
+}
+
+/* ---- Dictionary API ---------------------------------------------------------------------- */
+
+static atomic_int dict_refs[8];
+static void dict_retain(void *o) { atomic_fetch_add(&dict_refs[(intptr_t)o], 1); }
+static void dict_release(void *o) { CHECK(atomic_fetch_sub(&dict_refs[(intptr_t)o], 1) > 0); }
+static int keys_seen;
+static void each_key(const void *key, size_t length, void *context) {
+    (void)key; (void)context;
+    CHECK(length == 1 || length == 4 || length == 5);
+    keys_seen++;
+}
+
+static void test_dictionary(void) {
+    sync_dictionary_t *d;
+    CHECK_EQ(sync_dictionary_create(NULL, dict_retain, dict_release), EINVAL);
+    CHECK_EQ(sync_dictionary_create(&d, NULL, dict_release), EINVAL);
+    CHECK_EQ(sync_dictionary_create(&d, dict_retain, dict_release), 0);
+    CHECK(sync_dictionary_get(d, "name", 4) == NULL);
+    CHECK_EQ(sync_dictionary_set(d, "name", 4, (void *)1), 0);
+    CHECK_EQ(dict_refs[1], 1);
+    CHECK_EQ(sync_dictionary_set(d, "name", 4, NULL), EINVAL);
+    CHECK_EQ(sync_dictionary_set(d, NULL, 3, (void *)2), EINVAL);
+    void *v = sync_dictionary_get(d, "name", 4);
+    CHECK(v == (void *)1);
+    CHECK_EQ(dict_refs[1], 2); /* +1 for the caller */
+    CHECK_EQ(sync_dictionary_set(d, "name", 4, (void *)2), 0);
+    CHECK_EQ(dict_refs[1], 1); /* the dictionary let go, our +1 remains */
+    dict_release(v);
+    CHECK_EQ(sync_dictionary_set(d, "x", 1, (void *)3), 0);
+    CHECK_EQ(sync_dictionary_set(d, "", 0, (void *)4), 0);
+    CHECK_EQ(sync_dictionary_set(d, "named", 5, (void *)5), 0);
+    CHECK_EQ(sync_dictionary_count(d), 4);
+    CHECK_EQ(sync_dictionary_remove(d, "", 0), 0);
+    CHECK_EQ(dict_refs[4], 0);
+    CHECK_EQ(sync_dictionary_remove(d, "", 0), ENOENT);
+    CHECK_EQ(sync_dictionary_keys(d, each_key, NULL), 3);
+    CHECK_EQ(keys_seen, 3);
+    sync_dictionary_destroy(d);
+    for (int i = 0; i < 8; i++) CHECK_EQ(dict_refs[i], 0);
+}
+
+int main(void) {
+    test_values();
+    run_threads(hammer, NULL);
+    CHECK_EQ(sync_atomic_int32_get(&shared32), THREADS * 100000);
+    CHECK(sync_atomic_int64_get(&shared64) == (int64_t)THREADS * 200000);
+    CHECK_EQ(sync_atomic_int32_get(&cas_counter), THREADS * 100000);
+    test_throttler();
+    test_seed_004();
+    test_pools();
+    test_dictionary();
+    DONE();
+}

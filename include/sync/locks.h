@@ -1,0 +1,228 @@
+/*
+ * sync/locks.h — mutex, recursive lock, read-write lock, spin lock, once and synchronized.
+ *
+ * Every lock lives in memory the caller owns and starts from its static initializer
+ * (= SYNC_..._INIT) or an init function: no allocation, nothing to destroy (a lock that is not
+ * held may simply be freed or reused). Sizes: sync_mutex_t 4 bytes (pthread_mutex_t: 40),
+ * sync_recursive_lock_t 8, sync_rwlock_t 12, sync_spinlock_t 4, sync_once_t 4.
+ *
+ * Return codes: 0 on success, else an errno code documented per function. A NULL or misaligned
+ * lock pointer returns EINVAL. Misuse is reported, never undefined: releasing a lock the caller
+ * does not hold returns EPERM; waiting for a lock the caller already holds returns EDEADLK.
+ * Owners are kernel thread ids: a thread that exits while holding a lock leaves it held.
+ *
+ * Timeouts: the `timed` forms take a relative timeout in nanoseconds, the `_until` forms an
+ * absolute CLOCK_MONOTONIC deadline in nanoseconds (a deadline in the past tries once and
+ * returns ETIMEDOUT at once). Neither is affected by changes of the wall clock. The
+ * `_interruptible` forms (deadline < 0: none) also return EINTR when a signal handler runs
+ * during the wait, so that a caller such as an interpreter can handle the signal and retry;
+ * all other forms retry internally and never return EINTR.
+ *
+ * Thread safety: every function may be called from any thread at any time.
+ */
+#ifndef SYNC_LOCKS_H
+#define SYNC_LOCKS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Mutex ------------------------------------------------------------------------------- */
+
+/**
+ * A mutual-exclusion lock in 4 bytes that knows its owner. Uncontended lock and unlock are one
+ * compare-and-swap each; contended, a locker spins briefly, then sleeps on a futex. Not FIFO: a
+ * running thread may take the lock before a woken one (throughput over order).
+ */
+typedef struct { uint32_t _word; } sync_mutex_t;
+
+#define SYNC_MUTEX_INIT { 0u }                  /**< private to one process, owner-checked */
+#define SYNC_MUTEX_INIT_SHARED { 0x40000000u }  /**< for memory shared by processes */
+#define SYNC_MUTEX_INIT_UNOWNED { 0x20000000u } /**< any thread may unlock (a binary semaphore) */
+
+#define SYNC_MUTEX_SHARED 1  /**< sync_mutex_init flag: the mutex is in memory shared by processes */
+#define SYNC_MUTEX_UNOWNED 2 /**< sync_mutex_init flag: any thread may unlock; no EDEADLK check */
+
+/**
+ * Initializes *mutex, unlocked, with flags (0, SYNC_MUTEX_SHARED, SYNC_MUTEX_UNOWNED or both).
+ * A process-shared mutex must be initialized once, by one process, before others use it.
+ * Not thread-safe with respect to other uses of the same mutex.
+ * @return 0, or EINVAL for an unknown flag.
+ */
+int sync_mutex_init(sync_mutex_t *mutex, int flags);
+
+/** Locks, waiting as long as it takes. @return 0, or EDEADLK if the caller holds it. */
+int sync_mutex_lock(sync_mutex_t *mutex);
+
+/** Locks if free; never waits. @return 0, or EBUSY if held (by anyone, the caller included). */
+int sync_mutex_trylock(sync_mutex_t *mutex);
+
+/** Locks unless timeout_ns nanoseconds pass first. @return 0, ETIMEDOUT, or EDEADLK. */
+int sync_mutex_timedlock(sync_mutex_t *mutex, uint64_t timeout_ns);
+
+/** Locks unless CLOCK_MONOTONIC reaches deadline_ns first. @return 0, ETIMEDOUT, or EDEADLK. */
+int sync_mutex_lock_until(sync_mutex_t *mutex, int64_t deadline_ns);
+
+/** As sync_mutex_lock_until (deadline_ns < 0: none), and EINTR if a signal interrupts it. */
+int sync_mutex_lock_interruptible(sync_mutex_t *mutex, int64_t deadline_ns);
+
+/**
+ * Unlocks, waking one waiter if any sleeps.
+ * @return 0, or EPERM if the caller does not hold it (unowned mode: if it is not locked).
+ */
+int sync_mutex_unlock(sync_mutex_t *mutex);
+
+/** 1 if the mutex is locked (by anyone), else 0: a snapshot, for diagnostics. */
+int sync_mutex_is_locked(const sync_mutex_t *mutex);
+
+/** 1 if the calling thread holds the mutex (owned mode), else 0. */
+int sync_mutex_is_owner(const sync_mutex_t *mutex);
+
+/* ---- Recursive lock ---------------------------------------------------------------------- */
+
+/** A mutex its owner may lock again; each lock balanced by an unlock (8 bytes). */
+typedef struct { uint32_t _word, _depth; } sync_recursive_lock_t;
+
+#define SYNC_RECURSIVE_LOCK_INIT { 0u, 0u }
+#define SYNC_RECURSIVE_LOCK_INIT_SHARED { 0x40000000u, 0u } /**< for memory shared by processes */
+
+/** Initializes *lock, unlocked, with flags (0 or SYNC_MUTEX_SHARED). @return 0 or EINVAL. */
+int sync_recursive_lock_init(sync_recursive_lock_t *lock, int flags);
+
+/** Locks (again, if the caller holds it). @return 0, or EAGAIN if the depth would overflow. */
+int sync_recursive_lock_lock(sync_recursive_lock_t *lock);
+/** Locks if free or held by the caller. @return 0, EBUSY (held by another thread), or EAGAIN. */
+int sync_recursive_lock_trylock(sync_recursive_lock_t *lock);
+/** Locks unless timeout_ns pass first. @return 0, ETIMEDOUT, or EAGAIN. */
+int sync_recursive_lock_timedlock(sync_recursive_lock_t *lock, uint64_t timeout_ns);
+/** Locks unless CLOCK_MONOTONIC reaches deadline_ns first. @return 0, ETIMEDOUT, or EAGAIN. */
+int sync_recursive_lock_lock_until(sync_recursive_lock_t *lock, int64_t deadline_ns);
+/** As sync_recursive_lock_lock_until (deadline_ns < 0: none), and EINTR on a signal. */
+int sync_recursive_lock_lock_interruptible(sync_recursive_lock_t *lock, int64_t deadline_ns);
+/** Undoes one lock; the last one releases it. @return 0, or EPERM if the caller does not hold it. */
+int sync_recursive_lock_unlock(sync_recursive_lock_t *lock);
+/** How many times the calling thread holds the lock (0: not at all). */
+uint32_t sync_recursive_lock_depth(const sync_recursive_lock_t *lock);
+
+/* ---- Read-write lock --------------------------------------------------------------------- */
+
+/**
+ * Many readers or one writer, writer-preferring: while a writer waits, new readers wait too,
+ * so writers never starve (12 bytes). A reader cannot upgrade: calling wrlock while holding a
+ * read lock waits forever (release the read lock first). A thread that takes a read lock it
+ * already holds may wait forever if a writer arrived in between. Readers are not tracked per
+ * thread: rdunlock checks only that some reader holds the lock.
+ */
+typedef struct { uint32_t _state, _wakeups, _writer; } sync_rwlock_t;
+
+#define SYNC_RWLOCK_INIT { 0u, 0u, 0u }
+#define SYNC_RWLOCK_INIT_SHARED { 0x80000000u, 0u, 0u } /**< for memory shared by processes */
+#define SYNC_RWLOCK_SHARED 1 /**< sync_rwlock_init flag */
+
+/** Initializes *rwlock, unlocked, with flags (0 or SYNC_RWLOCK_SHARED). @return 0 or EINVAL. */
+int sync_rwlock_init(sync_rwlock_t *rwlock, int flags);
+
+/** Takes a read lock. @return 0, EDEADLK (the caller holds the write lock), or EAGAIN (2^18-1 readers). */
+int sync_rwlock_rdlock(sync_rwlock_t *rwlock);
+/** Takes a read lock if no writer holds or waits. @return 0, EBUSY, or EAGAIN. */
+int sync_rwlock_tryrdlock(sync_rwlock_t *rwlock);
+/** Takes a read lock unless timeout_ns pass first. @return 0, ETIMEDOUT, EDEADLK, or EAGAIN. */
+int sync_rwlock_timedrdlock(sync_rwlock_t *rwlock, uint64_t timeout_ns);
+/** Takes a read lock unless CLOCK_MONOTONIC reaches deadline_ns. @return as timedrdlock. */
+int sync_rwlock_rdlock_until(sync_rwlock_t *rwlock, int64_t deadline_ns);
+/** As sync_rwlock_rdlock_until (deadline_ns < 0: none), and EINTR on a signal. */
+int sync_rwlock_rdlock_interruptible(sync_rwlock_t *rwlock, int64_t deadline_ns);
+/** Releases a read lock. @return 0, or EPERM if no reader holds the lock. */
+int sync_rwlock_rdunlock(sync_rwlock_t *rwlock);
+
+/** Takes the write lock. @return 0, or EDEADLK if the caller holds it. */
+int sync_rwlock_wrlock(sync_rwlock_t *rwlock);
+/** Takes the write lock if nobody holds the lock. @return 0, or EBUSY. */
+int sync_rwlock_trywrlock(sync_rwlock_t *rwlock);
+/** Takes the write lock unless timeout_ns pass first. @return 0, ETIMEDOUT, or EDEADLK. */
+int sync_rwlock_timedwrlock(sync_rwlock_t *rwlock, uint64_t timeout_ns);
+/** Takes the write lock unless CLOCK_MONOTONIC reaches deadline_ns. @return 0, ETIMEDOUT, or EDEADLK. */
+int sync_rwlock_wrlock_until(sync_rwlock_t *rwlock, int64_t deadline_ns);
+/** As sync_rwlock_wrlock_until (deadline_ns < 0: none), and EINTR on a signal. */
+int sync_rwlock_wrlock_interruptible(sync_rwlock_t *rwlock, int64_t deadline_ns);
+/** Releases the write lock. @return 0, or EPERM if the caller does not hold it. */
+int sync_rwlock_wrunlock(sync_rwlock_t *rwlock);
+
+/* ---- Spin lock --------------------------------------------------------------------------- */
+
+/**
+ * A spin lock for critical sections of a few instructions (4 bytes, owner-checked). Unlock is
+ * one compare-and-swap and never a system call. Waiting spins with bounded exponential backoff,
+ * then yields, then sleeps in naps growing to 1 ms, so a preempted holder is not starved of the
+ * CPU by its waiters. Works in memory shared by processes with no special initialization.
+ */
+typedef struct { uint32_t _word; } sync_spinlock_t;
+
+#define SYNC_SPINLOCK_INIT { 0u }
+
+/** Locks. @return 0, or EDEADLK if the caller holds it. */
+int sync_spinlock_lock(sync_spinlock_t *lock);
+/** Locks if free. @return 0, or EBUSY. */
+int sync_spinlock_trylock(sync_spinlock_t *lock);
+/** Locks unless CLOCK_MONOTONIC reaches deadline_ns first. @return 0, ETIMEDOUT, or EDEADLK. */
+int sync_spinlock_lock_until(sync_spinlock_t *lock, int64_t deadline_ns);
+/** As sync_spinlock_lock_until (deadline_ns < 0: none), and EINTR on a signal. */
+int sync_spinlock_lock_interruptible(sync_spinlock_t *lock, int64_t deadline_ns);
+/** Unlocks. @return 0, or EPERM if the caller does not hold it. */
+int sync_spinlock_unlock(sync_spinlock_t *lock);
+
+/* ---- Once -------------------------------------------------------------------------------- */
+
+/**
+ * Run-once: the safe double-checked lock. Once completed, sync_once costs one load.
+ * Private to one process.
+ */
+typedef struct { uint32_t _word; } sync_once_t;
+
+#define SYNC_ONCE_INIT { 0u }
+#define SYNC_ONCE_RUN (-1) /**< sync_once_begin: the caller must run the initializer */
+
+/**
+ * Calls function(context) exactly once per *once, however many threads race: every caller
+ * returns after it has returned, and sees its writes.
+ * @return 0, EDEADLK if function calls sync_once on the same *once, or EINVAL (NULL function).
+ */
+int sync_once(sync_once_t *once, void (*function)(void *), void *context);
+
+/**
+ * The two-step form, for initializers that can fail: sync_once_begin returns 0 once the
+ * initialization has completed (waiting for a run in progress), or SYNC_ONCE_RUN exactly when
+ * the caller must run it and then call sync_once_end(once, completed). If completed is 0, the
+ * next caller (a waiter or a later one) gets SYNC_ONCE_RUN instead.
+ * @return 0, SYNC_ONCE_RUN, or EDEADLK (the caller is running it).
+ */
+int sync_once_begin(sync_once_t *once);
+/** As sync_once_begin, and EINTR if a signal interrupts the wait. */
+int sync_once_begin_interruptible(sync_once_t *once);
+/** Ends the caller's run. @return 0, or EPERM if no run is in progress. */
+int sync_once_end(sync_once_t *once, int completed);
+
+/* ---- synchronized ------------------------------------------------------------------------ */
+
+/*
+ * Objective-C's @synchronized(token) for C: a recursive lock per token (any non-NULL address),
+ * found in a table without creating a lock first. Different tokens never share a lock, so they
+ * never block each other beyond a table lookup and never deadlock unless the program's own
+ * lock order does. Lock only on tokens you own (anyone else may lock on them too).
+ */
+
+/** Calls body(context) holding token's lock. @return 0, EINVAL (NULL token or body), or EAGAIN. */
+int sync_synchronized(const void *token, void (*body)(void *), void *context);
+/** Takes token's lock (recursively). @return 0, EINVAL (NULL), or EAGAIN (depth overflow). */
+int sync_synchronized_enter(const void *token);
+/** As sync_synchronized_enter, with a deadline (< 0: none), and EINTR/ETIMEDOUT. */
+int sync_synchronized_enter_interruptible(const void *token, int64_t deadline_ns);
+/** Releases token's lock once. @return 0, EINVAL (NULL), or EPERM if the caller does not hold it. */
+int sync_synchronized_exit(const void *token);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SYNC_LOCKS_H */

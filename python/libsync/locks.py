@@ -1,0 +1,521 @@
+"""Locks from libsync.so: drop-in ``Lock`` and ``RLock`` for threading's, and ``Mutex``,
+``RWLock``, ``SpinLock``, ``once`` and ``synchronized``.
+
+``Lock`` and ``RLock`` behave as ``threading.Lock`` and ``threading.RLock``: same methods,
+same return values, same exceptions for the same misuse (the argument checks are threading's
+own). ``Lock`` may be released by any thread; ``RLock`` only by its owner.
+
+``Mutex`` and ``SpinLock`` know their owner: acquiring again from the owning thread raises
+``DeadlockError`` instead of hanging, releasing from another thread raises ``NotOwnerError``.
+``RWLock`` is writer-preferring (while a writer waits, new readers wait)::
+
+    table = RWLock()
+    with table.read(): ...
+    with table.write(): ...
+
+Shared memory: every lock but ``synchronized``/``once`` can live in a buffer that processes
+share (``Lock(buffer=shm)`` with a ``multiprocessing.shared_memory.SharedMemory`` or any
+writable buffer, at ``offset``); one process creates it, the others attach with
+``initialize=False`` (or inherit it through fork, or receive it pickled, for a SharedMemory).
+
+A blocked acquire releases the GIL, and Ctrl-C interrupts it in the main thread.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import threading
+import time
+from ctypes import c_int, c_int64, c_uint32, c_void_p
+from typing import Any, Callable, Optional
+
+from ._lib import blocking as _blocking, nonblocking as _nonblocking
+from ._memory import ref as _ref
+
+__all__ = ["Lock", "RLock", "Mutex", "RWLock", "SpinLock", "Once", "once", "synchronized",
+           "LockError", "DeadlockError", "NotOwnerError"]
+
+
+class LockError(RuntimeError):
+    """A lock was misused; ``errno`` holds the C library's code."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.errno = code
+
+
+class DeadlockError(LockError):
+    """The calling thread already holds the lock it is waiting for (EDEADLK)."""
+
+
+class NotOwnerError(LockError):
+    """The calling thread does not hold the lock it releases (EPERM)."""
+
+
+def _c(handle, name, restype=c_int):
+    function = getattr(handle, name)
+    function.restype = restype  # argtypes left unset: arguments are ctypes objects (cheaper)
+    return function
+
+
+_FOREVER = c_int64(-1)
+_probe = threading.Lock()
+
+
+def _deadline(blocking: Any, timeout: Any) -> Optional[c_int64]:
+    """threading's checks of (blocking, timeout) with threading's exceptions; the deadline to
+    wait to (None: do not wait)."""
+    if _probe.acquire(blocking, timeout):  # a free lock: only validates, never waits
+        _probe.release()
+    if not blocking:
+        return None
+    if timeout == -1:
+        return _FOREVER
+    return c_int64(min(time.monotonic_ns() + int(timeout * 1e9), (1 << 63) - 1))
+
+
+def _error(code: int, what: str) -> LockError:
+    if code == errno.EDEADLK:
+        return DeadlockError(f"{what}: the calling thread already holds it", code)
+    if code == errno.EPERM:
+        return NotOwnerError(f"{what}: the calling thread does not hold it", code)
+    if code == errno.EAGAIN:
+        return LockError(f"{what}: count overflow", code)
+    return LockError(f"{what}: {errno.errorcode.get(code, code)}", code)
+
+
+def _wait(function, pointer, deadline: c_int64, what: str) -> bool:
+    """Calls a blocking `_interruptible` C function until it returns other than EINTR (between
+    calls the interpreter runs signal handlers: Ctrl-C raises KeyboardInterrupt here)."""
+    while True:
+        code = function(pointer, deadline)
+        if code == 0:
+            return True
+        if code == errno.ETIMEDOUT:
+            return False
+        if code != errno.EINTR:
+            raise _error(code, what)
+
+
+class _Memory:
+    """Lock state in memory this object owns, or in a caller's (shared) buffer."""
+    __slots__ = ("_cells", "_p", "_shm", "_offset", "_shared", "__weakref__")
+    _WORDS = 1
+
+    def _place(self, buffer: Any, offset: int) -> bool:
+        """Sets _cells/_p; returns whether the memory is shared."""
+        self._shm, self._offset = None, offset
+        if buffer is None:
+            self._cells = (c_uint32 * self._WORDS)()
+        else:
+            if hasattr(buffer, "buf") and hasattr(buffer, "name"):  # SharedMemory
+                self._shm, buffer = buffer, buffer.buf
+            _ref(buffer, offset, c_uint32)  # checks type, writability, range, alignment
+            _ref(buffer, offset + 4 * (self._WORDS - 1), c_uint32)
+            self._cells = (c_uint32 * self._WORDS).from_buffer(buffer, offset)
+        self._p = c_void_p(ctypes.addressof(self._cells))
+        self._shared = buffer is not None
+        return self._shared
+
+    def __reduce__(self):
+        if self._shm is None:
+            raise TypeError(f"a {type(self).__name__} can be pickled only when it lives in a SharedMemory")
+        return (_attach, (type(self), self._shm.name, self._offset))
+
+
+def _attach(cls, name: str, offset: int):
+    from multiprocessing import shared_memory
+    return cls(buffer=shared_memory.SharedMemory(name=name), offset=offset, initialize=False)
+
+
+def _init(function, pointer, flags: int) -> None:
+    code = function(pointer, c_int(flags))
+    if code:
+        raise _error(code, "init")
+
+
+# ---- Lock, Mutex ---------------------------------------------------------------------------
+
+_mutex_init = _c(_nonblocking, "sync_mutex_init")
+_mutex_trylock = _c(_nonblocking, "sync_mutex_trylock")
+_mutex_unlock = _c(_nonblocking, "sync_mutex_unlock")
+_mutex_is_locked = _c(_nonblocking, "sync_mutex_is_locked")
+_mutex_wait = _c(_blocking, "sync_mutex_lock_interruptible")
+_SHARED, _UNOWNED = 1, 2
+
+
+class Lock(_Memory):
+    """threading.Lock, from libsync: any thread may release it. 4 bytes of lock state."""
+    __slots__ = ()
+    _FLAGS = _UNOWNED
+
+    def __init__(self, buffer: Any = None, offset: int = 0, *, initialize: bool = True):
+        shared = self._place(buffer, offset)
+        if initialize:
+            _init(_mutex_init, self._p, self._FLAGS | (_SHARED if shared else 0))
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Acquires the lock, as threading.Lock.acquire: True if acquired, False on timeout or
+        if non-blocking and held."""
+        if timeout == -1 and blocking is True:
+            if not _mutex_trylock(self._p):
+                return True
+            return _wait(_mutex_wait, self._p, _FOREVER, self._WHAT)
+        deadline = _deadline(blocking, timeout)
+        code = _mutex_trylock(self._p)
+        if code == 0:
+            return True
+        if deadline is None:
+            return False
+        return _wait(_mutex_wait, self._p, deadline, self._WHAT)
+
+    def release(self) -> None:
+        """Releases the lock; RuntimeError if it is not locked."""
+        if _mutex_unlock(self._p):
+            raise RuntimeError("release unlocked lock")
+
+    def locked(self) -> bool:
+        """Whether the lock is held (by anyone)."""
+        return bool(_mutex_is_locked(self._p))
+
+    def _at_fork_reinit(self) -> None:
+        _init(_mutex_init, self._p, self._FLAGS | (_SHARED if self._shared else 0))
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    acquire_lock, release_lock, locked_lock = acquire, release, locked
+    _WHAT = "Lock.acquire"
+
+    def __repr__(self) -> str:
+        state = "locked" if self.locked() else "unlocked"
+        return f"<{state} {type(self).__module__}.{type(self).__qualname__} object at {id(self):#x}>"
+
+
+class Mutex(Lock):
+    """An owner-checked mutex: acquire from the owning thread raises DeadlockError, release from
+    another thread NotOwnerError. Otherwise as Lock."""
+    __slots__ = ()
+    _FLAGS = 0
+    _WHAT = "Mutex.acquire"
+
+    def release(self) -> None:
+        code = _mutex_unlock(self._p)
+        if code:
+            raise _error(code, "Mutex.release")
+
+    def owned(self) -> bool:
+        """Whether the calling thread holds it."""
+        return bool(_mutex_is_owner(self._p))
+
+
+_mutex_is_owner = _c(_nonblocking, "sync_mutex_is_owner")
+
+
+# ---- RLock ---------------------------------------------------------------------------------
+
+_rlock_init = _c(_nonblocking, "sync_recursive_lock_init")
+_rlock_trylock = _c(_nonblocking, "sync_recursive_lock_trylock")
+_rlock_unlock = _c(_nonblocking, "sync_recursive_lock_unlock")
+_rlock_depth = _c(_nonblocking, "sync_recursive_lock_depth", c_uint32)
+_rlock_wait = _c(_blocking, "sync_recursive_lock_lock_interruptible")
+
+
+class RLock(_Memory):
+    """threading.RLock, from libsync: the owner may acquire again; each acquire balanced by a
+    release; release by another thread raises RuntimeError. 8 bytes of lock state."""
+    __slots__ = ()
+    _WORDS = 2
+
+    def __init__(self, buffer: Any = None, offset: int = 0, *, initialize: bool = True):
+        shared = self._place(buffer, offset)
+        if initialize:
+            _init(_rlock_init, self._p, _SHARED if shared else 0)
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if timeout == -1 and blocking is True:
+            code = _rlock_trylock(self._p)
+            if code == 0:
+                return True
+            return _wait(_rlock_wait, self._p, _FOREVER, "RLock.acquire")
+        deadline = _deadline(blocking, timeout)
+        code = _rlock_trylock(self._p)
+        if code == 0:
+            return True
+        if code != errno.EBUSY:
+            raise _error(code, "RLock.acquire")
+        if deadline is None:
+            return False
+        return _wait(_rlock_wait, self._p, deadline, "RLock.acquire")
+
+    def release(self) -> None:
+        if _rlock_unlock(self._p):
+            raise RuntimeError("cannot release un-acquired lock")
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    # threading.Condition's protocol for recursive locks.
+    def _is_owned(self) -> bool:
+        return _rlock_depth(self._p) > 0
+
+    def _recursion_count(self) -> int:
+        return _rlock_depth(self._p)
+
+    def _release_save(self) -> int:
+        depth = _rlock_depth(self._p)
+        if depth == 0:
+            raise RuntimeError("cannot release un-acquired lock")
+        for _ in range(depth):
+            _rlock_unlock(self._p)
+        return depth
+
+    def _acquire_restore(self, depth: int) -> None:
+        self.acquire()
+        for _ in range(depth - 1):
+            self.acquire()
+
+    def _at_fork_reinit(self) -> None:
+        _init(_rlock_init, self._p, _SHARED if self._shared else 0)
+
+    def __repr__(self) -> str:
+        depth = _rlock_depth(self._p)
+        state = "locked" if depth or _mutex_is_locked(self._p) else "unlocked"
+        return f"<{state} {type(self).__module__}.{type(self).__qualname__} object count={depth} at {id(self):#x}>"
+
+
+# ---- RWLock --------------------------------------------------------------------------------
+
+_rw_init = _c(_nonblocking, "sync_rwlock_init")
+_rw_tryrd = _c(_nonblocking, "sync_rwlock_tryrdlock")
+_rw_rdunlock = _c(_nonblocking, "sync_rwlock_rdunlock")
+_rw_rdwait = _c(_blocking, "sync_rwlock_rdlock_interruptible")
+_rw_trywr = _c(_nonblocking, "sync_rwlock_trywrlock")
+_rw_wrunlock = _c(_nonblocking, "sync_rwlock_wrunlock")
+_rw_wrwait = _c(_blocking, "sync_rwlock_wrlock_interruptible")
+
+
+def _acquire_read(p, blocking: Any = True, timeout: Any = -1) -> bool:
+    if timeout == -1 and blocking is True:
+        if not _rw_tryrd(p):
+            return True
+        return _wait(_rw_rdwait, p, _FOREVER, "RWLock.acquire_read")
+    deadline = _deadline(blocking, timeout)
+    code = _rw_tryrd(p)
+    if code == 0:
+        return True
+    if code != errno.EBUSY:
+        raise _error(code, "RWLock.acquire_read")
+    return False if deadline is None else _wait(_rw_rdwait, p, deadline, "RWLock.acquire_read")
+
+
+def _release_read(p) -> None:
+    code = _rw_rdunlock(p)
+    if code:
+        raise _error(code, "RWLock.release_read")
+
+
+def _acquire_write(p, blocking: Any = True, timeout: Any = -1) -> bool:
+    if timeout == -1 and blocking is True:
+        if not _rw_trywr(p):
+            return True
+        return _wait(_rw_wrwait, p, _FOREVER, "RWLock.acquire_write")
+    deadline = _deadline(blocking, timeout)
+    if _rw_trywr(p) == 0:
+        return True
+    return False if deadline is None else _wait(_rw_wrwait, p, deadline, "RWLock.acquire_write")
+
+
+def _release_write(p) -> None:
+    code = _rw_wrunlock(p)
+    if code:
+        raise _error(code, "RWLock.release_write")
+
+
+class _Side:
+    """A context manager for one side of an RWLock: ``with rw.read():``. It holds the lock's
+    memory, not the lock (no reference cycle keeps a shared buffer exported)."""
+    __slots__ = ("_cells", "_p", "_acquire", "_release")
+
+    def __init__(self, cells: Any, p: c_void_p, acquire: Callable[..., bool], release: Callable[[Any], None]):
+        self._cells, self._p, self._acquire, self._release = cells, p, acquire, release
+
+    def __enter__(self) -> None:
+        self._acquire(self._p)
+
+    def __exit__(self, *exc: Any) -> None:
+        self._release(self._p)
+
+
+class RWLock(_Memory):
+    """A writer-preferring read-write lock: many readers or one writer; while a writer waits,
+    new readers wait, so writers never starve. A reader cannot upgrade (acquiring the write
+    side while holding the read side waits forever). 12 bytes of lock state.
+
+    Misuse raises: DeadlockError (acquire while holding the write side), NotOwnerError (release
+    of a side not held), LockError (too many readers)."""
+    __slots__ = ("_read", "_write")
+    _WORDS = 3
+
+    def __init__(self, buffer: Any = None, offset: int = 0, *, initialize: bool = True):
+        shared = self._place(buffer, offset)
+        if initialize:
+            _init(_rw_init, self._p, 1 if shared else 0)
+        self._read = _Side(self._cells, self._p, _acquire_read, _release_read)
+        self._write = _Side(self._cells, self._p, _acquire_write, _release_write)
+
+    def acquire_read(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Takes the read side; arguments and result as threading.Lock.acquire."""
+        return _acquire_read(self._p, blocking, timeout)
+
+    def release_read(self) -> None:
+        """Releases the read side; NotOwnerError if no reader holds it."""
+        _release_read(self._p)
+
+    def acquire_write(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Takes the write side; arguments and result as threading.Lock.acquire."""
+        return _acquire_write(self._p, blocking, timeout)
+
+    def release_write(self) -> None:
+        """Releases the write side; NotOwnerError if the caller does not hold it."""
+        _release_write(self._p)
+
+    def read(self) -> _Side:
+        """``with rw.read():`` holds the read side for the block."""
+        return self._read
+
+    def write(self) -> _Side:
+        """``with rw.write():`` holds the write side for the block."""
+        return self._write
+
+
+# ---- SpinLock ------------------------------------------------------------------------------
+
+_spin_trylock = _c(_nonblocking, "sync_spinlock_trylock")
+_spin_unlock = _c(_nonblocking, "sync_spinlock_unlock")
+_spin_wait = _c(_blocking, "sync_spinlock_lock_interruptible")
+
+
+class SpinLock(_Memory):
+    """libsync's spin lock (bounded spinning, then yielding and napping), owner-checked like
+    Mutex. Needs no initialization, also in shared memory. 4 bytes."""
+    __slots__ = ()
+
+    def __init__(self, buffer: Any = None, offset: int = 0, *, initialize: bool = True):
+        self._place(buffer, offset)
+        if initialize:
+            self._cells[0] = 0
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if timeout == -1 and blocking is True:
+            if not _spin_trylock(self._p):
+                return True
+            return _wait(_spin_wait, self._p, _FOREVER, "SpinLock.acquire")
+        deadline = _deadline(blocking, timeout)
+        if _spin_trylock(self._p) == 0:
+            return True
+        if deadline is None:
+            return False
+        return _wait(_spin_wait, self._p, deadline, "SpinLock.acquire")
+
+    def release(self) -> None:
+        code = _spin_unlock(self._p)
+        if code:
+            raise _error(code, "SpinLock.release")
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+# ---- once ----------------------------------------------------------------------------------
+
+_once_begin = _c(_blocking, "sync_once_begin_interruptible")
+_once_end = _c(_nonblocking, "sync_once_end")
+_ONCE_RUN = -1
+
+
+class Once:
+    """Runs a function exactly once, however many threads race: ``o(f, *args)`` calls f the
+    first time and returns its result; every later (or concurrent) call waits for that first
+    call and returns the same result. If f raises, the exception propagates and the next call
+    runs f again."""
+    __slots__ = ("_word", "_p", "_result")
+
+    def __init__(self):
+        self._word = c_uint32(0)
+        self._p = c_void_p(ctypes.addressof(self._word))
+        self._result: Any = None
+
+    def __call__(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        while True:
+            state = _once_begin(self._p)
+            if state == 0:
+                return self._result
+            if state == _ONCE_RUN:
+                break
+            if state != errno.EINTR:
+                raise _error(state, "once")
+        try:
+            self._result = function(*args, **kwargs)
+        except BaseException:
+            _once_end(self._p, c_int(0))
+            raise
+        _once_end(self._p, c_int(1))
+        return self._result
+
+    @property
+    def done(self) -> bool:
+        """Whether the function has run to completion."""
+        return self._word.value == 0x7FFFFFFF
+
+
+def once(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator: the first call runs `function` (with that call's arguments); every call
+    returns the first successful call's result."""
+    runner = Once()
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return runner(function, *args, **kwargs)
+    wrapper.once = runner  # type: ignore[attr-defined]
+    return wrapper
+
+
+# ---- synchronized --------------------------------------------------------------------------
+
+_sync_enter = _c(_blocking, "sync_synchronized_enter_interruptible")
+_sync_exit = _c(_nonblocking, "sync_synchronized_exit")
+
+
+class synchronized:
+    """Objective-C's ``@synchronized(obj)``: a recursive lock that belongs to ``obj``'s identity,
+    without creating a lock first. A context manager (``with synchronized(obj):``) and a
+    decorator (``@synchronized(obj)``); released when the block raises. Lock only on objects
+    you own: anyone else may lock on them too."""
+    __slots__ = ("_object", "_token")
+
+    def __init__(self, obj: Any):
+        self._object = obj  # keeps obj alive, so its id stays its own while locked
+        self._token = c_void_p(id(obj))
+
+    def __enter__(self) -> None:
+        _wait(_sync_enter, self._token, _FOREVER, "synchronized")
+
+    def __exit__(self, *exc: Any) -> None:
+        code = _sync_exit(self._token)
+        if code:
+            raise _error(code, "synchronized exit")
+
+    def __call__(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return function(*args, **kwargs)
+        return wrapper
