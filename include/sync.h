@@ -19,8 +19,8 @@
 #include <libkern/OSAtomic.h>
 
 /* Each family of primitives has its own header under sync/, all included here. */
-#include "sync/conditions.h"
 #include "sync/locks.h"
+#include "sync/conditions.h"
 #include "sync/atomics.h"
 
 #ifdef __cplusplus

@@ -1,179 +1,292 @@
+import CSyncShim
 import Glibc
 import LibSync
 
-// sync/conditions.h: semaphores, events and barriers in caller memory. NULL -> EINVAL; relative
-// timeouts must be >= 0 (EINVAL otherwise); `*_until` deadlines are CLOCK_MONOTONIC ns (< 0: none)
-// and return EINTR when a signal handler ran during the wait.
+// sync/conditions.h: each function checks its pointers (EINVAL), converts arguments, and calls
+// the Swift core (Sources/LibSync/Conditions). As in sync/locks.h: `timed` forms take a relative
+// timeout in ns, `_until` forms a CLOCK_MONOTONIC deadline (< 0: none), `_interruptible` forms
+// also return EINTR when a signal handler ran.
 
-let syncProcessShared: UInt32 = 1
+let syncProcessShared: Int32 = 1
+let syncBarrierAction: Int32 = 2
+let syncSemaphoreBounded: Int32 = 4
 
-@inline(__always) func validFlags(_ flags: UInt32, allowed: UInt32) -> Bool { flags & ~allowed == 0 }
+/// The three ways of waiting that every blocking function offers, as (deadline, interruptible).
+@inline(__always) func forever() -> (Int64, Bool) { (-1, false) }
+@inline(__always) func within(_ timeout: UInt64) -> (Int64, Bool) { (deadline(afterNanoseconds: timeout), false) }
+@inline(__always) func until(_ deadline: Int64) -> (Int64, Bool) { (cDeadline(deadline), false) }
+@inline(__always) func interruptibly(_ deadline: Int64) -> (Int64, Bool) { (cDeadline(deadline), true) }
 
-/// The deadline for a relative timeout, or nil if the timeout is negative.
-@inline(__always) func relativeDeadline(_ timeout: Int64) -> Int64? { timeout < 0 ? nil : deadline(after: timeout) }
+@_cdecl("sync_monotonic_ns") public func c_sync_monotonic_ns() -> Int64 { sync_monotonic_now_ns() }
+
+// MARK: Condition variable
+
+func condWait(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ how: (Int64, Bool)) -> Int32 {
+    guard let c = lockMemory(c), let m = lockWord(m) else { return EINVAL }
+    return ConditionWord.wait(c, mutex: m, deadline: how.0, interruptible: how.1)
+}
+
+@_cdecl("sync_cond_init") public func c_sync_cond_init(_ c: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
+    guard let c = lockMemory(c), flags & ~syncProcessShared == 0 else { return EINVAL }
+    ConditionWord.initialize(c, shared: flags & syncProcessShared != 0)
+    return 0
+}
+@_cdecl("sync_cond_wait") public func c_sync_cond_wait(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?) -> Int32 {
+    condWait(c, m, forever())
+}
+@_cdecl("sync_cond_timedwait") public func c_sync_cond_timedwait(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+    condWait(c, m, within(timeout))
+}
+@_cdecl("sync_cond_wait_until") public func c_sync_cond_wait_until(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    condWait(c, m, until(deadline))
+}
+@_cdecl("sync_cond_wait_interruptible") public func c_sync_cond_wait_interruptible(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    condWait(c, m, interruptibly(deadline))
+}
+@_cdecl("sync_cond_wait_recursive_interruptible")
+public func c_sync_cond_wait_recursive_interruptible(_ c: UnsafeMutableRawPointer?, _ l: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    guard let c = lockMemory(c), let l = lockMemory(l) else { return EINVAL }
+    return ConditionWord.wait(c, recursiveLock: l, deadline: cDeadline(deadline), interruptible: true)
+}
+@_cdecl("sync_cond_signal") public func c_sync_cond_signal(_ c: UnsafeMutableRawPointer?) -> Int32 {
+    guard let c = lockMemory(c) else { return EINVAL }
+    ConditionWord.signal(c)
+    return 0
+}
+@_cdecl("sync_cond_signal_count") public func c_sync_cond_signal_count(_ c: UnsafeMutableRawPointer?, _ count: UInt32) -> Int32 {
+    guard let c = lockMemory(c) else { return EINVAL }
+    ConditionWord.wake(c, count: Int32(clamping: count))
+    return 0
+}
+@_cdecl("sync_cond_broadcast") public func c_sync_cond_broadcast(_ c: UnsafeMutableRawPointer?) -> Int32 {
+    guard let c = lockMemory(c) else { return EINVAL }
+    ConditionWord.broadcast(c)
+    return 0
+}
+
+// MARK: Condition (a mutex and a condition variable in one: NSCondition)
+
+/// The mutex (word 0) and condition variable (words 1-2) of a sync_condition_t.
+@inline(__always) func conditionParts(_ c: UnsafeMutableRawPointer?) -> (UnsafeMutableRawPointer, UnsafeMutableRawPointer)? {
+    guard let c = lockMemory(c) else { return nil }
+    return (c, c + 4)
+}
+
+@_cdecl("sync_condition_init") public func c_sync_condition_init(_ c: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
+    guard let (m, cv) = conditionParts(c), flags & ~syncProcessShared == 0 else { return EINVAL }
+    _ = c_sync_mutex_init(m, flags & syncProcessShared)
+    return c_sync_cond_init(cv, flags)
+}
+@_cdecl("sync_condition_lock") public func c_sync_condition_lock(_ c: UnsafeMutableRawPointer?) -> Int32 { c_sync_mutex_lock(c) }
+@_cdecl("sync_condition_trylock") public func c_sync_condition_trylock(_ c: UnsafeMutableRawPointer?) -> Int32 { c_sync_mutex_trylock(c) }
+@_cdecl("sync_condition_lock_interruptible") public func c_sync_condition_lock_interruptible(_ c: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    c_sync_mutex_lock_interruptible(c, deadline)
+}
+@_cdecl("sync_condition_unlock") public func c_sync_condition_unlock(_ c: UnsafeMutableRawPointer?) -> Int32 { c_sync_mutex_unlock(c) }
+@_cdecl("sync_condition_wait") public func c_sync_condition_wait(_ c: UnsafeMutableRawPointer?) -> Int32 {
+    guard let (m, cv) = conditionParts(c) else { return EINVAL }
+    return condWait(cv, m, forever())
+}
+@_cdecl("sync_condition_timedwait") public func c_sync_condition_timedwait(_ c: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+    guard let (m, cv) = conditionParts(c) else { return EINVAL }
+    return condWait(cv, m, within(timeout))
+}
+@_cdecl("sync_condition_wait_until") public func c_sync_condition_wait_until(_ c: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    guard let (m, cv) = conditionParts(c) else { return EINVAL }
+    return condWait(cv, m, until(deadline))
+}
+@_cdecl("sync_condition_signal") public func c_sync_condition_signal(_ c: UnsafeMutableRawPointer?) -> Int32 {
+    guard let (_, cv) = conditionParts(c) else { return EINVAL }
+    return c_sync_cond_signal(cv)
+}
+@_cdecl("sync_condition_broadcast") public func c_sync_condition_broadcast(_ c: UnsafeMutableRawPointer?) -> Int32 {
+    guard let (_, cv) = conditionParts(c) else { return EINVAL }
+    return c_sync_cond_broadcast(cv)
+}
+
+// MARK: Condition lock (NSConditionLock)
+
+@inline(__always) func conditionLock(_ l: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    guard let l, Int(bitPattern: l) & 7 == 0 else { return nil }
+    return l
+}
+
+func conditionLockLock(_ l: UnsafeMutableRawPointer?, _ wanted: Int64?, _ how: (Int64, Bool)) -> Int32 {
+    guard let l = conditionLock(l) else { return EINVAL }
+    return ConditionLockWord.lock(l, whenCondition: wanted, deadline: how.0, interruptible: how.1)
+}
+
+@_cdecl("sync_condition_lock_init") public func c_sync_condition_lock_init(_ l: UnsafeMutableRawPointer?, _ condition: Int64, _ flags: Int32) -> Int32 {
+    guard let l = conditionLock(l), flags & ~syncProcessShared == 0 else { return EINVAL }
+    ConditionLockWord.initialize(l, condition: condition, shared: flags & syncProcessShared != 0)
+    return 0
+}
+@_cdecl("sync_condition_lock_lock") public func c_sync_condition_lock_lock(_ l: UnsafeMutableRawPointer?) -> Int32 {
+    conditionLockLock(l, nil, forever())
+}
+@_cdecl("sync_condition_lock_lock_until") public func c_sync_condition_lock_lock_until(_ l: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    conditionLockLock(l, nil, until(deadline))
+}
+@_cdecl("sync_condition_lock_trylock") public func c_sync_condition_lock_trylock(_ l: UnsafeMutableRawPointer?) -> Int32 {
+    guard let l = conditionLock(l) else { return EINVAL }
+    return ConditionLockWord.tryLock(l, whenCondition: nil)
+}
+@_cdecl("sync_condition_lock_lock_when") public func c_sync_condition_lock_lock_when(_ l: UnsafeMutableRawPointer?, _ condition: Int64) -> Int32 {
+    conditionLockLock(l, condition, forever())
+}
+@_cdecl("sync_condition_lock_timedlock_when") public func c_sync_condition_lock_timedlock_when(_ l: UnsafeMutableRawPointer?, _ condition: Int64, _ timeout: UInt64) -> Int32 {
+    conditionLockLock(l, condition, within(timeout))
+}
+@_cdecl("sync_condition_lock_lock_when_until") public func c_sync_condition_lock_lock_when_until(_ l: UnsafeMutableRawPointer?, _ condition: Int64, _ deadline: Int64) -> Int32 {
+    conditionLockLock(l, condition, until(deadline))
+}
+@_cdecl("sync_condition_lock_lock_when_interruptible")
+public func c_sync_condition_lock_lock_when_interruptible(_ l: UnsafeMutableRawPointer?, _ any: Bool, _ condition: Int64, _ deadline: Int64) -> Int32 {
+    conditionLockLock(l, any ? nil : condition, interruptibly(deadline))
+}
+@_cdecl("sync_condition_lock_trylock_when") public func c_sync_condition_lock_trylock_when(_ l: UnsafeMutableRawPointer?, _ condition: Int64) -> Int32 {
+    guard let l = conditionLock(l) else { return EINVAL }
+    return ConditionLockWord.tryLock(l, whenCondition: condition)
+}
+@_cdecl("sync_condition_lock_unlock") public func c_sync_condition_lock_unlock(_ l: UnsafeMutableRawPointer?) -> Int32 {
+    guard let l = conditionLock(l) else { return EINVAL }
+    return ConditionLockWord.unlock(l, condition: nil)
+}
+@_cdecl("sync_condition_lock_unlock_with") public func c_sync_condition_lock_unlock_with(_ l: UnsafeMutableRawPointer?, _ condition: Int64) -> Int32 {
+    guard let l = conditionLock(l) else { return EINVAL }
+    return ConditionLockWord.unlock(l, condition: condition)
+}
+@_cdecl("sync_condition_lock_condition") public func c_sync_condition_lock_condition(_ l: UnsafeMutableRawPointer?) -> Int64 {
+    guard let l = conditionLock(l) else { return 0 }
+    return ConditionLockWord.condition(of: l)
+}
 
 // MARK: Semaphore
 
-let syncSemaphoreBounded: UInt32 = 4
+func semaphoreWait(_ s: UnsafeMutableRawPointer?, _ how: (Int64, Bool)) -> Int32 {
+    guard let s = lockMemory(s) else { return EINVAL }
+    return SemaphoreWord.wait(s, deadline: how.0, interruptible: how.1)
+}
 
 @_cdecl("sync_semaphore_init")
-public func c_sync_semaphore_init(_ s: UnsafeMutableRawPointer?, _ value: UInt32, _ limit: UInt32, _ flags: UInt32) -> Int32 {
-    guard let s, validFlags(flags, allowed: syncProcessShared | syncSemaphoreBounded) else { return EINVAL }
+public func c_sync_semaphore_init(_ s: UnsafeMutableRawPointer?, _ value: UInt32, _ limit: UInt32, _ flags: Int32) -> Int32 {
+    guard let s = lockMemory(s), flags & ~(syncProcessShared | syncSemaphoreBounded) == 0 else { return EINVAL }
     return SemaphoreWord.initialize(s, value: value, limit: flags & syncSemaphoreBounded != 0 ? limit : nil,
                                     shared: flags & syncProcessShared != 0)
 }
-
-@_cdecl("sync_semaphore_wait")
-public func c_sync_semaphore_wait(_ s: UnsafeMutableRawPointer?) -> Int32 {
-    guard let s else { return EINVAL }
-    return SemaphoreWord.wait(s, deadline: -1, interruptible: false)
+@_cdecl("sync_semaphore_wait") public func c_sync_semaphore_wait(_ s: UnsafeMutableRawPointer?) -> Int32 {
+    semaphoreWait(s, forever())
 }
-
-@_cdecl("sync_semaphore_trywait")
-public func c_sync_semaphore_trywait(_ s: UnsafeMutableRawPointer?) -> Int32 {
-    guard let s else { return EINVAL }
+@_cdecl("sync_semaphore_trywait") public func c_sync_semaphore_trywait(_ s: UnsafeMutableRawPointer?) -> Int32 {
+    guard let s = lockMemory(s) else { return EINVAL }
     return SemaphoreWord.tryWait(s) ? 0 : EAGAIN
 }
-
-@_cdecl("sync_semaphore_timedwait")
-public func c_sync_semaphore_timedwait(_ s: UnsafeMutableRawPointer?, _ timeout: Int64) -> Int32 {
-    guard let s, let deadline = relativeDeadline(timeout) else { return EINVAL }
-    return SemaphoreWord.wait(s, deadline: deadline, interruptible: false)
+@_cdecl("sync_semaphore_timedwait") public func c_sync_semaphore_timedwait(_ s: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+    semaphoreWait(s, within(timeout))
 }
-
-@_cdecl("sync_semaphore_wait_until")
-public func c_sync_semaphore_wait_until(_ s: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
-    guard let s else { return EINVAL }
-    return SemaphoreWord.wait(s, deadline: deadline, interruptible: true)
+@_cdecl("sync_semaphore_wait_until") public func c_sync_semaphore_wait_until(_ s: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    semaphoreWait(s, until(deadline))
 }
-
-@_cdecl("sync_semaphore_signal")
-public func c_sync_semaphore_signal(_ s: UnsafeMutableRawPointer?, _ count: UInt32) -> Int32 {
-    guard let s, count > 0 else { return EINVAL }
+@_cdecl("sync_semaphore_wait_interruptible") public func c_sync_semaphore_wait_interruptible(_ s: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    semaphoreWait(s, interruptibly(deadline))
+}
+@_cdecl("sync_semaphore_signal") public func c_sync_semaphore_signal(_ s: UnsafeMutableRawPointer?, _ count: UInt32) -> Int32 {
+    guard let s = lockMemory(s), count > 0 else { return EINVAL }
     return SemaphoreWord.signal(s, count: count)
 }
-
-@_cdecl("sync_semaphore_value")
-public func c_sync_semaphore_value(_ s: UnsafeMutableRawPointer?) -> UInt32 {
-    guard let s else { return 0 }
+@_cdecl("sync_semaphore_value") public func c_sync_semaphore_value(_ s: UnsafeMutableRawPointer?) -> UInt32 {
+    guard let s = lockMemory(s) else { return 0 }
     return SemaphoreWord.value(s)
 }
 
 // MARK: Event
 
-@_cdecl("sync_event_init")
-public func c_sync_event_init(_ e: UnsafeMutableRawPointer?, _ set: Bool, _ flags: UInt32) -> Int32 {
-    guard let e, validFlags(flags, allowed: syncProcessShared) else { return EINVAL }
+func eventWait(_ e: UnsafeMutableRawPointer?, _ how: (Int64, Bool)) -> Int32 {
+    guard let e = lockMemory(e) else { return EINVAL }
+    return EventWord.wait(e, deadline: how.0, interruptible: how.1)
+}
+
+@_cdecl("sync_event_init") public func c_sync_event_init(_ e: UnsafeMutableRawPointer?, _ set: Bool, _ flags: Int32) -> Int32 {
+    guard let e = lockMemory(e), flags & ~syncProcessShared == 0 else { return EINVAL }
     EventWord.initialize(e, set: set, shared: flags & syncProcessShared != 0)
     return 0
 }
-
-@_cdecl("sync_event_set")
-public func c_sync_event_set(_ e: UnsafeMutableRawPointer?) -> Int32 {
-    guard let e else { return EINVAL }
+@_cdecl("sync_event_set") public func c_sync_event_set(_ e: UnsafeMutableRawPointer?) -> Int32 {
+    guard let e = lockMemory(e) else { return EINVAL }
     EventWord.set(e)
     return 0
 }
-
-@_cdecl("sync_event_clear")
-public func c_sync_event_clear(_ e: UnsafeMutableRawPointer?) -> Int32 {
-    guard let e else { return EINVAL }
+@_cdecl("sync_event_clear") public func c_sync_event_clear(_ e: UnsafeMutableRawPointer?) -> Int32 {
+    guard let e = lockMemory(e) else { return EINVAL }
     EventWord.clear(e)
     return 0
 }
-
-@_cdecl("sync_event_is_set")
-public func c_sync_event_is_set(_ e: UnsafeMutableRawPointer?) -> Bool {
-    guard let e else { return false }
+@_cdecl("sync_event_is_set") public func c_sync_event_is_set(_ e: UnsafeMutableRawPointer?) -> Bool {
+    guard let e = lockMemory(e) else { return false }
     return EventWord.isSet(e)
 }
-
-@_cdecl("sync_event_wait")
-public func c_sync_event_wait(_ e: UnsafeMutableRawPointer?) -> Int32 {
-    guard let e else { return EINVAL }
-    return EventWord.wait(e, deadline: -1, interruptible: false)
+@_cdecl("sync_event_wait") public func c_sync_event_wait(_ e: UnsafeMutableRawPointer?) -> Int32 { eventWait(e, forever()) }
+@_cdecl("sync_event_timedwait") public func c_sync_event_timedwait(_ e: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+    eventWait(e, within(timeout))
 }
-
-@_cdecl("sync_event_timedwait")
-public func c_sync_event_timedwait(_ e: UnsafeMutableRawPointer?, _ timeout: Int64) -> Int32 {
-    guard let e, let deadline = relativeDeadline(timeout) else { return EINVAL }
-    return EventWord.wait(e, deadline: deadline, interruptible: false)
+@_cdecl("sync_event_wait_until") public func c_sync_event_wait_until(_ e: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    eventWait(e, until(deadline))
 }
-
-@_cdecl("sync_event_wait_until")
-public func c_sync_event_wait_until(_ e: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
-    guard let e else { return EINVAL }
-    return EventWord.wait(e, deadline: deadline, interruptible: true)
+@_cdecl("sync_event_wait_interruptible") public func c_sync_event_wait_interruptible(_ e: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    eventWait(e, interruptibly(deadline))
 }
 
 // MARK: Barrier
 
-let syncBarrierAction: UInt32 = 2
-
-@_cdecl("sync_barrier_init")
-public func c_sync_barrier_init(_ b: UnsafeMutableRawPointer?, _ parties: UInt32, _ flags: UInt32) -> Int32 {
-    guard let b, validFlags(flags, allowed: syncProcessShared | syncBarrierAction) else { return EINVAL }
-    return BarrierWord.initialize(b, parties: parties, hasAction: flags & syncBarrierAction != 0,
-                                  shared: flags & syncProcessShared != 0)
-}
-
-@_cdecl("sync_barrier_wait")
-public func c_sync_barrier_wait(_ b: UnsafeMutableRawPointer?, _ index: UnsafeMutablePointer<UInt32>?) -> Int32 {
-    c_sync_barrier_wait_deadline(b, -1, false, index)
-}
-
-@_cdecl("sync_barrier_timedwait")
-public func c_sync_barrier_timedwait(_ b: UnsafeMutableRawPointer?, _ timeout: Int64, _ index: UnsafeMutablePointer<UInt32>?) -> Int32 {
-    guard let deadline = relativeDeadline(timeout) else { return EINVAL }
-    return c_sync_barrier_wait_deadline(b, deadline, false, index)
-}
-
-@_cdecl("sync_barrier_wait_until")
-public func c_sync_barrier_wait_until(_ b: UnsafeMutableRawPointer?, _ deadline: Int64, _ index: UnsafeMutablePointer<UInt32>?) -> Int32 {
-    c_sync_barrier_wait_deadline(b, deadline, true, index)
-}
-
-func c_sync_barrier_wait_deadline(_ b: UnsafeMutableRawPointer?, _ deadline: Int64, _ interruptible: Bool,
-                                  _ index: UnsafeMutablePointer<UInt32>?) -> Int32 {
-    guard let b else { return EINVAL }
-    let (result, arrival) = BarrierWord.wait(b, deadline: deadline, interruptible: interruptible)
+func barrierWait(_ b: UnsafeMutableRawPointer?, _ how: (Int64, Bool), _ index: UnsafeMutablePointer<UInt32>?) -> Int32 {
+    guard let b = lockMemory(b) else { return EINVAL }
+    let (result, arrival) = BarrierWord.wait(b, deadline: how.0, interruptible: how.1)
     if result == 0 { index?.pointee = arrival }
     return result
 }
 
-@_cdecl("sync_barrier_action_done")
-public func c_sync_barrier_action_done(_ b: UnsafeMutableRawPointer?, _ succeeded: Bool) -> Int32 {
-    guard let b else { return EINVAL }
+@_cdecl("sync_barrier_init") public func c_sync_barrier_init(_ b: UnsafeMutableRawPointer?, _ parties: UInt32, _ flags: Int32) -> Int32 {
+    guard let b = lockMemory(b), flags & ~(syncProcessShared | syncBarrierAction) == 0 else { return EINVAL }
+    return BarrierWord.initialize(b, parties: parties, hasAction: flags & syncBarrierAction != 0,
+                                  shared: flags & syncProcessShared != 0)
+}
+@_cdecl("sync_barrier_wait") public func c_sync_barrier_wait(_ b: UnsafeMutableRawPointer?, _ index: UnsafeMutablePointer<UInt32>?) -> Int32 {
+    barrierWait(b, forever(), index)
+}
+@_cdecl("sync_barrier_timedwait")
+public func c_sync_barrier_timedwait(_ b: UnsafeMutableRawPointer?, _ timeout: UInt64, _ index: UnsafeMutablePointer<UInt32>?) -> Int32 {
+    barrierWait(b, within(timeout), index)
+}
+@_cdecl("sync_barrier_wait_until")
+public func c_sync_barrier_wait_until(_ b: UnsafeMutableRawPointer?, _ deadline: Int64, _ index: UnsafeMutablePointer<UInt32>?) -> Int32 {
+    barrierWait(b, until(deadline), index)
+}
+@_cdecl("sync_barrier_wait_interruptible")
+public func c_sync_barrier_wait_interruptible(_ b: UnsafeMutableRawPointer?, _ deadline: Int64, _ index: UnsafeMutablePointer<UInt32>?) -> Int32 {
+    barrierWait(b, interruptibly(deadline), index)
+}
+@_cdecl("sync_barrier_action_done") public func c_sync_barrier_action_done(_ b: UnsafeMutableRawPointer?, _ succeeded: Bool) -> Int32 {
+    guard let b = lockMemory(b) else { return EINVAL }
     BarrierWord.actionDone(b, succeeded: succeeded)
     return 0
 }
-
-@_cdecl("sync_barrier_reset")
-public func c_sync_barrier_reset(_ b: UnsafeMutableRawPointer?) -> Int32 {
-    guard let b else { return EINVAL }
+@_cdecl("sync_barrier_reset") public func c_sync_barrier_reset(_ b: UnsafeMutableRawPointer?) -> Int32 {
+    guard let b = lockMemory(b) else { return EINVAL }
     BarrierWord.reset(b)
     return 0
 }
-
-@_cdecl("sync_barrier_abort")
-public func c_sync_barrier_abort(_ b: UnsafeMutableRawPointer?) -> Int32 {
-    guard let b else { return EINVAL }
+@_cdecl("sync_barrier_abort") public func c_sync_barrier_abort(_ b: UnsafeMutableRawPointer?) -> Int32 {
+    guard let b = lockMemory(b) else { return EINVAL }
     BarrierWord.abort(b)
     return 0
 }
-
 @_cdecl("sync_barrier_status")
 public func c_sync_barrier_status(_ b: UnsafeMutableRawPointer?, _ parties: UnsafeMutablePointer<UInt32>?,
                                   _ waiting: UnsafeMutablePointer<UInt32>?, _ broken: UnsafeMutablePointer<Bool>?) -> Int32 {
-    guard let b else { return EINVAL }
+    guard let b = lockMemory(b) else { return EINVAL }
     let status = BarrierWord.status(b)
     parties?.pointee = status.parties
     waiting?.pointee = status.waiting
     broken?.pointee = status.broken
     return 0
 }
-
-// MARK: Clock
-
-@_cdecl("sync_monotonic_ns")
-public func c_sync_monotonic_ns() -> Int64 { monotonicNow() }

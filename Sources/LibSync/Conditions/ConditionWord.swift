@@ -47,12 +47,57 @@ import Synchronization
     @inlinable
     package static func broadcast(_ base: UnsafeMutableRawPointer) { wake(base, count: Int32.max) }
 
+    /// Wakes up to `count` waiters, if any.
     @inlinable
-    static func wake(_ base: UnsafeMutableRawPointer, count: Int32) {
+    package static func wake(_ base: UnsafeMutableRawPointer, count: Int32) {
         let words = Words(base)
         let waiting = words[1].pointee.load(ordering: .sequentiallyConsistent)
         if waiting & ~processSharedFlag == 0 { return }
         words[0].pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
         Futex.wake(words.address(0), count: count, shared: waiting & processSharedFlag != 0)
+    }
+}
+
+// MARK: Waiting with the library's locks
+
+extension ConditionWord {
+    /// Waits with `mutex` held by the caller (unowned mode: held at all): releases it while
+    /// asleep and holds it again on return, whatever the result. Returns 0 (signalled, or
+    /// spuriously woken), ETIMEDOUT, EINTR (`interruptible` only), or EPERM — without waiting —
+    /// if the caller does not hold the mutex.
+    @inlinable
+    package static func wait(_ base: UnsafeMutableRawPointer, mutex: MutexWord.Word, deadline: Int64,
+                             interruptible: Bool) -> Int32 {
+        guard holds(mutex) else { return EPERM }
+        return wait(base, deadline: deadline, interruptible: interruptible,
+                    unlock: { _ = MutexWord.unlock(mutex) },
+                    relock: { _ = MutexWord.lock(mutex) })
+    }
+
+    /// As `wait(_:mutex:...)` with a recursive lock held at any depth: it is released entirely
+    /// while asleep, and taken again at the same depth.
+    @inlinable
+    package static func wait(_ base: UnsafeMutableRawPointer, recursiveLock: RecursiveWord.Memory, deadline: Int64,
+                             interruptible: Bool) -> Int32 {
+        let depth = RecursiveWord.depthHeldByCaller(recursiveLock)
+        guard depth > 0 else { return EPERM }
+        let mutex = RecursiveWord.word(recursiveLock)
+        return wait(base, deadline: deadline, interruptible: interruptible,
+                    unlock: {
+                        RecursiveWord.depth(recursiveLock).pointee.store(0, ordering: .relaxed)
+                        _ = MutexWord.unlock(mutex)
+                    },
+                    relock: {
+                        _ = MutexWord.lock(mutex)
+                        RecursiveWord.depth(recursiveLock).pointee.store(depth, ordering: .relaxed)
+                    })
+    }
+
+    /// Whether the caller may wait with this mutex: it holds it (owned mode) or it is held
+    /// (unowned mode, where any thread may release).
+    @inlinable
+    static func holds(_ mutex: MutexWord.Word) -> Bool {
+        let value = mutex.pointee.load(ordering: .relaxed)
+        return value & MutexWord.unowned != 0 ? MutexWord.isLocked(mutex) : MutexWord.isOwnedByCaller(mutex)
     }
 }

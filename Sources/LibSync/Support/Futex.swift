@@ -22,9 +22,3 @@ enum Futex {
 @usableFromInline
 package func monotonicNow() -> Int64 { sync_monotonic_now_ns() }
 
-/// The monotonic deadline `timeout` nanoseconds from now (saturating; timeout >= 0).
-@usableFromInline
-package func deadline(after timeout: Int64) -> Int64 {
-    let (sum, overflow) = monotonicNow().addingReportingOverflow(timeout)
-    return overflow ? Int64.max : sum
-}
