@@ -184,8 +184,11 @@ public final class DistributedLock: Sendable {
         let full = (parent == "/" ? "" : parent) + "/" + base
         if lstat(full, &info) == 0 {
             if info.st_mode & S_IFMT != S_IFDIR { return (nil, EEXIST) }
-            guard let names = entries(of: full) else { return (nil, errno) }
-            if names.contains(where: { parseEntry($0) == nil }) { return (nil, EEXIST) }
+            if let names = entries(of: full) {
+                if names.contains(where: { parseEntry($0) == nil }) { return (nil, EEXIST) }
+            } else if errno != ENOENT {  // (ENOENT: a lock released meanwhile)
+                return (nil, errno == ENOTDIR ? EEXIST : errno)
+            }
         }
         return ((full, (parent == "/" ? "" : parent) + "/." + String(base.prefix(100)) + ".tmp."), 0)
     }
@@ -321,9 +324,10 @@ public final class DistributedLock: Sendable {
     /// when the directory holds something else, or an errno.
     private func holderEntry() -> (entry: String?, code: Int32) {
         guard let names = entries(of: path) else { return (nil, errno == ENOENT ? 0 : errno == ENOTDIR ? EEXIST : errno) }
-        if names.isEmpty { return (nil, 0) }
-        if names.count == 1, parseEntry(names[0]) != nil { return (names[0], 0) }
-        return (nil, EEXIST)
+        // A readdir racing a takeover's rename may list the old and the new name: the newer holds.
+        let holders = names.compactMap { name in parseEntry(name).map { (name, $0.acquired) } }
+        if holders.count < names.count { return (nil, EEXIST) }
+        return (holders.max { $0.1 < $1.1 }?.0, 0)
     }
 
     // MARK: The Swift API
