@@ -2,9 +2,11 @@
 
 Modules:
     libsync.osatomic   Apple's OSAtomic operations on ctypes objects and shared buffers.
+    libsync.distributed_lock   NSDistributedLock: a lock between processes and hosts (filelock-style).
 """
 from ._lib import path as library_path
 from . import osatomic
+from . import distributed_lock
 from .osatomic import ref
 
 __all__ = ["library_path", "osatomic", "ref"]
