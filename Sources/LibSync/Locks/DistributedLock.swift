@@ -4,26 +4,28 @@ import Synchronization
 // NSDistributedLock: a mutex between processes, possibly on several hosts, kept in a file
 // system every user can write (NFS included), with stale-holder recovery.
 //
-// On disk, the lock at `path` is a directory holding exactly one entry, the holder entry: an
-// empty directory whose name says who holds it, `<pid>.<start>.<acquired>.<serial>.<machine>@<host>`
-// (process id, process start time in clock ticks since boot, acquisition time in wall-clock
-// nanoseconds since the epoch, a per-process serial, boot id + pid namespace, host name).
-// The name is unique to one acquisition, so an operation on `path/<entry>` is conditional on
-// that acquisition still being in place; and every step is one operation that NFS servers
-// perform atomically (mkdir, rename, rmdir):
+// On disk, the lock at `path` is a directory. It is held while it contains the holder entry:
+// an empty directory whose name says who holds it,
+// `<pid>.<start>.<acquired>.<serial>.<machine>@<host>` (process id, process start time in clock
+// ticks since boot, acquisition time in wall-clock ns since the epoch, a per-process serial,
+// boot id + pid namespace, host name); an EMPTY directory (or none) is a free lock. The name is
+// unique to one acquisition, so an operation on `path/<entry>` is conditional on that
+// acquisition still being in place; and every step is one operation that NFS servers perform
+// atomically (mkdir, rename, rmdir). Each object keeps a "carrier", an empty directory of its
+// own beside the lock:
 //
-//   acquire   mkdir(tmp); mkdir(tmp/<entry>); rename(tmp, path). The rename fails while `path`
-//             is a non-empty directory (held), so exactly one acquirer wins, and the lock
-//             appears on disk together with its holder's name: there is no instant at which it
-//             is held by nobody known.
-//   release   rmdir(path/<entry>) (fails if the acquisition was broken: ENOENT), then
-//             rmdir(path). An EMPTY directory at `path` is therefore always a released lock;
-//             an acquirer's rename replaces it atomically, and a late rmdir of it is harmless.
+//   acquire   mkdir(carrier/<entry>); rename(carrier, path). The rename replaces an empty
+//             directory (free) and fails on a non-empty one (held), so exactly one acquirer
+//             wins, and the lock appears together with its holder's name: there is no instant
+//             at which it is held by nobody known.
+//   release   rename(path/<entry>, new carrier): moves the entry out (ENOENT if the acquisition
+//             was broken), leaving an empty directory, a free lock; the moved entry is the
+//             object's next carrier. Three operations per acquire+release in all.
 //   recover   rename(path/<stale entry>, path/<my entry>): the breaker takes a stale lock over
 //             in one step. Of two breakers exactly one rename finds the stale name; the other
 //             fails with ENOENT and sees the winner holding the lock. A fresh acquirer cannot
 //             slip in between (the directory never becomes empty), and a breaker that read an
-//             old stale name can never remove a newer acquisition (the name is not there).
+//             old stale name can never touch a newer acquisition (the name is not there).
 //   break     rmdir(path/<entry>) of whoever holds it, then rmdir(path).
 
 /// Who holds a distributed lock, decoded from the lock's holder entry (readable by anyone).
@@ -139,8 +141,15 @@ public final class DistributedLock: Sendable {
     nonisolated(unsafe) package let cPath: UnsafeMutablePointer<CChar>
     /// Where temporary directories are built: beside the lock, so that rename(2) can move them.
     private let tmpPrefix: String
-    /// The holder entry of this object's acquisition, while it holds the lock.
-    private let held = Mutex<String?>(nil)
+    private let state = Mutex(State())
+
+    private struct State {
+        /// The holder entry of this object's acquisition, while it holds the lock.
+        var held: String?
+        /// This object's empty directory beside the lock, and the process that made it.
+        var carrier: String?
+        var carrierPid: Int32 = 0
+    }
 
     /// A lock at `path`, whose parent directory must exist and be writable, and where nothing
     /// but this lock may be. Nothing is created on disk until the lock is acquired.
@@ -156,7 +165,10 @@ public final class DistributedLock: Sendable {
         cPath = strdup(path)!
     }
 
-    deinit { free(cPath) }
+    deinit {
+        state.withLock { s in if let carrier = s.carrier, s.carrierPid == getpid() { rmdir(carrier) } }
+        free(cPath)
+    }
 
     /// Validates `path` and makes the lock: (lock, 0) or (nil, EINVAL, ENAMETOOLONG, ENOENT,
     /// ENOTDIR, EACCES, EROFS, EEXIST).
@@ -198,34 +210,51 @@ public final class DistributedLock: Sendable {
     /// Acquires the lock if it is free; never blocks. 0, EBUSY (held), EDEADLK (this object
     /// holds it), EEXIST (something that is not a lock is at `path`), or a system errno.
     package func tryLockCode() -> Int32 {
-        held.withLock { held in
-            if held != nil { return EDEADLK }
+        state.withLock { s in
+            if s.held != nil { return EDEADLK }
+            if visiblyHeld() { return EBUSY }
             let me = ProcessIdentity.current
-            let entry = me.newEntry()
-            // A private directory holding the entry, then one rename publishes both.
-            var tmp = ""
-            while true {
-                tmp = tmpPrefix + String(me.pid) + "." + String(ProcessIdentity.nextSerial())
-                if mkdir(tmp, 0o777) == 0 { break }
-                if errno != EEXIST { return errno }  // EEXIST: another host's pid and serial
+            if s.carrier == nil || s.carrierPid != me.pid {  // (after a fork, the parent's is not ours)
+                guard let carrier = newCarrier(me, create: true) else { return errno }
+                (s.carrier, s.carrierPid) = (carrier, me.pid)
             }
-            if mkdir(tmp + "/" + entry, 0o755) != 0 {
-                let code = errno
-                rmdir(tmp)
-                return code
+            let carrier = s.carrier!, entry = me.newEntry()
+            if mkdir(carrier + "/" + entry, 0o755) != 0 {
+                if errno == ENOENT { s.carrier = nil }  // removed behind our back: the next try makes one
+                return errno
             }
-            if rename(tmp, path) == 0 || (errno == ENOENT && exists(path + "/" + entry)) {
-                held = entry  // (ENOENT and our entry in place: an NFS retry of a rename that did happen)
+            if rename(carrier, path) == 0 || (errno == ENOENT && exists(path + "/" + entry)) {
+                (s.held, s.carrier) = (entry, nil)  // (ENOENT and our entry in place: an NFS retry of a rename that did happen)
                 return 0
             }
             let code = errno
-            rmdir(tmp + "/" + entry)
-            rmdir(tmp)
+            rmdir(carrier + "/" + entry)
             switch code {
             case EEXIST, ENOTEMPTY: return EBUSY
             case ENOTDIR: return EEXIST  // a non-directory is at `path`
             default: return code
             }
+        }
+    }
+
+    /// A cheap early "busy": `path` is a directory with a subdirectory (the holder entry), by its
+    /// link count. (File systems that do not count subdirectories, as btrfs, never say so.) The
+    /// open revalidates NFS's cached attributes.
+    private func visiblyHeld() -> Bool {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        if fd < 0 { return false }
+        defer { close(fd) }
+        var info = stat()
+        return fstat(fd, &info) == 0 && info.st_nlink >= 3
+    }
+
+    /// A fresh carrier name for this process, made on disk if `create` (nil with errno).
+    private func newCarrier(_ me: ProcessIdentity, create: Bool) -> String? {
+        while true {
+            let carrier = tmpPrefix + me.carrierTag + "." + String(ProcessIdentity.nextSerial())
+            if !create { return carrier }
+            if mkdir(carrier, 0o777) == 0 { return carrier }
+            if errno != EEXIST { return nil }  // EEXIST: left by a dead process that had our pid
         }
     }
 
@@ -259,16 +288,27 @@ public final class DistributedLock: Sendable {
     /// Releases the lock this object holds. 0; EPERM (not held by this object); ESTALE (it was
     /// broken meanwhile and is free); EBUSY (it was broken and someone else holds it now).
     package func unlockCode() -> Int32 {
-        held.withLock { held in
-            guard let entry = held else { return EPERM }
-            if rmdir(path + "/" + entry) == 0 {
-                held = nil
-                rmdir(path)  // fails harmlessly if an acquirer has already replaced the empty directory
-                return 0
+        state.withLock { s in
+            guard let entry = s.held else { return EPERM }
+            let me = ProcessIdentity.current
+            var code = ENOTEMPTY
+            if s.carrier == nil || s.carrierPid != me.pid, let carrier = newCarrier(me, create: false) {
+                // Move the entry out: the lock is free, and the entry is the next carrier.
+                if rename(path + "/" + entry, carrier) == 0 || (errno == ENOENT && exists(carrier)) {
+                    (s.held, s.carrier, s.carrierPid) = (nil, carrier, me.pid)
+                    return 0
+                }
+                code = errno
             }
-            let code = errno
-            if code != ENOENT { return code }
-            held = nil
+            if code != ENOENT {  // we have a carrier already (after a takeover), or a name clash
+                if rmdir(path + "/" + entry) == 0 {
+                    s.held = nil
+                    return 0
+                }
+                code = errno
+                if code != ENOENT { return code }
+            }
+            s.held = nil
             return holderEntry().entry != nil ? EBUSY : ESTALE
         }
     }
@@ -288,15 +328,15 @@ public final class DistributedLock: Sendable {
     /// on another host, or another breaker took it over first), ENOENT (the lock is free),
     /// EDEADLK, EEXIST, or a system errno.
     package func recoverStaleCode() -> Int32 {
-        held.withLock { held in
-            if held != nil { return EDEADLK }
+        state.withLock { s in
+            if s.held != nil { return EDEADLK }
             let (stale, code) = holderEntry()
             if code != 0 { return code }
             guard let stale else { return ENOENT }
             if !ProcessIdentity.isStale(entry: stale) { return EBUSY }
             let entry = ProcessIdentity.current.newEntry()
             if rename(path + "/" + stale, path + "/" + entry) == 0 || (errno == ENOENT && exists(path + "/" + entry)) {
-                held = entry
+                s.held = entry
                 return 0
             }
             if errno != ENOENT { return errno }
@@ -317,7 +357,7 @@ public final class DistributedLock: Sendable {
 
     /// Whether this object holds the lock now (checked on disk: false once it was broken).
     package func isHeldByThisObject() -> Bool {
-        held.withLock { held in held.map { exists(path + "/" + $0) } ?? false }
+        state.withLock { s in s.held.map { exists(path + "/" + $0) } ?? false }
     }
 
     /// The holder entry's name, or nil when free (no directory, or an empty one). Code EEXIST
@@ -448,6 +488,9 @@ private struct ProcessIdentity: Sendable {
         gethostname(&name, name.count - 1)
         host = String(String(decoding: name.prefix { $0 != 0 }, as: UTF8.self).filter { $0 != "/" }.prefix(64))
     }
+
+    /// Names this process's carrier directories, unique between hosts sharing the file system.
+    var carrierTag: String { "\(pid).\(machine.prefix(8))" }
 
     /// A holder entry naming this process, acquiring now.
     func newEntry() -> String {
