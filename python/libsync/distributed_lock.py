@@ -254,11 +254,13 @@ class DistributedLock:
 
     def __del__(self) -> None:
         # As filelock's: an object that goes away releases what it holds.
-        if self._handle is not None:
-            if _is_held(self._handle):
-                _unlock(self._handle)
-            _destroy(self._handle)
-            self._handle = None
+        handle, self._handle = getattr(self, "_handle", None), None
+        if handle is not None:
+            try:
+                if _is_held(handle):
+                    _unlock(handle)
+            finally:
+                _destroy(handle)
 
     def __repr__(self) -> str:
         return f"DistributedLock({self.path!r}, is_locked={self.is_locked})"
