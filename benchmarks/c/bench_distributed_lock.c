@@ -50,6 +50,7 @@ int main(int argc, char **argv) {
                         BENCH_ROW("libsync try_lock on a held lock", dl_busy, NULL)};
     bench_table("Try-lock that finds the lock busy", busy, 2, 1, iterations, 0);
     sync_distributed_lock_unlock(lock);
+    sync_distributed_lock_break(lock); /* removes the (empty) lock directory */
     sync_distributed_lock_destroy(lock);
     sync_distributed_lock_destroy(other);
     unlink(flock_path);

@@ -2,6 +2,7 @@
 fasteners.InterProcessLock (both PyPI, flock-based), uncontended, in $BENCH_DIR (default /tmp).
 Target: no slower than filelock."""
 import os
+import shutil
 import tempfile
 
 from harness import per_call_ns, table
@@ -35,6 +36,8 @@ def main():
     rows.append(("libsync `with DistributedLock`", with_block))
     print(f"(lock files in {directory})")
     table("Python lock acquire+release, uncontended", [(name, per_call_ns(f, N)) for name, f in rows])
+    del ours
+    shutil.rmtree(directory)
 
 
 if __name__ == "__main__":
