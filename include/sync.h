@@ -21,6 +21,7 @@
 /* Each family of primitives has its own header under sync/, all included here. */
 #include "sync/locks.h"
 #include "sync/atomics.h"
+#include "sync/distributed_lock.h"
 
 #ifdef __cplusplus
 extern "C" {

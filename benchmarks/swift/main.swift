@@ -2,3 +2,4 @@
 osatomicBenchmarks()
 locksBenchmarks()
 atomicsBenchmarks()
+distributedLockBenchmarks()

@@ -1,15 +1,17 @@
 """libsync: thread-synchronization primitives for Python, from libsync.so (Swift core, C ABI).
 
 Modules:
-    libsync.osatomic   Apple's OSAtomic operations on ctypes objects and shared buffers.
-    libsync.locks      Lock/RLock (drop-in for threading's), Mutex, RWLock, SpinLock, once, synchronized.
-    libsync.atomics    AtomicBool, AtomicInt, AtomicReference, Throttler, ConcurrentDict.
+    libsync.osatomic           Apple's OSAtomic operations on ctypes objects and shared buffers.
+    libsync.locks              Lock/RLock (drop-in for threading's), Mutex, RWLock, SpinLock, once, synchronized.
+    libsync.atomics            AtomicBool, AtomicInt, AtomicReference, Throttler, ConcurrentDict.
+    libsync.distributed_lock   NSDistributedLock: a lock between processes and hosts (filelock-style).
 """
 from ._lib import path as library_path
 from . import osatomic
 from . import locks
 from . import atomics
+from . import distributed_lock
 from .osatomic import ref
 
-__all__ = ["library_path", "osatomic", "ref", "locks", "atomics"]
+__all__ = ["library_path", "osatomic", "ref", "locks", "atomics", "distributed_lock"]
 __version__ = "0.1.0"
