@@ -19,6 +19,7 @@
 #include <libkern/OSAtomic.h>
 
 /* Each family of primitives has its own header under sync/, all included here. */
+#include "sync/queues.h"
 
 #ifdef __cplusplus
 extern "C" {

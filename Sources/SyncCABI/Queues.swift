@@ -1,0 +1,155 @@
+import Glibc
+import LibSync
+
+// sync/queues.h: serial and concurrent queues, thread executors and isolated values. Each C
+// object is a retained reference to the Swift core's object; these functions only check
+// arguments, convert errors to errno codes and call the core.
+
+public typealias Work = @convention(c) (UnsafeMutableRawPointer?) -> Void
+public typealias ValueWork = @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Void
+public typealias Isolated = IsolatedValue<UnsafeMutableRawPointer?>
+
+/// Runs `body`, mapping the queues' errors to errno codes.
+private func status(_ body: () throws -> Void) -> Int32 {
+    do {
+        try body()
+        return 0
+    } catch QueueError.wouldDeadlock {
+        return EDEADLK
+    } catch QueueError.stopped {
+        return ECANCELED
+    } catch let error as ThreadExecutorError {
+        return error.code
+    } catch {
+        return EIO  // unreachable: the core throws nothing else
+    }
+}
+
+private func object<T: AnyObject>(_ pointer: OpaquePointer?, _ type: T.Type) -> T? {
+    pointer.map { Unmanaged<T>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
+}
+
+/// Stores a new retained object in `*out`.
+private func create<T: AnyObject>(_ out: UnsafeMutablePointer<OpaquePointer?>?, _ make: () throws -> T) -> Int32 {
+    guard let out else { return EINVAL }
+    return status { out.pointee = OpaquePointer(Unmanaged.passRetained(try make()).toOpaque()) }
+}
+
+private func release<T: AnyObject>(_ pointer: OpaquePointer?, _ type: T.Type) -> Int32 {
+    guard let pointer else { return EINVAL }
+    Unmanaged<T>.fromOpaque(UnsafeRawPointer(pointer)).release()
+    return 0
+}
+
+// MARK: Queues
+
+@_cdecl("sync_queue_create")
+public func c_sync_queue_create(_ out: UnsafeMutablePointer<OpaquePointer?>?, _ label: UnsafePointer<CChar>?, _ kind: Int32) -> Int32 {
+    guard kind == 0 || kind == 1 else { return EINVAL }
+    return create(out) { DispatchWorkQueue(label: label.map { String(cString: $0) } ?? "libsync.queue", concurrent: kind == 1) }
+}
+
+@_cdecl("sync_queue_destroy")
+public func c_sync_queue_destroy(_ queue: OpaquePointer?) -> Int32 { release(queue, DispatchWorkQueue.self) }
+
+private func queueSync(_ queue: OpaquePointer?, _ work: Work?, _ context: UnsafeMutableRawPointer?, barrier: Bool) -> Int32 {
+    guard let queue = object(queue, DispatchWorkQueue.self), let work else { return EINVAL }
+    return status { try queue.sync(barrier: barrier) { work(context) } }
+}
+
+private func queueAsync(_ queue: OpaquePointer?, _ work: Work?, _ context: UnsafeMutableRawPointer?, barrier: Bool) -> Int32 {
+    guard let queue = object(queue, DispatchWorkQueue.self), let work else { return EINVAL }
+    let carried = Carried(context)
+    queue.async(barrier: barrier) { work(carried.value) }
+    return 0
+}
+
+@_cdecl("sync_queue_sync")
+public func c_sync_queue_sync(_ queue: OpaquePointer?, _ work: Work?, _ context: UnsafeMutableRawPointer?) -> Int32 {
+    queueSync(queue, work, context, barrier: false)
+}
+
+@_cdecl("sync_queue_async")
+public func c_sync_queue_async(_ queue: OpaquePointer?, _ work: Work?, _ context: UnsafeMutableRawPointer?) -> Int32 {
+    queueAsync(queue, work, context, barrier: false)
+}
+
+@_cdecl("sync_queue_barrier_sync")
+public func c_sync_queue_barrier_sync(_ queue: OpaquePointer?, _ work: Work?, _ context: UnsafeMutableRawPointer?) -> Int32 {
+    queueSync(queue, work, context, barrier: true)
+}
+
+@_cdecl("sync_queue_barrier_async")
+public func c_sync_queue_barrier_async(_ queue: OpaquePointer?, _ work: Work?, _ context: UnsafeMutableRawPointer?) -> Int32 {
+    queueAsync(queue, work, context, barrier: true)
+}
+
+// MARK: Thread executors
+
+@_cdecl("sync_executor_create")
+public func c_sync_executor_create(_ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+    create(out) { try ThreadExecutor() }
+}
+
+@_cdecl("sync_executor_async")
+public func c_sync_executor_async(_ executor: OpaquePointer?, _ work: Work?, _ context: UnsafeMutableRawPointer?) -> Int32 {
+    guard let executor = object(executor, ThreadExecutor.self), let work else { return EINVAL }
+    let carried = Carried(context)
+    return status { try executor.async { work(carried.value) } }
+}
+
+@_cdecl("sync_executor_sync")
+public func c_sync_executor_sync(_ executor: OpaquePointer?, _ work: Work?, _ context: UnsafeMutableRawPointer?) -> Int32 {
+    guard let executor = object(executor, ThreadExecutor.self), let work else { return EINVAL }
+    return status { try executor.sync { work(context) } }
+}
+
+@_cdecl("sync_executor_stop")
+public func c_sync_executor_stop(_ executor: OpaquePointer?) -> Int32 {
+    guard let executor = object(executor, ThreadExecutor.self) else { return EINVAL }
+    executor.stop()
+    return 0
+}
+
+@_cdecl("sync_executor_destroy")
+public func c_sync_executor_destroy(_ executor: OpaquePointer?) -> Int32 {
+    object(executor, ThreadExecutor.self)?.stop()
+    return release(executor, ThreadExecutor.self)
+}
+
+@_cdecl("sync_executor_is_current")
+public func c_sync_executor_is_current(_ executor: OpaquePointer?) -> Bool {
+    object(executor, ThreadExecutor.self)?.isCurrent ?? false
+}
+
+// MARK: Isolated values
+
+@_cdecl("sync_isolated_create")
+public func c_sync_isolated_create(_ out: UnsafeMutablePointer<OpaquePointer?>?, _ value: UnsafeMutableRawPointer?) -> Int32 {
+    create(out) { Isolated(value) }
+}
+
+@_cdecl("sync_isolated_destroy")
+public func c_sync_isolated_destroy(_ isolated: OpaquePointer?) -> Int32 { release(isolated, Isolated.self) }
+
+@_cdecl("sync_isolated_read")
+public func c_sync_isolated_read(_ isolated: OpaquePointer?, _ work: ValueWork?, _ context: UnsafeMutableRawPointer?) -> Int32 {
+    guard let isolated = object(isolated, Isolated.self), let work else { return EINVAL }
+    isolated.read { work($0, context) }
+    return 0
+}
+
+@_cdecl("sync_isolated_write_async")
+public func c_sync_isolated_write_async(_ isolated: OpaquePointer?, _ work: ValueWork?, _ context: UnsafeMutableRawPointer?) -> Int32 {
+    guard let isolated = object(isolated, Isolated.self), let work else { return EINVAL }
+    let carried = Carried(context)
+    isolated.write { work($0, carried.value) }
+    return 0
+}
+
+@_cdecl("sync_isolated_write_sync")
+public func c_sync_isolated_write_sync(_ isolated: OpaquePointer?, _ work: ValueWork?, _ context: UnsafeMutableRawPointer?) -> Int32 {
+    guard let isolated = object(isolated, Isolated.self), let work else { return EINVAL }
+    isolated.update { work($0, context) }
+    return 0
+}
