@@ -25,6 +25,16 @@ private func status(_ body: () throws -> Void) -> Int32 {
     }
 }
 
+/// Calls `body` with the object behind `pointer` without retaining it (the caller owns a
+/// reference for the duration of the call; a retain would bounce the object's reference count
+/// between cores on every call), or returns EINVAL when `pointer` or `work` is NULL.
+@inline(__always)
+private func with<T: AnyObject, W>(_ pointer: OpaquePointer?, _ type: T.Type, _ work: W?,
+                                   _ body: (T, W) throws -> Void) -> Int32 {
+    guard let pointer, let work else { return EINVAL }
+    return status { try Unmanaged<T>.fromOpaque(UnsafeRawPointer(pointer))._withUnsafeGuaranteedRef { try body($0, work) } }
+}
+
 private func object<T: AnyObject>(_ pointer: OpaquePointer?, _ type: T.Type) -> T? {
     pointer.map { Unmanaged<T>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
 }
@@ -53,15 +63,12 @@ public func c_sync_queue_create(_ out: UnsafeMutablePointer<OpaquePointer?>?, _ 
 public func c_sync_queue_destroy(_ queue: OpaquePointer?) -> Int32 { release(queue, DispatchWorkQueue.self) }
 
 private func queueSync(_ queue: OpaquePointer?, _ work: Work?, _ context: UnsafeMutableRawPointer?, barrier: Bool) -> Int32 {
-    guard let queue = object(queue, DispatchWorkQueue.self), let work else { return EINVAL }
-    return status { try queue.sync(barrier: barrier) { work(context) } }
+    with(queue, DispatchWorkQueue.self, work) { queue, work in try queue.sync(barrier: barrier) { work(context) } }
 }
 
 private func queueAsync(_ queue: OpaquePointer?, _ work: Work?, _ context: UnsafeMutableRawPointer?, barrier: Bool) -> Int32 {
-    guard let queue = object(queue, DispatchWorkQueue.self), let work else { return EINVAL }
     let carried = Carried(context)
-    queue.async(barrier: barrier) { work(carried.value) }
-    return 0
+    return with(queue, DispatchWorkQueue.self, work) { queue, work in queue.async(barrier: barrier) { work(carried.value) } }
 }
 
 @_cdecl("sync_queue_sync")
@@ -93,15 +100,13 @@ public func c_sync_executor_create(_ out: UnsafeMutablePointer<OpaquePointer?>?)
 
 @_cdecl("sync_executor_async")
 public func c_sync_executor_async(_ executor: OpaquePointer?, _ work: Work?, _ context: UnsafeMutableRawPointer?) -> Int32 {
-    guard let executor = object(executor, ThreadExecutor.self), let work else { return EINVAL }
     let carried = Carried(context)
-    return status { try executor.async { work(carried.value) } }
+    return with(executor, ThreadExecutor.self, work) { executor, work in try executor.async { work(carried.value) } }
 }
 
 @_cdecl("sync_executor_sync")
 public func c_sync_executor_sync(_ executor: OpaquePointer?, _ work: Work?, _ context: UnsafeMutableRawPointer?) -> Int32 {
-    guard let executor = object(executor, ThreadExecutor.self), let work else { return EINVAL }
-    return status { try executor.sync { work(context) } }
+    with(executor, ThreadExecutor.self, work) { executor, work in try executor.sync { work(context) } }
 }
 
 @_cdecl("sync_executor_stop")
@@ -134,22 +139,20 @@ public func c_sync_isolated_destroy(_ isolated: OpaquePointer?) -> Int32 { relea
 
 @_cdecl("sync_isolated_read")
 public func c_sync_isolated_read(_ isolated: OpaquePointer?, _ work: ValueWork?, _ context: UnsafeMutableRawPointer?) -> Int32 {
-    guard let isolated = object(isolated, Isolated.self), let work else { return EINVAL }
-    isolated.read { work($0, context) }
-    return 0
+    with(isolated, Isolated.self, work) { isolated, work in isolated.read { work($0, context) } }
 }
 
 @_cdecl("sync_isolated_write_async")
 public func c_sync_isolated_write_async(_ isolated: OpaquePointer?, _ work: ValueWork?, _ context: UnsafeMutableRawPointer?) -> Int32 {
-    guard let isolated = object(isolated, Isolated.self), let work else { return EINVAL }
-    let carried = Carried(context)
-    isolated.write { work($0, carried.value) }
-    return 0
+    with(isolated, Isolated.self, work) { isolated, work in
+        if !isolated.writeIfFree({ work($0, context) }) {
+            let carried = Carried(context)
+            isolated.write { work($0, carried.value) }
+        }
+    }
 }
 
 @_cdecl("sync_isolated_write_sync")
 public func c_sync_isolated_write_sync(_ isolated: OpaquePointer?, _ work: ValueWork?, _ context: UnsafeMutableRawPointer?) -> Int32 {
-    guard let isolated = object(isolated, Isolated.self), let work else { return EINVAL }
-    isolated.update { work($0, context) }
-    return 0
+    with(isolated, Isolated.self, work) { isolated, work in isolated.update { work($0, context) } }
 }

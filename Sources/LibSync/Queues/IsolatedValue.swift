@@ -56,7 +56,17 @@ public final class IsolatedValue<Value> {
     /// Replaces the value (an async write).
     @inlinable
     public func set(_ newValue: Value) where Value: Sendable {
-        write { $0 = newValue }
+        if !writeIfFree({ $0 = newValue }) { write { $0 = newValue } }
+    }
+
+    /// Runs `body` alone now if the value is free and no write is pending, and returns true;
+    /// else returns false without running it. The allocation-free fast path of an async write.
+    @inlinable
+    package func writeIfFree(_ body: (inout Value) -> Void) -> Bool {
+        guard isolation.tryLockExclusive() else { return false }
+        body(&storage.pointee)
+        isolation.unlockExclusive()
+        return true
     }
 
     /// Runs `body` on the value alone, after every write issued before, and waits: a
@@ -154,7 +164,8 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
 
     /// Takes the value alone if nobody holds it; unless `evenIfPending`, not while writes wait
     /// (they come first).
-    func tryLockExclusive(evenIfPending: Bool = false) -> Bool {
+    @usableFromInline
+    package func tryLockExclusive(evenIfPending: Bool = false) -> Bool {
         let busy = Self.writer | Self.readers | (evenIfPending ? 0 : Self.pending)
         var state = word.pointee.load(ordering: .relaxed)
         while state & busy == 0 {
@@ -190,7 +201,7 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
     /// Releases the value; if writes were queued meanwhile and the value is still free, applies
     /// them before leaving (a writer that lost the race to us counts on it).
     @usableFromInline
-    func unlockExclusive() {
+    package func unlockExclusive() {
         while true {
             let old = word.pointee.bitwiseAnd(~(Self.writer | Self.sleepers), ordering: .releasing).oldValue
             if old & Self.sleepers != 0 { Futex.wake(UnsafeMutableRawPointer(word), count: Int32.max, shared: false) }
