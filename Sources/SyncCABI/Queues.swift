@@ -20,6 +20,8 @@ private func status(_ body: () throws -> Void) -> Int32 {
         return ECANCELED
     } catch let error as ThreadExecutorError {
         return error.code
+    } catch is Busy {
+        return EBUSY
     } catch {
         return EIO  // unreachable: the core throws nothing else
     }
@@ -34,6 +36,9 @@ private func with<T: AnyObject, W>(_ pointer: OpaquePointer?, _ type: T.Type, _ 
     guard let pointer, let work else { return EINVAL }
     return status { try Unmanaged<T>.fromOpaque(UnsafeRawPointer(pointer))._withUnsafeGuaranteedRef { try body($0, work) } }
 }
+
+/// The value is held by others: the try_begin functions' EBUSY.
+private struct Busy: Error {}
 
 private func object<T: AnyObject>(_ pointer: OpaquePointer?, _ type: T.Type) -> T? {
     pointer.map { Unmanaged<T>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
@@ -155,4 +160,31 @@ public func c_sync_isolated_write_async(_ isolated: OpaquePointer?, _ work: Valu
 @_cdecl("sync_isolated_write_sync")
 public func c_sync_isolated_write_sync(_ isolated: OpaquePointer?, _ work: ValueWork?, _ context: UnsafeMutableRawPointer?) -> Int32 {
     with(isolated, Isolated.self, work) { isolated, work in isolated.update { work($0, context) } }
+}
+
+// The non-blocking halves of read and write_async, for bindings that cannot pass work as a
+// callback cheaply (Python): take the value without waiting, use it, release it.
+
+@_cdecl("sync_isolated_try_begin_read")
+public func c_sync_isolated_try_begin_read(_ isolated: OpaquePointer?) -> Int32 {
+    with(isolated, Isolated.self, ()) { isolated, _ in
+        if !isolated.isolation.tryLockShared() { throw Busy() }
+    }
+}
+
+@_cdecl("sync_isolated_end_read")
+public func c_sync_isolated_end_read(_ isolated: OpaquePointer?) -> Int32 {
+    with(isolated, Isolated.self, ()) { isolated, _ in isolated.isolation.unlockShared() }
+}
+
+@_cdecl("sync_isolated_try_begin_write")
+public func c_sync_isolated_try_begin_write(_ isolated: OpaquePointer?) -> Int32 {
+    with(isolated, Isolated.self, ()) { isolated, _ in
+        if !isolated.isolation.tryLockExclusive() { throw Busy() }
+    }
+}
+
+@_cdecl("sync_isolated_end_write")
+public func c_sync_isolated_end_write(_ isolated: OpaquePointer?) -> Int32 {
+    with(isolated, Isolated.self, ()) { isolated, _ in isolated.isolation.unlockExclusive() }
 }

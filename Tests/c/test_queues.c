@@ -327,6 +327,27 @@ static void test_isolated(void) {
     for (int i = 0; i < 64; i++) CHECK_EQ(value.log[i], i);
     CHECK_EQ(sync_isolated_write_sync(isolated, bump_pair, NULL), 0);
     CHECK_EQ(value.a, a + 65);
+    /* The non-blocking halves: a reader excludes writers, a writer excludes both. */
+    CHECK_EQ(sync_isolated_try_begin_read(isolated), 0);
+    CHECK_EQ(sync_isolated_try_begin_read(isolated), 0);
+    CHECK_EQ(sync_isolated_try_begin_write(isolated), EBUSY);
+    CHECK_EQ(sync_isolated_end_read(isolated), 0);
+    CHECK_EQ(sync_isolated_end_read(isolated), 0);
+    CHECK_EQ(sync_isolated_try_begin_write(isolated), 0);
+    CHECK_EQ(sync_isolated_try_begin_read(isolated), EBUSY);
+    CHECK_EQ(sync_isolated_try_begin_write(isolated), EBUSY);
+    value.a++, value.b++;
+    CHECK_EQ(sync_isolated_end_write(isolated), 0);
+    CHECK_EQ(value.a, a + 66);
+    /* A write issued while a reader holds the value is queued, applied when the reader leaves,
+     * and holds back new readers meanwhile. */
+    CHECK_EQ(sync_isolated_try_begin_read(isolated), 0);
+    CHECK_EQ(sync_isolated_write_async(isolated, bump_pair, NULL), 0);
+    CHECK_EQ(value.a, a + 66);
+    CHECK_EQ(sync_isolated_try_begin_read(isolated), EBUSY);
+    CHECK_EQ(sync_isolated_end_read(isolated), 0);  /* the last reader out applies it */
+    CHECK_EQ(value.a, a + 67);
+    CHECK_EQ(sync_isolated_try_begin_read(NULL), EINVAL);
     CHECK_EQ(sync_isolated_read(NULL, read_a, &a), EINVAL);
     CHECK_EQ(sync_isolated_write_async(isolated, NULL, NULL), EINVAL);
     CHECK_EQ(sync_isolated_destroy(isolated), 0);

@@ -89,7 +89,7 @@ int main(int argc, char **argv) {
             PROPERTY_ROW("isolated value: read, sync write", isolated_get, isolated_set_sync),
         };
         int count = (int)(sizeof rows / sizeof rows[0]);
-        bench_table("Property 90% read / 10% write (C ABI)", rows, count, threads, 100000L * scale / threads, 1);
+        bench_table("Property 90% read / 10% write (C ABI)", rows, count, threads, 40000L * scale / threads, 1);
     }
     sync_isolated_destroy(isolated);
     sync_queue_destroy(serial);

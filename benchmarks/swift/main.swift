@@ -1,2 +1,3 @@
 // libsync's Swift benchmarks: `swift run -c release SyncBenchmarks` (benchmarks/run.sh swift).
 osatomicBenchmarks()
+queuesBenchmarks()

@@ -158,6 +158,28 @@ int sync_isolated_write_async(sync_isolated *isolated, sync_value_fn work, void 
  */
 int sync_isolated_write_sync(sync_isolated *isolated, sync_value_fn work, void *context);
 
+/*
+ * The non-blocking halves of sync_isolated_read and sync_isolated_write_async, for bindings
+ * that cannot pass work as a callback cheaply (Python uses them for get and set): take the
+ * value without waiting, use it on the calling thread, then release it. A try_begin that
+ * returns EBUSY took nothing: fall back to sync_isolated_read / sync_isolated_write_async.
+ * Releasing may run queued writes on the calling thread, as every release does.
+ */
+
+/** Takes a read share unless a writer holds the value or a write is pending.
+ *  Returns 0 (taken: call sync_isolated_end_read), EBUSY, or EINVAL (isolated is NULL). */
+int sync_isolated_try_begin_read(sync_isolated *isolated);
+
+/** Releases a read share taken by sync_isolated_try_begin_read. Returns 0 or EINVAL. */
+int sync_isolated_end_read(sync_isolated *isolated);
+
+/** Takes the value alone if nobody holds it and no write is pending.
+ *  Returns 0 (taken: call sync_isolated_end_write), EBUSY, or EINVAL. */
+int sync_isolated_try_begin_write(sync_isolated *isolated);
+
+/** Releases the value taken by sync_isolated_try_begin_write. Returns 0 or EINVAL. */
+int sync_isolated_end_write(sync_isolated *isolated);
+
 #ifdef __cplusplus
 }
 #endif

@@ -172,6 +172,11 @@ _queue_destroy = nonblocking.sync_queue_destroy
 _executor_stop = blocking.sync_executor_stop
 _executor_destroy = blocking.sync_executor_destroy
 _isolated_destroy = nonblocking.sync_isolated_destroy
+# get/set take the value without a callback when it is free (see IsolatedValue). No argtypes:
+# ctypes converts faster without; the handle is passed as a c_void_p object.
+_try_begin_read, _end_read, _try_begin_write, _end_write = (
+    nonblocking.sync_isolated_try_begin_read, nonblocking.sync_isolated_end_read,
+    nonblocking.sync_isolated_try_begin_write, nonblocking.sync_isolated_end_write)
 
 
 class _Queue:
@@ -302,6 +307,7 @@ class IsolatedValue:
         handle = c_void_p()
         _isolated_create(ctypes.byref(handle), None)
         self._handle = handle.value
+        self._pointer = handle
         self._value = value
 
     def read(self, work: Callable[[Any], T]) -> T:
@@ -312,6 +318,12 @@ class IsolatedValue:
 
     def get(self) -> Any:
         """The value, after every write issued before."""
+        # Fast path: a read share taken without waiting (nor releasing the GIL) and released
+        # at once; the callback read only when a write holds the value or is pending.
+        if _try_begin_read(self._pointer) == 0:
+            value = self._value
+            _end_read(self._pointer)
+            return value
         return self.read(_identity)
 
     def write(self, work: Callable[[Any], Any]) -> None:
@@ -325,6 +337,11 @@ class IsolatedValue:
 
     def set(self, value: Any) -> None:
         """Issues value = value (a write); returns without waiting."""
+        if _try_begin_write(self._pointer) == 0:  # free: write now, no callback
+            self._value = value
+            _end_write(self._pointer)
+            return
+
         def apply() -> None:
             self._value = value
         _call_async(_isolated_write_async, self._handle, apply, self, "IsolatedValue.set", _write_address)

@@ -18,7 +18,7 @@ import Synchronization
 /// a read while a write is pending, would wait for itself).
 public final class IsolatedValue<Value> {
     @usableFromInline let storage: UnsafeMutablePointer<Value>
-    @usableFromInline let isolation = Isolation()
+    @usableFromInline package let isolation = Isolation()
 
     public init(_ value: Value) {
         storage = .allocate(capacity: 1)
@@ -111,6 +111,15 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
     package func unlockShared() {
         let now = word.pointee.wrappingSubtract(1, ordering: .releasing).newValue
         if now & Self.readers == 0 && now & (Self.pending | Self.sleepers) != 0 { lastReaderLeft(now) }
+    }
+
+    /// Takes a read share if no writer holds the value and no write is pending; never waits
+    /// (backing out may apply pending writes on this thread, as any release does).
+    package func tryLockShared() -> Bool {
+        let old = word.pointee.wrappingAdd(1, ordering: .acquiring).oldValue
+        if old & (Self.writer | Self.pending) == 0 { return true }
+        unlockShared()
+        return false
     }
 
     @usableFromInline @inline(never)
