@@ -134,12 +134,14 @@ final class QueuesTests: XCTestCase {
             for i in 0..<20_000 {
                 if i % 10 == 0 {
                     value.write { $0.a += 1; $0.b += 1 }
+                } else if i % 10 == 5 {
+                    value.update { $0.a += 1; $0.b += 1 }
                 } else if value.read({ $0.a != $0.b }) {
                     torn.add(1, ordering: .relaxed)
                 }
             }
         }
-        XCTAssertEqual(value.value.a, 8000)
+        XCTAssertEqual(value.value.a, 16000)  // no write lost
         XCTAssertEqual(torn.load(ordering: .relaxed), 0)
         let order = IsolatedValue([Int]())
         for i in 0..<100 {

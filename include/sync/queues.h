@@ -8,8 +8,8 @@
  *
  * Engines: queues are libdispatch queues (the `Dispatch` library shipped with Swift, linked
  * into libsync.so); libsync adds re-entrancy detection (EDEADLK instead of a deadlock). The
- * executor and the isolated value are libsync's own (a pthread with a FIFO; a reader/writer
- * state word with deferred writes). See docs/queues.md.
+ * executor and the isolated value are libsync's own (a pthread with a FIFO; per-thread
+ * reader slots and a writer flag, with deferred writes). See docs/queues.md.
  *
  * Re-entrancy: a thread running work of a queue or executor (directly, or through a chain of
  * *_sync calls) that calls *_sync onto that same queue or executor gets EDEADLK and nothing is

@@ -7,12 +7,13 @@ import Synchronization
 /// wait), in the order they were issued. Ours entirely: a queue hop per access would cost more
 /// than the access, so no libdispatch here.
 ///
-/// How: one state word counts readers and flags a writer. A write that finds the value free
-/// runs at once on the writer's thread; one that finds readers or a writer is appended to a
-/// FIFO of pending writes and the writer returns. New reads wait for pending writes, so a read
+/// How: readers count themselves in per-thread slots, a state word flags a writer (see
+/// `Isolation`). A write that finds the value free runs at once on the writer's thread; one
+/// that finds readers or a writer is appended to a FIFO of pending writes and the writer
+/// returns. New reads wait for pending writes, so a read
 /// issued after `write` returned sees that write (and everything written before it). The
 /// pending writes are run, in order, by the thread that frees the value (the last reader out
-/// or the previous writer), so nobody sleeps to apply them.
+/// or the previous writer), so no writer waits for readers.
 ///
 /// Closures must not access the same `IsolatedValue` (a read inside a write, or a read inside
 /// a read while a write is pending, would wait for itself).
@@ -79,45 +80,83 @@ public final class IsolatedValue<Value> {
 
 extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
 
-/// The lock under `IsolatedValue`: a reader/writer state word whose writes may be deferred to
-/// whichever thread frees it (a FIFO of pending writes), so writers never sleep on readers.
+/// The lock under `IsolatedValue`: readers count themselves in per-thread slots (each on its
+/// own cache line, so reads on different cores do not fight over one line), a state word
+/// flags a writer; writes may be deferred to whichever thread frees the value (a FIFO of
+/// pending writes), so writers never wait for readers.
+///
+/// The protocol is Dekker's, on sequentially consistent operations: a reader increments its
+/// slot, then loads the state; a writer sets its flag in the state, then loads the slots.
+/// At least one of them sees the other. Whoever releases the value while writes are pending,
+/// or leaves as a reader and finds them pending with no writer, makes sure they are applied.
 @usableFromInline package final class Isolation: @unchecked Sendable {
-    // The state word: readers in the low bits, then three flags.
-    @usableFromInline static let writer: UInt32 = 1 << 31    // held exclusively
-    @usableFromInline static let pending: UInt32 = 1 << 30   // writes wait: new readers must not enter
-    @usableFromInline static let sleepers: UInt32 = 1 << 29  // someone sleeps on the word
-    @usableFromInline static let readers: UInt32 = sleepers - 1
+    @usableFromInline static let writer: UInt32 = 1       // held (or claimed) exclusively
+    @usableFromInline static let pending: UInt32 = 2      // writes wait: new readers must not enter
+    @usableFromInline static let sleepers: UInt32 = 4     // someone sleeps on the state word
+    @usableFromInline static let slotCount = 16
+    @usableFromInline static let slotStride = 64          // one cache line per slot
 
-    @usableFromInline let word: UnsafeMutablePointer<Atomic<UInt32>>
+    /// The state word, then `slotCount` reader counts, each on its own cache line.
+    @usableFromInline let memory: UnsafeMutableRawPointer
     private let queue = Mutex<[@Sendable () -> Void]>([])
 
     package init() {
-        word = .allocate(capacity: 1)
-        word.initialize(to: Atomic(0))
+        memory = .allocate(byteCount: Self.slotStride * (Self.slotCount + 1), alignment: Self.slotStride)
+        for index in 0...Self.slotCount {
+            (memory + index * Self.slotStride).bindMemory(to: Atomic<UInt32>.self, capacity: 1).initialize(to: Atomic(0))
+        }
     }
-    deinit { word.deinitialize(count: 1); word.deallocate() }
+    deinit { memory.deallocate() }
+
+    @usableFromInline var state: UnsafeMutablePointer<Atomic<UInt32>> {
+        memory.assumingMemoryBound(to: Atomic<UInt32>.self)
+    }
+
+    /// The calling thread's slot (threads hashed by kernel id; sharing a slot is harmless).
+    @inlinable var slot: UnsafeMutablePointer<Atomic<UInt32>> {
+        let index = Int(sync_thread_id()) & (Self.slotCount - 1)
+        return (memory + (index + 1) * Self.slotStride).assumingMemoryBound(to: Atomic<UInt32>.self)
+    }
+
+    func readersGone() -> Bool {
+        for index in 1...Self.slotCount {
+            let slot = (memory + index * Self.slotStride).assumingMemoryBound(to: Atomic<UInt32>.self)
+            if slot.pointee.load(ordering: .sequentiallyConsistent) != 0 { return false }
+        }
+        return true
+    }
 
     // MARK: Reading
 
     @inlinable @inline(__always)
     package func lockShared() {
-        // Optimistic: count ourselves in (an xadd never retries), back out if a writer holds
-        // the value or writes are pending.
-        let old = word.pointee.wrappingAdd(1, ordering: .acquiring).oldValue
-        if old & (Self.writer | Self.pending) != 0 { lockSharedSlow() }
+        slot.pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
+        if state.pointee.load(ordering: .sequentiallyConsistent) & (Self.writer | Self.pending) != 0 {
+            lockSharedSlow()
+        }
     }
 
     @inlinable @inline(__always)
     package func unlockShared() {
-        let now = word.pointee.wrappingSubtract(1, ordering: .releasing).newValue
-        if now & Self.readers == 0 && now & (Self.pending | Self.sleepers) != 0 { lastReaderLeft(now) }
+        slot.pointee.wrappingSubtract(1, ordering: .sequentiallyConsistent)
+        // Writes pending and nobody to apply them (a writer applies them when it releases):
+        // the last reader out does. Of readers leaving together, the last to decrement sees
+        // every slot at zero.
+        if state.pointee.load(ordering: .sequentiallyConsistent) & (Self.writer | Self.pending) == Self.pending {
+            lastReaderLeft()
+        }
+    }
+
+    @usableFromInline @inline(never)
+    func lastReaderLeft() {
+        if readersGone() { applyPending() }
     }
 
     /// Takes a read share if no writer holds the value and no write is pending; never waits
     /// (backing out may apply pending writes on this thread, as any release does).
     package func tryLockShared() -> Bool {
-        let old = word.pointee.wrappingAdd(1, ordering: .acquiring).oldValue
-        if old & (Self.writer | Self.pending) == 0 { return true }
+        slot.pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
+        if state.pointee.load(ordering: .sequentiallyConsistent) & (Self.writer | Self.pending) == 0 { return true }
         unlockShared()
         return false
     }
@@ -127,23 +166,15 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
         unlockShared()
         var attempt = 0
         while true {
-            let state = word.pointee.load(ordering: .relaxed)
-            if state & (Self.writer | Self.pending) == 0 {
-                let old = word.pointee.wrappingAdd(1, ordering: .acquiring).oldValue
-                if old & (Self.writer | Self.pending) == 0 { return }
-                unlockShared()
-            } else if state & Self.writer == 0 {
-                exclusive {}  // pending writes and nobody applying them: apply them ourselves
+            let now = state.pointee.load(ordering: .relaxed)
+            if now & (Self.writer | Self.pending) == 0 {
+                if tryLockShared() { return }
+            } else if now & Self.writer == 0 {
+                applyPending()  // pending writes and nobody applying them: apply them ourselves
             } else {
                 wait(whileAny: Self.writer, attempt: &attempt)
             }
         }
-    }
-
-    @usableFromInline @inline(never)
-    func lastReaderLeft(_ state: UInt32) {
-        if state & Self.sleepers != 0 { wakeSleepers() }
-        if state & Self.pending != 0 { applyPendingIfFree() }
     }
 
     // MARK: Writing
@@ -157,10 +188,10 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
         }
         queue.withLock { queue in
             queue.append(work)
-            word.pointee.bitwiseOr(Self.pending, ordering: .relaxed)
+            state.pointee.bitwiseOr(Self.pending, ordering: .sequentiallyConsistent)
         }
-        // The holder may have left between our attempt and our flag: then nobody would run it.
-        applyPendingIfFree()
+        // If no reader is left to see the flag (and no writer holds the value), apply it now.
+        if readersGone() { applyPending() }
     }
 
     /// Runs `body` alone, after every pending write, and waits for it.
@@ -171,71 +202,93 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
         return try body()
     }
 
-    /// Takes the value alone if nobody holds it; unless `evenIfPending`, not while writes wait
-    /// (they come first).
+    /// Takes the value alone if nobody holds it and no write is pending (those come first).
+    /// Never waits.
     @usableFromInline
-    package func tryLockExclusive(evenIfPending: Bool = false) -> Bool {
-        let busy = Self.writer | Self.readers | (evenIfPending ? 0 : Self.pending)
-        var state = word.pointee.load(ordering: .relaxed)
-        while state & busy == 0 {
-            let (done, now) = word.pointee.weakCompareExchange(
-                expected: state, desired: state | Self.writer, ordering: .acquiring)
-            if done { return true }
-            state = now
+    package func tryLockExclusive() -> Bool {
+        var now = state.pointee.load(ordering: .relaxed)
+        while now & (Self.writer | Self.pending) == 0 {
+            let (done, seen) = state.pointee.weakCompareExchange(
+                expected: now, desired: now | Self.writer, ordering: .sequentiallyConsistent)
+            if done {
+                if readersGone() { return true }
+                unlockExclusive()  // readers inside: back out (and see to pending writes)
+                return false
+            }
+            now = seen
         }
         return false
     }
 
-    /// Takes the value alone, then applies the pending writes (which precede the caller's).
+    /// Takes the value alone (waiting for the writer, then for the readers inside), then
+    /// applies the pending writes, which precede the caller's.
     @usableFromInline
     func lockExclusive() {
         var attempt = 0
-        var state = word.pointee.load(ordering: .relaxed)
         while true {
-            if state & (Self.writer | Self.readers) == 0 {
-                let (done, now) = word.pointee.weakCompareExchange(
-                    expected: state, desired: state | Self.writer, ordering: .acquiring)
-                if done { break }
-                state = now
-                continue
+            let now = state.pointee.load(ordering: .relaxed)
+            if now & Self.writer == 0 {
+                if state.pointee.weakCompareExchange(
+                    expected: now, desired: now | Self.writer, ordering: .sequentiallyConsistent).exchanged { break }
+            } else {
+                wait(whileAny: Self.writer, attempt: &attempt)
             }
-            // Hold new readers back so that a stream of them cannot starve us.
-            if state & Self.pending == 0 { word.pointee.bitwiseOr(Self.pending, ordering: .relaxed) }
-            wait(whileAny: Self.writer | Self.readers, attempt: &attempt)
-            state = word.pointee.load(ordering: .relaxed)
         }
+        waitForReaders()
         runPending()
     }
 
-    /// Releases the value; if writes were queued meanwhile and the value is still free, applies
-    /// them before leaving (a writer that lost the race to us counts on it).
+    /// Releases the value. If writes are pending and no reader is inside to see them when it
+    /// leaves, applies them before leaving.
     @usableFromInline
     package func unlockExclusive() {
         while true {
-            let old = word.pointee.bitwiseAnd(~(Self.writer | Self.sleepers), ordering: .releasing).oldValue
-            if old & Self.sleepers != 0 { Futex.wake(UnsafeMutableRawPointer(word), count: Int32.max, shared: false) }
-            guard old & Self.pending != 0, tryLockExclusive(evenIfPending: true) else { return }
+            let old = state.pointee.bitwiseAnd(~(Self.writer | Self.sleepers), ordering: .sequentiallyConsistent).oldValue
+            if old & Self.sleepers != 0 { Futex.wake(UnsafeMutableRawPointer(state), count: Int32.max, shared: false) }
+            guard old & Self.pending != 0, readersGone(), claimPending() else { return }
+            waitForReaders()
             runPending()
         }
     }
 
-    /// Applies the pending writes now unless someone holds the value (who will apply them).
-    func applyPendingIfFree() {
-        if tryLockExclusive(evenIfPending: true) {
-            runPending()
-            unlockExclusive()
+    /// Applies the pending writes unless someone holds the value (who will) or none is pending.
+    func applyPending() {
+        guard claimPending() else { return }
+        waitForReaders()  // the readers still inside: their sections are short
+        runPending()
+        unlockExclusive()
+    }
+
+    /// Takes the writer flag if writes are pending and nobody holds it.
+    func claimPending() -> Bool {
+        var now = state.pointee.load(ordering: .relaxed)
+        while now & (Self.writer | Self.pending) == Self.pending {
+            let (done, seen) = state.pointee.weakCompareExchange(
+                expected: now, desired: now | Self.writer, ordering: .sequentiallyConsistent)
+            if done { return true }
+            now = seen
+        }
+        return false
+    }
+
+    /// With the writer flag held: spins, then yields, until no reader is inside.
+    func waitForReaders() {
+        var attempt = 0
+        while !readersGone() {
+            attempt += 1
+            if attempt < 100 { sync_cpu_relax() } else { sched_yield() }
         }
     }
 
     /// Applies the pending writes in FIFO order; clears `pending` when none is left. Called
     /// with the value held alone.
     func runPending() {
-        if word.pointee.load(ordering: .relaxed) & Self.pending == 0 { return }
+        if state.pointee.load(ordering: .relaxed) & Self.pending == 0 { return }
         var batch: [@Sendable () -> Void] = []
         while true {
             queue.withLock { queue in
                 swap(&batch, &queue)
-                if batch.isEmpty { word.pointee.bitwiseAnd(~Self.pending, ordering: .relaxed) }
+                if batch.isEmpty { state.pointee.bitwiseAnd(~Self.pending, ordering: .relaxed) }
             }
             if batch.isEmpty { return }
             for work in batch { work() }
@@ -245,26 +298,21 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
 
     // MARK: Sleeping
 
-    /// Spins, yields, then sleeps while any of `mask` is set in the word.
+    /// Spins, yields, then sleeps while any of `mask` is set in the state word.
     @usableFromInline
     func wait(whileAny mask: UInt32, attempt: inout Int) {
         attempt += 1
         if attempt < 100 { sync_cpu_relax(); return }
         if attempt < 104 { sched_yield(); return }
-        var state = word.pointee.load(ordering: .relaxed)
-        while state & mask != 0 && state & Self.sleepers == 0 {
-            let (done, now) = word.pointee.weakCompareExchange(
-                expected: state, desired: state | Self.sleepers, ordering: .relaxed)
-            if done { state |= Self.sleepers; break }
-            state = now
+        var now = state.pointee.load(ordering: .relaxed)
+        while now & mask != 0 && now & Self.sleepers == 0 {
+            let (done, seen) = state.pointee.weakCompareExchange(
+                expected: now, desired: now | Self.sleepers, ordering: .relaxed)
+            if done { now |= Self.sleepers; break }
+            now = seen
         }
-        if state & mask != 0 {
-            _ = Futex.wait(UnsafeMutableRawPointer(word), expected: state, shared: false)
+        if now & mask != 0 {
+            _ = Futex.wait(UnsafeMutableRawPointer(state), expected: now, shared: false)
         }
-    }
-
-    func wakeSleepers() {
-        word.pointee.bitwiseAnd(~Self.sleepers, ordering: .relaxed)
-        Futex.wake(UnsafeMutableRawPointer(word), count: Int32.max, shared: false)
     }
 }
