@@ -5,9 +5,9 @@ import LibSync
 // object is a retained reference to the Swift core's object; these functions only check
 // arguments, convert errors to errno codes and call the core.
 
-public typealias Work = @convention(c) (UnsafeMutableRawPointer?) -> Void
-public typealias ValueWork = @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Void
-public typealias Isolated = IsolatedValue<UnsafeMutableRawPointer?>
+public typealias QueueWorkFunction = @convention(c) (UnsafeMutableRawPointer?) -> Void
+public typealias IsolatedWorkFunction = @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Void
+public typealias IsolatedPointer = IsolatedValue<UnsafeMutableRawPointer?>
 
 /// Runs `body`, mapping the queues' errors to errno codes.
 private func status(_ body: () throws -> Void) -> Int32 {
@@ -67,32 +67,32 @@ public func c_sync_queue_create(_ out: UnsafeMutablePointer<OpaquePointer?>?, _ 
 @_cdecl("sync_queue_destroy")
 public func c_sync_queue_destroy(_ queue: OpaquePointer?) -> Int32 { release(queue, DispatchWorkQueue.self) }
 
-private func queueSync(_ queue: OpaquePointer?, _ work: Work?, _ context: UnsafeMutableRawPointer?, barrier: Bool) -> Int32 {
+private func queueSync(_ queue: OpaquePointer?, _ work: QueueWorkFunction?, _ context: UnsafeMutableRawPointer?, barrier: Bool) -> Int32 {
     with(queue, DispatchWorkQueue.self, work) { queue, work in try queue.sync(barrier: barrier) { work(context) } }
 }
 
-private func queueAsync(_ queue: OpaquePointer?, _ work: Work?, _ context: UnsafeMutableRawPointer?, barrier: Bool) -> Int32 {
+private func queueAsync(_ queue: OpaquePointer?, _ work: QueueWorkFunction?, _ context: UnsafeMutableRawPointer?, barrier: Bool) -> Int32 {
     let carried = Carried(context)
     return with(queue, DispatchWorkQueue.self, work) { queue, work in queue.async(barrier: barrier) { work(carried.value) } }
 }
 
 @_cdecl("sync_queue_sync")
-public func c_sync_queue_sync(_ queue: OpaquePointer?, _ work: Work?, _ context: UnsafeMutableRawPointer?) -> Int32 {
+public func c_sync_queue_sync(_ queue: OpaquePointer?, _ work: QueueWorkFunction?, _ context: UnsafeMutableRawPointer?) -> Int32 {
     queueSync(queue, work, context, barrier: false)
 }
 
 @_cdecl("sync_queue_async")
-public func c_sync_queue_async(_ queue: OpaquePointer?, _ work: Work?, _ context: UnsafeMutableRawPointer?) -> Int32 {
+public func c_sync_queue_async(_ queue: OpaquePointer?, _ work: QueueWorkFunction?, _ context: UnsafeMutableRawPointer?) -> Int32 {
     queueAsync(queue, work, context, barrier: false)
 }
 
 @_cdecl("sync_queue_barrier_sync")
-public func c_sync_queue_barrier_sync(_ queue: OpaquePointer?, _ work: Work?, _ context: UnsafeMutableRawPointer?) -> Int32 {
+public func c_sync_queue_barrier_sync(_ queue: OpaquePointer?, _ work: QueueWorkFunction?, _ context: UnsafeMutableRawPointer?) -> Int32 {
     queueSync(queue, work, context, barrier: true)
 }
 
 @_cdecl("sync_queue_barrier_async")
-public func c_sync_queue_barrier_async(_ queue: OpaquePointer?, _ work: Work?, _ context: UnsafeMutableRawPointer?) -> Int32 {
+public func c_sync_queue_barrier_async(_ queue: OpaquePointer?, _ work: QueueWorkFunction?, _ context: UnsafeMutableRawPointer?) -> Int32 {
     queueAsync(queue, work, context, barrier: true)
 }
 
@@ -104,13 +104,13 @@ public func c_sync_executor_create(_ out: UnsafeMutablePointer<OpaquePointer?>?)
 }
 
 @_cdecl("sync_executor_async")
-public func c_sync_executor_async(_ executor: OpaquePointer?, _ work: Work?, _ context: UnsafeMutableRawPointer?) -> Int32 {
+public func c_sync_executor_async(_ executor: OpaquePointer?, _ work: QueueWorkFunction?, _ context: UnsafeMutableRawPointer?) -> Int32 {
     let carried = Carried(context)
     return with(executor, ThreadExecutor.self, work) { executor, work in try executor.async { work(carried.value) } }
 }
 
 @_cdecl("sync_executor_sync")
-public func c_sync_executor_sync(_ executor: OpaquePointer?, _ work: Work?, _ context: UnsafeMutableRawPointer?) -> Int32 {
+public func c_sync_executor_sync(_ executor: OpaquePointer?, _ work: QueueWorkFunction?, _ context: UnsafeMutableRawPointer?) -> Int32 {
     with(executor, ThreadExecutor.self, work) { executor, work in try executor.sync { work(context) } }
 }
 
@@ -132,24 +132,24 @@ public func c_sync_executor_is_current(_ executor: OpaquePointer?) -> Bool {
     object(executor, ThreadExecutor.self)?.isCurrent ?? false
 }
 
-// MARK: Isolated values
+// MARK: IsolatedPointer values
 
 @_cdecl("sync_isolated_create")
 public func c_sync_isolated_create(_ out: UnsafeMutablePointer<OpaquePointer?>?, _ value: UnsafeMutableRawPointer?) -> Int32 {
-    create(out) { Isolated(value) }
+    create(out) { IsolatedPointer(value) }
 }
 
 @_cdecl("sync_isolated_destroy")
-public func c_sync_isolated_destroy(_ isolated: OpaquePointer?) -> Int32 { release(isolated, Isolated.self) }
+public func c_sync_isolated_destroy(_ isolated: OpaquePointer?) -> Int32 { release(isolated, IsolatedPointer.self) }
 
 @_cdecl("sync_isolated_read")
-public func c_sync_isolated_read(_ isolated: OpaquePointer?, _ work: ValueWork?, _ context: UnsafeMutableRawPointer?) -> Int32 {
-    with(isolated, Isolated.self, work) { isolated, work in isolated.read { work($0, context) } }
+public func c_sync_isolated_read(_ isolated: OpaquePointer?, _ work: IsolatedWorkFunction?, _ context: UnsafeMutableRawPointer?) -> Int32 {
+    with(isolated, IsolatedPointer.self, work) { isolated, work in isolated.read { work($0, context) } }
 }
 
 @_cdecl("sync_isolated_write_async")
-public func c_sync_isolated_write_async(_ isolated: OpaquePointer?, _ work: ValueWork?, _ context: UnsafeMutableRawPointer?) -> Int32 {
-    with(isolated, Isolated.self, work) { isolated, work in
+public func c_sync_isolated_write_async(_ isolated: OpaquePointer?, _ work: IsolatedWorkFunction?, _ context: UnsafeMutableRawPointer?) -> Int32 {
+    with(isolated, IsolatedPointer.self, work) { isolated, work in
         if !isolated.writeIfFree({ work($0, context) }) {
             let carried = Carried(context)
             isolated.write { work($0, carried.value) }
@@ -158,8 +158,8 @@ public func c_sync_isolated_write_async(_ isolated: OpaquePointer?, _ work: Valu
 }
 
 @_cdecl("sync_isolated_write_sync")
-public func c_sync_isolated_write_sync(_ isolated: OpaquePointer?, _ work: ValueWork?, _ context: UnsafeMutableRawPointer?) -> Int32 {
-    with(isolated, Isolated.self, work) { isolated, work in isolated.update { work($0, context) } }
+public func c_sync_isolated_write_sync(_ isolated: OpaquePointer?, _ work: IsolatedWorkFunction?, _ context: UnsafeMutableRawPointer?) -> Int32 {
+    with(isolated, IsolatedPointer.self, work) { isolated, work in isolated.update { work($0, context) } }
 }
 
 // The non-blocking halves of read and write_async, for bindings that cannot pass work as a
@@ -167,24 +167,24 @@ public func c_sync_isolated_write_sync(_ isolated: OpaquePointer?, _ work: Value
 
 @_cdecl("sync_isolated_try_begin_read")
 public func c_sync_isolated_try_begin_read(_ isolated: OpaquePointer?) -> Int32 {
-    with(isolated, Isolated.self, ()) { isolated, _ in
+    with(isolated, IsolatedPointer.self, ()) { isolated, _ in
         if !isolated.isolation.tryLockShared() { throw Busy() }
     }
 }
 
 @_cdecl("sync_isolated_end_read")
 public func c_sync_isolated_end_read(_ isolated: OpaquePointer?) -> Int32 {
-    with(isolated, Isolated.self, ()) { isolated, _ in isolated.isolation.unlockShared() }
+    with(isolated, IsolatedPointer.self, ()) { isolated, _ in isolated.isolation.unlockShared() }
 }
 
 @_cdecl("sync_isolated_try_begin_write")
 public func c_sync_isolated_try_begin_write(_ isolated: OpaquePointer?) -> Int32 {
-    with(isolated, Isolated.self, ()) { isolated, _ in
+    with(isolated, IsolatedPointer.self, ()) { isolated, _ in
         if !isolated.isolation.tryLockExclusive() { throw Busy() }
     }
 }
 
 @_cdecl("sync_isolated_end_write")
 public func c_sync_isolated_end_write(_ isolated: OpaquePointer?) -> Int32 {
-    with(isolated, Isolated.self, ()) { isolated, _ in isolated.isolation.unlockExclusive() }
+    with(isolated, IsolatedPointer.self, ()) { isolated, _ in isolated.isolation.unlockExclusive() }
 }
