@@ -22,6 +22,7 @@
 #include "sync/locks.h"
 #include "sync/atomics.h"
 #include "sync/distributed_lock.h"
+#include "sync/queues.h"
 
 #ifdef __cplusplus
 extern "C" {

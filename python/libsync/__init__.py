@@ -5,13 +5,15 @@ Modules:
     libsync.locks              Lock/RLock (drop-in for threading's), Mutex, RWLock, SpinLock, once, synchronized.
     libsync.atomics            AtomicBool, AtomicInt, AtomicReference, Throttler, ConcurrentDict.
     libsync.distributed_lock   NSDistributedLock: a lock between processes and hosts (filelock-style).
+    libsync.queues             SerialQueue, ConcurrentQueue (barriers), IsolatedValue, ThreadExecutor.
 """
 from ._lib import path as library_path
 from . import osatomic
 from . import locks
 from . import atomics
 from . import distributed_lock
+from . import queues
 from .osatomic import ref
 
-__all__ = ["library_path", "osatomic", "ref", "locks", "atomics", "distributed_lock"]
+__all__ = ["library_path", "osatomic", "ref", "locks", "atomics", "distributed_lock", "queues"]
 __version__ = "0.1.0"
