@@ -22,6 +22,8 @@
 #include "sync/locks.h"
 #include "sync/conditions.h"
 #include "sync/atomics.h"
+#include "sync/distributed_lock.h"
+#include "sync/queues.h"
 
 #ifdef __cplusplus
 extern "C" {

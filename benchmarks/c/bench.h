@@ -56,26 +56,27 @@ static int bench_compare(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Median over BENCH_REPEATS runs of: wall time / (threads * iterations), in ns. */
-static double bench_run(void *(*body)(void *), void *arg, int threads, long iterations) {
-    double samples[BENCH_REPEATS];
-    for (int r = 0; r < BENCH_REPEATS; r++) {
-        pthread_barrier_t start;
-        pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
-        pthread_t *t = calloc((size_t)threads, sizeof *t);
-        struct bench_ctx *ctx = calloc((size_t)threads, sizeof *ctx);
-        for (int i = 0; i < threads; i++) {
-            ctx[i] = (struct bench_ctx){iterations, &start, arg, i};
-            pthread_create(&t[i], NULL, body, &ctx[i]);
-        }
-        double begin = bench_now();
-        pthread_barrier_wait(&start);
-        for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
-        samples[r] = (bench_now() - begin) / ((double)threads * (double)iterations);
-        pthread_barrier_destroy(&start);
-        free(t);
-        free(ctx);
+/* One run: wall time / (threads * iterations), in ns. */
+static double bench_sample(void *(*body)(void *), void *arg, int threads, long iterations) {
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
+    pthread_t *t = calloc((size_t)threads, sizeof *t);
+    struct bench_ctx *ctx = calloc((size_t)threads, sizeof *ctx);
+    for (int i = 0; i < threads; i++) {
+        ctx[i] = (struct bench_ctx){iterations, &start, arg, i};
+        pthread_create(&t[i], NULL, body, &ctx[i]);
     }
+    double begin = bench_now();
+    pthread_barrier_wait(&start);
+    for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+    double ns = (bench_now() - begin) / ((double)threads * (double)iterations);
+    pthread_barrier_destroy(&start);
+    free(t);
+    free(ctx);
+    return ns;
+}
+
+static double bench_median(double *samples) {
     qsort(samples, BENCH_REPEATS, sizeof samples[0], bench_compare);
     return samples[BENCH_REPEATS / 2];
 }
@@ -83,7 +84,11 @@ static double bench_run(void *(*body)(void *), void *arg, int threads, long iter
 /* Measures every row (interleaved with the others, so drift hits all alike) and prints them
  * with the ratio to rows[baseline]: ratio > 1 means slower than the baseline. */
 static void bench_table(const char *title, bench_row *rows, int count, int threads, long iterations, int baseline) {
-    for (int i = 0; i < count; i++) rows[i].ns_per_op = bench_run(rows[i].body, rows[i].arg, threads, iterations);
+    double (*samples)[BENCH_REPEATS] = calloc((size_t)count, sizeof *samples);
+    for (int r = 0; r < BENCH_REPEATS; r++)  /* round-robin: each round runs every row once */
+        for (int i = 0; i < count; i++) samples[i][r] = bench_sample(rows[i].body, rows[i].arg, threads, iterations);
+    for (int i = 0; i < count; i++) rows[i].ns_per_op = bench_median(samples[i]);
+    free(samples);
     printf("\n%s — %d thread%s, median of %d runs\n", title, threads, threads == 1 ? "" : "s", BENCH_REPEATS);
     printf("  %-44s %10s %10s %10s\n", "", "ns/op", "Mops/s", "ratio");
     for (int i = 0; i < count; i++)

@@ -30,34 +30,37 @@ private final class Run: @unchecked Sendable {
     deinit { pthread_barrier_destroy(&barrier) }
 }
 
-/// Median over `repeats` runs of wall time / (threads * iterations), in ns.
-func measure(threads: Int, iterations: Int, _ body: @escaping @Sendable (Int) -> Void) -> Double {
-    var samples: [Double] = []
-    for _ in 0..<repeats {
-        let run = Run(threads: threads, iterations: iterations, body: body)
-        var handles: [pthread_t] = []
-        for _ in 0..<threads {
-            var handle = pthread_t()
-            let context = Unmanaged.passRetained(run).toOpaque()
-            pthread_create(&handle, nil, { context in
-                let run = Unmanaged<Run>.fromOpaque(context!).takeRetainedValue()
-                pthread_barrier_wait(&run.barrier)
-                run.body(run.iterations)
-                return nil
-            }, context)
-            handles.append(handle)
-        }
-        let start = now()
-        pthread_barrier_wait(&run.barrier)
-        for handle in handles { pthread_join(handle, nil) }
-        samples.append((now() - start) / Double(threads * iterations))
+/// One run: wall time / (threads * iterations), in ns.
+func sample(threads: Int, iterations: Int, _ body: @escaping @Sendable (Int) -> Void) -> Double {
+    let run = Run(threads: threads, iterations: iterations, body: body)
+    var handles: [pthread_t] = []
+    for _ in 0..<threads {
+        var handle = pthread_t()
+        let context = Unmanaged.passRetained(run).toOpaque()
+        pthread_create(&handle, nil, { context in
+            let run = Unmanaged<Run>.fromOpaque(context!).takeRetainedValue()
+            pthread_barrier_wait(&run.barrier)
+            run.body(run.iterations)
+            return nil
+        }, context)
+        handles.append(handle)
     }
-    return samples.sorted()[repeats / 2]
+    let start = now()
+    pthread_barrier_wait(&run.barrier)
+    for handle in handles { pthread_join(handle, nil) }
+    return (now() - start) / Double(threads * iterations)
 }
 
 /// Measures each row and prints ns/op, Mops/s and the ratio to rows[baseline].
 func table(_ title: String, threads: Int, iterations: Int, baseline: Int = 0, _ rows: [Row]) {
-    let results = rows.map { measure(threads: threads, iterations: iterations, $0.body) }
+    // Round-robin (each round runs every row once), so that drift hits all rows alike.
+    var samples = [[Double]](repeating: [], count: rows.count)
+    for _ in 0..<repeats {
+        for (index, row) in rows.enumerated() {
+            samples[index].append(sample(threads: threads, iterations: iterations, row.body))
+        }
+    }
+    let results = samples.map { $0.sorted()[repeats / 2] }
     print("\n\(title) — \(threads) thread\(threads == 1 ? "" : "s"), median of \(repeats) runs")
     print("  " + "".padding(44) + "ns/op".padded(10) + "Mops/s".padded(10) + "ratio".padded(10))
     for (row, ns) in zip(rows, results) {

@@ -2,3 +2,5 @@
 osatomicBenchmarks()
 locksBenchmarks()
 atomicsBenchmarks()
+distributedLockBenchmarks()
+queuesBenchmarks()

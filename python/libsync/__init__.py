@@ -1,19 +1,25 @@
 """libsync: thread-synchronization primitives for Python, from libsync.so (Swift core, C ABI).
 
 Modules:
-    libsync.osatomic     Apple's OSAtomic operations on ctypes objects and shared buffers.
-    libsync.locks        Lock/RLock (drop-in for threading's), Mutex, RWLock, SpinLock, once, synchronized.
-    libsync.atomics      AtomicBool, AtomicInt, AtomicReference, Throttler, ConcurrentDict.
-    libsync.conditions   Semaphore, BoundedSemaphore, Event, Barrier (drop-in for threading's).
+    libsync.osatomic           Apple's OSAtomic operations on ctypes objects and shared buffers.
+    libsync.locks              Lock/RLock (drop-in for threading's), Mutex, RWLock, SpinLock, once, synchronized.
+    libsync.atomics            AtomicBool, AtomicInt, AtomicReference, Throttler, ConcurrentDict.
+    libsync.conditions         Condition, Semaphore, BoundedSemaphore, Event, Barrier (drop-in for threading's), ConditionLock.
+    libsync.distributed_lock   NSDistributedLock: a lock between processes and hosts (filelock-style).
+    libsync.queues             SerialQueue, ConcurrentQueue (barriers), IsolatedValue, ThreadExecutor.
 """
 from ._lib import path as library_path
 from . import osatomic
 from . import locks
 from . import atomics
 from . import conditions
+from . import distributed_lock
+from . import queues
 from .osatomic import ref
-from .conditions import Barrier, BoundedSemaphore, BrokenBarrierError, Event, Semaphore
+from .conditions import Barrier, BoundedSemaphore, BrokenBarrierError, Condition, ConditionLock, Event, Semaphore
+from .locks import Lock, RLock
 
-__all__ = ["library_path", "osatomic", "ref", "locks", "atomics", "conditions",
-           "Semaphore", "BoundedSemaphore", "Event", "Barrier", "BrokenBarrierError"]
+__all__ = ["library_path", "osatomic", "ref", "locks", "atomics", "distributed_lock", "queues", "conditions",
+           "Lock", "RLock", "Condition", "ConditionLock", "Semaphore", "BoundedSemaphore", "Event", "Barrier",
+           "BrokenBarrierError"]
 __version__ = "0.1.0"

@@ -1,0 +1,85 @@
+import Glibc
+import LibSync
+
+// sync/distributed_lock.h: the object is a retained DistributedLock behind an opaque pointer;
+// each function converts arguments and calls the core.
+
+private func object(_ lock: OpaquePointer) -> DistributedLock {
+    Unmanaged<DistributedLock>.fromOpaque(UnsafeRawPointer(lock)).takeUnretainedValue()
+}
+
+@_cdecl("sync_distributed_lock_create")
+public func c_sync_distributed_lock_create(_ path: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+    guard let out else { return EINVAL }
+    out.pointee = nil
+    guard let path else { return EINVAL }
+    let (lock, code) = DistributedLock.make(path: String(cString: path))
+    if let lock { out.pointee = OpaquePointer(Unmanaged.passRetained(lock).toOpaque()) }
+    return code
+}
+
+@_cdecl("sync_distributed_lock_destroy")
+public func c_sync_distributed_lock_destroy(_ lock: OpaquePointer?) {
+    if let lock { Unmanaged<DistributedLock>.fromOpaque(UnsafeRawPointer(lock)).release() }
+}
+
+@_cdecl("sync_distributed_lock_path")
+public func c_sync_distributed_lock_path(_ lock: OpaquePointer?) -> UnsafePointer<CChar>? {
+    lock.map { UnsafePointer(object($0).cPath) }
+}
+
+@_cdecl("sync_distributed_lock_try_lock")
+public func c_sync_distributed_lock_try_lock(_ lock: OpaquePointer?) -> Int32 {
+    lock.map { object($0).tryLockCode() } ?? EINVAL
+}
+
+@_cdecl("sync_distributed_lock_lock")
+public func c_sync_distributed_lock_lock(_ lock: OpaquePointer?, _ timeout: Int64, _ poll: Int64) -> Int32 {
+    guard let lock else { return EINVAL }
+    return object(lock).lockCode(deadline: DistributedLock.deadline(afterNanoseconds: timeout), pollNanoseconds: poll)
+}
+
+@_cdecl("sync_distributed_lock_unlock")
+public func c_sync_distributed_lock_unlock(_ lock: OpaquePointer?) -> Int32 {
+    lock.map { object($0).unlockCode() } ?? EINVAL
+}
+
+@_cdecl("sync_distributed_lock_break")
+public func c_sync_distributed_lock_break(_ lock: OpaquePointer?) -> Int32 {
+    lock.map { object($0).breakLockCode() } ?? EINVAL
+}
+
+@_cdecl("sync_distributed_lock_recover")
+public func c_sync_distributed_lock_recover(_ lock: OpaquePointer?) -> Int32 {
+    lock.map { object($0).recoverStaleCode() } ?? EINVAL
+}
+
+@_cdecl("sync_distributed_lock_holder")
+public func c_sync_distributed_lock_holder(_ lock: OpaquePointer?, _ out: UnsafeMutableRawPointer?) -> Int32 {
+    guard let lock, let out else { return EINVAL }
+    let (holder, code) = object(lock).holderCode()
+    guard let holder else { return code == 0 ? ENOENT : code }
+    // sync_distributed_lock_holder_t's layout (a C test checks these offsets).
+    out.storeBytes(of: holder.acquiredNanoseconds, toByteOffset: 0, as: Int64.self)
+    out.storeBytes(of: holder.processStart, toByteOffset: 8, as: UInt64.self)
+    out.storeBytes(of: holder.pid, toByteOffset: 16, as: Int32.self)
+    let flags: UInt32 = (holder.isOnThisHost ? 1 : 0) | (holder.isStale ? 2 : 0)
+    out.storeBytes(of: flags, toByteOffset: 20, as: UInt32.self)
+    let host = Array(holder.host.utf8.prefix(255)) + [0]
+    host.withUnsafeBytes { (out + 24).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+    return 0
+}
+
+@_cdecl("sync_distributed_lock_date")
+public func c_sync_distributed_lock_date(_ lock: OpaquePointer?, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+    guard let lock, let out else { return EINVAL }
+    let (holder, code) = object(lock).holderCode()
+    guard let holder else { return code == 0 ? ENOENT : code }
+    out.pointee = holder.acquiredNanoseconds
+    return 0
+}
+
+@_cdecl("sync_distributed_lock_is_held")
+public func c_sync_distributed_lock_is_held(_ lock: OpaquePointer?) -> Bool {
+    lock.map { object($0).isHeldByThisObject() } ?? false
+}

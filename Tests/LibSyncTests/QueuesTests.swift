@@ -1,0 +1,173 @@
+import Glibc
+import LibSync
+import Synchronization
+import XCTest
+
+/// A counter and a log that tests share with work on other threads.
+private final class Log: Sendable {
+    let entries = Mutex<[Int]>([])
+    let count = Atomic<Int>(0)
+    func append(_ value: Int) { entries.withLock { $0.append(value) } }
+}
+
+private struct Boom: Error, Equatable {}
+
+final class QueuesTests: XCTestCase {
+    func testSerialQueueSyncReturnsValuesAndErrors() throws {
+        let queue = SerialQueue()
+        XCTAssertEqual(try queue.sync { 42 }, 42)
+        XCTAssertThrowsError(try queue.sync { throw Boom() }) { XCTAssertEqual($0 as? Boom, Boom()) }
+        XCTAssertFalse(queue.isCurrent)
+        XCTAssertTrue(try queue.sync { queue.isCurrent })
+    }
+
+    func testSerialQueueIsFIFOUnderConcurrentSubmitters() throws {
+        let queue = SerialQueue()
+        let log = Log()
+        let submitters = 4, perSubmitter = 2000
+        DispatchQueueHelper.concurrentPerform(submitters) { s in
+            for i in 0..<perSubmitter { queue.async { log.append(s * 1_000_000 + i) } }
+        }
+        try queue.sync {}  // runs after everything submitted before
+        let entries = log.entries.withLock { $0 }
+        XCTAssertEqual(entries.count, submitters * perSubmitter)
+        for s in 0..<submitters {
+            let mine = entries.filter { $0 / 1_000_000 == s }.map { $0 % 1_000_000 }
+            XCTAssertEqual(mine, Array(0..<perSubmitter))
+        }
+    }
+
+    func testReentrantSyncIsReported() throws {
+        let serial = SerialQueue(), concurrent = ConcurrentQueue()
+        let inner: Result<Void, any Error> = try serial.sync { Result { try serial.sync {} } }
+        XCTAssertThrowsError(try inner.get()) { XCTAssertEqual($0 as? QueueError, .wouldDeadlock) }
+        // Through another queue: serial -> concurrent -> serial.
+        let chained: Result<Void, any Error> = try serial.sync {
+            try concurrent.sync { Result { try serial.sync {} } }
+        }
+        XCTAssertThrowsError(try chained.get()) { XCTAssertEqual($0 as? QueueError, .wouldDeadlock) }
+        let barrier: Result<Void, any Error> = try concurrent.barrierSync { Result { try concurrent.barrierSync {} } }
+        XCTAssertThrowsError(try barrier.get()) { XCTAssertEqual($0 as? QueueError, .wouldDeadlock) }
+    }
+
+    func testBarriersRunAloneAfterEarlierWorkAndBeforeLaterWork() throws {
+        let queue = ConcurrentQueue()
+        let readers = Atomic<Int>(0), inBarrier = Atomic<Bool>(false)
+        let violations = Atomic<Int>(0), done = Atomic<Int>(0)
+        var submitted = 0
+        for i in 0..<3000 {
+            queue.async {
+                readers.add(1, ordering: .sequentiallyConsistent)
+                if inBarrier.load(ordering: .sequentiallyConsistent) { violations.add(1, ordering: .relaxed) }
+                readers.subtract(1, ordering: .sequentiallyConsistent)
+                done.add(1, ordering: .sequentiallyConsistent)
+            }
+            submitted += 1
+            if i % 10 == 0 {
+                let before = submitted
+                queue.barrierAsync {
+                    inBarrier.store(true, ordering: .sequentiallyConsistent)
+                    if readers.load(ordering: .sequentiallyConsistent) != 0 { violations.add(1, ordering: .relaxed) }
+                    if done.load(ordering: .sequentiallyConsistent) != before { violations.add(1, ordering: .relaxed) }
+                    inBarrier.store(false, ordering: .sequentiallyConsistent)
+                    done.add(1, ordering: .sequentiallyConsistent)
+                }
+                submitted += 1
+            }
+        }
+        XCTAssertEqual(try queue.barrierSync { done.load(ordering: .relaxed) }, submitted)
+        XCTAssertEqual(violations.load(ordering: .relaxed), 0)
+        XCTAssertEqual(try queue.sync { "read" }, "read")
+    }
+
+    func testReleasedQueueStillRunsPendingWork() {
+        let log = Log()
+        do {
+            let queue = SerialQueue()
+            for _ in 0..<100 { queue.async { usleep(100); log.count.add(1, ordering: .relaxed) } }
+        }
+        var waited = 0
+        while log.count.load(ordering: .relaxed) < 100 && waited < 5000 { usleep(1000); waited += 1 }
+        XCTAssertEqual(log.count.load(ordering: .relaxed), 100)
+    }
+
+    func testExecutorRunsEverythingOnItsThreadInOrder() throws {
+        let executor = try ThreadExecutor()
+        let thread = try executor.sync { pthread_self() }
+        XCTAssertEqual(pthread_equal(thread, pthread_self()), 0)
+        XCTAssertFalse(executor.isCurrent)
+        let log = Log(), wrongThread = Atomic<Int>(0)
+        DispatchQueueHelper.concurrentPerform(4) { s in
+            for i in 0..<2000 {
+                try! executor.async {
+                    if pthread_equal(pthread_self(), thread) == 0 { wrongThread.add(1, ordering: .relaxed) }
+                    log.append(s * 1_000_000 + i)
+                }
+            }
+        }
+        XCTAssertEqual(try executor.sync { log.entries.withLock { $0.count } }, 8000)  // after all of them
+        let entries = log.entries.withLock { $0 }
+        for s in 0..<4 { XCTAssertEqual(entries.filter { $0 / 1_000_000 == s }.map { $0 % 1_000_000 }, Array(0..<2000)) }
+        XCTAssertEqual(wrongThread.load(ordering: .relaxed), 0)
+        XCTAssertThrowsError(try executor.sync { throw Boom() }) { XCTAssertEqual($0 as? Boom, Boom()) }
+        let inner: Result<Void, any Error> = try executor.sync { Result { try executor.sync {} } }
+        XCTAssertThrowsError(try inner.get()) { XCTAssertEqual($0 as? QueueError, .wouldDeadlock) }
+        XCTAssertTrue(try executor.sync { executor.isCurrent })
+    }
+
+    func testExecutorStopRunsPendingWorkThenRefuses() throws {
+        let executor = try ThreadExecutor()
+        let log = Log()
+        for _ in 0..<50 { try executor.async { usleep(100); log.count.add(1, ordering: .relaxed) } }
+        executor.stop()
+        XCTAssertEqual(log.count.load(ordering: .relaxed), 50)
+        XCTAssertThrowsError(try executor.async {}) { XCTAssertEqual($0 as? QueueError, .stopped) }
+        XCTAssertThrowsError(try executor.sync {}) { XCTAssertEqual($0 as? QueueError, .stopped) }
+        executor.stop()
+    }
+
+    func testIsolatedValueReadsSeeWholeWritesInOrder() throws {
+        struct Pair: Sendable { var a = 0, b = 0 }
+        let value = IsolatedValue(Pair())
+        let torn = Atomic<Int>(0)
+        DispatchQueueHelper.concurrentPerform(4) { _ in
+            for i in 0..<20_000 {
+                if i % 10 == 0 {
+                    value.write { $0.a += 1; $0.b += 1 }
+                } else if i % 10 == 5 {
+                    value.update { $0.a += 1; $0.b += 1 }
+                } else if value.read({ $0.a != $0.b }) {
+                    torn.add(1, ordering: .relaxed)
+                }
+            }
+        }
+        XCTAssertEqual(value.value.a, 16000)  // no write lost
+        XCTAssertEqual(torn.load(ordering: .relaxed), 0)
+        let order = IsolatedValue([Int]())
+        for i in 0..<100 {
+            order.write { $0.append(i) }
+            XCTAssertEqual(order.read { $0.last }, i)  // a read after a write sees it
+        }
+        XCTAssertEqual(order.value, Array(0..<100))
+        XCTAssertEqual(order.update { list -> Int in list.append(100); return list.count }, 101)
+        order.set([7])
+        XCTAssertEqual(order.value, [7])
+        XCTAssertThrowsError(try order.update { _ in throw Boom() })
+        XCTAssertThrowsError(try order.read { _ in throw Boom() })
+    }
+}
+
+/// Runs `body(0..<count)` on `count` threads at once and waits for them.
+enum DispatchQueueHelper {
+    static func concurrentPerform(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
+        var threads: [pthread_t] = []
+        for index in 0..<count {
+            final class Box { let run: () -> Void; init(_ run: @escaping () -> Void) { self.run = run } }
+            let box = Unmanaged.passRetained(Box { body(index) }).toOpaque()
+            var thread = pthread_t()
+            pthread_create(&thread, nil, { Unmanaged<Box>.fromOpaque($0!).takeRetainedValue().run(); return nil }, box)
+            threads.append(thread)
+        }
+        for thread in threads { pthread_join(thread, nil) }
+    }
+}

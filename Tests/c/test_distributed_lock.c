@@ -1,0 +1,373 @@
+/* The distributed lock from C, between forked PROCESSES: mutual exclusion and progress, try_lock
+ * busy, each unlock error, SIGKILLed holders recovered, racing breakers, bad paths. */
+#define _GNU_SOURCE
+#include <sync.h>
+
+#include <errno.h>
+#include <sched.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static char dir[64];   /* a fresh directory per run */
+static char path[128]; /* the lock, in it */
+
+static sync_distributed_lock_t *make(void) {
+    sync_distributed_lock_t *lock = NULL;
+    CHECK_EQ(sync_distributed_lock_create(path, &lock), 0);
+    CHECK(lock != NULL);
+    return lock;
+}
+
+static void wait_ok(pid_t child) {
+    int status;
+    CHECK_EQ(waitpid(child, &status, 0), child);
+    CHECK_EQ(status, 0);
+}
+
+static void test_layout(void) {
+    CHECK_EQ(sizeof(sync_distributed_lock_holder_t), 280);
+    CHECK_EQ(offsetof(sync_distributed_lock_holder_t, acquired_ns), 0);
+    CHECK_EQ(offsetof(sync_distributed_lock_holder_t, process_start), 8);
+    CHECK_EQ(offsetof(sync_distributed_lock_holder_t, pid), 16);
+    CHECK_EQ(offsetof(sync_distributed_lock_holder_t, flags), 20);
+    CHECK_EQ(offsetof(sync_distributed_lock_holder_t, host), 24);
+}
+
+static int create_error(const char *p) {
+    sync_distributed_lock_t *lock = (sync_distributed_lock_t *)1;
+    int err = sync_distributed_lock_create(p, &lock);
+    CHECK(lock == NULL);
+    return err;
+}
+
+static void test_bad_paths(void) {
+    char p[256];
+    CHECK_EQ(create_error(NULL), EINVAL);
+    CHECK_EQ(create_error(""), EINVAL);
+    CHECK_EQ(create_error("/"), EINVAL);
+    CHECK_EQ(sync_distributed_lock_create(path, NULL), EINVAL);
+    snprintf(p, sizeof p, "%s/missing/lock", dir);
+    CHECK_EQ(create_error(p), ENOENT);
+    snprintf(p, sizeof p, "%s/file", dir);
+    int fd = open(p, O_CREAT | O_WRONLY, 0644);
+    CHECK(fd >= 0);
+    close(fd);
+    CHECK_EQ(create_error(p), EEXIST);             /* the path is an existing file */
+    snprintf(p, sizeof p, "%s/file/lock", dir);
+    CHECK_EQ(create_error(p), ENOTDIR);            /* the parent is a file */
+    snprintf(p, sizeof p, "%s/link", dir);
+    CHECK_EQ(symlink(dir, p), 0);
+    CHECK_EQ(create_error(p), EEXIST);             /* a symbolic link (even to a directory) */
+    snprintf(p, sizeof p, "%s/foreign", dir);
+    CHECK_EQ(mkdir(p, 0755), 0);
+    snprintf(p, sizeof p, "%s/foreign/data.txt", dir);
+    fd = open(p, O_CREAT | O_WRONLY, 0644);
+    close(fd);
+    snprintf(p, sizeof p, "%s/foreign", dir);
+    CHECK_EQ(create_error(p), EEXIST);             /* a directory with other content */
+
+    /* No permission: root may write anywhere, so a child drops to nobody first; the directory
+     * is root's, mode 0755. */
+    snprintf(p, sizeof p, "%s/private", dir);
+    CHECK_EQ(mkdir(p, 0755), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        if (getuid() == 0 && setuid(65534) != 0) _exit(2);
+        snprintf(p, sizeof p, "%s/private/lock", dir);
+        sync_distributed_lock_t *lock;
+        _exit(sync_distributed_lock_create(p, &lock) == EACCES ? 0 : 1);
+    }
+    wait_ok(child);
+
+    /* NULL objects */
+    CHECK_EQ(sync_distributed_lock_try_lock(NULL), EINVAL);
+    CHECK_EQ(sync_distributed_lock_unlock(NULL), EINVAL);
+    CHECK_EQ(sync_distributed_lock_lock(NULL, 0, 1000), EINVAL);
+    CHECK(!sync_distributed_lock_is_held(NULL));
+    sync_distributed_lock_destroy(NULL);
+}
+
+static void test_basics_and_holder(void) {
+    sync_distributed_lock_t *a = make(), *b = make();
+    CHECK_EQ(strcmp(sync_distributed_lock_path(a), path), 0);
+    sync_distributed_lock_holder_t h;
+    CHECK_EQ(sync_distributed_lock_holder(a, &h), ENOENT);
+    CHECK_EQ(sync_distributed_lock_unlock(a), EPERM);
+
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(b), EBUSY);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), EDEADLK);
+    CHECK_EQ(sync_distributed_lock_recover(b), EBUSY);      /* a live holder is not stale */
+    CHECK(sync_distributed_lock_is_held(a));
+    CHECK(!sync_distributed_lock_is_held(b));
+
+    CHECK_EQ(sync_distributed_lock_holder(b, &h), 0);       /* anyone can read who holds it */
+    CHECK_EQ(h.pid, getpid());
+    CHECK_EQ(h.flags, SYNC_DISTRIBUTED_LOCK_THIS_HOST);
+    CHECK(h.process_start > 0);
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    CHECK_EQ(strcmp(h.host, host), 0);
+    int64_t wall = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec, date = 0;
+    CHECK(h.acquired_ns >= wall - 1000000000 && h.acquired_ns < wall + 60 * 1000000000LL);
+    CHECK_EQ(sync_distributed_lock_date(b, &date), 0);
+    CHECK_EQ(date, h.acquired_ns);
+
+    CHECK_EQ(sync_distributed_lock_unlock(b), EPERM);       /* b does not hold it */
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    CHECK_EQ(sync_distributed_lock_unlock(a), EPERM);
+    CHECK_EQ(sync_distributed_lock_date(a, &date), ENOENT);
+    struct stat st;                                         /* released: an empty directory */
+    CHECK(stat(path, &st) == 0 && S_ISDIR(st.st_mode) && rmdir(path) == 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(b), 0);        /* ... or none */
+    CHECK_EQ(sync_distributed_lock_unlock(b), 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);        /* objects go on acquiring */
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    CHECK_EQ(sync_distributed_lock_lock(a, 0, 0), EINVAL);  /* poll interval <= 0 */
+    sync_distributed_lock_destroy(a);
+    sync_distributed_lock_destroy(b);
+}
+
+static void test_unlock_errors(void) {
+    sync_distributed_lock_t *a = make(), *b = make();
+    /* broken meanwhile, free now */
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    CHECK_EQ(sync_distributed_lock_break(b), 0);
+    CHECK(!sync_distributed_lock_is_held(a));
+    CHECK_EQ(sync_distributed_lock_unlock(a), ESTALE);
+    CHECK_EQ(sync_distributed_lock_unlock(a), EPERM);       /* and then no longer held */
+    /* broken meanwhile, and someone else holds it now */
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    CHECK_EQ(sync_distributed_lock_break(b), 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(b), 0);
+    CHECK_EQ(sync_distributed_lock_unlock(a), EBUSY);
+    CHECK_EQ(sync_distributed_lock_unlock(b), 0);
+    CHECK_EQ(sync_distributed_lock_break(b), 0);            /* breaking a free lock: nothing to do */
+    sync_distributed_lock_destroy(a);
+    sync_distributed_lock_destroy(b);
+}
+
+/* A child process that takes the lock and holds it until killed (or told to exit, holding it). */
+static pid_t spawn_holder(void) {
+    int ready[2];
+    CHECK_EQ(pipe(ready), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        sync_distributed_lock_t *lock = make();
+        char ok = sync_distributed_lock_try_lock(lock) == 0 ? 'y' : 'n';
+        if (write(ready[1], &ok, 1) != 1) _exit(3);
+        for (;;) pause();
+    }
+    char ok = 0;
+    CHECK_EQ(read(ready[0], &ok, 1), 1);
+    CHECK_EQ(ok, 'y');
+    close(ready[0]);
+    close(ready[1]);
+    return child;
+}
+
+static void on_alarm(int signal) { (void)signal; }
+
+static void test_busy_timeout_and_interrupt(void) {
+    pid_t holder = spawn_holder();
+    sync_distributed_lock_t *a = make();
+    CHECK_EQ(sync_distributed_lock_try_lock(a), EBUSY);   /* held by another process: busy, at once */
+    sync_distributed_lock_holder_t h;
+    CHECK_EQ(sync_distributed_lock_holder(a, &h), 0);
+    CHECK_EQ(h.pid, holder);
+    CHECK_EQ(h.flags, SYNC_DISTRIBUTED_LOCK_THIS_HOST);  /* alive: not stale */
+
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_EQ(sync_distributed_lock_lock(a, 100000000, 5000000), ETIMEDOUT);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    CHECK(waited >= 0.099 && waited < 5);
+    CHECK_EQ(sync_distributed_lock_lock(a, 0, 1000000), ETIMEDOUT);
+
+    /* A signal handler interrupts the wait: EINTR, so callers (Python's Ctrl-C) can act. */
+    struct sigaction action = {0};
+    action.sa_handler = on_alarm;                          /* no SA_RESTART */
+    sigaction(SIGALRM, &action, NULL);
+    struct itimerval timer = {{0, 0}, {0, 50000}};
+    setitimer(ITIMER_REAL, &timer, NULL);
+    CHECK_EQ(sync_distributed_lock_lock(a, -1, 1000000000), EINTR);
+
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    CHECK_EQ(sync_distributed_lock_break(a), 0);          /* leave no stale lock behind */
+    sync_distributed_lock_destroy(a);
+}
+
+static void test_killed_holder_is_stale_and_recovered(void) {
+    pid_t holder = spawn_holder();
+    sync_distributed_lock_t *a = make();
+    kill(holder, SIGKILL);
+    /* Not reaped yet (a zombie): already stale. */
+    sync_distributed_lock_holder_t h = {0};
+    for (int i = 0; i < 500 && !(h.flags & SYNC_DISTRIBUTED_LOCK_STALE); i++) {
+        CHECK_EQ(sync_distributed_lock_holder(a, &h), 0);
+        usleep(10000);
+    }
+    CHECK_EQ(h.pid, holder);
+    CHECK_EQ(h.flags, SYNC_DISTRIBUTED_LOCK_THIS_HOST | SYNC_DISTRIBUTED_LOCK_STALE);
+    waitpid(holder, NULL, 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), EBUSY);    /* try_lock never breaks a lock */
+    CHECK_EQ(sync_distributed_lock_recover(a), 0);         /* ... recover takes it over */
+    CHECK(sync_distributed_lock_is_held(a));
+    CHECK_EQ(sync_distributed_lock_holder(a, &h), 0);
+    CHECK_EQ(h.pid, getpid());
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    CHECK_EQ(sync_distributed_lock_recover(a), ENOENT);    /* free: nothing to recover */
+
+    /* lock() recovers a stale lock by itself. */
+    holder = spawn_holder();
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    CHECK_EQ(sync_distributed_lock_lock(a, 10LL * 1000000000, 1000000), 0);
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    sync_distributed_lock_destroy(a);
+}
+
+/* Two processes recover one stale lock at the same moment: exactly one wins, the other sees it
+ * held. On odd rounds the second process try_locks instead: it must never slip in during the
+ * takeover. Both stay alive until the parent has both results (else the loser could see the winner
+ * dead, and recover again, rightly). The winner then exits holding: the next round's stale lock. */
+static void test_racing_breakers(void) {
+    pid_t holder = spawn_holder();
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    int wins = 0; /* of the first breaker */
+    for (int round = 0; round < 200; round++) {
+        int start[2], results[2], end[2];
+        CHECK_EQ(pipe(start), 0);
+        CHECK_EQ(pipe(results), 0);
+        CHECK_EQ(pipe(end), 0);
+        pid_t breakers[2];
+        for (int i = 0; i < 2; i++) {
+            breakers[i] = fork();
+            if (breakers[i] == 0) {
+                close(start[1]);
+                close(end[1]);
+                sync_distributed_lock_t *lock = make();
+                char c;
+                if (read(start[0], &c, 1) != 0) _exit(4);  /* EOF: go */
+                int rc[2] = {i, i == 1 && round % 2 ? sync_distributed_lock_try_lock(lock)
+                                                    : sync_distributed_lock_recover(lock)};
+                if (write(results[1], rc, sizeof rc) != sizeof rc) _exit(5);
+                if (read(end[0], &c, 1) != 0) _exit(6);
+                _exit(0);
+            }
+        }
+        close(start[0]);
+        close(start[1]);
+        int rc[2], message[2];
+        for (int i = 0; i < 2; i++) {
+            CHECK_EQ(read(results[0], message, sizeof message), (long)sizeof message);
+            rc[message[0]] = message[1];
+        }
+        CHECK((rc[0] == 0 && rc[1] == EBUSY) || (rc[0] == EBUSY && rc[1] == 0));
+        if (round % 2) CHECK_EQ(rc[0], 0);  /* a try_lock never takes a lock being taken over */
+        else wins += rc[0] == 0;
+        close(end[1]);
+        for (int i = 0; i < 2; i++) wait_ok(breakers[i]);
+        close(end[0]);
+        close(results[0]);
+        close(results[1]);
+    }
+    printf("racing breakers: the first won %d of 100 races\n", wins);
+    fflush(stdout);
+    sync_distributed_lock_t *a = make();
+    CHECK_EQ(sync_distributed_lock_recover(a), 0);
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    sync_distributed_lock_destroy(a);
+}
+
+/* WORKERS processes take the lock ROUNDS times each through lock(), appending "enter"/"exit"
+ * lines to a log; every fifth round a worker's child takes it instead and dies holding it
+ * ("abandon"), which the others must recover, racing each other. The log must show one holder
+ * at a time, and everyone got through. */
+enum { WORKERS = 4, ROUNDS = 100, ABANDON_EVERY = 5 };
+
+static void log_line(int fd, char what, int worker) {
+    char line[8] = {what, (char)('0' + worker), '\n'};
+    if (write(fd, line, 3) != 3) _exit(9);
+}
+
+static void test_mutual_exclusion_between_processes(void) {
+    char log_path[160];
+    snprintf(log_path, sizeof log_path, "%s/log", dir);
+    int fd = open(log_path, O_CREAT | O_TRUNC | O_WRONLY | O_APPEND, 0644);
+    CHECK(fd >= 0);
+    pid_t workers[WORKERS];
+    for (int w = 0; w < WORKERS; w++) {
+        workers[w] = fork();
+        if (workers[w] != 0) continue;
+        sync_distributed_lock_t *lock = make();
+        for (int r = 0; r < ROUNDS; r++) {
+            if (r % ABANDON_EVERY == ABANDON_EVERY - 1) {
+                pid_t doomed = fork();
+                if (doomed == 0) {
+                    sync_distributed_lock_t *mine = make();
+                    if (sync_distributed_lock_lock(mine, 60LL * 1000000000, 200000) != 0) _exit(7);
+                    log_line(fd, 'E', w);
+                    log_line(fd, 'A', w);
+                    _exit(0);
+                }
+                int status;
+                if (waitpid(doomed, &status, 0) != doomed || status != 0) _exit(10);
+                continue;
+            }
+            if (sync_distributed_lock_lock(lock, 60LL * 1000000000, 200000) != 0) _exit(7);
+            log_line(fd, 'E', w);
+            sched_yield();
+            log_line(fd, 'X', w);
+            if (sync_distributed_lock_unlock(lock) != 0) _exit(8);
+        }
+        _exit(0);
+    }
+    for (int w = 0; w < WORKERS; w++) wait_ok(workers[w]);
+    close(fd);
+
+    FILE *log = fopen(log_path, "r");
+    CHECK(log != NULL);
+    char line[8];
+    int holder = -1, entries = 0, abandoned = 0;
+    while (fgets(line, sizeof line, log)) {
+        int worker = line[1] - '0';
+        if (line[0] == 'E') { CHECK_EQ(holder, -1); holder = worker; entries++; }
+        else { CHECK_EQ(holder, worker); holder = -1; abandoned += line[0] == 'A'; }
+    }
+    fclose(log);
+    CHECK_EQ(entries, WORKERS * ROUNDS);
+    CHECK_EQ(abandoned, WORKERS * (ROUNDS / ABANDON_EVERY));
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/libsync-dlock-XXXXXX");
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/resource.lock", dir);
+    test_layout();
+    test_bad_paths();
+    test_basics_and_holder();
+    test_unlock_errors();
+    test_busy_timeout_and_interrupt();
+    test_killed_holder_is_stale_and_recovered();
+    test_racing_breakers();
+    test_mutual_exclusion_between_processes();
+    char command[128];
+    snprintf(command, sizeof command, "rm -rf %s", dir);
+    CHECK_EQ(system(command), 0);
+    DONE();
+}
