@@ -58,6 +58,11 @@ public func c_sync_cond_wait_recursive_interruptible(_ c: UnsafeMutableRawPointe
     ConditionWord.wake(c, count: Int32(clamping: count))
     return 0
 }
+@_cdecl("sync_cond_signal_checked")
+public func c_sync_cond_signal_checked(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ count: UInt32) -> Int32 {
+    guard let c = lockMemory(c), let m = lockWord(m) else { return EINVAL }
+    return ConditionWord.wake(c, holding: m, count: Int32(clamping: count))
+}
 @_cdecl("sync_cond_broadcast") public func c_sync_cond_broadcast(_ c: UnsafeMutableRawPointer?) -> Int32 {
     guard let c = lockMemory(c) else { return EINVAL }
     ConditionWord.broadcast(c)

@@ -73,6 +73,10 @@ int sync_cond_signal(sync_cond_t *cond);
 int sync_cond_signal_count(sync_cond_t *cond, uint32_t count);
 /** Wakes every waiting thread. @return 0. */
 int sync_cond_broadcast(sync_cond_t *cond);
+/** Wakes up to `count` waiting threads (UINT32_MAX: all) if the caller holds mutex (an unowned
+ *  mutex: if it is locked; a sync_recursive_lock_t may be passed, cast, as its first word is its
+ *  mutex). @return 0, or EPERM — waking nobody — if it does not. */
+int sync_cond_signal_checked(sync_cond_t *cond, sync_mutex_t *mutex, uint32_t count);
 
 /* ---- Condition (12 bytes): a mutex and a condition variable in one, as Foundation's NSCondition.
  * Lock it like a mutex (owner-checked), wait on it like a condition variable:

@@ -93,6 +93,15 @@ extension ConditionWord {
                     })
     }
 
+    /// Wakes up to `count` waiters, after checking that the caller holds `mutex` (as `wait`
+    /// does): EPERM, waking nobody, if it does not. Python's Condition.notify rule, in one call.
+    @inlinable
+    package static func wake(_ base: UnsafeMutableRawPointer, holding mutex: MutexWord.Word, count: Int32) -> Int32 {
+        guard holds(mutex) else { return EPERM }
+        wake(base, count: count)
+        return 0
+    }
+
     /// Whether the caller may wait with this mutex: it holds it (owned mode) or it is held
     /// (unowned mode, where any thread may release).
     @inlinable
