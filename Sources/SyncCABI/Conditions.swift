@@ -2,7 +2,8 @@ import CSyncShim
 import Glibc
 import LibSync
 
-// sync/conditions.h: each function checks its pointers (EINVAL), converts arguments, and calls
+// sync/conditions.h (every entry point @inline(__always), so that the C symbol holds the code
+// rather than a jump to it): each function checks its pointers (EINVAL), converts arguments, and calls
 // the Swift core (Sources/LibSync/Conditions). As in sync/locks.h: `timed` forms take a relative
 // timeout in ns, `_until` forms a CLOCK_MONOTONIC deadline (< 0: none), `_interruptible` forms
 // also return EINTR when a signal handler ran.
@@ -17,7 +18,7 @@ let syncSemaphoreBounded: Int32 = 4
 @inline(__always) func until(_ deadline: Int64) -> (Int64, Bool) { (cDeadline(deadline), false) }
 @inline(__always) func interruptibly(_ deadline: Int64) -> (Int64, Bool) { (cDeadline(deadline), true) }
 
-@_cdecl("sync_monotonic_ns") public func c_sync_monotonic_ns() -> Int64 { sync_monotonic_now_ns() }
+@_cdecl("sync_monotonic_ns") @inline(__always) public func c_sync_monotonic_ns() -> Int64 { sync_monotonic_now_ns() }
 
 // MARK: Condition variable
 
@@ -26,44 +27,44 @@ func condWait(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ ho
     return ConditionWord.wait(c, mutex: m, deadline: how.0, interruptible: how.1)
 }
 
-@_cdecl("sync_cond_init") public func c_sync_cond_init(_ c: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
+@_cdecl("sync_cond_init") @inline(__always) public func c_sync_cond_init(_ c: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
     guard let c = lockMemory(c), flags & ~syncProcessShared == 0 else { return EINVAL }
     ConditionWord.initialize(c, shared: flags & syncProcessShared != 0)
     return 0
 }
-@_cdecl("sync_cond_wait") public func c_sync_cond_wait(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_cond_wait") @inline(__always) public func c_sync_cond_wait(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?) -> Int32 {
     condWait(c, m, forever())
 }
-@_cdecl("sync_cond_timedwait") public func c_sync_cond_timedwait(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+@_cdecl("sync_cond_timedwait") @inline(__always) public func c_sync_cond_timedwait(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     condWait(c, m, within(timeout))
 }
-@_cdecl("sync_cond_wait_until") public func c_sync_cond_wait_until(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+@_cdecl("sync_cond_wait_until") @inline(__always) public func c_sync_cond_wait_until(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     condWait(c, m, until(deadline))
 }
-@_cdecl("sync_cond_wait_interruptible") public func c_sync_cond_wait_interruptible(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+@_cdecl("sync_cond_wait_interruptible") @inline(__always) public func c_sync_cond_wait_interruptible(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     condWait(c, m, interruptibly(deadline))
 }
-@_cdecl("sync_cond_wait_recursive_interruptible")
+@_cdecl("sync_cond_wait_recursive_interruptible") @inline(__always)
 public func c_sync_cond_wait_recursive_interruptible(_ c: UnsafeMutableRawPointer?, _ l: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let c = lockMemory(c), let l = lockMemory(l) else { return EINVAL }
     return ConditionWord.wait(c, recursiveLock: l, deadline: cDeadline(deadline), interruptible: true)
 }
-@_cdecl("sync_cond_signal") public func c_sync_cond_signal(_ c: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_cond_signal") @inline(__always) public func c_sync_cond_signal(_ c: UnsafeMutableRawPointer?) -> Int32 {
     guard let c = lockMemory(c) else { return EINVAL }
     ConditionWord.signal(c)
     return 0
 }
-@_cdecl("sync_cond_signal_count") public func c_sync_cond_signal_count(_ c: UnsafeMutableRawPointer?, _ count: UInt32) -> Int32 {
+@_cdecl("sync_cond_signal_count") @inline(__always) public func c_sync_cond_signal_count(_ c: UnsafeMutableRawPointer?, _ count: UInt32) -> Int32 {
     guard let c = lockMemory(c) else { return EINVAL }
     ConditionWord.wake(c, count: Int32(clamping: count))
     return 0
 }
-@_cdecl("sync_cond_signal_checked")
+@_cdecl("sync_cond_signal_checked") @inline(__always)
 public func c_sync_cond_signal_checked(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ count: UInt32) -> Int32 {
     guard let c = lockMemory(c), let m = lockWord(m) else { return EINVAL }
     return ConditionWord.wake(c, holding: m, count: Int32(clamping: count))
 }
-@_cdecl("sync_cond_broadcast") public func c_sync_cond_broadcast(_ c: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_cond_broadcast") @inline(__always) public func c_sync_cond_broadcast(_ c: UnsafeMutableRawPointer?) -> Int32 {
     guard let c = lockMemory(c) else { return EINVAL }
     ConditionWord.broadcast(c)
     return 0
@@ -77,36 +78,38 @@ public func c_sync_cond_signal_checked(_ c: UnsafeMutableRawPointer?, _ m: Unsaf
     return (c, c + 4)
 }
 
-@_cdecl("sync_condition_init") public func c_sync_condition_init(_ c: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
+@_cdecl("sync_condition_init") @inline(__always) public func c_sync_condition_init(_ c: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
     guard let (m, cv) = conditionParts(c), flags & ~syncProcessShared == 0 else { return EINVAL }
     _ = c_sync_mutex_init(m, flags & syncProcessShared)
     return c_sync_cond_init(cv, flags)
 }
-@_cdecl("sync_condition_lock") public func c_sync_condition_lock(_ c: UnsafeMutableRawPointer?) -> Int32 { c_sync_mutex_lock(c) }
-@_cdecl("sync_condition_trylock") public func c_sync_condition_trylock(_ c: UnsafeMutableRawPointer?) -> Int32 { c_sync_mutex_trylock(c) }
-@_cdecl("sync_condition_lock_interruptible") public func c_sync_condition_lock_interruptible(_ c: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+@_cdecl("sync_condition_lock") @inline(__always) public func c_sync_condition_lock(_ c: UnsafeMutableRawPointer?) -> Int32 { c_sync_mutex_lock(c) }
+@_cdecl("sync_condition_trylock") @inline(__always) public func c_sync_condition_trylock(_ c: UnsafeMutableRawPointer?) -> Int32 { c_sync_mutex_trylock(c) }
+@_cdecl("sync_condition_lock_interruptible") @inline(__always) public func c_sync_condition_lock_interruptible(_ c: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     c_sync_mutex_lock_interruptible(c, deadline)
 }
-@_cdecl("sync_condition_unlock") public func c_sync_condition_unlock(_ c: UnsafeMutableRawPointer?) -> Int32 { c_sync_mutex_unlock(c) }
-@_cdecl("sync_condition_wait") public func c_sync_condition_wait(_ c: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_condition_unlock") @inline(__always) public func c_sync_condition_unlock(_ c: UnsafeMutableRawPointer?) -> Int32 { c_sync_mutex_unlock(c) }
+@_cdecl("sync_condition_wait") @inline(__always) public func c_sync_condition_wait(_ c: UnsafeMutableRawPointer?) -> Int32 {
     guard let (m, cv) = conditionParts(c) else { return EINVAL }
     return condWait(cv, m, forever())
 }
-@_cdecl("sync_condition_timedwait") public func c_sync_condition_timedwait(_ c: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+@_cdecl("sync_condition_timedwait") @inline(__always) public func c_sync_condition_timedwait(_ c: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     guard let (m, cv) = conditionParts(c) else { return EINVAL }
     return condWait(cv, m, within(timeout))
 }
-@_cdecl("sync_condition_wait_until") public func c_sync_condition_wait_until(_ c: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+@_cdecl("sync_condition_wait_until") @inline(__always) public func c_sync_condition_wait_until(_ c: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let (m, cv) = conditionParts(c) else { return EINVAL }
     return condWait(cv, m, until(deadline))
 }
-@_cdecl("sync_condition_signal") public func c_sync_condition_signal(_ c: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_condition_signal") @inline(__always) public func c_sync_condition_signal(_ c: UnsafeMutableRawPointer?) -> Int32 {
     guard let (_, cv) = conditionParts(c) else { return EINVAL }
-    return c_sync_cond_signal(cv)
+    ConditionWord.signal(cv)
+    return 0
 }
-@_cdecl("sync_condition_broadcast") public func c_sync_condition_broadcast(_ c: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_condition_broadcast") @inline(__always) public func c_sync_condition_broadcast(_ c: UnsafeMutableRawPointer?) -> Int32 {
     guard let (_, cv) = conditionParts(c) else { return EINVAL }
-    return c_sync_cond_broadcast(cv)
+    ConditionWord.broadcast(cv)
+    return 0
 }
 
 // MARK: Condition lock (NSConditionLock)
@@ -121,47 +124,47 @@ func conditionLockLock(_ l: UnsafeMutableRawPointer?, _ wanted: Int64?, _ how: (
     return ConditionLockWord.lock(l, whenCondition: wanted, deadline: how.0, interruptible: how.1)
 }
 
-@_cdecl("sync_condition_lock_init") public func c_sync_condition_lock_init(_ l: UnsafeMutableRawPointer?, _ condition: Int64, _ flags: Int32) -> Int32 {
+@_cdecl("sync_condition_lock_init") @inline(__always) public func c_sync_condition_lock_init(_ l: UnsafeMutableRawPointer?, _ condition: Int64, _ flags: Int32) -> Int32 {
     guard let l = conditionLock(l), flags & ~syncProcessShared == 0 else { return EINVAL }
     ConditionLockWord.initialize(l, condition: condition, shared: flags & syncProcessShared != 0)
     return 0
 }
-@_cdecl("sync_condition_lock_lock") public func c_sync_condition_lock_lock(_ l: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_condition_lock_lock") @inline(__always) public func c_sync_condition_lock_lock(_ l: UnsafeMutableRawPointer?) -> Int32 {
     conditionLockLock(l, nil, forever())
 }
-@_cdecl("sync_condition_lock_lock_until") public func c_sync_condition_lock_lock_until(_ l: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+@_cdecl("sync_condition_lock_lock_until") @inline(__always) public func c_sync_condition_lock_lock_until(_ l: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     conditionLockLock(l, nil, until(deadline))
 }
-@_cdecl("sync_condition_lock_trylock") public func c_sync_condition_lock_trylock(_ l: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_condition_lock_trylock") @inline(__always) public func c_sync_condition_lock_trylock(_ l: UnsafeMutableRawPointer?) -> Int32 {
     guard let l = conditionLock(l) else { return EINVAL }
     return ConditionLockWord.tryLock(l, whenCondition: nil)
 }
-@_cdecl("sync_condition_lock_lock_when") public func c_sync_condition_lock_lock_when(_ l: UnsafeMutableRawPointer?, _ condition: Int64) -> Int32 {
+@_cdecl("sync_condition_lock_lock_when") @inline(__always) public func c_sync_condition_lock_lock_when(_ l: UnsafeMutableRawPointer?, _ condition: Int64) -> Int32 {
     conditionLockLock(l, condition, forever())
 }
-@_cdecl("sync_condition_lock_timedlock_when") public func c_sync_condition_lock_timedlock_when(_ l: UnsafeMutableRawPointer?, _ condition: Int64, _ timeout: UInt64) -> Int32 {
+@_cdecl("sync_condition_lock_timedlock_when") @inline(__always) public func c_sync_condition_lock_timedlock_when(_ l: UnsafeMutableRawPointer?, _ condition: Int64, _ timeout: UInt64) -> Int32 {
     conditionLockLock(l, condition, within(timeout))
 }
-@_cdecl("sync_condition_lock_lock_when_until") public func c_sync_condition_lock_lock_when_until(_ l: UnsafeMutableRawPointer?, _ condition: Int64, _ deadline: Int64) -> Int32 {
+@_cdecl("sync_condition_lock_lock_when_until") @inline(__always) public func c_sync_condition_lock_lock_when_until(_ l: UnsafeMutableRawPointer?, _ condition: Int64, _ deadline: Int64) -> Int32 {
     conditionLockLock(l, condition, until(deadline))
 }
-@_cdecl("sync_condition_lock_lock_when_interruptible")
+@_cdecl("sync_condition_lock_lock_when_interruptible") @inline(__always)
 public func c_sync_condition_lock_lock_when_interruptible(_ l: UnsafeMutableRawPointer?, _ any: Bool, _ condition: Int64, _ deadline: Int64) -> Int32 {
     conditionLockLock(l, any ? nil : condition, interruptibly(deadline))
 }
-@_cdecl("sync_condition_lock_trylock_when") public func c_sync_condition_lock_trylock_when(_ l: UnsafeMutableRawPointer?, _ condition: Int64) -> Int32 {
+@_cdecl("sync_condition_lock_trylock_when") @inline(__always) public func c_sync_condition_lock_trylock_when(_ l: UnsafeMutableRawPointer?, _ condition: Int64) -> Int32 {
     guard let l = conditionLock(l) else { return EINVAL }
     return ConditionLockWord.tryLock(l, whenCondition: condition)
 }
-@_cdecl("sync_condition_lock_unlock") public func c_sync_condition_lock_unlock(_ l: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_condition_lock_unlock") @inline(__always) public func c_sync_condition_lock_unlock(_ l: UnsafeMutableRawPointer?) -> Int32 {
     guard let l = conditionLock(l) else { return EINVAL }
     return ConditionLockWord.unlock(l, condition: nil)
 }
-@_cdecl("sync_condition_lock_unlock_with") public func c_sync_condition_lock_unlock_with(_ l: UnsafeMutableRawPointer?, _ condition: Int64) -> Int32 {
+@_cdecl("sync_condition_lock_unlock_with") @inline(__always) public func c_sync_condition_lock_unlock_with(_ l: UnsafeMutableRawPointer?, _ condition: Int64) -> Int32 {
     guard let l = conditionLock(l) else { return EINVAL }
     return ConditionLockWord.unlock(l, condition: condition)
 }
-@_cdecl("sync_condition_lock_condition") public func c_sync_condition_lock_condition(_ l: UnsafeMutableRawPointer?) -> Int64 {
+@_cdecl("sync_condition_lock_condition") @inline(__always) public func c_sync_condition_lock_condition(_ l: UnsafeMutableRawPointer?) -> Int64 {
     guard let l = conditionLock(l) else { return 0 }
     return ConditionLockWord.condition(of: l)
 }
@@ -173,33 +176,33 @@ func semaphoreWait(_ s: UnsafeMutableRawPointer?, _ how: (Int64, Bool)) -> Int32
     return SemaphoreWord.wait(s, deadline: how.0, interruptible: how.1)
 }
 
-@_cdecl("sync_semaphore_init")
+@_cdecl("sync_semaphore_init") @inline(__always)
 public func c_sync_semaphore_init(_ s: UnsafeMutableRawPointer?, _ value: UInt32, _ limit: UInt32, _ flags: Int32) -> Int32 {
     guard let s = lockMemory(s), flags & ~(syncProcessShared | syncSemaphoreBounded) == 0 else { return EINVAL }
     return SemaphoreWord.initialize(s, value: value, limit: flags & syncSemaphoreBounded != 0 ? limit : nil,
                                     shared: flags & syncProcessShared != 0)
 }
-@_cdecl("sync_semaphore_wait") public func c_sync_semaphore_wait(_ s: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_semaphore_wait") @inline(__always) public func c_sync_semaphore_wait(_ s: UnsafeMutableRawPointer?) -> Int32 {
     semaphoreWait(s, forever())
 }
-@_cdecl("sync_semaphore_trywait") public func c_sync_semaphore_trywait(_ s: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_semaphore_trywait") @inline(__always) public func c_sync_semaphore_trywait(_ s: UnsafeMutableRawPointer?) -> Int32 {
     guard let s = lockMemory(s) else { return EINVAL }
     return SemaphoreWord.tryWait(s) ? 0 : EAGAIN
 }
-@_cdecl("sync_semaphore_timedwait") public func c_sync_semaphore_timedwait(_ s: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+@_cdecl("sync_semaphore_timedwait") @inline(__always) public func c_sync_semaphore_timedwait(_ s: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     semaphoreWait(s, within(timeout))
 }
-@_cdecl("sync_semaphore_wait_until") public func c_sync_semaphore_wait_until(_ s: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+@_cdecl("sync_semaphore_wait_until") @inline(__always) public func c_sync_semaphore_wait_until(_ s: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     semaphoreWait(s, until(deadline))
 }
-@_cdecl("sync_semaphore_wait_interruptible") public func c_sync_semaphore_wait_interruptible(_ s: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+@_cdecl("sync_semaphore_wait_interruptible") @inline(__always) public func c_sync_semaphore_wait_interruptible(_ s: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     semaphoreWait(s, interruptibly(deadline))
 }
-@_cdecl("sync_semaphore_signal") public func c_sync_semaphore_signal(_ s: UnsafeMutableRawPointer?, _ count: UInt32) -> Int32 {
+@_cdecl("sync_semaphore_signal") @inline(__always) public func c_sync_semaphore_signal(_ s: UnsafeMutableRawPointer?, _ count: UInt32) -> Int32 {
     guard let s = lockMemory(s), count > 0 else { return EINVAL }
     return SemaphoreWord.signal(s, count: count)
 }
-@_cdecl("sync_semaphore_value") public func c_sync_semaphore_value(_ s: UnsafeMutableRawPointer?) -> UInt32 {
+@_cdecl("sync_semaphore_value") @inline(__always) public func c_sync_semaphore_value(_ s: UnsafeMutableRawPointer?) -> UInt32 {
     guard let s = lockMemory(s) else { return 0 }
     return SemaphoreWord.value(s)
 }
@@ -211,33 +214,33 @@ func eventWait(_ e: UnsafeMutableRawPointer?, _ how: (Int64, Bool)) -> Int32 {
     return EventWord.wait(e, deadline: how.0, interruptible: how.1)
 }
 
-@_cdecl("sync_event_init") public func c_sync_event_init(_ e: UnsafeMutableRawPointer?, _ set: Bool, _ flags: Int32) -> Int32 {
+@_cdecl("sync_event_init") @inline(__always) public func c_sync_event_init(_ e: UnsafeMutableRawPointer?, _ set: Bool, _ flags: Int32) -> Int32 {
     guard let e = lockMemory(e), flags & ~syncProcessShared == 0 else { return EINVAL }
     EventWord.initialize(e, set: set, shared: flags & syncProcessShared != 0)
     return 0
 }
-@_cdecl("sync_event_set") public func c_sync_event_set(_ e: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_event_set") @inline(__always) public func c_sync_event_set(_ e: UnsafeMutableRawPointer?) -> Int32 {
     guard let e = lockMemory(e) else { return EINVAL }
     EventWord.set(e)
     return 0
 }
-@_cdecl("sync_event_clear") public func c_sync_event_clear(_ e: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_event_clear") @inline(__always) public func c_sync_event_clear(_ e: UnsafeMutableRawPointer?) -> Int32 {
     guard let e = lockMemory(e) else { return EINVAL }
     EventWord.clear(e)
     return 0
 }
-@_cdecl("sync_event_is_set") public func c_sync_event_is_set(_ e: UnsafeMutableRawPointer?) -> Bool {
+@_cdecl("sync_event_is_set") @inline(__always) public func c_sync_event_is_set(_ e: UnsafeMutableRawPointer?) -> Bool {
     guard let e = lockMemory(e) else { return false }
     return EventWord.isSet(e)
 }
-@_cdecl("sync_event_wait") public func c_sync_event_wait(_ e: UnsafeMutableRawPointer?) -> Int32 { eventWait(e, forever()) }
-@_cdecl("sync_event_timedwait") public func c_sync_event_timedwait(_ e: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+@_cdecl("sync_event_wait") @inline(__always) public func c_sync_event_wait(_ e: UnsafeMutableRawPointer?) -> Int32 { eventWait(e, forever()) }
+@_cdecl("sync_event_timedwait") @inline(__always) public func c_sync_event_timedwait(_ e: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     eventWait(e, within(timeout))
 }
-@_cdecl("sync_event_wait_until") public func c_sync_event_wait_until(_ e: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+@_cdecl("sync_event_wait_until") @inline(__always) public func c_sync_event_wait_until(_ e: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     eventWait(e, until(deadline))
 }
-@_cdecl("sync_event_wait_interruptible") public func c_sync_event_wait_interruptible(_ e: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+@_cdecl("sync_event_wait_interruptible") @inline(__always) public func c_sync_event_wait_interruptible(_ e: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     eventWait(e, interruptibly(deadline))
 }
 
@@ -250,42 +253,42 @@ func barrierWait(_ b: UnsafeMutableRawPointer?, _ how: (Int64, Bool), _ index: U
     return result
 }
 
-@_cdecl("sync_barrier_init") public func c_sync_barrier_init(_ b: UnsafeMutableRawPointer?, _ parties: UInt32, _ flags: Int32) -> Int32 {
+@_cdecl("sync_barrier_init") @inline(__always) public func c_sync_barrier_init(_ b: UnsafeMutableRawPointer?, _ parties: UInt32, _ flags: Int32) -> Int32 {
     guard let b = lockMemory(b), flags & ~(syncProcessShared | syncBarrierAction) == 0 else { return EINVAL }
     return BarrierWord.initialize(b, parties: parties, hasAction: flags & syncBarrierAction != 0,
                                   shared: flags & syncProcessShared != 0)
 }
-@_cdecl("sync_barrier_wait") public func c_sync_barrier_wait(_ b: UnsafeMutableRawPointer?, _ index: UnsafeMutablePointer<UInt32>?) -> Int32 {
+@_cdecl("sync_barrier_wait") @inline(__always) public func c_sync_barrier_wait(_ b: UnsafeMutableRawPointer?, _ index: UnsafeMutablePointer<UInt32>?) -> Int32 {
     barrierWait(b, forever(), index)
 }
-@_cdecl("sync_barrier_timedwait")
+@_cdecl("sync_barrier_timedwait") @inline(__always)
 public func c_sync_barrier_timedwait(_ b: UnsafeMutableRawPointer?, _ timeout: UInt64, _ index: UnsafeMutablePointer<UInt32>?) -> Int32 {
     barrierWait(b, within(timeout), index)
 }
-@_cdecl("sync_barrier_wait_until")
+@_cdecl("sync_barrier_wait_until") @inline(__always)
 public func c_sync_barrier_wait_until(_ b: UnsafeMutableRawPointer?, _ deadline: Int64, _ index: UnsafeMutablePointer<UInt32>?) -> Int32 {
     barrierWait(b, until(deadline), index)
 }
-@_cdecl("sync_barrier_wait_interruptible")
+@_cdecl("sync_barrier_wait_interruptible") @inline(__always)
 public func c_sync_barrier_wait_interruptible(_ b: UnsafeMutableRawPointer?, _ deadline: Int64, _ index: UnsafeMutablePointer<UInt32>?) -> Int32 {
     barrierWait(b, interruptibly(deadline), index)
 }
-@_cdecl("sync_barrier_action_done") public func c_sync_barrier_action_done(_ b: UnsafeMutableRawPointer?, _ succeeded: Bool) -> Int32 {
+@_cdecl("sync_barrier_action_done") @inline(__always) public func c_sync_barrier_action_done(_ b: UnsafeMutableRawPointer?, _ succeeded: Bool) -> Int32 {
     guard let b = lockMemory(b) else { return EINVAL }
     BarrierWord.actionDone(b, succeeded: succeeded)
     return 0
 }
-@_cdecl("sync_barrier_reset") public func c_sync_barrier_reset(_ b: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_barrier_reset") @inline(__always) public func c_sync_barrier_reset(_ b: UnsafeMutableRawPointer?) -> Int32 {
     guard let b = lockMemory(b) else { return EINVAL }
     BarrierWord.reset(b)
     return 0
 }
-@_cdecl("sync_barrier_abort") public func c_sync_barrier_abort(_ b: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_barrier_abort") @inline(__always) public func c_sync_barrier_abort(_ b: UnsafeMutableRawPointer?) -> Int32 {
     guard let b = lockMemory(b) else { return EINVAL }
     BarrierWord.abort(b)
     return 0
 }
-@_cdecl("sync_barrier_status")
+@_cdecl("sync_barrier_status") @inline(__always)
 public func c_sync_barrier_status(_ b: UnsafeMutableRawPointer?, _ parties: UnsafeMutablePointer<UInt32>?,
                                   _ waiting: UnsafeMutablePointer<UInt32>?, _ broken: UnsafeMutablePointer<Bool>?) -> Int32 {
     guard let b = lockMemory(b) else { return EINVAL }

@@ -24,3 +24,6 @@ ok = show("OSAtomicCompareAndSwap32(256, 512, theValue)", theValue.value, 512) &
 _ = OSAtomicCompareAndSwap32(256, 1024, theValue)
 ok = show("OSAtomicCompareAndSwap32(256, 1024, theValue)", theValue.value, 512) && ok
 if !ok { fatalError("Listing 4-1 did not behave as Apple documents") }
+
+print("\nConditions (Swift):")
+if try !conditionsDemo() { fatalError("the condition listings did not behave as Apple documents") }

@@ -16,6 +16,7 @@ processes) or any writable buffer; other processes attach with ``initialize=Fals
 from __future__ import annotations
 
 import errno
+import functools
 import threading
 import time
 from ctypes import byref, c_bool, c_int, c_int64, c_uint32
@@ -66,6 +67,8 @@ class Condition:
         self._cells = (c_uint32 * 2)()
         self._p = byref(self._cells)
         self.acquire, self.release = lock.acquire, lock.release
+        # notify's one C call, its arguments bound once (argument conversion is most of its cost).
+        self._signal = functools.partial(_cond_signal_checked, self._p, lock._p)
 
     def __enter__(self) -> bool:
         return self._lock.__enter__()
@@ -101,12 +104,12 @@ class Condition:
 
     def notify(self, n: int = 1) -> None:
         """Wakes up to n waiting threads; the caller must hold the lock."""
-        if _cond_signal_checked(self._p, self._lock._p, n if 0 <= n < _ALL else _ALL if n > 0 else 0):
+        if self._signal(n if 0 <= n < _ALL else _ALL if n > 0 else 0):
             raise RuntimeError("cannot notify on un-acquired lock")
 
     def notify_all(self) -> None:
         """Wakes every waiting thread; the caller must hold the lock."""
-        if _cond_signal_checked(self._p, self._lock._p, _ALL):
+        if self._signal(_ALL):
             raise RuntimeError("cannot notify on un-acquired lock")
 
     notifyAll = notify_all

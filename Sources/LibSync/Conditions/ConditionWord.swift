@@ -1,3 +1,4 @@
+import CSyncShim
 import Glibc
 import Synchronization
 
@@ -9,6 +10,8 @@ import Synchronization
 /// one load. Wakeups may be spurious (a waiter can also consume a signal meant for a later one):
 /// callers re-check their predicate, as POSIX requires.
 @usableFromInline package enum ConditionWord {
+    @usableFromInline static let spinLimit = 200
+
     @inlinable static func isShared(_ words: Words) -> Bool {
         words[1].pointee.load(ordering: .relaxed) & processSharedFlag != 0
     }
@@ -30,6 +33,9 @@ import Synchronization
         words[1].pointee.add(1, ordering: .sequentiallyConsistent)
         let sequence = words[0].pointee.load(ordering: .sequentiallyConsistent)
         unlock()
+        // A signal often follows within microseconds (a hand-off between two running threads):
+        // watch the sequence briefly before paying for a sleep and a wake in the kernel.
+        for _ in 0..<spinLimit where words[0].pointee.load(ordering: .relaxed) == sequence { sync_cpu_relax() }
         var result: Int32
         repeat {
             result = Futex.wait(words.address(0), expected: sequence, deadline: deadline, shared: isShared(words))
