@@ -1,15 +1,12 @@
 """Conditions and signalling from Python: threading drop-ins (Condition, Semaphore,
 BoundedSemaphore, Event, Barrier), ConditionLock, shared memory across processes, Ctrl-C."""
 import multiprocessing
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from multiprocessing import shared_memory
 
 import pytest
+from conftest import assert_ctrl_c_interrupts
 
 import libsync
 from libsync import (Barrier, BoundedSemaphore, BrokenBarrierError, Condition, ConditionLock, Event, Lock, RLock,
@@ -290,29 +287,11 @@ def test_semaphore_and_event_shared_between_processes():
 
 
 @pytest.mark.parametrize("blocker", [
-    "s = libsync.Semaphore(0); s.acquire()",
-    "e = libsync.Event(); e.wait()",
+    "libsync.Semaphore(0).acquire()",
+    "libsync.Event().wait()",
     "c = libsync.Condition(); c.acquire(); c.wait()",
-    "b = libsync.Barrier(2); b.wait()",
-    "l = libsync.ConditionLock(0); l.acquire_when(1)",
+    "libsync.Barrier(2).wait()",
+    "libsync.ConditionLock(0).acquire_when(1)",
 ])
 def test_ctrl_c_interrupts_a_blocked_wait(blocker):
-    script = f"""
-import sys, libsync
-print("waiting", flush=True)
-try:
-    {blocker}
-except KeyboardInterrupt:
-    print("interrupted", flush=True)
-    sys.exit(0)
-"""
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=os.environ)
-    assert proc.stdout.readline().strip() == "waiting"
-    time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
-    try:
-        out, _ = proc.communicate(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise
-    assert out.strip() == "interrupted" and proc.returncode == 0
+    assert_ctrl_c_interrupts("import libsync\n", blocker)

@@ -43,13 +43,6 @@ import Synchronization
 
     @usableFromInline
     static func waitContended(_ base: UnsafeMutableRawPointer, deadline: Int64, interruptible: Bool) -> Int32 {
-        let words = Words(base)
-        let shared = words[1].pointee.add(1, ordering: .sequentiallyConsistent).newValue & processSharedFlag != 0
-        defer { words[1].pointee.subtract(1, ordering: .relaxed) }
-        while !isSet(base) {
-            let result = Futex.wait(words.address(0), expected: 0, deadline: deadline, shared: shared)
-            if result == ETIMEDOUT || (result == EINTR && interruptible) { return isSet(base) ? 0 : result }
-        }
-        return 0
+        Words(base).sleepWhileZero(deadline: deadline, interruptible: interruptible) { isSet(base) }
     }
 }

@@ -43,17 +43,7 @@ import Synchronization
 
     @usableFromInline
     static func waitContended(_ base: UnsafeMutableRawPointer, deadline: Int64, interruptible: Bool) -> Int32 {
-        let words = Words(base)
-        // Count ourselves before the last look at the count, so that a signal after that look
-        // sees us and wakes the futex (both sides are sequentially consistent).
-        let shared = words[1].pointee.add(1, ordering: .sequentiallyConsistent).newValue & processSharedFlag != 0
-        defer { words[1].pointee.subtract(1, ordering: .relaxed) }
-        while true {
-            if tryWait(base) { return 0 }
-            let result = Futex.wait(words.address(0), expected: 0, deadline: deadline, shared: shared)
-            if result == ETIMEDOUT { return tryWait(base) ? 0 : ETIMEDOUT }
-            if result == EINTR && interruptible { return tryWait(base) ? 0 : EINTR }
-        }
+        Words(base).sleepWhileZero(deadline: deadline, interruptible: interruptible) { tryWait(base) }
     }
 
     /// Adds `count` units and wakes as many waiters. EOVERFLOW (and no change) if that would pass
