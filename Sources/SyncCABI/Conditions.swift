@@ -16,7 +16,6 @@ let syncSemaphoreBounded: Int32 = 4
 @inline(__always) func forever() -> (Int64, Bool) { (-1, false) }
 @inline(__always) func within(_ timeout: UInt64) -> (Int64, Bool) { (deadline(afterNanoseconds: timeout), false) }
 @inline(__always) func until(_ deadline: Int64) -> (Int64, Bool) { (cDeadline(deadline), false) }
-@inline(__always) func interruptibly(_ deadline: Int64) -> (Int64, Bool) { (cDeadline(deadline), true) }
 
 @_cdecl("sync_monotonic_ns") @inline(__always) public func c_sync_monotonic_ns() -> Int64 { sync_monotonic_now_ns() }
 
@@ -42,12 +41,12 @@ func condWait(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ ho
     condWait(c, m, until(deadline))
 }
 @_cdecl("sync_cond_wait_interruptible") @inline(__always) public func c_sync_cond_wait_interruptible(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
-    condWait(c, m, interruptibly(deadline))
+    interruptible(deadline) { condWait(c, m, ($0, true)) }
 }
 @_cdecl("sync_cond_wait_recursive_interruptible") @inline(__always)
 public func c_sync_cond_wait_recursive_interruptible(_ c: UnsafeMutableRawPointer?, _ l: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let c = lockMemory(c), let l = lockMemory(l) else { return EINVAL }
-    return ConditionWord.wait(c, recursiveLock: l, deadline: cDeadline(deadline), interruptible: true)
+    return interruptible(deadline) { ConditionWord.wait(c, recursiveLock: l, deadline: $0, interruptible: true) }
 }
 @_cdecl("sync_cond_signal") @inline(__always) public func c_sync_cond_signal(_ c: UnsafeMutableRawPointer?) -> Int32 {
     guard let c = lockMemory(c) else { return EINVAL }
@@ -150,7 +149,7 @@ func conditionLockLock(_ l: UnsafeMutableRawPointer?, _ wanted: Int64?, _ how: (
 }
 @_cdecl("sync_condition_lock_lock_when_interruptible") @inline(__always)
 public func c_sync_condition_lock_lock_when_interruptible(_ l: UnsafeMutableRawPointer?, _ any: Bool, _ condition: Int64, _ deadline: Int64) -> Int32 {
-    conditionLockLock(l, any ? nil : condition, interruptibly(deadline))
+    interruptible(deadline) { conditionLockLock(l, any ? nil : condition, ($0, true)) }
 }
 @_cdecl("sync_condition_lock_trylock_when") @inline(__always) public func c_sync_condition_lock_trylock_when(_ l: UnsafeMutableRawPointer?, _ condition: Int64) -> Int32 {
     guard let l = conditionLock(l) else { return EINVAL }
@@ -196,7 +195,7 @@ public func c_sync_semaphore_init(_ s: UnsafeMutableRawPointer?, _ value: UInt32
     semaphoreWait(s, until(deadline))
 }
 @_cdecl("sync_semaphore_wait_interruptible") @inline(__always) public func c_sync_semaphore_wait_interruptible(_ s: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
-    semaphoreWait(s, interruptibly(deadline))
+    interruptible(deadline) { semaphoreWait(s, ($0, true)) }
 }
 @_cdecl("sync_semaphore_signal") @inline(__always) public func c_sync_semaphore_signal(_ s: UnsafeMutableRawPointer?, _ count: UInt32) -> Int32 {
     guard let s = lockMemory(s), count > 0 else { return EINVAL }
@@ -241,7 +240,7 @@ func eventWait(_ e: UnsafeMutableRawPointer?, _ how: (Int64, Bool)) -> Int32 {
     eventWait(e, until(deadline))
 }
 @_cdecl("sync_event_wait_interruptible") @inline(__always) public func c_sync_event_wait_interruptible(_ e: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
-    eventWait(e, interruptibly(deadline))
+    interruptible(deadline) { eventWait(e, ($0, true)) }
 }
 
 // MARK: Barrier
@@ -271,7 +270,8 @@ public func c_sync_barrier_wait_until(_ b: UnsafeMutableRawPointer?, _ deadline:
 }
 @_cdecl("sync_barrier_wait_interruptible") @inline(__always)
 public func c_sync_barrier_wait_interruptible(_ b: UnsafeMutableRawPointer?, _ deadline: Int64, _ index: UnsafeMutablePointer<UInt32>?) -> Int32 {
-    barrierWait(b, interruptibly(deadline), index)
+    // Not sliced: leaving the barrier every slice would let it fill without this thread.
+    barrierWait(b, (cDeadline(deadline), true), index)
 }
 @_cdecl("sync_barrier_action_done") @inline(__always) public func c_sync_barrier_action_done(_ b: UnsafeMutableRawPointer?, _ succeeded: Bool) -> Int32 {
     guard let b = lockMemory(b) else { return EINVAL }

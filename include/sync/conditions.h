@@ -13,8 +13,9 @@
  *   - `*_wait_until(x, deadline_ns)`: an absolute CLOCK_MONOTONIC deadline (sync_monotonic_ns;
  *     < 0: none; one in the past returns ETIMEDOUT at once unless the wait is already satisfied);
  *   - `*_interruptible(x, deadline_ns)`: as `_until`, and also returns EINTR when a signal
- *     handler ran during the wait, so a caller such as an interpreter can handle the signal.
- *     All other forms never return EINTR.
+ *     handler ran during the wait, and at least every 50 ms (a signal that arrives while the
+ *     waiter is not asleep in the kernel interrupts nothing), so that a caller such as an
+ *     interpreter can act on pending signals and call again. All other forms never return EINTR.
  * The clock is monotonic: changing the wall clock does not shorten or stretch a wait.
  * Return codes are 0 or an errno code; a NULL or misaligned object pointer gives EINVAL.
  * Thread safety: every function may be called from any thread at any time, except the init
@@ -228,8 +229,9 @@ int sync_barrier_wait(sync_barrier_t *barrier, uint32_t *index);
 int sync_barrier_timedwait(sync_barrier_t *barrier, uint64_t timeout_ns, uint32_t *index);
 /** As sync_barrier_timedwait with an absolute deadline. */
 int sync_barrier_wait_until(sync_barrier_t *barrier, int64_t deadline_ns, uint32_t *index);
-/** As sync_barrier_wait_until, and EINTR when a signal handler ran (the caller has then left the
- *  barrier, which stays intact). */
+/** As sync_barrier_wait_until, and EINTR when a signal handler interrupted the sleep (the caller
+ *  has then left the barrier, which stays intact). Not sliced: a signal that arrives while the
+ *  caller is not asleep is seen at its next wait. */
 int sync_barrier_wait_interruptible(sync_barrier_t *barrier, int64_t deadline_ns, uint32_t *index);
 /** Called by the thread that ran the action: releases the others (succeeded) or breaks the
  *  barrier (they get ECANCELED). @return 0. */

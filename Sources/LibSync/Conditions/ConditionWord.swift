@@ -37,6 +37,8 @@ import Synchronization
         } while result == EINTR && !interruptible && words[0].pointee.load(ordering: .relaxed) == sequence
         words[1].pointee.subtract(1, ordering: .relaxed)
         relock()
+        // A signal that raced the timeout or the interruption still counts: report it.
+        if words[0].pointee.load(ordering: .relaxed) != sequence { return 0 }
         return result == ETIMEDOUT || result == EINTR ? result : 0
     }
 
