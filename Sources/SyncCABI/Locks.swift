@@ -4,7 +4,8 @@ import LibSync
 import Synchronization
 
 // sync/locks.h: each function checks the pointer (EINVAL), converts arguments, and calls the
-// Swift core (Sources/LibSync/Locks). `_interruptible` forms pass interruptible: true.
+// Swift core (Sources/LibSync/Locks). `_interruptible` forms pass interruptible: true and wait
+// in slices (Interruptible.swift).
 
 @inline(__always)
 func lockMemory(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
@@ -53,7 +54,7 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
 }
 @_cdecl("sync_mutex_lock_interruptible") public func c_sync_mutex_lock_interruptible(_ m: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let word = lockWord(m) else { return EINVAL }
-    return MutexWord.lock(word, deadline: cDeadline(deadline), interruptible: true)
+    return interruptible(deadline) { MutexWord.lock(word, deadline: $0, interruptible: true) }
 }
 @_cdecl("sync_mutex_unlock") public func c_sync_mutex_unlock(_ m: UnsafeMutableRawPointer?) -> Int32 {
     guard let word = lockWord(m) else { return EINVAL }
@@ -95,7 +96,7 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
 }
 @_cdecl("sync_recursive_lock_lock_interruptible") public func c_sync_recursive_lock_lock_interruptible(_ l: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let memory = lockMemory(l) else { return EINVAL }
-    return RecursiveWord.lock(memory, deadline: cDeadline(deadline), interruptible: true)
+    return interruptible(deadline) { RecursiveWord.lock(memory, deadline: $0, interruptible: true) }
 }
 @_cdecl("sync_recursive_lock_unlock") public func c_sync_recursive_lock_unlock(_ l: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(l) else { return EINVAL }
@@ -132,7 +133,7 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
 }
 @_cdecl("sync_rwlock_rdlock_interruptible") public func c_sync_rwlock_rdlock_interruptible(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
-    return RWLockWords.readLock(memory, deadline: cDeadline(deadline), interruptible: true)
+    return interruptible(deadline) { RWLockWords.readLock(memory, deadline: $0, interruptible: true) }
 }
 @_cdecl("sync_rwlock_rdunlock") public func c_sync_rwlock_rdunlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
@@ -156,7 +157,7 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
 }
 @_cdecl("sync_rwlock_wrlock_interruptible") public func c_sync_rwlock_wrlock_interruptible(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
-    return RWLockWords.writeLock(memory, deadline: cDeadline(deadline), interruptible: true)
+    return interruptible(deadline) { RWLockWords.writeLock(memory, deadline: $0, interruptible: true) }
 }
 @_cdecl("sync_rwlock_wrunlock") public func c_sync_rwlock_wrunlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
@@ -179,7 +180,7 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
 }
 @_cdecl("sync_spinlock_lock_interruptible") public func c_sync_spinlock_lock_interruptible(_ s: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let word = lockWord(s) else { return EINVAL }
-    return SpinWord.lock(word, deadline: cDeadline(deadline), interruptible: true)
+    return interruptible(deadline) { SpinWord.lock(word, deadline: $0, interruptible: true) }
 }
 @_cdecl("sync_spinlock_unlock") public func c_sync_spinlock_unlock(_ s: UnsafeMutableRawPointer?) -> Int32 {
     guard let word = lockWord(s) else { return EINVAL }
@@ -225,7 +226,7 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
 }
 @_cdecl("sync_synchronized_enter_interruptible") public func c_sync_synchronized_enter_interruptible(_ token: UnsafeRawPointer?, _ deadline: Int64) -> Int32 {
     guard let token else { return EINVAL }
-    return SynchronizedTable.enter(UInt(bitPattern: token), deadline: cDeadline(deadline), interruptible: true)
+    return interruptible(deadline) { SynchronizedTable.enter(UInt(bitPattern: token), deadline: $0, interruptible: true) }
 }
 @_cdecl("sync_synchronized_exit") public func c_sync_synchronized_exit(_ token: UnsafeRawPointer?) -> Int32 {
     guard let token else { return EINVAL }
