@@ -120,7 +120,7 @@ typedef struct sync_throttler {
     int32_t holders;
     int32_t waiters;
     int32_t limit;
-    int32_t reserved;
+    int32_t generation;  /* keys the per-thread rejection counters; 0 for SYNC_THROTTLER_INIT */
     int64_t rejections __attribute__((aligned(8)));
 } sync_throttler_t;
 /** A throttler admitting `limit` (>= 1) holders. */

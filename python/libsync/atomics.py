@@ -226,7 +226,7 @@ class ThrottlerFull(RuntimeError):
 
 
 class _Struct(ctypes.Structure):
-    _fields_ = [("holders", c_int32), ("waiters", c_int32), ("limit", c_int32), ("reserved", c_int32),
+    _fields_ = [("holders", c_int32), ("waiters", c_int32), ("limit", c_int32), ("generation", c_int32),
                 ("rejections", c_int64)]
 
 
