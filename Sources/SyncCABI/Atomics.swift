@@ -218,8 +218,11 @@ func key(_ d: ForeignDictionary, _ key: UnsafeRawPointer?, _ length: Int, storin
     return 0
 }
 @_cdecl("sync_dictionary_get") public func sync_dictionary_get(_ d: OpaquePointer?, _ k: UnsafeRawPointer?, _ length: Int) -> UnsafeMutableRawPointer? {
-    guard let d = dictionary(d), let k = key(d, k, length, storing: false) else { return nil }
-    return d.get(k)
+    guard let d else { return nil }
+    // Borrowed, not retained: readers on several cores would contend on its reference count.
+    return Unmanaged<ForeignDictionary>.fromOpaque(UnsafeRawPointer(d))._withUnsafeGuaranteedRef { d in
+        key(d, k, length, storing: false).flatMap { d.get($0) }
+    }
 }
 @_cdecl("sync_dictionary_get_or") public func sync_dictionary_get_or(_ d: OpaquePointer?, _ k: UnsafeRawPointer?, _ length: Int, _ fallback: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
     guard let d = dictionary(d), let k = key(d, k, length, storing: false) else { return nil }
