@@ -6,34 +6,36 @@ import Synchronization
 // while another thread replaces the value and drops the reference's own +1: the crash of
 // seed 002 and the race in seed 004's naive getter cannot happen.
 //
-// Algorithm (hazard slots with hand-over; lock-free on every path, no mutex):
-//   - The cell is one word: the object, on which the cell owns +1.
+// Algorithm (hazard pointers; lock-free on every path, no mutex):
+//   - The cell is two words: the object, on which the cell owns +1, and a list of objects
+//     removed from it whose release waits for a reader.
 //   - A reader publishes the object it loaded in its own thread's hazard slot, checks that the
-//     cell still holds it (else retries), retains it, and clears the slot. It writes only its
-//     own cache line: the cell is only read.
-//   - A writer swaps the cell, then looks for a slot holding the object it removed. If one
-//     does, it hands its +1 over to that reader (the slot becomes `handedOver`, by CAS) instead
-//     of releasing; the reader releases it when it clears its slot. Otherwise it releases.
-//     Either way the object stays alive until the reader's retain, and each retain is balanced
-//     by exactly one release.
+//     cell still holds it (else retries), retains it, and clears the slot with a plain store. It
+//     writes only its own cache line (one fenced store, one plain store); the cell is only read.
+//   - A writer swaps the cell, then looks for a slot holding the object it removed. If none
+//     does, it releases the object; otherwise it defers the release to the cell's list, which
+//     every later write (and destroy) retries. So the object stays alive until the reader's
+//     retain, and each retain is balanced by exactly one release.
 // ABA-safe: a reader trusts the object only after seeing it in the cell *after* publishing its
-// slot, so whichever writer later removes that installation finds the slot (the cell's +1 is
-// kept alive through the hand-over). compareAndSet compares identities, never dereferences.
+// slot, so whichever writer later removes that installation sees the slot. compareAndSet
+// compares identities, never dereferences.
 
 @usableFromInline package enum ReferenceCell {
     /// Retain or release one object (C: `void (*)(void *)`).
     @usableFromInline package typealias Function = @convention(c) (UnsafeMutableRawPointer?) -> Void
 
-    /// 16 bytes for C ABI stability (the second word is unused).
     package static let size = 16, alignment = 16
 
     @inlinable @inline(__always)
     static func word(_ cell: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt>> { atomic(cell, as: UInt.self) }
+    /// The deferred releases: a stack of 16-byte nodes {object, next}.
+    @inlinable @inline(__always)
+    static func deferred(_ cell: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt>> { atomic(cell + 8, as: UInt.self) }
 
     /// Loads the cell's object into a fresh hazard slot of this thread; 0 (and no slot) if empty.
     /// The object stays alive until `unprotect`.
     @inlinable @inline(__always)
-    static func protect(_ cell: UnsafeMutableRawPointer, _ release: Function) -> (UInt, UnsafeMutablePointer<Atomic<UInt>>?) {
+    static func protect(_ cell: UnsafeMutableRawPointer) -> (UInt, UnsafeMutablePointer<Atomic<UInt>>?) {
         let word = word(cell)
         var object = word.pointee.load(ordering: .acquiring)
         guard object != 0 else { return (0, nil) }
@@ -42,38 +44,51 @@ import Synchronization
             slot.pointee.store(object, ordering: .sequentiallyConsistent)
             let now = word.pointee.load(ordering: .sequentiallyConsistent)
             if now == object { return (object, slot) }
-            clear(slot, object, release)  // replaced meanwhile: try the new one
-            guard now != 0 else { ThreadRecord.returnSlot(); return (0, nil) }
-            object = now
-        }
-    }
-
-    /// Clears a hazard slot; releases `object` if a writer handed its reference over.
-    @inlinable @inline(__always)
-    static func clear(_ slot: UnsafeMutablePointer<Atomic<UInt>>, _ object: UInt, _ release: Function) {
-        if slot.pointee.exchange(0, ordering: .acquiringAndReleasing) == ThreadRecord.handedOver {
-            release(UnsafeMutableRawPointer(bitPattern: object))
+            guard now != 0 else { unprotect(slot); return (0, nil) }
+            object = now  // replaced meanwhile: protect the new one
         }
     }
 
     @inlinable @inline(__always)
-    static func unprotect(_ slot: UnsafeMutablePointer<Atomic<UInt>>?, _ object: UInt, _ release: Function) {
+    static func unprotect(_ slot: UnsafeMutablePointer<Atomic<UInt>>?) {
         guard let slot else { return }
-        let handed = slot.pointee.exchange(0, ordering: .acquiringAndReleasing) == ThreadRecord.handedOver
+        slot.pointee.store(0, ordering: .releasing)  // after our retain: a writer may release now
         ThreadRecord.returnSlot()
-        if handed { release(UnsafeMutableRawPointer(bitPattern: object)) }  // after: release may read again
     }
 
-    /// The writer's half, after removing `object` from a cell: hands the cell's +1 to a reader
-    /// that may still be retaining it, else releases it (or, `keep`, gives it to the caller).
+    /// The writer's half, after removing `object` from `cell`: releases it (or, `keep`, gives
+    /// it to the caller) unless a reader may still be retaining it, in which case that release
+    /// waits in the cell's list. Then retries the list.
     @usableFromInline
-    static func retire(_ object: UInt, keep: Bool, _ retain: Function, _ release: Function) {
-        guard object != 0 else { return }
-        let pointer = UnsafeMutableRawPointer(bitPattern: object)
-        if ThreadRecord.handOver(object) {
-            if keep { retain(pointer) }  // the caller's own +1 (alive: ours is not yet handed back)
-        } else if !keep {
-            release(pointer)
+    static func retire(_ cell: UnsafeMutableRawPointer, _ object: UInt, keep: Bool, _ retain: Function, _ release: Function) {
+        if object != 0 {
+            let pointer = UnsafeMutableRawPointer(bitPattern: object)
+            if ThreadRecord.isProtected(object) {
+                if keep { retain(pointer) }  // the caller's own +1; the cell's waits for the reader
+                push(cell, object)
+            } else if !keep {
+                release(pointer)
+            }
+        }
+        guard deferred(cell).pointee.load(ordering: .relaxed) != 0 else { return }
+        var node = deferred(cell).pointee.exchange(0, ordering: .acquiring)
+        while let raw = UnsafeMutableRawPointer(bitPattern: node) {
+            let object = raw.load(as: UInt.self)
+            node = raw.load(fromByteOffset: 8, as: UInt.self)
+            raw.deallocate()
+            if ThreadRecord.isProtected(object) { push(cell, object) } else { release(UnsafeMutableRawPointer(bitPattern: object)) }
+        }
+    }
+
+    static func push(_ cell: UnsafeMutableRawPointer, _ object: UInt) {
+        let raw = UnsafeMutableRawPointer.allocate(byteCount: 16, alignment: 8)
+        raw.storeBytes(of: object, as: UInt.self)
+        var first = deferred(cell).pointee.load(ordering: .relaxed)
+        while true {
+            raw.storeBytes(of: first, toByteOffset: 8, as: UInt.self)
+            let (pushed, now) = deferred(cell).pointee.compareExchange(expected: first, desired: UInt(bitPattern: raw), ordering: .releasing)
+            if pushed { return }
+            first = now
         }
     }
 
@@ -82,11 +97,11 @@ import Synchronization
     /// The current object, +1 (the caller releases it), or nil.
     @inlinable
     package static func get(_ cell: UnsafeMutableRawPointer, _ retain: Function, _ release: Function) -> UnsafeMutableRawPointer? {
-        let (object, slot) = protect(cell, release)
+        let (object, slot) = protect(cell)
         guard object != 0 else { return nil }
         let value = UnsafeMutableRawPointer(bitPattern: object)
         retain(value)
-        unprotect(slot, object, release)
+        unprotect(slot)
         return value
     }
 
@@ -94,8 +109,8 @@ import Synchronization
     @inlinable
     package static func withBorrowed<R>(_ cell: UnsafeMutableRawPointer, _ release: Function,
                                         _ body: (UnsafeMutableRawPointer?) throws -> R) rethrows -> R {
-        let (object, slot) = protect(cell, release)
-        defer { unprotect(slot, object, release) }
+        let (object, slot) = protect(cell)
+        defer { unprotect(slot) }
         return try body(UnsafeMutableRawPointer(bitPattern: object))
     }
 
@@ -106,7 +121,7 @@ import Synchronization
                                  _ retain: Function, _ release: Function) -> UnsafeMutableRawPointer? {
         if let object { retain(object) }
         let old = word(cell).pointee.exchange(UInt(bitPattern: object), ordering: .sequentiallyConsistent)
-        retire(old, keep: returnOld, retain, release)
+        retire(cell, old, keep: returnOld, retain, release)
         return returnOld ? UnsafeMutableRawPointer(bitPattern: old) : nil
     }
 
@@ -118,7 +133,7 @@ import Synchronization
         let swapped = word(cell).pointee.compareExchange(
             expected: UInt(bitPattern: expected), desired: UInt(bitPattern: desired), ordering: .sequentiallyConsistent).exchanged
         if swapped {
-            retire(UInt(bitPattern: expected), keep: false, retain, release)
+            retire(cell, UInt(bitPattern: expected), keep: false, retain, release)
         } else if let desired {
             release(desired)
         }

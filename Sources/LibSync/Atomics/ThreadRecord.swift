@@ -9,7 +9,7 @@ import Synchronization
 // sees every slot and every count ever made.
 //
 // Layout (384 bytes, 64-byte aligned):
-//   [0, 64)    8 hazard slots (UInt: 0, an object being read, or `handedOver`)
+//   [0, 64)    8 hazard slots (UInt: 0, or an object being read)
 //   64 depth (Int, owner only: slots in use) | 72 next record | 80 in use (Atomic<Int>)
 //   88 overflow record (slots 8... of a deeply nested reader; owner only)
 //   [128, 384) 8 counters: {address UInt, generation Int32, -, count Atomic<Int64>}
@@ -124,24 +124,18 @@ import Synchronization
         return slot(record, index)
     }
 
-    /// Whether some reader has `object` in a hazard slot: if so, hands it over (the slot becomes
-    /// `handedOver`, and that reader releases `object` once when it clears the slot) and returns true.
-    @usableFromInline static func handOver(_ object: UInt) -> Bool {
-        var handed = false
+    /// Whether some reader has `object` in a hazard slot.
+    @usableFromInline static func isProtected(_ object: UInt) -> Bool {
+        var found = false
         forEach { record in
             for i in 0..<slotCount where slot(record, i).pointee.load(ordering: .sequentiallyConsistent) == object {
-                if slot(record, i).pointee.compareExchange(expected: object, desired: handedOver, ordering: .sequentiallyConsistent).exchanged {
-                    handed = true
-                    return false
-                }
+                found = true
+                return false
             }
             return true
         }
-        return handed
+        return found
     }
-
-    /// A slot's value meaning "the writer handed you its reference: release it when done".
-    @usableFromInline static var handedOver: UInt { UInt.max }
 
     // MARK: Per-thread counters (the throttler's rejections)
 

@@ -117,8 +117,8 @@ public final class ConcurrentDictionary<Key: Hashable & Sendable, Value: Sendabl
     /// protected: the C ABI takes its own reference there.
     @inlinable package func withValue<R>(forKey key: Key, _ body: (UnsafePointer<Value>?) throws -> R) rethrows -> R {
         let hash = Self.hash(key)
-        let (object, slot) = ReferenceCell.protect(shard(hash), swiftRelease)
-        defer { ReferenceCell.unprotect(slot, object, swiftRelease) }
+        let (object, slot) = ReferenceCell.protect(shard(hash))
+        defer { ReferenceCell.unprotect(slot) }
         guard let raw = UnsafeRawPointer(bitPattern: object) else { return try body(nil) }
         // Borrowed: a retain of the snapshot would make readers on several cores contend.
         return try body(Unmanaged<Snapshot>.fromOpaque(raw)._withUnsafeGuaranteedRef { $0.value(key, hash) })
