@@ -107,8 +107,7 @@ import Synchronization
 
     /// Runs `body` on the current object (nil if empty), borrowed: valid only inside `body`.
     @inlinable
-    package static func withBorrowed<R>(_ cell: UnsafeMutableRawPointer, _ release: Function,
-                                        _ body: (UnsafeMutableRawPointer?) throws -> R) rethrows -> R {
+    package static func withBorrowed<R>(_ cell: UnsafeMutableRawPointer, _ body: (UnsafeMutableRawPointer?) throws -> R) rethrows -> R {
         let (object, slot) = protect(cell)
         defer { unprotect(slot) }
         return try body(UnsafeMutableRawPointer(bitPattern: object))
@@ -175,7 +174,10 @@ public final class AtomicReference<Object: AnyObject & Sendable>: @unchecked Sen
         pointer.map { Unmanaged<Object>.fromOpaque($0).takeRetainedValue() }
     }
 
-    public func get() -> Object? { Self.take(ReferenceCell.get(cell, swiftRetain, swiftRelease)) }
+    /// A strong reference to the current object (Swift's own retain, while it is protected).
+    public func get() -> Object? {
+        ReferenceCell.withBorrowed(cell) { $0.map { Unmanaged<Object>.fromOpaque($0).takeUnretainedValue() } }
+    }
 
     public func set(_ object: Object?) {
         withExtendedLifetime(object) { _ = ReferenceCell.exchange(cell, Self.opaque(object), returnOld: false, swiftRetain, swiftRelease) }

@@ -107,7 +107,7 @@ public final class ConcurrentDictionary<Key: Hashable & Sendable, Value: Sendabl
 
     /// Runs `body` on the shard's current snapshot (nil: empty), borrowed: valid inside `body` only.
     @inlinable func withSnapshot<R>(_ cell: UnsafeMutableRawPointer, _ body: (Snapshot?) throws -> R) rethrows -> R {
-        try ReferenceCell.withBorrowed(cell, swiftRelease) { raw in
+        try ReferenceCell.withBorrowed(cell) { raw in
             guard let raw else { return try body(nil) }
             return try Unmanaged<Snapshot>.fromOpaque(raw)._withUnsafeGuaranteedRef { try body($0) }
         }
