@@ -110,8 +110,8 @@ public typealias KeyCompareFunction = @convention(c) (UnsafeMutableRawPointer?, 
     return 0
 }
 @_cdecl("sync_atomic_ref_destroy") public func sync_atomic_ref_destroy(_ r: UnsafeMutableRawPointer?) {
-    let (cell, retain, release) = reference(r, "sync_atomic_ref_destroy")
-    _ = ReferenceCell.exchange(cell, nil, returnOld: false, retain, release)
+    let (cell, _, release) = reference(r, "sync_atomic_ref_destroy")
+    ReferenceCell.destroy(cell, release)
 }
 @_cdecl("sync_atomic_ref_get") public func sync_atomic_ref_get(_ r: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
     let (cell, retain, release) = reference(r, "sync_atomic_ref_get")

@@ -60,10 +60,11 @@ import Synchronization
     /// it to the caller) unless a reader may still be retaining it, in which case that release
     /// waits in the cell's list. Then retries the list.
     @usableFromInline
-    static func retire(_ cell: UnsafeMutableRawPointer, _ object: UInt, keep: Bool, _ retain: Function, _ release: Function) {
+    static func retire(_ cell: UnsafeMutableRawPointer, _ object: UInt, keep: Bool, _ retain: Function, _ release: Function,
+                       destroying: Bool = false) {
         if object != 0 {
             let pointer = UnsafeMutableRawPointer(bitPattern: object)
-            if ThreadRecord.isProtected(object) {
+            if !destroying && ThreadRecord.isProtected(object) {
                 if keep { retain(pointer) }  // the caller's own +1; the cell's waits for the reader
                 push(cell, object)
             } else if !keep {
@@ -76,7 +77,9 @@ import Synchronization
             let object = raw.load(as: UInt.self)
             node = raw.load(fromByteOffset: 8, as: UInt.self)
             raw.deallocate()
-            if ThreadRecord.isProtected(object) { push(cell, object) } else { release(UnsafeMutableRawPointer(bitPattern: object)) }
+            // When destroying, a slot holding the object belongs to a reader of another
+            // reference (none may use this one), which holds its own +1.
+            if !destroying && ThreadRecord.isProtected(object) { push(cell, object) } else { release(UnsafeMutableRawPointer(bitPattern: object)) }
         }
     }
 
@@ -124,6 +127,14 @@ import Synchronization
         return returnOld ? UnsafeMutableRawPointer(bitPattern: old) : nil
     }
 
+    /// Empties the cell and releases everything it owns, deferred releases included. No other
+    /// thread may use the cell.
+    @usableFromInline
+    package static func destroy(_ cell: UnsafeMutableRawPointer, _ release: Function) {
+        let old = word(cell).pointee.exchange(0, ordering: .sequentiallyConsistent)
+        retire(cell, old, keep: false, release, release, destroying: true)
+    }
+
     /// Stores `desired` if the current object is `expected` (by identity); returns whether it did.
     @usableFromInline
     package static func compareAndSet(_ cell: UnsafeMutableRawPointer, _ expected: UnsafeMutableRawPointer?,
@@ -163,7 +174,7 @@ public final class AtomicReference<Object: AnyObject & Sendable>: @unchecked Sen
         set(object)
     }
     deinit {
-        _ = ReferenceCell.exchange(cell, nil, returnOld: false, swiftRetain, swiftRelease)
+        ReferenceCell.destroy(cell, swiftRelease)
         cell.deallocate()
     }
 

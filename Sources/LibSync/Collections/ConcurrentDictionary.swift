@@ -88,7 +88,7 @@ public final class ConcurrentDictionary<Key: Hashable & Sendable, Value: Sendabl
     }
     deinit {
         for i in 0..<Self.shardCount {
-            _ = ReferenceCell.exchange(shards + i * Self.shardStride, nil, returnOld: false, swiftRetain, swiftRelease)
+            ReferenceCell.destroy(shards + i * Self.shardStride, swiftRelease)
         }
         shards.deallocate()
     }
