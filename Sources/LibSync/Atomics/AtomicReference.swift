@@ -186,7 +186,8 @@ public final class AtomicReference<Object: AnyObject & Sendable>: @unchecked Sen
     }
 
     /// A strong reference to the current object (Swift's own retain, while it is protected).
-    public func get() -> Object? {
+    /// Inlinable, so that callers get it specialized for their class.
+    @inlinable public func get() -> Object? {
         ReferenceCell.withBorrowed(cell) { $0.map { Unmanaged<Object>.fromOpaque($0).takeUnretainedValue() } }
     }
 
