@@ -140,17 +140,9 @@ import Synchronization
     // MARK: Per-thread counters (the throttler's rejections)
 
     /// The calling thread's counter for (`address`, `generation`), or nil if its 8 are taken.
-    /// The first is checked inline: a thread refusing on one throttler finds it there.
     @inlinable @inline(__always)
     package static func counter(_ address: UnsafeMutableRawPointer, _ generation: Int32) -> UnsafeMutablePointer<Atomic<Int64>>? {
         let record = current(), key = UInt(bitPattern: address)
-        if record.load(fromByteOffset: 128, as: UInt.self) == key && record.load(fromByteOffset: 136, as: Int32.self) == generation {
-            return atomic(record + 144, as: Int64.self)
-        }
-        return findCounter(record, key, generation)
-    }
-
-    @usableFromInline static func findCounter(_ record: UnsafeMutableRawPointer, _ key: UInt, _ generation: Int32) -> UnsafeMutablePointer<Atomic<Int64>>? {
         for i in 0..<counterCount {
             let entry = record + 128 + i * 32
             let owner = entry.load(as: UInt.self)

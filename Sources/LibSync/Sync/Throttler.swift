@@ -59,17 +59,15 @@ import Synchronization
     /// EINVAL (the limit is not >= 1).
     @inlinable @inline(__always)
     package static func tryEnter(_ t: UnsafeMutableRawPointer) -> Int32 {
-        let limit = limit(t)
-        if admit(t, limit) { return 0 }
-        if limit < 1 { return EINVAL }
+        if admit(t) { return 0 }
+        if limit(t) < 1 { return EINVAL }
         countRejection(t)
         return EBUSY
     }
 
-    /// Takes a slot if fewer than `limit` hold one; when full, only reads.
     @inlinable @inline(__always)
-    static func admit(_ t: UnsafeMutableRawPointer, _ limit: Int32) -> Bool {
-        let word = holders(t)
+    static func admit(_ t: UnsafeMutableRawPointer) -> Bool {
+        let limit = limit(t), word = holders(t)
         var current = word.pointee.load(ordering: .relaxed)
         while current < limit {
             let (taken, now) = word.pointee.compareExchange(expected: current, desired: current + 1, ordering: .acquiring)
@@ -90,7 +88,7 @@ import Synchronization
     /// passes: 0, ETIMEDOUT (counted as a rejection), EINTR (a signal interrupted the wait;
     /// not counted, the caller may retry), or EINVAL.
     package static func enter(_ t: UnsafeMutableRawPointer, deadline: Int64) -> Int32 {
-        if admit(t, limit(t)) { return 0 }
+        if admit(t) { return 0 }
         if limit(t) < 1 { return EINVAL }
         let word = holders(t)
         waiters(t).pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
@@ -98,13 +96,13 @@ import Synchronization
         while true {
             let seen = word.pointee.load(ordering: .sequentiallyConsistent)
             if seen < limit(t) {
-                if admit(t, limit(t)) { return 0 }
+                if admit(t) { return 0 }
                 continue
             }
             let result = Futex.wait(UnsafeMutableRawPointer(word), expected: UInt32(bitPattern: seen), deadline: deadline, shared: true)
             if result == EINTR { return EINTR }
             if result == ETIMEDOUT || (deadline >= 0 && monotonicNow() >= deadline) {
-                if admit(t, limit(t)) { return 0 }
+                if admit(t) { return 0 }
                 rejections(t).pointee.wrappingAdd(1, ordering: .relaxed)
                 return ETIMEDOUT
             }
