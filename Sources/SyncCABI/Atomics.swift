@@ -114,8 +114,8 @@ public typealias KeyCompareFunction = @convention(c) (UnsafeMutableRawPointer?, 
     ReferenceCell.destroy(cell, release)
 }
 @_cdecl("sync_atomic_ref_get") public func sync_atomic_ref_get(_ r: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
-    let (cell, retain, release) = reference(r, "sync_atomic_ref_get")
-    return ReferenceCell.get(cell, retain, release)
+    let (cell, retain, _) = reference(r, "sync_atomic_ref_get")
+    return ReferenceCell.get(cell, retain)
 }
 @_cdecl("sync_atomic_ref_set") public func sync_atomic_ref_set(_ r: UnsafeMutableRawPointer?, _ object: UnsafeMutableRawPointer?) {
     let (cell, retain, release) = reference(r, "sync_atomic_ref_set")

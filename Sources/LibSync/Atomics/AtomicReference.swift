@@ -99,7 +99,7 @@ import Synchronization
 
     /// The current object, +1 (the caller releases it), or nil.
     @inlinable
-    package static func get(_ cell: UnsafeMutableRawPointer, _ retain: Function, _ release: Function) -> UnsafeMutableRawPointer? {
+    package static func get(_ cell: UnsafeMutableRawPointer, _ retain: Function) -> UnsafeMutableRawPointer? {
         let (object, slot) = protect(cell)
         guard object != 0 else { return nil }
         let value = UnsafeMutableRawPointer(bitPattern: object)

@@ -131,7 +131,7 @@ public final class ConcurrentDictionary<Key: Hashable & Sendable, Value: Sendabl
     func update(_ key: Key, _ change: (inout [(hash: Int, key: Key, value: Value)], Int?) -> Value?) -> Value? {
         let hash = Self.hash(key), cell = shard(hash)
         while true {
-            let current = ReferenceCell.get(cell, swiftRetain, swiftRelease).map { Unmanaged<Snapshot>.fromOpaque($0).takeRetainedValue() }
+            let current = ReferenceCell.get(cell, swiftRetain).map { Unmanaged<Snapshot>.fromOpaque($0).takeRetainedValue() }
             var entries = current?.entries ?? []
             let index = entries.firstIndex { $0.hash | 1 == hash | 1 && $0.key == key }
             let result = change(&entries, index)
