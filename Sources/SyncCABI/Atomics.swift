@@ -110,12 +110,12 @@ public typealias KeyCompareFunction = @convention(c) (UnsafeMutableRawPointer?, 
     return 0
 }
 @_cdecl("sync_atomic_ref_destroy") public func sync_atomic_ref_destroy(_ r: UnsafeMutableRawPointer?) {
-    let (cell, retain, release) = reference(r, "sync_atomic_ref_destroy")
-    _ = ReferenceCell.exchange(cell, nil, returnOld: false, retain, release)
+    let (cell, _, release) = reference(r, "sync_atomic_ref_destroy")
+    ReferenceCell.destroy(cell, release)
 }
 @_cdecl("sync_atomic_ref_get") public func sync_atomic_ref_get(_ r: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
-    let (cell, retain, release) = reference(r, "sync_atomic_ref_get")
-    return ReferenceCell.get(cell, retain, release)
+    let (cell, retain, _) = reference(r, "sync_atomic_ref_get")
+    return ReferenceCell.get(cell, retain)
 }
 @_cdecl("sync_atomic_ref_set") public func sync_atomic_ref_set(_ r: UnsafeMutableRawPointer?, _ object: UnsafeMutableRawPointer?) {
     let (cell, retain, release) = reference(r, "sync_atomic_ref_set")
@@ -217,15 +217,28 @@ func key(_ d: ForeignDictionary, _ key: UnsafeRawPointer?, _ length: Int, storin
     d.map.updateValue(ForeignObject(retaining: value, d.retain, d.release), forKey: k)
     return 0
 }
+/// Runs `body` on the dictionary borrowed, not retained: readers on several cores would
+/// contend on its reference count.
+@inline(__always) func withDictionary<R>(_ d: OpaquePointer, _ body: (ForeignDictionary) -> R) -> R {
+    Unmanaged<ForeignDictionary>.fromOpaque(UnsafeRawPointer(d))._withUnsafeGuaranteedRef(body)
+}
+
+/// The value +1, or nil (absent). The key must be valid (non-NULL, or NULL with length 0).
+@inline(__always) func lookup(_ d: ForeignDictionary, _ k: UnsafeRawPointer?, _ length: Int) -> UnsafeMutableRawPointer? {
+    d.get(d.key(k ?? UnsafeRawPointer(bitPattern: 1)!, length, storing: false))
+}
+
 @_cdecl("sync_dictionary_get") public func sync_dictionary_get(_ d: OpaquePointer?, _ k: UnsafeRawPointer?, _ length: Int) -> UnsafeMutableRawPointer? {
-    guard let d = dictionary(d), let k = key(d, k, length, storing: false) else { return nil }
-    return d.get(k)
+    guard let d, k != nil || length == 0 else { return nil }
+    return withDictionary(d) { lookup($0, k, length) }
 }
 @_cdecl("sync_dictionary_get_or") public func sync_dictionary_get_or(_ d: OpaquePointer?, _ k: UnsafeRawPointer?, _ length: Int, _ fallback: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
-    guard let d = dictionary(d), let k = key(d, k, length, storing: false) else { return nil }
-    if let value = d.get(k) { return value }
-    if let fallback { d.retain(fallback) }
-    return fallback
+    guard let d, k != nil || length == 0 else { return nil }
+    return withDictionary(d) { d in
+        if let value = lookup(d, k, length) { return value }
+        if let fallback { d.retain(fallback) }
+        return fallback
+    }
 }
 @_cdecl("sync_dictionary_remove") public func sync_dictionary_remove(_ d: OpaquePointer?, _ k: UnsafeRawPointer?, _ length: Int) -> Int32 {
     guard let d = dictionary(d), let k = key(d, k, length, storing: false) else { return EINVAL }

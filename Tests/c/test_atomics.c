@@ -146,9 +146,57 @@ static void test_throttler(void) {
     sync_throttler_t bad = SYNC_THROTTLER_INIT(0);
     CHECK_EQ(sync_throttler_try_enter(&bad), EINVAL);
     CHECK_EQ(sync_throttler_init(NULL, 1), EINVAL);
+
+    /* Rejections are per-thread counters keyed by address and generation: memory initialised
+     * again starts from zero, and a thread refusing on more throttlers than it has counters
+     * (8) still counts every refusal exactly (the shared word). */
+    CHECK_EQ(sync_throttler_init(&t, 1), 0);
+    CHECK_EQ(sync_throttler_rejections(&t), 0);
+    sync_throttler_t many[12];
+    for (int i = 0; i < 12; i++) {
+        CHECK_EQ(sync_throttler_init(&many[i], 1), 0);
+        CHECK_EQ(sync_throttler_try_enter(&many[i]), 0);
+        for (int j = 0; j <= i; j++) CHECK_EQ(sync_throttler_try_enter(&many[i]), EBUSY);
+    }
+    for (int i = 0; i < 12; i++) CHECK_EQ(sync_throttler_rejections(&many[i]), i + 1);
 }
 
 /* Busy flag (N = 1 with an AtomicBoolean, the seed's compareTo:andSetValue:). */
+/* A retain function that reads other references: gets nest 20 deep (more hazard slots than a
+ * thread record has), and every count still balances. */
+enum { CHAIN = 20 };
+static sync_atomic_ref_t chain[CHAIN];
+static atomic_int chain_refs[CHAIN];
+static int chain_depth = -1; /* -1: retains do not nest (set) */
+static void chain_retain(void *o) {
+    atomic_fetch_add(&chain_refs[(int *)o - (int *)chain_refs], 1);
+    if (chain_depth >= 0 && chain_depth + 1 < CHAIN) {
+        int next = ++chain_depth;
+        void *inner = sync_atomic_ref_get(&chain[next]);
+        CHECK(inner == &chain_refs[next]);
+        atomic_fetch_sub(&chain_refs[next], 1);
+    }
+}
+static void chain_release(void *o) { atomic_fetch_sub(&chain_refs[(int *)o - (int *)chain_refs], 1); }
+
+static void test_nested_gets(void) {
+    for (int i = 0; i < CHAIN; i++) {
+        CHECK_EQ(sync_atomic_ref_init(&chain[i], chain_retain, chain_release), 0);
+        sync_atomic_ref_set(&chain[i], (void *)&chain_refs[i]);
+    }
+    for (int round = 0; round < 3; round++) {
+        chain_depth = 0;
+        void *outer = sync_atomic_ref_get(&chain[0]);
+        CHECK(outer == &chain_refs[0]);
+        CHECK_EQ(chain_depth, CHAIN - 1);
+        chain_depth = -1;
+        chain_release(outer);
+        for (int i = 0; i < CHAIN; i++) CHECK_EQ(atomic_load(&chain_refs[i]), 1);
+    }
+    for (int i = 0; i < CHAIN; i++) sync_atomic_ref_destroy(&chain[i]);
+    for (int i = 0; i < CHAIN; i++) CHECK_EQ(atomic_load(&chain_refs[i]), 0);
+}
+
 static sync_atomic_bool_t busy = SYNC_ATOMIC_BOOL_INIT(false);
 static atomic_int busy_inside, busy_runs;
 static void *busy_worker(void *arg) {
@@ -305,6 +353,7 @@ int main(void) {
     CHECK(sync_atomic_int64_get(&shared64) == (int64_t)THREADS * 200000);
     CHECK_EQ(sync_atomic_int32_get(&cas_counter), THREADS * 100000);
     test_throttler();
+    test_nested_gets();
     test_seed_004();
     test_pools();
     test_dictionary();

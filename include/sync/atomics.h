@@ -78,11 +78,14 @@ int64_t sync_atomic_int64_add_and_get(sync_atomic_int64_t *i, int64_t delta);
  * object and the reference drops its own +1 (no seed-002 crash): the caller releases it, or
  * hands it to sync_autorelease. Every retain is balanced by exactly one release.
  *
- * Lock-free on every path: the state is {node, pinned readers} in 16 bytes changed by one
- * double-width compare-and-swap; readers pin the node while they retain. Each store allocates a
- * small node (24 bytes); a node is never reused while pinned, so the CAS cannot suffer ABA.
- * Not for memory shared between processes (function pointers, heap nodes). 32 bytes,
- * 16-byte aligned. */
+ * Lock-free on every path (hazard pointers): a reader publishes the object in its own thread's
+ * hazard slot, checks the reference still holds it, retains it and clears the slot, writing
+ * only its own cache line. A writer that removes an object a reader may be retaining defers its
+ * release to the reference's own list, which later writes and destroy retry; so a release may
+ * come after the set that caused it, but no later than the next write or destroy once that
+ * reader is done. retain runs while the slot is held: it may itself read references (nesting is
+ * unbounded). ABA-safe: readers validate after publishing, compare_and_set compares identities.
+ * Not for memory shared between processes (function pointers). 32 bytes, 16-byte aligned. */
 
 /** Retains or releases one object. */
 typedef void (*sync_object_fn)(void *object);
@@ -113,14 +116,17 @@ bool sync_atomic_ref_compare_and_set(sync_atomic_ref_t *r, void *expected, void 
 /* ---- Throttler (seed 004) -------------------------------------------------------------------
  * At most `limit` concurrent holders. try_enter fails fast (never blocks); enter may wait with a
  * timeout. holders never exceeds limit, even transiently, and exit never takes it below zero.
- * Rejections count fail-fast refusals and timed-out waits. Caller memory, 24 bytes, 8-byte
- * aligned; works in memory shared between processes. Waiting is not FIFO. */
+ * Rejections count fail-fast refusals and timed-out waits; a refusal only reads the throttler
+ * and bumps the calling thread's own counter (summed by sync_throttler_rejections), so refusals
+ * on several cores never contend. Caller memory, 24 bytes, 8-byte aligned; works in memory
+ * shared between processes (each process sums its own threads' refusals, plus every process's
+ * timed-out waits). Waiting is not FIFO. */
 
 typedef struct sync_throttler {
     int32_t holders;
     int32_t waiters;
     int32_t limit;
-    int32_t reserved;
+    int32_t generation;  /* keys the per-thread rejection counters; 0 for SYNC_THROTTLER_INIT */
     int64_t rejections __attribute__((aligned(8)));
 } sync_throttler_t;
 /** A throttler admitting `limit` (>= 1) holders. */
@@ -167,10 +173,11 @@ int sync_autorelease(void *object, sync_object_fn release);
 /* ---- Thread-safe dictionary (seed 002) -------------------------------------------------------
  * Keys map to objects held with retain/release (the dictionary owns +1 on each value).
  * sync_dictionary_get returns +1 that stays valid after other threads replace or remove the
- * entry. Lock-free: 16 shards, each an immutable snapshot published like a sync_atomic_ref_t;
- * readers never wait; a writer copies its shard and publishes the copy with a compare-and-set,
- * retrying on conflict (read-mostly use: a write costs about count/16 entries copied). No lock
- * is held while keys are compared or values released.
+ * entry. Lock-free: 16 shards, each an immutable flat hash table published like a
+ * sync_atomic_ref_t; readers never wait and write no shared memory; a writer copies its shard
+ * and publishes the copy with a compare-and-set, retrying on conflict (read-mostly use: a write
+ * costs about count/16 entries copied). No lock is held while keys are compared or values
+ * released.
  *
  * Keys are byte strings (key, key_length), copied. A dictionary made with
  * sync_dictionary_create_with_object_keys instead takes objects as keys: key is the object

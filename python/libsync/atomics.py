@@ -226,7 +226,7 @@ class ThrottlerFull(RuntimeError):
 
 
 class _Struct(ctypes.Structure):
-    _fields_ = [("holders", c_int32), ("waiters", c_int32), ("limit", c_int32), ("reserved", c_int32),
+    _fields_ = [("holders", c_int32), ("waiters", c_int32), ("limit", c_int32), ("generation", c_int32),
                 ("rejections", c_int64)]
 
 
@@ -361,13 +361,13 @@ class ConcurrentDict(Generic[K, V]):
             self[key] = value
 
     def __getitem__(self, key: K) -> V:
-        value = self.get(key, _MISSING)
+        value = _dict_get_or(self._d, key, hash(key), _MISSING)
         if value is _MISSING:
             raise KeyError(key)
         return value
 
     def get(self, key: K, default: Any = None) -> Any:
-        return _dict_get_or(self._d, py_object(key), c_size_t(hash(key) & _HASH_MASK), py_object(default))
+        return _dict_get_or(self._d, key, hash(key), default)
 
     def __setitem__(self, key: K, value: V) -> None:
         _dict_set(self._d, py_object(key), c_size_t(hash(key) & _HASH_MASK), py_object(value))
@@ -411,6 +411,9 @@ class ConcurrentDict(Generic[K, V]):
 
 _dict_create = _c("sync_dictionary_create_with_object_keys", c_int)
 _dict_get_or = _c("sync_dictionary_get_or", py_object)
+# The read path converts through argtypes: cheaper here than building three ctypes objects per
+# call. The hash goes as a signed size (the same bits as the c_size_t(hash & mask) writers pass).
+_dict_get_or.argtypes = [c_void_p, py_object, ctypes.c_ssize_t, py_object]
 _dict_set = _c("sync_dictionary_set", c_int)
 _dict_remove = _c("sync_dictionary_remove", c_int)
 _dict_count = _c("sync_dictionary_count", c_size_t)

@@ -6,17 +6,19 @@ import Synchronization
 // while another thread replaces the value and drops the reference's own +1: the crash of
 // seed 002 and the race in seed 004's naive getter cannot happen.
 //
-// Algorithm (split reference count, lock-free on every path, no mutex):
-//   - The cell is 16 bytes changed by one double-width CAS: {node, pinned readers}.
-//   - Each stored object gets a fresh node {object, acks, kept}; the node owns the cell's +1.
-//   - A reader pins the node by incrementing the count beside it, retains the object (safe:
-//     the node's +1 cannot be dropped while pinned), and unpins: it decrements the count if the
-//     same node is still installed, otherwise it acknowledges on the node itself.
-//   - A writer swaps in {new node, 0}; the count it swapped out is the number of readers that
-//     still have to acknowledge. Whoever brings the node's `acks` to zero (readers count -1,
-//     the writer +n) releases the object and frees the node: exactly one release per retain.
-// ABA: a pinned node cannot be freed, and a node is installed once, so if a pinned reader sees
-// its node in the cell, it is the same installation holding its pin.
+// Algorithm (hazard pointers; lock-free on every path, no mutex):
+//   - The cell is two words: the object, on which the cell owns +1, and a list of objects
+//     removed from it whose release waits for a reader.
+//   - A reader publishes the object it loaded in its own thread's hazard slot, checks that the
+//     cell still holds it (else retries), retains it, and clears the slot with a plain store. It
+//     writes only its own cache line (one fenced store, one plain store); the cell is only read.
+//   - A writer swaps the cell, then looks for a slot holding the object it removed. If none
+//     does, it releases the object; otherwise it defers the release to the cell's list, which
+//     every later write (and destroy) retries. So the object stays alive until the reader's
+//     retain, and each retain is balanced by exactly one release.
+// ABA-safe: a reader trusts the object only after seeing it in the cell *after* publishing its
+// slot, so whichever writer later removes that installation sees the slot. compareAndSet
+// compares identities, never dereferences.
 
 @usableFromInline package enum ReferenceCell {
     /// Retain or release one object (C: `void (*)(void *)`).
@@ -25,156 +27,127 @@ import Synchronization
     package static let size = 16, alignment = 16
 
     @inlinable @inline(__always)
-    static func state(_ cell: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<WordPair>> {
-        atomic(cell, as: WordPair.self)
-    }
-
-    // Node layout: object pointer, acks (Int), kept (Int: 1 when the cell's +1 went to a caller).
+    static func word(_ cell: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt>> { atomic(cell, as: UInt.self) }
+    /// The deferred releases: a stack of 16-byte nodes {object, next}.
     @inlinable @inline(__always)
-    static func object(_ node: UInt) -> UnsafeMutableRawPointer? {
-        UnsafeMutableRawPointer(bitPattern: node)!.load(as: UnsafeMutableRawPointer?.self)
-    }
+    static func deferred(_ cell: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt>> { atomic(cell + 8, as: UInt.self) }
+
+    /// Loads the cell's object into a fresh hazard slot of this thread; 0 (and no slot) if empty.
+    /// The object stays alive until `unprotect`.
     @inlinable @inline(__always)
-    static func acks(_ node: UInt) -> UnsafeMutablePointer<Atomic<Int>> {
-        atomic(UnsafeMutableRawPointer(bitPattern: node)! + 8, as: Int.self)
-    }
-    @inlinable @inline(__always)
-    static func kept(_ node: UInt) -> UnsafeMutablePointer<Int> {
-        (UnsafeMutableRawPointer(bitPattern: node)! + 16).assumingMemoryBound(to: Int.self)
-    }
-
-    /// A node owning +1 on `object` (0 for nil).
-    @usableFromInline
-    static func makeNode(_ object: UnsafeMutableRawPointer?, _ retain: Function) -> UInt {
-        guard let object else { return 0 }
-        retain(object)
-        let raw = UnsafeMutableRawPointer.allocate(byteCount: 24, alignment: 8)
-        raw.storeBytes(of: object, as: UnsafeMutableRawPointer?.self)
-        (raw + 8).storeBytes(of: 0, as: Int.self)
-        (raw + 16).storeBytes(of: 0, as: Int.self)
-        return UInt(bitPattern: raw)
-    }
-
-    /// Adds `delta` to the node's acknowledgements; at zero, drops its +1 and frees it.
-    @usableFromInline
-    static func settle(_ node: UInt, _ delta: Int, _ release: Function) {
-        guard acks(node).pointee.wrappingAdd(delta, ordering: .acquiringAndReleasing).newValue == 0 else { return }
-        if kept(node).pointee == 0 { release(object(node)) }
-        UnsafeMutableRawPointer(bitPattern: node)!.deallocate()
-    }
-
-    /// Pins the installed node (0 if the cell is empty): it stays alive until `unpin`.
-    @inlinable
-    static func pin(_ state: UnsafeMutablePointer<Atomic<WordPair>>) -> UInt {
-        var old = state.pointee.load(ordering: .acquiring)
-        while old.first != 0 {
-            let (pinned, current) = state.pointee.compareExchange(
-                expected: old, desired: WordPair(first: old.first, second: old.second &+ 1), ordering: .acquiringAndReleasing)
-            if pinned { return old.first }
-            old = current
+    static func protect(_ cell: UnsafeMutableRawPointer) -> (UInt, UnsafeMutablePointer<Atomic<UInt>>?) {
+        let word = word(cell)
+        var object = word.pointee.load(ordering: .acquiring)
+        guard object != 0 else { return (0, nil) }
+        let slot = ThreadRecord.takeSlot()
+        while true {
+            slot.pointee.store(object, ordering: .sequentiallyConsistent)
+            let now = word.pointee.load(ordering: .sequentiallyConsistent)
+            if now == object { return (object, slot) }
+            guard now != 0 else { unprotect(slot); return (0, nil) }
+            object = now  // replaced meanwhile: protect the new one
         }
-        return 0
     }
 
-    @inlinable
-    static func unpin(_ state: UnsafeMutablePointer<Atomic<WordPair>>, _ node: UInt, _ release: Function) {
-        var old = state.pointee.load(ordering: .relaxed)
-        while old.first == node {
-            let (unpinned, current) = state.pointee.compareExchange(
-                expected: old, desired: WordPair(first: node, second: old.second &- 1), ordering: .acquiringAndReleasing)
-            if unpinned { return }
-            old = current
-        }
-        settle(node, -1, release)  // replaced: the writer counted this pin
+    @inlinable @inline(__always)
+    static func unprotect(_ slot: UnsafeMutablePointer<Atomic<UInt>>?) {
+        guard let slot else { return }
+        slot.pointee.store(0, ordering: .releasing)  // after our retain: a writer may release now
+        ThreadRecord.returnSlot()
     }
 
-    /// The writer's half, after swapping out `node` with `readers` pins still on it.
+    /// The writer's half, after removing `object` from `cell`: releases it (or, `keep`, gives
+    /// it to the caller) unless a reader may still be retaining it, in which case that release
+    /// waits in the cell's list. Then retries the list.
     @usableFromInline
-    static func retire(_ node: UInt, readers: UInt, keepObject: Bool, _ release: Function) {
-        guard node != 0 else { return }
-        if keepObject { kept(node).pointee = 1 }
-        settle(node, Int(bitPattern: readers), release)
+    static func retire(_ cell: UnsafeMutableRawPointer, _ object: UInt, keep: Bool, _ retain: Function, _ release: Function,
+                       destroying: Bool = false) {
+        if object != 0 {
+            let pointer = UnsafeMutableRawPointer(bitPattern: object)
+            if !destroying && ThreadRecord.isProtected(object) {
+                if keep { retain(pointer) }  // the caller's own +1; the cell's waits for the reader
+                push(cell, object)
+            } else if !keep {
+                release(pointer)
+            }
+        }
+        guard deferred(cell).pointee.load(ordering: .relaxed) != 0 else { return }
+        var node = deferred(cell).pointee.exchange(0, ordering: .acquiring)
+        while let raw = UnsafeMutableRawPointer(bitPattern: node) {
+            let object = raw.load(as: UInt.self)
+            node = raw.load(fromByteOffset: 8, as: UInt.self)
+            raw.deallocate()
+            // When destroying, a slot holding the object belongs to a reader of another
+            // reference (none may use this one), which holds its own +1.
+            if !destroying && ThreadRecord.isProtected(object) { push(cell, object) } else { release(UnsafeMutableRawPointer(bitPattern: object)) }
+        }
+    }
+
+    static func push(_ cell: UnsafeMutableRawPointer, _ object: UInt) {
+        let raw = UnsafeMutableRawPointer.allocate(byteCount: 16, alignment: 8)
+        raw.storeBytes(of: object, as: UInt.self)
+        var first = deferred(cell).pointee.load(ordering: .relaxed)
+        while true {
+            raw.storeBytes(of: first, toByteOffset: 8, as: UInt.self)
+            let (pushed, now) = deferred(cell).pointee.compareExchange(expected: first, desired: UInt(bitPattern: raw), ordering: .releasing)
+            if pushed { return }
+            first = now
+        }
     }
 
     // MARK: Operations
 
     /// The current object, +1 (the caller releases it), or nil.
     @inlinable
-    package static func get(_ cell: UnsafeMutableRawPointer, _ retain: Function, _ release: Function) -> UnsafeMutableRawPointer? {
-        let state = state(cell)
-        let node = pin(state)
-        guard node != 0 else { return nil }
-        let value = object(node)
+    package static func get(_ cell: UnsafeMutableRawPointer, _ retain: Function) -> UnsafeMutableRawPointer? {
+        let (object, slot) = protect(cell)
+        guard object != 0 else { return nil }
+        let value = UnsafeMutableRawPointer(bitPattern: object)
         retain(value)
-        unpin(state, node, release)
+        unprotect(slot)
         return value
     }
 
     /// Runs `body` on the current object (nil if empty), borrowed: valid only inside `body`.
     @inlinable
-    package static func withBorrowed<R>(_ cell: UnsafeMutableRawPointer, _ release: Function,
-                                        _ body: (UnsafeMutableRawPointer?) throws -> R) rethrows -> R {
-        let state = state(cell)
-        let node = pin(state)
-        guard node != 0 else { return try body(nil) }
-        defer { unpin(state, node, release) }
-        return try body(object(node))
+    package static func withBorrowed<R>(_ cell: UnsafeMutableRawPointer, _ body: (UnsafeMutableRawPointer?) throws -> R) rethrows -> R {
+        let (object, slot) = protect(cell)
+        defer { unprotect(slot) }
+        return try body(UnsafeMutableRawPointer(bitPattern: object))
     }
 
     /// Stores `object` (retaining it); returns the previous object +1 if `returnOld`, else
-    /// releases it (once no reader is pinned on it).
+    /// releases it.
     @usableFromInline
     package static func exchange(_ cell: UnsafeMutableRawPointer, _ object: UnsafeMutableRawPointer?, returnOld: Bool,
                                  _ retain: Function, _ release: Function) -> UnsafeMutableRawPointer? {
-        let new = makeNode(object, retain)
-        let old = state(cell).pointee.exchange(WordPair(first: new, second: 0), ordering: .acquiringAndReleasing)
-        guard old.first != 0 else { return nil }
-        let previous = Self.object(old.first)
-        retire(old.first, readers: old.second, keepObject: returnOld, release)
-        return returnOld ? previous : nil
+        if let object { retain(object) }
+        let old = word(cell).pointee.exchange(UInt(bitPattern: object), ordering: .sequentiallyConsistent)
+        retire(cell, old, keep: returnOld, retain, release)
+        return returnOld ? UnsafeMutableRawPointer(bitPattern: old) : nil
+    }
+
+    /// Empties the cell and releases everything it owns, deferred releases included. No other
+    /// thread may use the cell.
+    @usableFromInline
+    package static func destroy(_ cell: UnsafeMutableRawPointer, _ release: Function) {
+        let old = word(cell).pointee.exchange(0, ordering: .sequentiallyConsistent)
+        retire(cell, old, keep: false, release, release, destroying: true)
     }
 
     /// Stores `desired` if the current object is `expected` (by identity); returns whether it did.
     @usableFromInline
     package static func compareAndSet(_ cell: UnsafeMutableRawPointer, _ expected: UnsafeMutableRawPointer?,
                                       _ desired: UnsafeMutableRawPointer?, _ retain: Function, _ release: Function) -> Bool {
-        let state = state(cell)
-        var new: UInt = 0, made = false
-        func makeOnce() -> UInt {
-            if !made { new = makeNode(desired, retain); made = true }
-            return new
+        if let desired { retain(desired) }  // before publishing: another writer may release it at once
+        let swapped = word(cell).pointee.compareExchange(
+            expected: UInt(bitPattern: expected), desired: UInt(bitPattern: desired), ordering: .sequentiallyConsistent).exchanged
+        if swapped {
+            retire(cell, UInt(bitPattern: expected), keep: false, retain, release)
+        } else if let desired {
+            release(desired)
         }
-        defer { if made && new != 0 { retire(new, readers: 0, keepObject: false, release) } }  // unused
-        var old = state.pointee.load(ordering: .acquiring)
-        while true {
-            if old.first == 0 {
-                guard expected == nil else { return false }
-                let (swapped, current) = state.pointee.compareExchange(
-                    expected: old, desired: WordPair(first: makeOnce(), second: 0), ordering: .acquiringAndReleasing)
-                if swapped { new = 0; return true }
-                old = current
-                continue
-            }
-            // Pin the node to read its object.
-            let pinned = WordPair(first: old.first, second: old.second &+ 1)
-            let (ok, seen) = state.pointee.compareExchange(expected: old, desired: pinned, ordering: .acquiringAndReleasing)
-            guard ok else { old = seen; continue }
-            let node = old.first
-            if object(node) != expected { unpin(state, node, release); return false }
-            var current = pinned
-            while current.first == node {
-                let (swapped, now) = state.pointee.compareExchange(
-                    expected: current, desired: WordPair(first: makeOnce(), second: 0), ordering: .acquiringAndReleasing)
-                if swapped {
-                    new = 0
-                    retire(node, readers: current.second &- 1, keepObject: false, release)  // minus our own pin
-                    return true
-                }
-                current = now
-            }
-            settle(node, -1, release)  // replaced while we looked; the writer counted our pin
-            old = current
-        }
+        return swapped
     }
 }
 
@@ -201,7 +174,7 @@ public final class AtomicReference<Object: AnyObject & Sendable>: @unchecked Sen
         set(object)
     }
     deinit {
-        _ = ReferenceCell.exchange(cell, nil, returnOld: false, swiftRetain, swiftRelease)
+        ReferenceCell.destroy(cell, swiftRelease)
         cell.deallocate()
     }
 
@@ -212,7 +185,11 @@ public final class AtomicReference<Object: AnyObject & Sendable>: @unchecked Sen
         pointer.map { Unmanaged<Object>.fromOpaque($0).takeRetainedValue() }
     }
 
-    public func get() -> Object? { Self.take(ReferenceCell.get(cell, swiftRetain, swiftRelease)) }
+    /// A strong reference to the current object (Swift's own retain, while it is protected).
+    /// Inlinable, so that callers get it specialized for their class.
+    @inlinable public func get() -> Object? {
+        ReferenceCell.withBorrowed(cell) { $0.map { Unmanaged<Object>.fromOpaque($0).takeUnretainedValue() } }
+    }
 
     public func set(_ object: Object?) {
         withExtendedLifetime(object) { _ = ReferenceCell.exchange(cell, Self.opaque(object), returnOld: false, swiftRetain, swiftRelease) }

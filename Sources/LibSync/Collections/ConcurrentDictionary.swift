@@ -5,18 +5,76 @@ import Synchronization
 // however other threads replace or remove the entry.
 //
 // Design: 16 shards, each an immutable snapshot published through a `ReferenceCell` (the
-// lock-free AtomicReference algorithm). Readers never lock and never wait: they pin the shard's
-// snapshot, look the key up, take their own reference to the value, and unpin, so readers run in
-// parallel with each other and with writers. A writer copies its shard's snapshot, changes the
-// copy and publishes it with a compare-and-set (retrying if another writer got there first);
-// the old snapshot (and the values only it held) is released when its last reader unpins.
-// Lock-free throughout. Suited to read-mostly use: a write costs a copy of its shard (about
-// count/16 entries).
+// lock-free AtomicReference algorithm). Readers never lock and never wait: they protect the
+// shard's snapshot with a hazard slot, look the key up, take their own reference to the value,
+// and clear the slot, so readers run in parallel with each other and with writers, writing only
+// their own cache line. A snapshot is a flat open-addressing table of {hash, key, value}; the
+// key is hashed once (its top bits pick the shard, the rest the bucket). A writer copies its
+// shard's snapshot, changes the copy and publishes it with a compare-and-set (retrying if
+// another writer got there first); the old snapshot (and the values only it held) is released
+// once no reader holds it. Lock-free throughout. Suited to read-mostly use: a write costs a copy
+// of its shard (about count/16 entries).
+
+/// Keys that carry their hash already (the C ABI's keys: hashed once, not with SipHash).
+@usableFromInline package protocol PrecomputedHash { var precomputedHash: Int { get } }
 
 public final class ConcurrentDictionary<Key: Hashable & Sendable, Value: Sendable>: @unchecked Sendable {
+    /// One shard's entries at one instant, never changed once published.
     @usableFromInline final class Snapshot {
-        @usableFromInline let entries: [Key: Value]
-        init(_ entries: [Key: Value]) { self.entries = entries }
+        @usableFromInline let mask: Int
+        @usableFromInline let count: Int
+        /// `hash | 1` per bucket, 0 when empty.
+        @usableFromInline let hashes: UnsafeMutablePointer<Int>
+        @usableFromInline let keys: UnsafeMutablePointer<Key>
+        @usableFromInline let values: UnsafeMutablePointer<Value>
+
+        init(_ entries: [(hash: Int, key: Key, value: Value)]) {
+            var capacity = 8
+            while capacity < entries.count * 2 { capacity *= 2 }
+            mask = capacity - 1
+            count = entries.count
+            hashes = .allocate(capacity: capacity)
+            hashes.initialize(repeating: 0, count: capacity)
+            keys = .allocate(capacity: capacity)
+            values = .allocate(capacity: capacity)
+            for entry in entries {
+                var i = Snapshot.start(entry.hash, mask)
+                while hashes[i] != 0 { i = (i + 1) & mask }
+                hashes[i] = entry.hash | 1
+                (keys + i).initialize(to: entry.key)
+                (values + i).initialize(to: entry.value)
+            }
+        }
+        deinit {
+            for i in 0...mask where hashes[i] != 0 { (keys + i).deinitialize(count: 1); (values + i).deinitialize(count: 1) }
+            hashes.deallocate(); keys.deallocate(); values.deallocate()
+        }
+
+        @inlinable @inline(__always)
+        static func start(_ hash: Int, _ mask: Int) -> Int { Int(UInt(bitPattern: hash) >> 8) & mask }
+
+        /// The bucket holding `key`, or nil.
+        @inlinable
+        func find(_ key: Key, _ hash: Int) -> Int? {
+            let tag = hash | 1
+            var i = Snapshot.start(hash, mask)
+            while true {
+                let h = hashes[i]
+                if h == 0 { return nil }
+                if h == tag && keys[i] == key { return i }
+                i = (i + 1) & mask
+            }
+        }
+
+        /// Where `key`'s value is, or nil.
+        @inlinable
+        func value(_ key: Key, _ hash: Int) -> UnsafePointer<Value>? {
+            find(key, hash).map { UnsafePointer(values + $0) }
+        }
+
+        var entries: [(hash: Int, key: Key, value: Value)] {
+            (0...mask).compactMap { i in hashes[i] == 0 ? nil : (hashes[i], keys[i], values[i]) }
+        }
     }
 
     @usableFromInline static var shardCount: Int { 16 }
@@ -30,38 +88,53 @@ public final class ConcurrentDictionary<Key: Hashable & Sendable, Value: Sendabl
     }
     deinit {
         for i in 0..<Self.shardCount {
-            _ = ReferenceCell.exchange(shards + i * Self.shardStride, nil, returnOld: false, swiftRetain, swiftRelease)
+            ReferenceCell.destroy(shards + i * Self.shardStride, swiftRelease)
         }
         shards.deallocate()
     }
 
-    @inlinable func shard(_ key: Key) -> UnsafeMutableRawPointer {
-        shards + (key.hashValue & (Self.shardCount - 1)) * Self.shardStride
+    /// The key's hash, mixed so that its top bits (the shard) and middle bits (the bucket) vary.
+    @inlinable @inline(__always)
+    static func hash(_ key: Key) -> Int {
+        let raw = (key as? any PrecomputedHash)?.precomputedHash ?? key.hashValue
+        return raw &* -7_046_029_254_386_353_131  // 0x9E3779B97F4A7C15
     }
 
-    /// Runs `body` on the shard's current entries, borrowed (valid inside `body` only).
-    @inlinable func withEntries<R>(_ cell: UnsafeMutableRawPointer, _ body: ([Key: Value]) throws -> R) rethrows -> R {
-        try ReferenceCell.withBorrowed(cell, swiftRelease) { raw in
-            guard let raw else { return try body([:]) }
-            return try Unmanaged<Snapshot>.fromOpaque(raw)._withUnsafeGuaranteedRef { try body($0.entries) }
+    @inlinable @inline(__always)
+    func shard(_ hash: Int) -> UnsafeMutableRawPointer {
+        shards + Int(UInt(bitPattern: hash) >> 60) * Self.shardStride
+    }
+
+    /// Runs `body` on the shard's current snapshot (nil: empty), borrowed: valid inside `body` only.
+    @inlinable func withSnapshot<R>(_ cell: UnsafeMutableRawPointer, _ body: (Snapshot?) throws -> R) rethrows -> R {
+        try ReferenceCell.withBorrowed(cell) { raw in
+            guard let raw else { return try body(nil) }
+            return try Unmanaged<Snapshot>.fromOpaque(raw)._withUnsafeGuaranteedRef { try body($0) }
         }
     }
 
-    /// Looks `key` up and runs `body` on its value while the snapshot holding it is pinned:
-    /// the C ABI takes its own reference there.
-    @inlinable package func withValue<R>(forKey key: Key, _ body: (Value?) throws -> R) rethrows -> R {
-        try withEntries(shard(key)) { try body($0[key]) }
+    /// Looks `key` up and runs `body` on its value, borrowed, while the snapshot holding it is
+    /// protected: the C ABI takes its own reference there.
+    @inlinable package func withValue<R>(forKey key: Key, _ body: (UnsafePointer<Value>?) throws -> R) rethrows -> R {
+        let hash = Self.hash(key)
+        let (object, slot) = ReferenceCell.protect(shard(hash))
+        defer { ReferenceCell.unprotect(slot) }
+        guard let raw = UnsafeRawPointer(bitPattern: object) else { return try body(nil) }
+        // Borrowed: a retain of the snapshot would make readers on several cores contend.
+        return try body(Unmanaged<Snapshot>.fromOpaque(raw)._withUnsafeGuaranteedRef { $0.value(key, hash) })
     }
 
-    /// Changes one shard: copies its snapshot, changes the copy, and publishes it if the shard
-    /// still holds the snapshot it copied (else retries). Lock-free: no lock is held while keys
-    /// are compared or old values released, which may run foreign code (Python's __eq__, __del__).
-    @usableFromInline func update<R>(_ key: Key, _ change: (inout [Key: Value]) -> R) -> R {
-        let cell = shard(key)
+    /// Changes one shard: copies its snapshot's entries, changes the copy, and publishes it if
+    /// the shard still holds the snapshot it copied (else retries). Lock-free: no lock is held
+    /// while keys are compared or old values released, which may run foreign code (Python's
+    /// __eq__, __del__).
+    func update(_ key: Key, _ change: (inout [(hash: Int, key: Key, value: Value)], Int?) -> Value?) -> Value? {
+        let hash = Self.hash(key), cell = shard(hash)
         while true {
-            let current = ReferenceCell.get(cell, swiftRetain, swiftRelease).map { Unmanaged<Snapshot>.fromOpaque($0).takeRetainedValue() }
-            var entries = current?.entries ?? [:]
-            let result = change(&entries)
+            let current = ReferenceCell.get(cell, swiftRetain).map { Unmanaged<Snapshot>.fromOpaque($0).takeRetainedValue() }
+            var entries = current?.entries ?? []
+            let index = entries.firstIndex { $0.hash | 1 == hash | 1 && $0.key == key }
+            let result = change(&entries, index)
             let next = Snapshot(entries)
             let published = withExtendedLifetime((current, next)) {
                 ReferenceCell.compareAndSet(cell, current.map { Unmanaged.passUnretained($0).toOpaque() },
@@ -73,7 +146,7 @@ public final class ConcurrentDictionary<Key: Hashable & Sendable, Value: Sendabl
 
     /// The value for `key` (a strong reference: valid whatever other threads do), or nil.
     public subscript(key: Key) -> Value? {
-        get { withValue(forKey: key) { $0 } }
+        get { withValue(forKey: key) { $0?.pointee } }
         set {
             if let newValue { updateValue(newValue, forKey: key) } else { removeValue(forKey: key) }
         }
@@ -82,23 +155,28 @@ public final class ConcurrentDictionary<Key: Hashable & Sendable, Value: Sendabl
     /// Stores `value`; returns the value it replaced.
     @discardableResult
     public func updateValue(_ value: Value, forKey key: Key) -> Value? {
-        update(key) { $0.updateValue(value, forKey: key) }
+        let hash = Self.hash(key)
+        return update(key) { entries, index in
+            guard let index else { entries.append((hash, key, value)); return nil }
+            defer { entries[index].value = value }
+            return entries[index].value
+        }
     }
 
     /// Removes the entry; returns its value.
     @discardableResult
     public func removeValue(forKey key: Key) -> Value? {
-        update(key) { $0.removeValue(forKey: key) }
+        update(key) { entries, index in index.map { entries.remove(at: $0).value } }
     }
 
     /// Entries, summed over the shards (each shard read at one instant).
     public var count: Int {
-        (0..<Self.shardCount).reduce(0) { sum, i in sum + withEntries(shards + i * Self.shardStride) { $0.count } }
+        (0..<Self.shardCount).reduce(0) { sum, i in sum + withSnapshot(shards + i * Self.shardStride) { $0?.count ?? 0 } }
     }
 
     /// A snapshot of the keys: every key present throughout the call is listed.
     public var keys: [Key] {
-        (0..<Self.shardCount).flatMap { i in withEntries(shards + i * Self.shardStride) { Array($0.keys) } }
+        (0..<Self.shardCount).flatMap { i in withSnapshot(shards + i * Self.shardStride) { $0?.entries.map(\.key) ?? [] } }
     }
 }
 
@@ -122,10 +200,12 @@ package typealias KeyCompare = @convention(c) (UnsafeMutableRawPointer?, UnsafeM
 
 /// A C key: a byte string, or an object with a caller-computed hash and a comparator. Lookup
 /// keys borrow the caller's bytes or object (no allocation); stored keys own a copy or a +1.
-package struct ForeignKey: Hashable, @unchecked Sendable {
+package struct ForeignKey: Hashable, PrecomputedHash, @unchecked Sendable {
     package let bytes: UnsafeRawBufferPointer
     package let object: UnsafeMutableRawPointer?
     package let objectHash: Int
+    /// FNV-1a of the bytes, or the object's hash.
+    package let precomputedHash: Int
     let compare: KeyCompare?
     let context: UnsafeMutableRawPointer?
     /// Keeps a stored key alive: its byte copy, or +1 on its object (nil in lookups).
@@ -139,9 +219,12 @@ package struct ForeignKey: Hashable, @unchecked Sendable {
             self.bytes = bytes; owner = nil
         }
         object = nil; objectHash = 0; compare = nil; context = nil
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        precomputedHash = Int(bitPattern: UInt(hash))
     }
     package init(object: UnsafeMutableRawPointer, hash: Int, compare: KeyCompare, context: UnsafeMutableRawPointer?, owner: ForeignObject?) {
-        bytes = UnsafeRawBufferPointer(start: nil, count: 0); self.object = object; objectHash = hash
+        bytes = UnsafeRawBufferPointer(start: nil, count: 0); self.object = object; objectHash = hash; precomputedHash = hash
         self.compare = compare; self.context = context; self.owner = owner
     }
 
@@ -152,7 +235,7 @@ package struct ForeignKey: Hashable, @unchecked Sendable {
         return x == b.object || a.compare!(x, b.object, a.context) == 1
     }
     package func hash(into hasher: inout Hasher) {
-        if object != nil { hasher.combine(objectHash) } else { hasher.combine(bytes: bytes) }
+        hasher.combine(precomputedHash)
     }
 }
 
@@ -187,10 +270,11 @@ package final class ForeignDictionary: @unchecked Sendable {
 
     /// The value +1, or nil.
     package func get(_ key: ForeignKey) -> UnsafeMutableRawPointer? {
-        map.withValue(forKey: key) { value in
-            guard let value else { return nil }
-            retain(value.pointer)
-            return value.pointer
+        let retain = retain  // the closure captures the function, not self (no retain of self)
+        return map.withValue(forKey: key) { value in
+            guard let pointer = value?.pointee.pointer else { return nil }
+            retain(pointer)
+            return pointer
         }
     }
 }

@@ -7,8 +7,14 @@ import Synchronization
 // exceeds the limit even transiently, and `exit` refuses to go below zero: the counter cannot
 // drift.
 //
+// A full throttler's fail-fast path only reads (like sem_trywait): one load of `holders`, then
+// one store to the calling thread's own rejection counter (ThreadRecord), summed on read, so
+// refusals on several cores never contend. Counters are keyed by the throttler's address and a
+// generation given at initialisation (memory reused by a new throttler starts from zero).
+//
 // Layout of C's sync_throttler_t (caller memory, 8-byte aligned):
-//   Int32 holders | Int32 waiters | Int32 limit | Int32 (reserved) | Int64 rejections
+//   Int32 holders | Int32 waiters | Int32 limit | Int32 generation | Int64 rejections (timed-out
+//   waits, and refusals by threads whose 8 per-thread counters are taken)
 
 @usableFromInline package enum ThrottlerWord {
     package static let size = 24
@@ -22,12 +28,31 @@ import Synchronization
     @inlinable @inline(__always)
     static func rejections(_ t: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<Int64>> { atomic(t + 16, as: Int64.self) }
 
+    @inlinable @inline(__always)
+    static func generation(_ t: UnsafeMutableRawPointer) -> Int32 { t.load(fromByteOffset: 12, as: Int32.self) }
+
+    /// Generations of initialised throttlers (0: SYNC_THROTTLER_INIT's static ones).
+    static let generations = Atomic<Int32>(0)
+
     /// Zeroes the throttler and sets its limit; EINVAL if `limit` < 1.
     package static func initialize(_ t: UnsafeMutableRawPointer, limit: Int32) -> Int32 {
         guard limit >= 1 else { return EINVAL }
         t.initializeMemory(as: UInt8.self, repeating: 0, count: size)
         t.storeBytes(of: limit, toByteOffset: 8, as: Int32.self)
+        var generation: Int32 = 0
+        while generation == 0 { generation = generations.wrappingAdd(1, ordering: .relaxed).newValue }
+        t.storeBytes(of: generation, toByteOffset: 12, as: Int32.self)
         return 0
+    }
+
+    /// Counts one rejection on the calling thread's own counter (no contended write).
+    @inlinable @inline(__always)
+    static func countRejection(_ t: UnsafeMutableRawPointer) {
+        if let counter = ThreadRecord.counter(t, generation(t)) {
+            counter.pointee.store(counter.pointee.load(ordering: .relaxed) &+ 1, ordering: .relaxed)  // one writer
+        } else {
+            rejections(t).pointee.wrappingAdd(1, ordering: .relaxed)
+        }
     }
 
     /// Takes a slot if fewer than `limit` hold one: 0, EBUSY (counted as a rejection), or
@@ -36,7 +61,7 @@ import Synchronization
     package static func tryEnter(_ t: UnsafeMutableRawPointer) -> Int32 {
         if admit(t) { return 0 }
         if limit(t) < 1 { return EINVAL }
-        rejections(t).pointee.wrappingAdd(1, ordering: .relaxed)
+        countRejection(t)
         return EBUSY
     }
 
@@ -104,7 +129,10 @@ import Synchronization
     }
 
     @inlinable package static func holdersCount(_ t: UnsafeMutableRawPointer) -> Int32 { holders(t).pointee.load(ordering: .relaxed) }
-    @inlinable package static func rejectionCount(_ t: UnsafeMutableRawPointer) -> Int64 { rejections(t).pointee.load(ordering: .relaxed) }
+    /// Timed-out waits and this process's refusals (per-thread counters are per process).
+    package static func rejectionCount(_ t: UnsafeMutableRawPointer) -> Int64 {
+        rejections(t).pointee.load(ordering: .relaxed) &+ ThreadRecord.sumCounters(t, generation(t))
+    }
 }
 
 // MARK: Swift front
