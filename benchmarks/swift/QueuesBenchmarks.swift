@@ -7,7 +7,7 @@ import Synchronization
 /// through each way of guarding it (libsync's locks, queues and isolated value), beside `DispatchQueue` used directly (no Foundation).
 /// Adding a row is one `property(...)` line.
 func queuesBenchmarks() {
-    let synchronized = RecursiveMutexTable(), owner = Holder()
+    let objcSync = RecursiveMutexTable(), owner = Holder()
     let mutex = PthreadMutex(), rwlock = PthreadRWLock(), swiftMutex = Mutex(0)
     let syncMutex = SyncMutex(), syncRW = SyncRWLock()
     let serial = SerialQueue(), concurrent = ConcurrentQueue()
@@ -19,8 +19,8 @@ func queuesBenchmarks() {
     for threads in [2, 8] {
         table("Swift property 90% read / 10% write", threads: threads, iterations: 40_000 / threads, baseline: 1, [
             property("@synchronized (recursive mutex by address)",
-                     get: { synchronized.lock(for: owner).locked { plain } },
-                     set: { v in synchronized.lock(for: owner).locked { plain = v } }),
+                     get: { objcSync.lock(for: owner).locked { plain } },
+                     set: { v in objcSync.lock(for: owner).locked { plain = v } }),
             property("pthread_mutex", get: { mutex.locked { plain } }, set: { v in mutex.locked { plain = v } }),
             property("pthread_rwlock",
                      get: { rwlock.reading { plain } }, set: { v in rwlock.writing { plain = v } }),
