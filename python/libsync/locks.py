@@ -85,16 +85,25 @@ def _error(code: int, what: str) -> LockError:
     return LockError(f"{what}: {errno.errorcode.get(code, code)}", code)
 
 
+_SLICE_NS = 50_000_000
+
+
 def _wait(function, pointer, deadline: c_int64, what: str) -> bool:
-    """Calls a blocking `_interruptible` C function until it returns other than EINTR (between
-    calls the interpreter runs signal handlers: Ctrl-C raises KeyboardInterrupt here)."""
+    """Calls a blocking `_interruptible` C function until it takes the lock or `deadline`
+    passes. Between calls the interpreter runs signal handlers (Ctrl-C raises KeyboardInterrupt
+    here). Each call waits at most 50 ms: a signal that lands while the C code is between
+    sleeps runs Python's handler without interrupting a sleep, and must not be lost."""
+    end = deadline.value
     while True:
-        code = function(pointer, deadline)
+        limit = time.monotonic_ns() + _SLICE_NS
+        last = 0 <= end <= limit
+        code = function(pointer, c_int64(end if last else limit))
         if code == 0:
             return True
         if code == errno.ETIMEDOUT:
-            return False
-        if code != errno.EINTR:
+            if last:
+                return False
+        elif code != errno.EINTR:
             raise _error(code, what)
 
 
