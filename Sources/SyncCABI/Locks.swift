@@ -36,7 +36,7 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
     word.pointee.store(MutexWord.initial(shared: flags & 1 != 0, unowned: flags & 2 != 0), ordering: .releasing)
     return 0
 }
-@_cdecl("sync_mutex_lock") public func c_sync_mutex_lock(_ m: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_mutex_lock") @inline(__always) public func c_sync_mutex_lock(_ m: UnsafeMutableRawPointer?) -> Int32 {
     guard let word = lockWord(m) else { return EINVAL }
     return MutexWord.lock(word)
 }
@@ -56,7 +56,7 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
     guard let word = lockWord(m) else { return EINVAL }
     return interruptible(deadline) { MutexWord.lock(word, deadline: $0, interruptible: true) }
 }
-@_cdecl("sync_mutex_unlock") public func c_sync_mutex_unlock(_ m: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_mutex_unlock") @inline(__always) public func c_sync_mutex_unlock(_ m: UnsafeMutableRawPointer?) -> Int32 {
     guard let word = lockWord(m) else { return EINVAL }
     return MutexWord.unlock(word)
 }

@@ -337,6 +337,36 @@ static void *sync_body(void *arg) {
 static void *enter_b(void *arg) { *(int *)arg = sync_synchronized_enter(&token_b); sync_synchronized_exit(&token_b); return NULL; }
 static void count(void *arg) { (*(int *)arg)++; }
 
+/* Tokens 64 KiB apart share a bucket: threads cycling through them keep freeing and reclaiming
+ * the bucket's entries while others look entries up without the bucket's lock. */
+#define SAME_BUCKET 8
+static char bucket_tokens[SAME_BUCKET * 65536];
+static volatile long token_counts[SAME_BUCKET], token_inside[SAME_BUCKET];
+static void *bucket_body(void *arg) {
+    long self = (long)(intptr_t)arg;
+    for (int i = 0; i < ITERATIONS / 2; i++) {
+        int k = (int)((i + self) % SAME_BUCKET);
+        if (sync_synchronized_enter(&bucket_tokens[k * 65536]) != 0) overlaps++;
+        if (token_inside[k]++ != 0) overlaps++;  /* two holders of one token */
+        token_counts[k]++;
+        token_inside[k]--;
+        if (sync_synchronized_exit(&bucket_tokens[k * 65536]) != 0) overlaps++;
+    }
+    return NULL;
+}
+
+static void test_synchronized_reuse(void) {
+    pthread_t t[THREADS];
+    overlaps = 0;
+    for (long i = 0; i < THREADS; i++) pthread_create(&t[i], NULL, bucket_body, (void *)(intptr_t)i);
+    for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+    CHECK_EQ(overlaps, 0);
+    long total = 0;
+    for (int k = 0; k < SAME_BUCKET; k++) total += token_counts[k];
+    CHECK_EQ(total, (long)THREADS * ITERATIONS / 2);
+    for (int k = 0; k < SAME_BUCKET; k++) CHECK_EQ(sync_synchronized_exit(&bucket_tokens[k * 65536]), EPERM);
+}
+
 static void test_synchronized(void) {
     run_threads(sync_body, NULL);
     CHECK_EQ(a, (long)THREADS * ITERATIONS / 2);
@@ -371,5 +401,6 @@ int main(void) {
     test_process_shared();
     test_once();
     test_synchronized();
+    test_synchronized_reuse();
     DONE();
 }

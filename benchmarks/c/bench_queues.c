@@ -2,7 +2,7 @@
  * through @synchronized (emulated as objc_sync_enter is: a recursive mutex found by the
  * object's address), pthread_mutex, pthread_rwlock, a serial queue (sync get + async set), a
  * concurrent queue (sync get + barrier async set) and the isolated value (read + async or sync
- * write). Adding a row is one PROPERTY_ROW line (plus its get/set functions). */
+ * write), beside libsync's own @synchronized (sync_synchronized_enter/exit), mutex and rwlock. Adding a row is one PROPERTY_ROW line (plus its get/set functions). */
 #include "bench.h"
 #include <sync.h>
 #include <stdint.h>
@@ -49,6 +49,16 @@ static _Alignas(64) pthread_rwlock_t rwlock = PTHREAD_RWLOCK_INITIALIZER;
 static long rwlock_get(void) { pthread_rwlock_rdlock(&rwlock); long v = value; pthread_rwlock_unlock(&rwlock); return v; }
 static void rwlock_set(long v) { pthread_rwlock_wrlock(&rwlock); value = v; pthread_rwlock_unlock(&rwlock); }
 
+/* libsync's locks, the same way. */
+static long sync_synchronized_get(void) { sync_synchronized_enter(&value); long v = value; sync_synchronized_exit(&value); return v; }
+static void sync_synchronized_set(long v) { sync_synchronized_enter(&value); value = v; sync_synchronized_exit(&value); }
+static _Alignas(64) sync_mutex_t sync_mutex = SYNC_MUTEX_INIT;
+static long sync_mutex_get(void) { sync_mutex_lock(&sync_mutex); long v = value; sync_mutex_unlock(&sync_mutex); return v; }
+static void sync_mutex_set(long v) { sync_mutex_lock(&sync_mutex); value = v; sync_mutex_unlock(&sync_mutex); }
+static _Alignas(64) sync_rwlock_t sync_rwlock = SYNC_RWLOCK_INIT;
+static long sync_rwlock_get(void) { sync_rwlock_rdlock(&sync_rwlock); long v = value; sync_rwlock_rdunlock(&sync_rwlock); return v; }
+static void sync_rwlock_set(long v) { sync_rwlock_wrlock(&sync_rwlock); value = v; sync_rwlock_wrunlock(&sync_rwlock); }
+
 /* Queue work: read into *context / write the value carried in the context pointer. */
 static void read_value(void *out) { *(long *)out = value; }
 static void write_value(void *v) { value = (long)(intptr_t)v; }
@@ -83,6 +93,9 @@ int main(int argc, char **argv) {
             PROPERTY_ROW("@synchronized (recursive mutex by address)", synchronized_get, synchronized_set),
             PROPERTY_ROW("pthread_mutex", mutex_get, mutex_set),
             PROPERTY_ROW("pthread_rwlock", rwlock_get, rwlock_set),
+            PROPERTY_ROW("libsync sync_synchronized (enter/exit)", sync_synchronized_get, sync_synchronized_set),
+            PROPERTY_ROW("libsync sync_mutex", sync_mutex_get, sync_mutex_set),
+            PROPERTY_ROW("libsync sync_rwlock", sync_rwlock_get, sync_rwlock_set),
             PROPERTY_ROW("serial queue: sync get, async set", serial_get, serial_set),
             PROPERTY_ROW("concurrent queue: sync get, barrier async set", concurrent_get, concurrent_set),
             PROPERTY_ROW("isolated value: read, async write", isolated_get, isolated_set_async),

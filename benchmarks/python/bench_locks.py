@@ -6,6 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 from harness import per_call_ns, per_call_ns_threads, table  # noqa: E402
+from libsync import locks  # noqa: E402
 from libsync.locks import Lock, Mutex, RLock, RWLock  # noqa: E402
 
 N = 200_000
@@ -23,10 +24,13 @@ def with_block(lock):
     return body
 
 
+floor_lock = Lock()
+floor_p, trylock, unlock = floor_lock._p, locks._mutex_trylock, locks._mutex_unlock
 table("Lock acquire()+release()", [
     ("threading.Lock", per_call_ns(pair(threading.Lock()), N)),
     ("libsync Lock", per_call_ns(pair(Lock()), N)),
     ("libsync Mutex", per_call_ns(pair(Mutex()), N)),
+    ("(floor: the two ctypes calls alone, no wrapper)", per_call_ns(lambda: (trylock(floor_p), unlock(floor_p)), N)),
 ])
 table("with lock: pass", [
     ("threading.Lock", per_call_ns(with_block(threading.Lock()), N)),

@@ -1,10 +1,11 @@
 """Python: seed 003's property read 90% / written 10% by 2 and 8 threads, through
-threading.RLock (the @synchronized analogue: recursive), threading.Lock, libsync's serial queue
-(sync get, async set), concurrent queue (sync get, barrier async set) and isolated value (get,
-set). Adding a row is one line in ROWS."""
+threading.RLock (the @synchronized analogue: recursive), threading.Lock, libsync's own
+synchronized(obj), Mutex and RWLock, serial queue (sync get, async set), concurrent queue (sync
+get, barrier async set) and isolated value (get, set). Adding a row is one line in ROWS."""
 import threading
 
 from harness import per_call_ns_threads, table
+from libsync.locks import Mutex, RWLock, synchronized
 from libsync.queues import ConcurrentQueue, IsolatedValue, SerialQueue
 
 N = 20_000  # calls per table row, split among the threads
@@ -20,6 +21,32 @@ class Locked:
 
     def set(self, value):
         with self.lock:
+            self.value = value
+
+
+class Synchronized:
+    def __init__(self):
+        self.value = 0
+
+    def get(self):
+        with synchronized(self):
+            return self.value
+
+    def set(self, value):
+        with synchronized(self):
+            self.value = value
+
+
+class ReadWrite:
+    def __init__(self):
+        self.lock, self.value = RWLock(), 0
+
+    def get(self):
+        with self.lock.read():
+            return self.value
+
+    def set(self, value):
+        with self.lock.write():
             self.value = value
 
 
@@ -40,6 +67,9 @@ serial, concurrent = SerialQueue(), ConcurrentQueue()
 ROWS = [
     ("threading.RLock (the @synchronized analogue)", Locked(threading.RLock())),
     ("threading.Lock", Locked(threading.Lock())),
+    ("libsync synchronized(obj)", Synchronized()),
+    ("libsync Mutex", Locked(Mutex())),
+    ("libsync RWLock (read() / write())", ReadWrite()),
     ("SerialQueue: sync get, async_ set", OnQueue(serial, serial.async_)),
     ("ConcurrentQueue: sync get, barrier_async set", OnQueue(concurrent, concurrent.barrier_async)),
     ("IsolatedValue: get, set", IsolatedValue(0)),

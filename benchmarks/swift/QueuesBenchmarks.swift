@@ -4,11 +4,12 @@ import LibSync
 import Synchronization
 
 /// Seed 003's comparison in Swift: a shared property read 90% / written 10% by 2 and 8 threads,
-/// through each way of guarding it, beside `DispatchQueue` used directly (no Foundation).
+/// through each way of guarding it (libsync's locks, queues and isolated value), beside `DispatchQueue` used directly (no Foundation).
 /// Adding a row is one `property(...)` line.
 func queuesBenchmarks() {
-    let synchronized = RecursiveMutexTable(), owner = Holder()
+    let objcSync = RecursiveMutexTable(), owner = Holder()
     let mutex = PthreadMutex(), rwlock = PthreadRWLock(), swiftMutex = Mutex(0)
+    let syncMutex = SyncMutex(), syncRW = SyncRWLock()
     let serial = SerialQueue(), concurrent = ConcurrentQueue()
     let dispatchSerial = DispatchQueue(label: "bench.serial")
     let dispatchConcurrent = DispatchQueue(label: "bench.concurrent", attributes: .concurrent)
@@ -18,11 +19,16 @@ func queuesBenchmarks() {
     for threads in [2, 8] {
         table("Swift property 90% read / 10% write", threads: threads, iterations: 40_000 / threads, baseline: 1, [
             property("@synchronized (recursive mutex by address)",
-                     get: { synchronized.lock(for: owner).locked { plain } },
-                     set: { v in synchronized.lock(for: owner).locked { plain = v } }),
+                     get: { objcSync.lock(for: owner).locked { plain } },
+                     set: { v in objcSync.lock(for: owner).locked { plain = v } }),
             property("pthread_mutex", get: { mutex.locked { plain } }, set: { v in mutex.locked { plain = v } }),
             property("pthread_rwlock",
                      get: { rwlock.reading { plain } }, set: { v in rwlock.writing { plain = v } }),
+            property("libsync synchronized(owner)",
+                     get: { synchronized(owner) { plain } }, set: { v in synchronized(owner) { plain = v } }),
+            property("libsync SyncMutex", get: { syncMutex.withLock { plain } }, set: { v in syncMutex.withLock { plain = v } }),
+            property("libsync SyncRWLock",
+                     get: { syncRW.withReadLock { plain } }, set: { v in syncRW.withWriteLock { plain = v } }),
             property("Synchronization.Mutex",
                      get: { swiftMutex.withLock { $0 } }, set: { v in swiftMutex.withLock { $0 = v } }),
             property("SerialQueue: sync get, async set",

@@ -86,8 +86,10 @@ def _error(code: int, what: str) -> LockError:
 
 
 def _wait(function, pointer, deadline: c_int64, what: str) -> bool:
-    """Calls a blocking `_interruptible` C function until it returns other than EINTR (between
-    calls the interpreter runs signal handlers: Ctrl-C raises KeyboardInterrupt here)."""
+    """Calls a blocking `_interruptible` C function until it returns other than EINTR. Between
+    calls the interpreter runs signal handlers (Ctrl-C raises KeyboardInterrupt here); the C
+    function returns EINTR at least every 50 ms, so a signal that lands while it is not asleep
+    in the kernel is not lost."""
     while True:
         code = function(pointer, deadline)
         if code == 0:
@@ -158,10 +160,8 @@ class Lock(_Memory):
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         """Acquires the lock, as threading.Lock.acquire: True if acquired, False on timeout or
         if non-blocking and held."""
-        if timeout == -1 and blocking is True:
-            if not _mutex_trylock(self._p):
-                return True
-            return _wait(_mutex_wait, self._p, _FOREVER, self._WHAT)
+        if blocking is True and timeout == -1:  # the common call: nothing to check, one C call
+            return not _mutex_trylock(self._p) or _wait(_mutex_wait, self._p, _FOREVER, self._WHAT)
         deadline = _deadline(blocking, timeout)
         code = _mutex_trylock(self._p)
         if code == 0:
@@ -184,8 +184,9 @@ class Lock(_Memory):
 
     __enter__ = acquire
 
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
+        if _mutex_unlock(self._p):  # release()'s body: one Python frame less per `with`
+            raise RuntimeError("release unlocked lock")
 
     acquire_lock, release_lock, locked_lock = acquire, release, locked
     _WHAT = "Lock.acquire"
@@ -203,6 +204,11 @@ class Mutex(Lock):
     _WHAT = "Mutex.acquire"
 
     def release(self) -> None:
+        code = _mutex_unlock(self._p)
+        if code:
+            raise _error(code, "Mutex.release")
+
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
         code = _mutex_unlock(self._p)
         if code:
             raise _error(code, "Mutex.release")
@@ -236,11 +242,8 @@ class RLock(_Memory):
             _init(_rlock_init, self._p, _SHARED if shared else 0)
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if timeout == -1 and blocking is True:
-            code = _rlock_trylock(self._p)
-            if code == 0:
-                return True
-            return _wait(_rlock_wait, self._p, _FOREVER, "RLock.acquire")
+        if blocking is True and timeout == -1:
+            return not _rlock_trylock(self._p) or _wait(_rlock_wait, self._p, _FOREVER, "RLock.acquire")
         deadline = _deadline(blocking, timeout)
         code = _rlock_trylock(self._p)
         if code == 0:
@@ -257,8 +260,9 @@ class RLock(_Memory):
 
     __enter__ = acquire
 
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
+        if _rlock_unlock(self._p):
+            raise RuntimeError("cannot release un-acquired lock")
 
     # threading.Condition's protocol for recursive locks.
     def _is_owned(self) -> bool:

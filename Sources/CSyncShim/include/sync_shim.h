@@ -23,7 +23,13 @@ int64_t sync_monotonic_now_ns(void);
 
 /// The calling thread's cached kernel id, 0 until first asked (and in a fork()ed child, whose
 /// id differs from its parent's). initial-exec TLS: one %fs-relative load, no function call.
-extern __thread uint32_t sync_thread_id_cache __attribute__((tls_model("initial-exec")));
+#if defined(__has_attribute) && __has_attribute(swift_attr)
+#define SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((swift_attr("nonisolated(unsafe)")))
+#else
+#define SYNC_SWIFT_NONISOLATED_UNSAFE
+#endif
+/// Swift reads it directly (threadID() in Futex.swift): per thread, so nonisolated(unsafe) is safe.
+extern __thread uint32_t sync_thread_id_cache SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
 uint32_t sync_thread_id_slow(void);
 
 /// The calling thread's kernel id (never 0), cached per thread: lock words store it as owner.

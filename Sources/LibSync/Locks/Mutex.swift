@@ -80,8 +80,8 @@ func deadline(after timeout: Duration) -> Int64 {
     /// 0, or EBUSY if held (also by the caller).
     @inlinable @inline(__always)
     package static func tryLock(_ word: Word) -> Int32 {
-        let me = sync_thread_id()
-        if word.pointee.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged { return 0 }
+        let me = cachedThreadID()
+        if me != 0 && word.pointee.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged { return 0 }
         return tryLockSlow(word, me)
     }
 
@@ -89,16 +89,16 @@ func deadline(after timeout: Duration) -> Int64 {
     /// holds it (owned mode); EINTR if `interruptible` and a signal interrupts the sleep.
     @inlinable @inline(__always)
     package static func lock(_ word: Word, deadline: Int64 = -1, interruptible: Bool = false) -> Int32 {
-        let me = sync_thread_id()
-        if word.pointee.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged { return 0 }
+        let me = cachedThreadID()
+        if me != 0 && word.pointee.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged { return 0 }
         return lockSlow(word, me, deadline: deadline, interruptible: interruptible)
     }
 
     /// 0, or EPERM if the caller does not hold it (unowned mode: if it is not held).
     @inlinable @inline(__always)
     package static func unlock(_ word: Word) -> Int32 {
-        let me = sync_thread_id()
-        if word.pointee.compareExchange(expected: me, desired: 0, ordering: .releasing).exchanged { return 0 }
+        let me = cachedThreadID()
+        if me != 0 && word.pointee.compareExchange(expected: me, desired: 0, ordering: .releasing).exchanged { return 0 }
         return unlockSlow(word, me)
     }
 
@@ -111,7 +111,7 @@ func deadline(after timeout: Duration) -> Int64 {
     /// Whether the calling thread holds it (owned mode).
     @inlinable @inline(__always)
     package static func isOwnedByCaller(_ word: Word) -> Bool {
-        word.pointee.load(ordering: .relaxed) & holderMask == sync_thread_id()
+        word.pointee.load(ordering: .relaxed) & holderMask == threadID()
     }
 
     @usableFromInline @inline(__always)
@@ -120,7 +120,8 @@ func deadline(after timeout: Duration) -> Int64 {
     }
 
     @usableFromInline @inline(never)
-    static func tryLockSlow(_ word: Word, _ me: UInt32) -> Int32 {
+    static func tryLockSlow(_ word: Word, _ cached: UInt32) -> Int32 {
+        let me = cached != 0 ? cached : threadID()
         var value = word.pointee.load(ordering: .relaxed)
         while value & holderMask == 0 {
             let (exchanged, now) = word.pointee.compareExchange(
@@ -132,7 +133,8 @@ func deadline(after timeout: Duration) -> Int64 {
     }
 
     @usableFromInline @inline(never)
-    static func lockSlow(_ word: Word, _ me: UInt32, deadline: Int64, interruptible: Bool) -> Int32 {
+    static func lockSlow(_ word: Word, _ cached: UInt32, deadline: Int64, interruptible: Bool) -> Int32 {
+        let me = cached != 0 ? cached : threadID()
         var value = word.pointee.load(ordering: .relaxed)
         if value & unowned == 0 && value & holderMask == me { return EDEADLK }
         let mine = holder(for: value, me: me)
@@ -175,7 +177,8 @@ func deadline(after timeout: Duration) -> Int64 {
     }
 
     @usableFromInline @inline(never)
-    static func unlockSlow(_ word: Word, _ me: UInt32) -> Int32 {
+    static func unlockSlow(_ word: Word, _ cached: UInt32) -> Int32 {
+        let me = cached != 0 ? cached : threadID()
         var value = word.pointee.load(ordering: .relaxed)
         while true {
             let held = value & holderMask

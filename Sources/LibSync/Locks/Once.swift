@@ -26,7 +26,7 @@ import Synchronization
 
     @usableFromInline @inline(never)
     static func beginSlow(_ word: Word, interruptible: Bool) -> Int32 {
-        let me = sync_thread_id()
+        let me = threadID()
         while true {
             let value = word.pointee.load(ordering: .acquiring)
             if value == done { return 0 }
@@ -48,7 +48,7 @@ import Synchronization
     /// 0, or EPERM if the caller is not running it.
     @inlinable @discardableResult
     package static func end(_ word: Word, completed: Bool) -> Int32 {
-        let me = sync_thread_id()
+        let me = threadID()
         var value = word.pointee.load(ordering: .relaxed)
         while true {
             if value & ~sleepers != me { return EPERM }

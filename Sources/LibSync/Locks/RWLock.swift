@@ -64,7 +64,7 @@ import Synchronization
     @usableFromInline @inline(never)
     static func readLockSlow(_ m: Memory, deadline: Int64, interruptible: Bool) -> Int32 {
         if state(m).pointee.load(ordering: .relaxed) & writer != 0
-            && owner(m).pointee.load(ordering: .relaxed) == sync_thread_id() { return EDEADLK }
+            && owner(m).pointee.load(ordering: .relaxed) == threadID() { return EDEADLK }
         for _ in 0..<spinLimit {
             let result = tryReadLock(m)
             if result != EBUSY { return result }
@@ -115,7 +115,7 @@ import Synchronization
             let (exchanged, now) = state(m).pointee.compareExchange(
                 expected: value, desired: value | writer, ordering: .acquiring)
             if exchanged {
-                owner(m).pointee.store(sync_thread_id(), ordering: .relaxed)
+                owner(m).pointee.store(threadID(), ordering: .relaxed)
                 return 0
             }
             value = now
@@ -127,7 +127,7 @@ import Synchronization
     @inlinable @inline(__always)
     package static func writeLock(_ m: Memory, deadline: Int64 = -1, interruptible: Bool = false) -> Int32 {
         if state(m).pointee.compareExchange(expected: 0, desired: writer, ordering: .acquiring).exchanged {
-            owner(m).pointee.store(sync_thread_id(), ordering: .relaxed)
+            owner(m).pointee.store(threadID(), ordering: .relaxed)
             return 0
         }
         return writeLockSlow(m, deadline: deadline, interruptible: interruptible)
@@ -135,7 +135,7 @@ import Synchronization
 
     @usableFromInline @inline(never)
     static func writeLockSlow(_ m: Memory, deadline: Int64, interruptible: Bool) -> Int32 {
-        let me = sync_thread_id()
+        let me = threadID()
         if state(m).pointee.load(ordering: .relaxed) & writer != 0
             && owner(m).pointee.load(ordering: .relaxed) == me { return EDEADLK }
         for _ in 0..<spinLimit {
@@ -188,7 +188,7 @@ import Synchronization
     /// 0, or EPERM if the caller does not hold it for writing.
     @inlinable @inline(__always)
     package static func writeUnlock(_ m: Memory) -> Int32 {
-        if owner(m).pointee.load(ordering: .relaxed) != sync_thread_id()
+        if owner(m).pointee.load(ordering: .relaxed) != threadID()
             || state(m).pointee.load(ordering: .relaxed) & writer == 0 { return EPERM }
         owner(m).pointee.store(0, ordering: .relaxed)
         if state(m).pointee.compareExchange(expected: writer, desired: 0, ordering: .releasing).exchanged { return 0 }
@@ -221,7 +221,7 @@ import Synchronization
 
     /// Whether the calling thread holds it for writing.
     @inlinable package static func isWriteLockedByCaller(_ m: Memory) -> Bool {
-        state(m).pointee.load(ordering: .relaxed) & writer != 0 && owner(m).pointee.load(ordering: .relaxed) == sync_thread_id()
+        state(m).pointee.load(ordering: .relaxed) & writer != 0 && owner(m).pointee.load(ordering: .relaxed) == threadID()
     }
 }
 

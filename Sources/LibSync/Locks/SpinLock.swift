@@ -16,14 +16,14 @@ import Synchronization
     /// 0, or EBUSY if held (also by the caller).
     @inlinable @inline(__always)
     package static func tryLock(_ word: Word) -> Int32 {
-        word.pointee.compareExchange(expected: 0, desired: sync_thread_id(), ordering: .acquiring).exchanged ? 0 : EBUSY
+        word.pointee.compareExchange(expected: 0, desired: threadID(), ordering: .acquiring).exchanged ? 0 : EBUSY
     }
 
     /// 0; ETIMEDOUT once `deadline` (monotonic ns, < 0: none) passes; EDEADLK if the caller
     /// holds it; EINTR if `interruptible` and a signal interrupts a nap.
     @inlinable @inline(__always)
     package static func lock(_ word: Word, deadline: Int64 = -1, interruptible: Bool = false) -> Int32 {
-        let me = sync_thread_id()
+        let me = threadID()
         if word.pointee.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged { return 0 }
         return lockSlow(word, me, deadline: deadline, interruptible: interruptible)
     }
@@ -31,7 +31,7 @@ import Synchronization
     /// 0, or EPERM if the caller does not hold it.
     @inlinable @inline(__always)
     package static func unlock(_ word: Word) -> Int32 {
-        word.pointee.compareExchange(expected: sync_thread_id(), desired: 0, ordering: .releasing).exchanged ? 0 : EPERM
+        word.pointee.compareExchange(expected: threadID(), desired: 0, ordering: .releasing).exchanged ? 0 : EPERM
     }
 
     @usableFromInline @inline(never)

@@ -22,3 +22,16 @@ enum Futex {
 @usableFromInline
 package func monotonicNow() -> Int64 { sync_monotonic_now_ns() }
 
+/// The calling thread's kernel id (never 0), cached per thread: lock words store it as owner.
+/// Read here rather than through the shim's inline sync_thread_id(), which the @_cdecl entry
+/// points call out of line (the Swift compiler marks those calls noinline).
+@inlinable @inline(__always)
+package func threadID() -> UInt32 {
+    let id = sync_thread_id_cache
+    return id != 0 ? id : sync_thread_id_slow()
+}
+
+/// The cached id, or 0 before the thread's first threadID(): fast paths that see 0 leave the
+/// asking to their slow path, so that they need no call and no saved registers.
+@inlinable @inline(__always)
+package func cachedThreadID() -> UInt32 { sync_thread_id_cache }
