@@ -1,15 +1,12 @@
 """libsync.locks: drop-in behaviour of Lock/RLock, owner checks, RWLock, SpinLock, once,
 synchronized, timeouts, shared memory across processes, Ctrl-C."""
 import multiprocessing
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from multiprocessing import shared_memory
 
 import pytest
+from conftest import assert_ctrl_c_interrupts
 
 from libsync.locks import (DeadlockError, Lock, LockError, Mutex, NotOwnerError, Once, RLock, RWLock,
                            SpinLock, once, synchronized)
@@ -331,27 +328,12 @@ def test_bad_buffers():
 
 @pytest.mark.parametrize("what", ["Lock", "Mutex", "RLock", "RWLock", "SpinLock"])
 def test_ctrl_c_interrupts_blocked_acquire(what):
-    script = f"""
-import threading, time, sys
+    setup = f"""
+import threading, time
 from libsync.locks import *
 lock = {what}()
 acquire = lock.acquire_write if {what!r} == "RWLock" else lock.acquire
 threading.Thread(target=acquire).start()  # another thread holds it
 time.sleep(0.2)
-print("waiting", flush=True)
-try:
-    acquire()
-except KeyboardInterrupt:
-    print("interrupted", flush=True)
-    sys.exit(0)
 """
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=os.environ)
-    assert proc.stdout.readline().strip() == "waiting"
-    time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
-    try:
-        out, _ = proc.communicate(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise
-    assert out.strip() == "interrupted" and proc.returncode == 0
+    assert_ctrl_c_interrupts(setup, "acquire()")
