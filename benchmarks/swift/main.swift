@@ -1,7 +1,12 @@
-// libsync's Swift benchmarks: `swift run -c release SyncBenchmarks` (benchmarks/run.sh swift).
-osatomicBenchmarks()
-locksBenchmarks()
-atomicsBenchmarks()
-distributedLockBenchmarks()
-queuesBenchmarks()
-conditionsBenchmarks()
+// libsync's Swift benchmarks: `swift run -c release SyncBenchmarks [family ...]`
+// (benchmarks/run.sh swift). With no argument, every family runs.
+let families: [(String, () -> Void)] = [
+    ("osatomic", osatomicBenchmarks),
+    ("locks", locksBenchmarks),
+    ("atomics", atomicsBenchmarks),
+    ("distributed", distributedLockBenchmarks),
+    ("queues", queuesBenchmarks),
+    ("conditions", conditionsBenchmarks),
+]
+let wanted = Set(CommandLine.arguments.dropFirst())
+for (name, run) in families where wanted.isEmpty || wanted.contains(name) { run() }
