@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import os
 import threading
 import time
 from ctypes import byref, c_bool, c_int, c_int64, c_uint32
@@ -49,6 +50,26 @@ _cond_wait_recursive = _c(_blocking, "sync_cond_wait_recursive_interruptible")
 _cond_signal_checked = _c(_nonblocking, "sync_cond_signal_checked")
 
 
+class _ThreadID(threading.local):
+    """The calling thread's kernel id: what the word of a Mutex or RLock it holds reads."""
+    def __init__(self) -> None:
+        self.value = threading.get_native_id()
+
+
+class _AnyThread:
+    """What the word of a held Lock reads, whoever holds it: UNOWNED mode, anonymous holder."""
+    value = 0x3FFFFFFF
+
+
+_me = _ThreadID()
+os.register_at_fork(after_in_child=lambda: setattr(_me, "value", threading.get_native_id()))
+
+
+def _words(cells: Any) -> memoryview:
+    """The 32-bit words of ctypes memory, read from Python (cheaper than indexing the array)."""
+    return memoryview(cells).cast("B").cast("I")
+
+
 class Condition:
     """threading.Condition over this package's Lock, RLock (the default) or Mutex. wait()
     releases the lock (an RLock entirely, however deep), waits for notify, and takes it again;
@@ -69,6 +90,10 @@ class Condition:
         self.acquire, self.release = lock.acquire, lock.release
         # notify's one C call, its arguments bound once (argument conversion is most of its cost).
         self._signal = functools.partial(_cond_signal_checked, self._p, lock._p)
+        # notify's fast path reads the words: no waiter counted, and the lock's word is what it
+        # reads when the caller holds it (a Lock records no owner: "held" is threading's check).
+        self._words, self._lock_words = _words(self._cells), _words(lock._cells)
+        self._holder = _AnyThread if type(lock) is Lock else _me
 
     def __enter__(self) -> bool:
         return self._lock.__enter__()
@@ -104,13 +129,15 @@ class Condition:
 
     def notify(self, n: int = 1) -> None:
         """Wakes up to n waiting threads; the caller must hold the lock."""
-        if self._signal(n if 0 <= n < _ALL else _ALL if n > 0 else 0):
-            raise RuntimeError("cannot notify on un-acquired lock")
+        # No C call when no thread waits (word 1, the count, is raised under the lock, so the
+        # holder sees it) and the lock's word is plainly the caller's. Anything else asks C.
+        if self._words[1] or self._lock_words[0] != self._holder.value:
+            if self._signal(n if 0 <= n < _ALL else _ALL if n > 0 else 0):
+                raise RuntimeError("cannot notify on un-acquired lock")
 
     def notify_all(self) -> None:
         """Wakes every waiting thread; the caller must hold the lock."""
-        if self._signal(_ALL):
-            raise RuntimeError("cannot notify on un-acquired lock")
+        self.notify(_ALL)
 
     notifyAll = notify_all
 

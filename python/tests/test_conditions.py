@@ -1,6 +1,7 @@
 """Conditions and signalling from Python: threading drop-ins (Condition, Semaphore,
 BoundedSemaphore, Event, Barrier), ConditionLock, shared memory across processes, Ctrl-C."""
 import multiprocessing
+import os
 import threading
 import time
 from multiprocessing import shared_memory
@@ -98,6 +99,43 @@ def test_condition_keeps_rlock_depth_and_reports_misuse():
     with pytest.raises(TypeError):
         Condition(threading.Lock())
     assert isinstance(Condition()._lock, RLock)
+
+
+def test_notify_checks_the_holder_as_threading_does():
+    """notify's fast path reads the lock's word: only its holder passes (any thread while a Lock
+    is held, as threading checks no owner for a Lock), also in a forked child."""
+    for make, others_may in ((RLock, False), (Mutex, False), (Lock, True)):
+        lock = make()
+        cond = Condition(lock)
+        with pytest.raises(RuntimeError):
+            cond.notify()
+        outcome = []
+
+        def other():
+            try:
+                cond.notify()
+                outcome.append("ok")
+            except RuntimeError:
+                outcome.append("refused")
+
+        with cond:
+            cond.notify()
+            thread = threading.Thread(target=other)
+            thread.start()
+            thread.join()
+        assert outcome == ["ok" if others_may else "refused"], make
+    cond = Condition()
+    with cond:
+        cond.notify()
+    pid = os.fork()
+    if pid == 0:  # the child's thread has a new id
+        try:
+            with cond:
+                cond.notify()
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    assert os.waitpid(pid, 0)[1] == 0
 
 
 def test_semaphore_counts_under_stress_and_matches_threading():
