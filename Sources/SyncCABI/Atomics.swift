@@ -136,7 +136,7 @@ public typealias KeyCompareFunction = @convention(c) (UnsafeMutableRawPointer?, 
     guard let t, Int(bitPattern: t) % 8 == 0 else { return EINVAL }
     return ThrottlerWord.initialize(t, limit: limit)
 }
-@_cdecl("sync_throttler_try_enter") public func sync_throttler_try_enter(_ t: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_throttler_try_enter") @inline(__always) public func sync_throttler_try_enter(_ t: UnsafeMutableRawPointer?) -> Int32 {
     ThrottlerWord.tryEnter(checked(t, "sync_throttler_try_enter", alignment: 8))
 }
 @_cdecl("sync_throttler_enter") public func sync_throttler_enter(_ t: UnsafeMutableRawPointer?, _ timeout: Int64) -> Int32 {

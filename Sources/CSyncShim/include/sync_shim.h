@@ -39,10 +39,9 @@ static inline uint32_t sync_thread_id(void) {
 }
 
 /// The calling thread's record of hazard slots and counters (LibSync's ThreadRecord), NULL until
-/// it takes one. initial-exec TLS like the thread id: the hot paths read it with one load.
-extern __thread void *sync_thread_record_cache __attribute__((tls_model("initial-exec")));
-static inline void *sync_thread_record(void) { return sync_thread_record_cache; }
-static inline void sync_set_thread_record(void *record) { sync_thread_record_cache = record; }
+/// it takes one. initial-exec TLS like the thread id: Swift reads and writes it directly, one
+/// %fs-relative access.
+extern __thread void *sync_thread_record_cache SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
 
 /// One spin-wait hint to the CPU (x86 PAUSE); inline so that spin loops stay tight.
 static inline void sync_cpu_relax(void) {

@@ -48,8 +48,19 @@ import Synchronization
     /// Counts one rejection on the calling thread's own counter (no contended write).
     @inlinable @inline(__always)
     static func countRejection(_ t: UnsafeMutableRawPointer) {
-        if let counter = ThreadRecord.counter(t, generation(t)) {
+        if let counter = ThreadRecord.existingCounter(t, generation(t)) {
             counter.pointee.store(counter.pointee.load(ordering: .relaxed) &+ 1, ordering: .relaxed)  // one writer
+        } else {
+            countFirstRejection(t)
+        }
+    }
+
+    /// A thread's first rejection by `t`: claims its counter (or, if its 8 are taken, counts in
+    /// the throttler's shared one). Out of line, so that the common path calls nothing.
+    @usableFromInline @inline(never)
+    static func countFirstRejection(_ t: UnsafeMutableRawPointer) {
+        if let counter = ThreadRecord.counter(t, generation(t)) {
+            counter.pointee.store(counter.pointee.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
         } else {
             rejections(t).pointee.wrappingAdd(1, ordering: .relaxed)
         }
