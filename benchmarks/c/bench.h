@@ -17,7 +17,13 @@
 #include <string.h>
 #include <time.h>
 
+#ifndef BENCH_REPEATS
 #define BENCH_REPEATS 7
+#endif
+/* Contended runs swing with the scheduler of this 2-vCPU machine: more, shorter samples. */
+#ifndef BENCH_TIMED_REPEATS
+#define BENCH_TIMED_REPEATS 21
+#endif
 
 struct bench_ctx {
     long iterations;
@@ -76,14 +82,17 @@ static double bench_sample(void *(*body)(void *), void *arg, int threads, long i
     return ns;
 }
 
-static double bench_median(double *samples) {
-    qsort(samples, BENCH_REPEATS, sizeof samples[0], bench_compare);
-    return samples[BENCH_REPEATS / 2];
+static double bench_median_of(double *samples, int count) {
+    qsort(samples, (size_t)count, sizeof samples[0], bench_compare);
+    return samples[count / 2];
 }
+static double bench_median(double *samples) { return bench_median_of(samples, BENCH_REPEATS); }
 
 /* Measures every row (interleaved with the others, so drift hits all alike) and prints them
  * with the ratio to rows[baseline]: ratio > 1 means slower than the baseline. */
+static int bench_selected(const char *title);
 static void bench_table(const char *title, bench_row *rows, int count, int threads, long iterations, int baseline) {
+    if (!bench_selected(title)) return;
     double (*samples)[BENCH_REPEATS] = calloc((size_t)count, sizeof *samples);
     for (int r = 0; r < BENCH_REPEATS; r++)  /* round-robin: each round runs every row once */
         for (int i = 0; i < count; i++) samples[i][r] = bench_sample(rows[i].body, rows[i].arg, threads, iterations);
@@ -105,7 +114,7 @@ static void bench_table(const char *title, bench_row *rows, int count, int threa
  *
  * Prints ns/op (wall time / all operations), Mops/s, the ratio to the baseline, and the
  * fairness: the fewest operations any thread made divided by the most (1.0: all equal; 0: a
- * thread starved), each the median of BENCH_REPEATS runs. */
+ * thread starved), each the median of BENCH_TIMED_REPEATS runs, interleaved round-robin with the other rows. */
 struct bench_timed_ctx {
     volatile int *stop;
     pthread_barrier_t *start;
@@ -126,53 +135,59 @@ struct bench_timed_ctx {
         return NULL;                                                         \
     }
 
-typedef struct { double ns_per_op, fairness; } bench_timed_result;
-
-static bench_timed_result bench_timed_run(void *(*body)(void *), void *arg, int threads, int milliseconds) {
-    double ns[BENCH_REPEATS], fair[BENCH_REPEATS];
-    for (int r = 0; r < BENCH_REPEATS; r++) {
-        volatile int stop = 0;
-        pthread_barrier_t start;
-        pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
-        pthread_t *t = calloc((size_t)threads, sizeof *t);
-        struct bench_timed_ctx *ctx = calloc((size_t)threads, sizeof *ctx);
-        for (int i = 0; i < threads; i++) {
-            ctx[i] = (struct bench_timed_ctx){&stop, &start, arg, i, 0};
-            pthread_create(&t[i], NULL, body, &ctx[i]);
-        }
-        pthread_barrier_wait(&start);
-        double begin = bench_now();
-        struct timespec nap = {milliseconds / 1000, (milliseconds % 1000) * 1000000L};
-        nanosleep(&nap, NULL);
-        __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
-        for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
-        double elapsed = bench_now() - begin;
-        long total = 0, least = -1, most = 0;
-        for (int i = 0; i < threads; i++) {
-            total += ctx[i].ops;
-            if (least < 0 || ctx[i].ops < least) least = ctx[i].ops;
-            if (ctx[i].ops > most) most = ctx[i].ops;
-        }
-        ns[r] = total ? elapsed / (double)total : 1e9;
-        fair[r] = most ? (double)least / (double)most : 0;
-        pthread_barrier_destroy(&start);
-        free(t);
-        free(ctx);
+/* One timed run: ns per operation (wall time / all operations) and fairness. */
+static void bench_timed_run(void *(*body)(void *), void *arg, int threads, int milliseconds, double *ns, double *fair) {
+    volatile int stop = 0;
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
+    pthread_t *t = calloc((size_t)threads, sizeof *t);
+    struct bench_timed_ctx *ctx = calloc((size_t)threads, sizeof *ctx);
+    for (int i = 0; i < threads; i++) {
+        ctx[i] = (struct bench_timed_ctx){&stop, &start, arg, i, 0};
+        pthread_create(&t[i], NULL, body, &ctx[i]);
     }
-    qsort(ns, BENCH_REPEATS, sizeof ns[0], bench_compare);
-    qsort(fair, BENCH_REPEATS, sizeof fair[0], bench_compare);
-    return (bench_timed_result){ns[BENCH_REPEATS / 2], fair[BENCH_REPEATS / 2]};
+    pthread_barrier_wait(&start);
+    double begin = bench_now();
+    struct timespec nap = {milliseconds / 1000, (milliseconds % 1000) * 1000000L};
+    nanosleep(&nap, NULL);
+    __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+    double elapsed = bench_now() - begin;
+    long total = 0, least = -1, most = 0;
+    for (int i = 0; i < threads; i++) {
+        total += ctx[i].ops;
+        if (least < 0 || ctx[i].ops < least) least = ctx[i].ops;
+        if (ctx[i].ops > most) most = ctx[i].ops;
+    }
+    *ns = total ? elapsed / (double)total : 1e9;
+    *fair = most ? (double)least / (double)most : 0;
+    pthread_barrier_destroy(&start);
+    free(t);
+    free(ctx);
 }
 
-static void bench_timed_table(const char *title, bench_row *rows, int count, int threads, int milliseconds, int baseline) {
+/* Whether to run a table: BENCH_ONLY, if set, is a substring its title must contain. */
+static int bench_selected(const char *title) {
+    const char *only = getenv("BENCH_ONLY");
+    return only == NULL || strstr(title, only) != NULL;
+}
+
+__attribute__((unused)) static void bench_timed_table(const char *title, bench_row *rows, int count, int threads, int milliseconds, int baseline) {
+    if (!bench_selected(title)) return;
+    double (*ns)[BENCH_TIMED_REPEATS] = calloc((size_t)count, sizeof *ns);
+    double (*fairness)[BENCH_TIMED_REPEATS] = calloc((size_t)count, sizeof *fairness);
     double *fair = calloc((size_t)count, sizeof *fair);
+    for (int r = 0; r < BENCH_TIMED_REPEATS; r++)  /* round-robin, as bench_table: drift hits all rows alike */
+        for (int i = 0; i < count; i++)
+            bench_timed_run(rows[i].body, rows[i].arg, threads, milliseconds, &ns[i][r], &fairness[i][r]);
     for (int i = 0; i < count; i++) {
-        bench_timed_result result = bench_timed_run(rows[i].body, rows[i].arg, threads, milliseconds);
-        rows[i].ns_per_op = result.ns_per_op;
-        fair[i] = result.fairness;
+        rows[i].ns_per_op = bench_median_of(ns[i], BENCH_TIMED_REPEATS);
+        fair[i] = bench_median_of(fairness[i], BENCH_TIMED_REPEATS);
     }
+    free(ns);
+    free(fairness);
     printf("\n%s — %d thread%s, %d ms, median of %d runs\n", title, threads, threads == 1 ? "" : "s",
-           milliseconds, BENCH_REPEATS);
+           milliseconds, BENCH_TIMED_REPEATS);
     printf("  %-44s %10s %10s %10s %10s\n", "", "ns/op", "Mops/s", "ratio", "min/max");
     for (int i = 0; i < count; i++)
         printf("  %-44s %10.2f %10.1f %9.2fx %10.2f%s\n", rows[i].name, rows[i].ns_per_op, 1e3 / rows[i].ns_per_op,

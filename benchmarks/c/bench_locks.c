@@ -75,7 +75,7 @@ BENCH_TIMED_BODY(pmrw_cs, uint64_t seed = 0x9E3779B97F4A7C15ull * (uint64_t)(ben
                     pthread_mutex_lock(&pmutex), pthread_mutex_unlock(&pmutex), 2))
 
 int main(int argc, char **argv) {
-    int ms = argc > 1 ? atoi(argv[1]) : 200;  /* duration of each timed run */
+    int ms = argc > 1 ? atoi(argv[1]) : 100;  /* duration of each timed run */
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
     pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
@@ -113,7 +113,7 @@ int main(int argc, char **argv) {
                           BENCH_ROW("libsync sync_rwlock (writer-preferring)", rw_cs, NULL),
                           BENCH_ROW("pthread_mutex for both sides", pmrw_cs, NULL)};
         bench_timed_table("Read-write lock, 90% reads", rw, 3, threads, ms, 0);
-        printf("  writes completed (all runs): pthread_rwlock %ld, libsync %ld, pthread_mutex %ld\n",
+        if (bench_selected("Read-write lock")) printf("  writes completed (all runs): pthread_rwlock %ld, libsync %ld, pthread_mutex %ld\n",
                writes[1], writes[0], writes[2]);
 
         bench_row spins[] = {BENCH_ROW("pthread_spin", pspin_cs, NULL),

@@ -150,7 +150,7 @@ func deadline(after timeout: Duration) -> Int64 {
                 value = now
                 continue
             }
-            if spins >= spinLimit { break }
+            if spins >= spinLimit || value & waiters != 0 { break }
             spins += 1
             sync_cpu_relax()
             value = word.pointee.load(ordering: .relaxed)
