@@ -93,7 +93,7 @@ class Condition:
         # notify's fast path reads the words: no waiter counted, and the lock's word is what it
         # reads when the caller holds it (a Lock records no owner: "held" is threading's check).
         self._words, self._lock_words = _words(self._cells), _words(lock._cells)
-        self._holder = _AnyThread if type(lock) is Lock else _me
+        self._holder = _me if isinstance(lock, (Mutex, RLock)) else _AnyThread
 
     def __enter__(self) -> bool:
         return self._lock.__enter__()
