@@ -129,7 +129,9 @@ typedef struct sync_throttler {
     int32_t generation;  /* keys the per-thread rejection counters; 0 for SYNC_THROTTLER_INIT */
     int64_t rejections __attribute__((aligned(8)));
 } sync_throttler_t;
-/** A throttler admitting `limit` (>= 1) holders. */
+/** A throttler admitting `limit` (>= 1) holders. For memory that held an earlier throttler (a
+ * stack slot reused), call sync_throttler_init instead: its rejection count then starts at zero
+ * (static initializers share generation 0, so they would inherit the earlier one's refusals). */
 #define SYNC_THROTTLER_INIT(limit) { 0, 0, (limit), 0, 0 }
 
 /** Initializes t with zero holders and rejections. Returns 0, or EINVAL if t is NULL or
