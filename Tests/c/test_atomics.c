@@ -110,6 +110,11 @@ static void *waiting_worker(void *arg) {
     return NULL;
 }
 
+static void *refusing_worker(void *arg) {
+    for (int k = 0; k < 100; k++) CHECK_EQ(sync_throttler_try_enter(arg), EBUSY);
+    return NULL;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -152,6 +157,9 @@ static void test_throttler(void) {
      * (8) still counts every refusal exactly (the shared word). */
     CHECK_EQ(sync_throttler_init(&t, 1), 0);
     CHECK_EQ(sync_throttler_rejections(&t), 0);
+    CHECK_EQ(sync_throttler_try_enter(&t), 0);
+    CHECK_EQ(sync_throttler_try_enter(&t), EBUSY); /* the thread's last counter was the old t's */
+    CHECK_EQ(sync_throttler_rejections(&t), 1);
     sync_throttler_t many[12];
     for (int i = 0; i < 12; i++) {
         CHECK_EQ(sync_throttler_init(&many[i], 1), 0);
@@ -159,6 +167,14 @@ static void test_throttler(void) {
         for (int j = 0; j <= i; j++) CHECK_EQ(sync_throttler_try_enter(&many[i]), EBUSY);
     }
     for (int i = 0; i < 12; i++) CHECK_EQ(sync_throttler_rejections(&many[i]), i + 1);
+    /* Refusals alternating between throttlers (each switch leaves the thread's cached counter). */
+    for (int round = 0; round < 3; round++)
+        for (int i = 0; i < 12; i++) CHECK_EQ(sync_throttler_try_enter(&many[i]), EBUSY);
+    for (int i = 0; i < 12; i++) CHECK_EQ(sync_throttler_rejections(&many[i]), i + 4);
+    /* Threads that refuse and exit: their counts stay, and the next thread to take the record
+     * counts on from there, not into a stale cache. */
+    for (int k = 0; k < 3; k++) run_threads(refusing_worker, &t);
+    CHECK_EQ(sync_throttler_rejections(&t), 1 + 3 * THREADS * 100);
 }
 
 /* Busy flag (N = 1 with an AtomicBoolean, the seed's compareTo:andSetValue:). */

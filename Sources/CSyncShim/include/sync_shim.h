@@ -43,6 +43,17 @@ static inline uint32_t sync_thread_id(void) {
 /// %fs-relative access.
 extern __thread void *sync_thread_record_cache SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
 
+/// The per-thread counter the calling thread bumped last: its key (a throttler's address), the
+/// caller's 64-bit tag for the object's incarnation (a throttler's limit and generation), and the
+/// counter (in the thread's ThreadRecord). Cleared when the thread gives its record up. A hit costs
+/// only %fs-relative loads: a counter reached through the record pointer cost a cycle more.
+struct sync_counter_cache {
+    uintptr_t key;
+    uint64_t tag;
+    int64_t *count;
+};
+extern __thread struct sync_counter_cache sync_thread_counter_cache SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
+
 /// One spin-wait hint to the CPU (x86 PAUSE); inline so that spin loops stay tight.
 static inline void sync_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)

@@ -27,6 +27,7 @@ import Synchronization
         let status = pthread_key_create(&key) { raw in
             guard let raw else { return }
             sync_thread_record_cache = nil
+            sync_thread_counter_cache = sync_counter_cache()
             atomic(raw + 80, as: Int.self).pointee.store(0, ordering: .releasing)
         }
         precondition(status == 0, "ThreadRecord: pthread_key_create failed (\(status))")
@@ -139,37 +140,36 @@ import Synchronization
 
     // MARK: Per-thread counters (the throttler's rejections)
 
-    /// The calling thread's counter for (`address`, `generation`) if it has one already: the
-    /// hot path, which calls nothing (no registers to save), so that counting costs a few loads.
+    /// The calling thread's counter for `address` if it bumped it last and `tag` (the incarnation
+    /// at `address`, which the caller chooses) matches: the hot path, %fs-relative loads and one
+    /// branch.
     @inlinable @inline(__always)
-    package static func existingCounter(_ address: UnsafeMutableRawPointer, _ generation: Int32) -> UnsafeMutablePointer<Atomic<Int64>>? {
-        guard let record = sync_thread_record_cache else { return nil }
-        let key = UInt(bitPattern: address)
-        for i in 0..<counterCount {
-            let entry = record + 128 + i * 32
-            let owner = entry.load(as: UInt.self)
-            if owner == key && entry.load(fromByteOffset: 8, as: Int32.self) == generation { return atomic(entry + 16, as: Int64.self) }
-            if owner == 0 { return nil }
-        }
-        return nil
+    package static func cachedCounter(_ address: UnsafeMutableRawPointer, tag: UInt64) -> UnsafeMutablePointer<Atomic<Int64>>? {
+        let cache = sync_thread_counter_cache
+        guard cache.key == UInt(bitPattern: address) && cache.tag == tag else { return nil }
+        return atomic(UnsafeMutableRawPointer(cache.count.unsafelyUnwrapped), as: Int64.self)
     }
 
-    /// The calling thread's counter for (`address`, `generation`), claimed if new; nil if its 8
-    /// are taken.
-    package static func counter(_ address: UnsafeMutableRawPointer, _ generation: Int32) -> UnsafeMutablePointer<Atomic<Int64>>? {
-        if let counter = existingCounter(address, generation) { return counter }
+    /// The calling thread's counter for (`address`, `generation`), claimed if new, and cached with
+    /// `tag` for `cachedCounter`; nil if its 8 are taken.
+    package static func counter(_ address: UnsafeMutableRawPointer, _ generation: Int32, tag: UInt64) -> UnsafeMutablePointer<Atomic<Int64>>? {
         let record = current(), key = UInt(bitPattern: address)
         for i in 0..<counterCount {
             let entry = record + 128 + i * 32
-            if entry.load(as: UInt.self) == 0 { return claimCounter(entry, key, generation) }
+            let owner = entry.load(as: UInt.self)
+            if owner == 0 { claimCounter(entry, key, generation) }
+            if owner == 0 || (owner == key && entry.load(fromByteOffset: 8, as: Int32.self) == generation) {
+                let count = entry + 16
+                sync_thread_counter_cache = sync_counter_cache(key: key, tag: tag, count: count.assumingMemoryBound(to: Int64.self))
+                return atomic(count, as: Int64.self)
+            }
         }
         return nil
     }
 
-    @usableFromInline static func claimCounter(_ entry: UnsafeMutableRawPointer, _ key: UInt, _ generation: Int32) -> UnsafeMutablePointer<Atomic<Int64>> {
+    static func claimCounter(_ entry: UnsafeMutableRawPointer, _ key: UInt, _ generation: Int32) {
         entry.storeBytes(of: generation, toByteOffset: 8, as: Int32.self)
         atomic(entry, as: UInt.self).pointee.store(key, ordering: .releasing)  // readers see the generation with it
-        return atomic(entry + 16, as: Int64.self)
     }
 
     /// The sum of every thread's counter for (`address`, `generation`).

@@ -45,40 +45,39 @@ import Synchronization
         return 0
     }
 
-    /// Counts one rejection on the calling thread's own counter (no contended write).
-    @inlinable @inline(__always)
-    static func countRejection(_ t: UnsafeMutableRawPointer) {
-        if let counter = ThreadRecord.existingCounter(t, generation(t)) {
-            counter.pointee.store(counter.pointee.load(ordering: .relaxed) &+ 1, ordering: .relaxed)  // one writer
-        } else {
-            countFirstRejection(t)
-        }
-    }
-
-    /// A thread's first rejection by `t`: claims its counter (or, if its 8 are taken, counts in
-    /// the throttler's shared one). Out of line, so that the common path calls nothing.
-    @usableFromInline @inline(never)
-    static func countFirstRejection(_ t: UnsafeMutableRawPointer) {
-        if let counter = ThreadRecord.counter(t, generation(t)) {
-            counter.pointee.store(counter.pointee.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
-        } else {
-            rejections(t).pointee.wrappingAdd(1, ordering: .relaxed)
-        }
-    }
-
     /// Takes a slot if fewer than `limit` hold one: 0, EBUSY (counted as a rejection), or
     /// EINVAL (the limit is not >= 1).
     @inlinable @inline(__always)
     package static func tryEnter(_ t: UnsafeMutableRawPointer) -> Int32 {
-        if admit(t) { return 0 }
-        if limit(t) < 1 { return EINVAL }
-        countRejection(t)
+        let tag = t.load(fromByteOffset: 8, as: UInt64.self)  // limit | generation << 32: one load
+        if admit(t, limit: Int32(truncatingIfNeeded: tag)) { return 0 }
+        // Refused: counted on the calling thread's own counter (no contended write). A cache hit
+        // also vouches for the limit, checked when the cache was filled.
+        if let counter = ThreadRecord.cachedCounter(t, tag: tag) {
+            counter.pointee.store(counter.pointee.load(ordering: .relaxed) &+ 1, ordering: .relaxed)  // one writer
+            return EBUSY
+        }
+        return refuseUncached(t)
+    }
+
+    /// A refusal that missed the thread's counter cache: EINVAL for a bad limit; else finds or
+    /// claims the thread's counter (or, if its 8 are taken, counts in the throttler's shared one)
+    /// and returns EBUSY. Out of line (a tail call), so that the common path calls nothing and
+    /// keeps no stack frame.
+    @usableFromInline @inline(never)
+    static func refuseUncached(_ t: UnsafeMutableRawPointer) -> Int32 {
+        guard limit(t) >= 1 else { return EINVAL }
+        if let counter = ThreadRecord.counter(t, generation(t), tag: t.load(fromByteOffset: 8, as: UInt64.self)) {
+            counter.pointee.store(counter.pointee.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+        } else {
+            rejections(t).pointee.wrappingAdd(1, ordering: .relaxed)
+        }
         return EBUSY
     }
 
     @inlinable @inline(__always)
-    static func admit(_ t: UnsafeMutableRawPointer) -> Bool {
-        let limit = limit(t), word = holders(t)
+    static func admit(_ t: UnsafeMutableRawPointer, limit: Int32) -> Bool {
+        let word = holders(t)
         var current = word.pointee.load(ordering: .relaxed)
         while current < limit {
             let (taken, now) = word.pointee.compareExchange(expected: current, desired: current + 1, ordering: .acquiring)
@@ -87,6 +86,9 @@ import Synchronization
         }
         return false
     }
+
+    @inlinable @inline(__always)
+    static func admit(_ t: UnsafeMutableRawPointer) -> Bool { admit(t, limit: limit(t)) }
 
     /// The monotonic deadline `timeout` ns from now (-1, none, for a negative or huge timeout).
     package static func deadline(after timeout: Int64) -> Int64 {
