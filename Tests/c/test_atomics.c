@@ -177,6 +177,63 @@ static void test_throttler(void) {
     CHECK_EQ(sync_throttler_rejections(&t), 1 + 3 * THREADS * 100);
 }
 
+/* Rejections read while threads count them: each thread counts refusals on its cached
+ * throttler in TLS and folds them into its record when it switches throttler or exits. A
+ * reader must see every refusal exactly once at every moment: never fewer than the refusals
+ * already returned, never more than those plus one in flight per thread (a fold counted twice
+ * would add a whole burst), never decreasing; and exact at the end. */
+enum { BURST = 50, SWITCHES = 200, COUNTERS = 4, WAVES = 3 };
+static sync_throttler_t pair[2];
+static atomic_long returned[2];
+static atomic_int reading_done;
+
+static void *switching_worker(void *arg) {
+    (void)arg;
+    for (int s = 0; s < SWITCHES; s++)
+        for (int k = 0; k < BURST; k++) {
+            CHECK_EQ(sync_throttler_try_enter(&pair[s & 1]), EBUSY);
+            atomic_fetch_add(&returned[s & 1], 1);
+        }
+    return NULL;
+}
+
+static void *rejections_reader(void *arg) {
+    (void)arg;
+    long last[2] = {0, 0}, polls = 0;
+    while (!atomic_load(&reading_done)) {
+        for (int i = 0; i < 2; i++) {
+            long before = atomic_load(&returned[i]);
+            long seen = sync_throttler_rejections(&pair[i]);
+            long after = atomic_load(&returned[i]);
+            CHECK(seen >= before);
+            CHECK(seen <= after + COUNTERS);
+            CHECK(seen >= last[i]);
+            last[i] = seen;
+        }
+        polls++;
+    }
+    CHECK(polls > 0);
+    return NULL;
+}
+
+static void test_throttler_rejections_read_while_counting(void) {
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ(sync_throttler_init(&pair[i], 1), 0);
+        CHECK_EQ(sync_throttler_try_enter(&pair[i]), 0);
+    }
+    pthread_t reader;
+    CHECK(pthread_create(&reader, NULL, rejections_reader, NULL) == 0);
+    for (int wave = 0; wave < WAVES; wave++) {  /* threads exit (fold into their records) between waves */
+        pthread_t t[COUNTERS];
+        for (int i = 0; i < COUNTERS; i++) CHECK(pthread_create(&t[i], NULL, switching_worker, NULL) == 0);
+        for (int i = 0; i < COUNTERS; i++) pthread_join(t[i], NULL);
+    }
+    atomic_store(&reading_done, 1);
+    pthread_join(reader, NULL);
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ(sync_throttler_rejections(&pair[i]), (long)WAVES * COUNTERS * (SWITCHES / 2) * BURST);
+}
+
 /* Busy flag (N = 1 with an AtomicBoolean, the seed's compareTo:andSetValue:). */
 /* A retain function that reads other references: gets nest 20 deep (more hazard slots than a
  * thread record has), and every count still balances. */
@@ -369,6 +426,7 @@ int main(void) {
     CHECK(sync_atomic_int64_get(&shared64) == (int64_t)THREADS * 200000);
     CHECK_EQ(sync_atomic_int32_get(&cas_counter), THREADS * 100000);
     test_throttler();
+    test_throttler_rejections_read_while_counting();
     test_nested_gets();
     test_seed_004();
     test_pools();

@@ -43,16 +43,24 @@ static inline uint32_t sync_thread_id(void) {
 /// %fs-relative access.
 extern __thread void *sync_thread_record_cache SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
 
-/// The per-thread counter the calling thread bumped last: its key (a throttler's address), the
-/// caller's 64-bit tag for the object's incarnation (a throttler's limit and generation), and the
-/// counter (in the thread's ThreadRecord). Cleared when the thread gives its record up. A hit costs
-/// only %fs-relative loads: a counter reached through the record pointer cost a cycle more.
-struct sync_counter_cache {
+/// The calling thread's refusal count for the throttler that refused it last: its key (the
+/// throttler's address), the caller's 64-bit tag for the object's incarnation (a throttler's limit
+/// and generation), the refusals counted here since the entry was filled, and the counter in the
+/// thread's ThreadRecord that they are folded into when the entry changes or the thread exits.
+/// The count lives here, not behind a pointer, so a hit is %fs-relative accesses only: reaching
+/// the record's counter through a pointer cost a cycle more, as did a second branch. Only the
+/// owning thread writes it; readers of the sum read it through the record (LibSync's
+/// ThreadRecord: a sequence word around changes, a reader count against thread exit).
+struct __attribute__((aligned(16))) sync_counter_cache {
     uintptr_t key;
     uint64_t tag;
-    int64_t *count;
+    int64_t count;
+    int64_t *slot;
 };
 extern __thread struct sync_counter_cache sync_thread_counter_cache SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
+
+/// The calling thread's entry's address (stable while the thread lives), for other threads to read.
+static inline struct sync_counter_cache *sync_thread_counter_cache_address(void) { return &sync_thread_counter_cache; }
 
 /// One spin-wait hint to the CPU (x86 PAUSE); inline so that spin loops stay tight.
 static inline void sync_cpu_relax(void) {

@@ -12,6 +12,8 @@ import Synchronization
 //   [0, 64)    8 hazard slots (UInt: 0, or an object being read)
 //   64 depth (Int, owner only: slots in use) | 72 next record | 80 in use (Atomic<Int>)
 //   88 overflow record (slots 8... of a deeply nested reader; owner only)
+//   96 the owner's counter cache (its TLS address, 0 when none) | 104 its sequence (Atomic<UInt>,
+//   odd while the owner changes it) | 112 readers of it (Atomic<Int>)
 //   [128, 384) 8 counters: {address UInt, generation Int32, -, count Atomic<Int64>}
 
 @usableFromInline package enum ThreadRecord {
@@ -26,9 +28,7 @@ import Synchronization
         // Thread exit: forget the record first (later destructors may take a new one), then free it.
         let status = pthread_key_create(&key) { raw in
             guard let raw else { return }
-            sync_thread_record_cache = nil
-            sync_thread_counter_cache = sync_counter_cache()
-            atomic(raw + 80, as: Int.self).pointee.store(0, ordering: .releasing)
+            detach(raw)
         }
         precondition(status == 0, "ThreadRecord: pthread_key_create failed (\(status))")
         return key
@@ -44,8 +44,19 @@ import Synchronization
     @usableFromInline static func attach() -> UnsafeMutableRawPointer {
         let record = acquire()
         sync_thread_record_cache = record
+        cache(record).pointee.store(UInt(bitPattern: sync_thread_counter_cache_address()!), ordering: .sequentiallyConsistent)
         pthread_setspecific(key, record)
         return record
+    }
+
+    /// Thread exit: folds the thread's cached count into its record, waits out readers of its TLS,
+    /// and frees the record (forgotten first: later destructors may take a new one).
+    static func detach(_ record: UnsafeMutableRawPointer) {
+        refill(record, key: 0, tag: 0, slot: nil, count: 0)
+        cache(record).pointee.store(0, ordering: .sequentiallyConsistent)
+        while readers(record).pointee.load(ordering: .sequentiallyConsistent) != 0 { sync_cpu_relax() }
+        sync_thread_record_cache = nil
+        atomic(record + 80, as: Int.self).pointee.store(0, ordering: .releasing)
     }
 
     /// A free record from the list, or a new one pushed onto it.
@@ -139,32 +150,47 @@ import Synchronization
     }
 
     // MARK: Per-thread counters (the throttler's rejections)
+    //
+    // A thread counts refusals in its TLS entry (sync_thread_counter_cache) while they are for the
+    // throttler it cached. When the entry changes (another throttler, a re-initialised one) or the
+    // thread exits, the entry's count is folded into the record's counter for that throttler. A
+    // reader of the sum adds each record's counters and its owner's live entry: the owner makes
+    // the record's sequence odd around each fold, so a reader sees every refusal exactly once, and
+    // a count of readers keeps an exiting thread's TLS from going away while it is read.
 
-    /// The calling thread's counter for `address` if it bumped it last and `tag` (the incarnation
-    /// at `address`, which the caller chooses) matches: the hot path, %fs-relative loads and one
-    /// branch.
     @inlinable @inline(__always)
-    package static func cachedCounter(_ address: UnsafeMutableRawPointer, tag: UInt64) -> UnsafeMutablePointer<Atomic<Int64>>? {
-        let cache = sync_thread_counter_cache
-        guard cache.key == UInt(bitPattern: address) && cache.tag == tag else { return nil }
-        return atomic(UnsafeMutableRawPointer(cache.count.unsafelyUnwrapped), as: Int64.self)
+    static func cache(_ record: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt>> { atomic(record + 96, as: UInt.self) }
+    @inlinable @inline(__always)
+    static func sequence(_ record: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt>> { atomic(record + 104, as: UInt.self) }
+    @inlinable @inline(__always)
+    static func readers(_ record: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<Int>> { atomic(record + 112, as: Int.self) }
+
+    /// Counts one refusal in the calling thread's entry if it is for `address` with `tag` (the
+    /// incarnation at `address`, which the caller chooses): the hot path, %fs-relative accesses and
+    /// one branch for both compares.
+    @inlinable @inline(__always)
+    package static func countCached(_ address: UnsafeMutableRawPointer, tag: UInt64) -> Bool {
+        // (key, tag) as one 128-bit value: one compare and one branch (two branches cost a cycle).
+        let cached = withUnsafePointer(to: &sync_thread_counter_cache) { UnsafeRawPointer($0).load(as: UInt128.self) }
+        guard cached == UInt128(tag) << 64 | UInt128(UInt(bitPattern: address)) else { return false }
+        sync_thread_counter_cache.count &+= 1  // one writer; readers load it whole
+        return true
     }
 
-    /// The calling thread's counter for (`address`, `generation`), claimed if new, and cached with
-    /// `tag` for `cachedCounter`; nil if its 8 are taken.
-    package static func counter(_ address: UnsafeMutableRawPointer, _ generation: Int32, tag: UInt64) -> UnsafeMutablePointer<Atomic<Int64>>? {
+    /// Counts one refusal for (`address`, `generation`) in the calling thread's record, and makes it
+    /// the thread's entry (with `tag`, for `countCached`); false if its 8 counters are taken.
+    package static func count(_ address: UnsafeMutableRawPointer, _ generation: Int32, tag: UInt64) -> Bool {
         let record = current(), key = UInt(bitPattern: address)
         for i in 0..<counterCount {
             let entry = record + 128 + i * 32
             let owner = entry.load(as: UInt.self)
             if owner == 0 { claimCounter(entry, key, generation) }
             if owner == 0 || (owner == key && entry.load(fromByteOffset: 8, as: Int32.self) == generation) {
-                let count = entry + 16
-                sync_thread_counter_cache = sync_counter_cache(key: key, tag: tag, count: count.assumingMemoryBound(to: Int64.self))
-                return atomic(count, as: Int64.self)
+                refill(record, key: key, tag: tag, slot: entry + 16, count: 1)
+                return true
             }
         }
-        return nil
+        return false
     }
 
     static func claimCounter(_ entry: UnsafeMutableRawPointer, _ key: UInt, _ generation: Int32) {
@@ -172,11 +198,44 @@ import Synchronization
         atomic(entry, as: UInt.self).pointee.store(key, ordering: .releasing)  // readers see the generation with it
     }
 
-    /// The sum of every thread's counter for (`address`, `generation`).
-    package static func sumCounters(_ address: UnsafeMutableRawPointer, _ generation: Int32) -> Int64 {
+    /// Folds the calling thread's entry into its record counter and sets it anew (key 0: empty).
+    static func refill(_ record: UnsafeMutableRawPointer, key: UInt, tag: UInt64, slot: UnsafeMutableRawPointer?, count: Int64) {
+        let entry = UnsafeMutableRawPointer(sync_thread_counter_cache_address()!)
+        let sequence = sequence(record), before = sequence.pointee.load(ordering: .relaxed)
+        sequence.pointee.store(before &+ 1, ordering: .relaxed)
+        atomicMemoryFence(ordering: .releasing)  // a reader that sees any write below sees the odd sequence
+        if let old = sync_thread_counter_cache.slot {
+            let counter = atomic(UnsafeMutableRawPointer(old), as: Int64.self)
+            counter.pointee.store(counter.pointee.load(ordering: .relaxed) &+ sync_thread_counter_cache.count, ordering: .relaxed)
+        }
+        atomic(entry, as: UInt.self).pointee.store(key, ordering: .relaxed)
+        atomic(entry + 8, as: UInt64.self).pointee.store(tag, ordering: .relaxed)
+        atomic(entry + 16, as: Int64.self).pointee.store(count, ordering: .relaxed)
+        sync_thread_counter_cache.slot = slot?.assumingMemoryBound(to: Int64.self)
+        sequence.pointee.store(before &+ 2, ordering: .releasing)
+    }
+
+    /// The sum of every thread's count for (`address`, `generation`), whose incarnation `tag` is.
+    package static func sumCounters(_ address: UnsafeMutableRawPointer, _ generation: Int32, tag: UInt64) -> Int64 {
         let key = UInt(bitPattern: address)
         var sum: Int64 = 0
         forEach { record in
+            sum &+= sumCounters(record, key, generation, tag: tag)
+            return true
+        }
+        return sum
+    }
+
+    /// One record's counters for (`key`, `generation`) and its owner's entry if it is for them,
+    /// read between two equal even sequence values.
+    static func sumCounters(_ record: UnsafeMutableRawPointer, _ key: UInt, _ generation: Int32, tag: UInt64) -> Int64 {
+        let readers = readers(record), sequence = sequence(record)
+        readers.pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)  // before reading the TLS address: see detach
+        defer { readers.pointee.wrappingSubtract(1, ordering: .sequentiallyConsistent) }
+        while true {
+            let before = sequence.pointee.load(ordering: .acquiring)
+            if before & 1 != 0 { sched_yield(); continue }  // the owner is folding: a few loads
+            var sum: Int64 = 0
             for i in 0..<counterCount {
                 let entry = record + 128 + i * 32
                 let owner = atomic(entry, as: UInt.self).pointee.load(ordering: .acquiring)
@@ -185,8 +244,13 @@ import Synchronization
                     sum &+= atomic(entry + 16, as: Int64.self).pointee.load(ordering: .relaxed)
                 }
             }
-            return true
+            if let live = UnsafeMutableRawPointer(bitPattern: cache(record).pointee.load(ordering: .sequentiallyConsistent)),
+               atomic(live, as: UInt.self).pointee.load(ordering: .relaxed) == key,
+               atomic(live + 8, as: UInt64.self).pointee.load(ordering: .relaxed) == tag {
+                sum &+= atomic(live + 16, as: Int64.self).pointee.load(ordering: .relaxed)
+            }
+            atomicMemoryFence(ordering: .acquiring)
+            if sequence.pointee.load(ordering: .relaxed) == before { return sum }
         }
-        return sum
     }
 }

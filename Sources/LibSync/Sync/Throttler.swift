@@ -8,8 +8,8 @@ import Synchronization
 // drift.
 //
 // A full throttler's fail-fast path only reads (like sem_trywait): one load of `holders`, then
-// one store to the calling thread's own rejection counter (ThreadRecord), summed on read, so
-// refusals on several cores never contend. Counters are keyed by the throttler's address and a
+// one increment of the calling thread's own rejection count (ThreadRecord, in TLS), summed on
+// read, so refusals on several cores never contend. Counters are keyed by the throttler's address and a
 // generation given at initialisation (memory reused by a new throttler starts from zero).
 //
 // Layout of C's sync_throttler_t (caller memory, 8-byte aligned):
@@ -51,25 +51,20 @@ import Synchronization
     package static func tryEnter(_ t: UnsafeMutableRawPointer) -> Int32 {
         let tag = t.load(fromByteOffset: 8, as: UInt64.self)  // limit | generation << 32: one load
         if admit(t, limit: Int32(truncatingIfNeeded: tag)) { return 0 }
-        // Refused: counted on the calling thread's own counter (no contended write). A cache hit
-        // also vouches for the limit, checked when the cache was filled.
-        if let counter = ThreadRecord.cachedCounter(t, tag: tag) {
-            counter.pointee.store(counter.pointee.load(ordering: .relaxed) &+ 1, ordering: .relaxed)  // one writer
-            return EBUSY
-        }
+        // Refused: counted in the calling thread's own entry (no contended write). A hit also
+        // vouches for the limit, checked when the entry was filled.
+        if ThreadRecord.countCached(t, tag: tag) { return EBUSY }
         return refuseUncached(t)
     }
 
-    /// A refusal that missed the thread's counter cache: EINVAL for a bad limit; else finds or
-    /// claims the thread's counter (or, if its 8 are taken, counts in the throttler's shared one)
+    /// A refusal that missed the thread's entry: EINVAL for a bad limit; else counts it in the
+    /// thread's counter for this throttler (or, if its 8 are taken, in the throttler's shared one)
     /// and returns EBUSY. Out of line (a tail call), so that the common path calls nothing and
     /// keeps no stack frame.
     @usableFromInline @inline(never)
     static func refuseUncached(_ t: UnsafeMutableRawPointer) -> Int32 {
         guard limit(t) >= 1 else { return EINVAL }
-        if let counter = ThreadRecord.counter(t, generation(t), tag: t.load(fromByteOffset: 8, as: UInt64.self)) {
-            counter.pointee.store(counter.pointee.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
-        } else {
+        if !ThreadRecord.count(t, generation(t), tag: t.load(fromByteOffset: 8, as: UInt64.self)) {
             rejections(t).pointee.wrappingAdd(1, ordering: .relaxed)
         }
         return EBUSY
@@ -144,7 +139,7 @@ import Synchronization
     @inlinable package static func holdersCount(_ t: UnsafeMutableRawPointer) -> Int32 { holders(t).pointee.load(ordering: .relaxed) }
     /// Timed-out waits and this process's refusals (per-thread counters are per process).
     package static func rejectionCount(_ t: UnsafeMutableRawPointer) -> Int64 {
-        rejections(t).pointee.load(ordering: .relaxed) &+ ThreadRecord.sumCounters(t, generation(t))
+        rejections(t).pointee.load(ordering: .relaxed) &+ ThreadRecord.sumCounters(t, generation(t), tag: t.load(fromByteOffset: 8, as: UInt64.self))
     }
 }
 
