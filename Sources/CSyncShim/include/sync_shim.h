@@ -71,6 +71,25 @@ static inline void sync_cpu_relax(void) {
 #endif
 }
 
+/// The CPU's cycle counter (x86 TSC; elsewhere the monotonic clock in ns), and the same read
+/// only once earlier loads have completed (RDTSCP): together they time one load, to tell a cache
+/// line held by a near core from one held by a far one.
+static inline uint64_t sync_cpu_ticks(void) {
+#if defined(__x86_64__)
+    return __builtin_ia32_rdtsc();
+#else
+    return (uint64_t)sync_monotonic_now_ns();
+#endif
+}
+static inline uint64_t sync_cpu_ticks_after_loads(void) {
+#if defined(__x86_64__)
+    unsigned int aux;
+    return __builtin_ia32_rdtscp(&aux);
+#else
+    return (uint64_t)sync_monotonic_now_ns();
+#endif
+}
+
 #ifdef __cplusplus
 }
 #endif
