@@ -71,6 +71,11 @@ static inline void sync_cpu_relax(void) {
 #endif
 }
 
+/// How far the lock words the calling thread spins on are, as last measured: the cycles a read
+/// of one took (0: near), and how many contended locks to go before measuring again. A hint only.
+struct sync_spin_estimate { uint32_t far_read; uint32_t countdown; };
+extern __thread struct sync_spin_estimate sync_thread_spin_estimate SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
+
 /// The CPU's cycle counter (x86 TSC; elsewhere the monotonic clock in ns), and the same read
 /// only once earlier loads have completed (RDTSCP): together they time one load, to tell a cache
 /// line held by a near core from one held by a far one.
