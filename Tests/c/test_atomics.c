@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "check.h"
 
 enum { THREADS = 8 };
@@ -234,6 +236,60 @@ static void test_throttler_rejections_read_while_counting(void) {
         CHECK_EQ(sync_throttler_rejections(&pair[i]), (long)WAVES * COUNTERS * (SWITCHES / 2) * BURST);
 }
 
+/* fork() while other threads read rejections and fold counts: the child has only the forking
+ * thread, so a reader count or a half-made fold of a thread it does not have must not make the
+ * child wait forever (reading rejections, or a thread of its own exiting). */
+static atomic_int forking_done;
+
+static void *folding_worker(void *arg) {
+    (void)arg;
+    for (unsigned s = 0; !atomic_load(&forking_done); s++) (void)sync_throttler_try_enter(&pair[s & 1]);
+    return NULL;
+}
+
+static void *polling_reader(void *arg) {
+    (void)arg;
+    while (!atomic_load(&forking_done)) (void)sync_throttler_rejections(&pair[0]);
+    return NULL;
+}
+
+static void *refuse_and_exit(void *arg) {
+    (void)arg;
+    for (int k = 0; k < 10; k++) if (sync_throttler_try_enter(&pair[k & 1]) != EBUSY) _exit(3);
+    return NULL;
+}
+
+static void test_throttler_fork_while_counting(void) {
+    pthread_t folder, reader;
+    CHECK(pthread_create(&folder, NULL, folding_worker, NULL) == 0);
+    CHECK(pthread_create(&reader, NULL, polling_reader, NULL) == 0);
+    for (int round = 0; round < 100; round++) {
+        /* Threads that exit between forks leave records free for the child to take. */
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, refuse_and_exit, NULL) == 0);
+        pthread_join(t, NULL);
+        pid_t child = fork();
+        CHECK(child >= 0);
+        if (child == 0) {
+            alarm(10);  /* a hang ends the child with SIGALRM, which the parent reports */
+            for (int i = 0; i < 2; i++) if (sync_throttler_rejections(&pair[i]) < 0) _exit(4);
+            for (int k = 0; k < 4; k++) {
+                pthread_t u;
+                if (pthread_create(&u, NULL, refuse_and_exit, NULL) != 0) _exit(5);
+                pthread_join(u, NULL);
+            }
+            _exit(0);
+        }
+        int status = 0;
+        CHECK(waitpid(child, &status, 0) == child);
+        if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) fprintf(stderr, "child: exited %d code %d, signal %d\n", WIFEXITED(status), WEXITSTATUS(status), WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    atomic_store(&forking_done, 1);
+    pthread_join(folder, NULL);
+    pthread_join(reader, NULL);
+}
+
 /* Busy flag (N = 1 with an AtomicBoolean, the seed's compareTo:andSetValue:). */
 /* A retain function that reads other references: gets nest 20 deep (more hazard slots than a
  * thread record has), and every count still balances. */
@@ -427,6 +483,7 @@ int main(void) {
     CHECK_EQ(sync_atomic_int32_get(&cas_counter), THREADS * 100000);
     test_throttler();
     test_throttler_rejections_read_while_counting();
+    test_throttler_fork_while_counting();
     test_nested_gets();
     test_seed_004();
     test_pools();

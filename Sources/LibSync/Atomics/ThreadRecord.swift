@@ -49,18 +49,35 @@ import Synchronization
         return record
     }
 
+    /// After fork() the child has only the forking thread: reader counts and folds that other
+    /// threads were in the middle of stay frozen in its copy of the records. Forget them, so that
+    /// neither a thread of the child's that exits nor a reader of the sums waits forever for a
+    /// thread the child does not have (a fold cut in half there may leave those refusals counted
+    /// twice or not at all in the child).
+    static let forkHandler: Void = {
+        pthread_atfork(nil, nil) {
+            forEach { record in
+                readers(record).pointee.store(0, ordering: .relaxed)
+                let sequence = sequence(record), value = sequence.pointee.load(ordering: .relaxed)
+                if value & 1 != 0 { sequence.pointee.store(value &+ 1, ordering: .relaxed) }
+                return true
+            }
+        }
+    }()
+
     /// Thread exit: folds the thread's cached count into its record, waits out readers of its TLS,
     /// and frees the record (forgotten first: later destructors may take a new one).
     static func detach(_ record: UnsafeMutableRawPointer) {
         refill(record, key: 0, tag: 0, slot: nil, count: 0)
         cache(record).pointee.store(0, ordering: .sequentiallyConsistent)
-        while readers(record).pointee.load(ordering: .sequentiallyConsistent) != 0 { sync_cpu_relax() }
+        while readers(record).pointee.load(ordering: .sequentiallyConsistent) != 0 { sched_yield() }
         sync_thread_record_cache = nil
         atomic(record + 80, as: Int.self).pointee.store(0, ordering: .releasing)
     }
 
     /// A free record from the list, or a new one pushed onto it.
     static func acquire() -> UnsafeMutableRawPointer {
+        _ = forkHandler
         var node = head.load(ordering: .acquiring)
         while node != 0 {
             let record = UnsafeMutableRawPointer(bitPattern: node)!
