@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup.sh >/dev/null
-python3 -c "import atomics" 2>/dev/null || python3 -m pip install -q atomics || true
+python3 -c "import atomics, readerwriterlock" 2>/dev/null || python3 -m pip install -q atomics readerwriterlock || true
 
 parts=("$@"); [ ${#parts[@]} -gt 0 ] || parts=(c swift python)
 for part in "${parts[@]}"; do

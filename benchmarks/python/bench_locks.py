@@ -5,7 +5,7 @@ import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
-from harness import per_call_ns, per_call_ns_threads, table  # noqa: E402
+from harness import per_call_ns, per_call_ns_threads, per_statement_ns, table  # noqa: E402
 from libsync import locks  # noqa: E402
 from libsync.locks import Lock, Mutex, RLock, RWLock  # noqa: E402
 
@@ -24,21 +24,30 @@ def with_block(lock):
     return body
 
 
+def acquire_release(lock):
+    """ns of `acquire(); release()` on bound methods, as a program calls them."""
+    return per_statement_ns("acquire(); release()", {"acquire": lock.acquire, "release": lock.release}, N)
+
+
+def with_statement(lock):
+    return per_statement_ns("with lock: pass", {"lock": lock}, N)
+
+
 floor_lock = Lock()
-floor_p, trylock, unlock = floor_lock._p, locks._mutex_trylock, locks._mutex_unlock
 table("Lock acquire()+release()", [
-    ("threading.Lock", per_call_ns(pair(threading.Lock()), N)),
-    ("libsync Lock", per_call_ns(pair(Lock()), N)),
-    ("libsync Mutex", per_call_ns(pair(Mutex()), N)),
-    ("(floor: the two ctypes calls alone, no wrapper)", per_call_ns(lambda: (trylock(floor_p), unlock(floor_p)), N)),
+    ("threading.Lock", acquire_release(threading.Lock())),
+    ("libsync Lock", acquire_release(Lock())),
+    ("libsync Mutex", acquire_release(Mutex())),
+    ("(floor: the two ctypes calls alone, no Python method)", per_statement_ns(
+        "trylock(p); unlock(p)", {"trylock": locks._mutex_trylock, "unlock": locks._mutex_unlock, "p": floor_lock._p}, N)),
 ])
 table("with lock: pass", [
-    ("threading.Lock", per_call_ns(with_block(threading.Lock()), N)),
-    ("libsync Lock", per_call_ns(with_block(Lock()), N)),
+    ("threading.Lock", with_statement(threading.Lock())),
+    ("libsync Lock", with_statement(Lock())),
 ])
 table("RLock acquire()+release()", [
-    ("threading.RLock", per_call_ns(pair(threading.RLock()), N)),
-    ("libsync RLock", per_call_ns(pair(RLock()), N)),
+    ("threading.RLock", acquire_release(threading.RLock())),
+    ("libsync RLock", acquire_release(RLock())),
 ])
 table("Lock, 4 threads contending (GIL)", [
     ("threading.Lock", per_call_ns_threads(pair(threading.Lock()), N // 4, 4)),
