@@ -4,6 +4,7 @@
  * no-pool report), and the dictionary's API and bad input. */
 #include <sync.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -290,6 +291,99 @@ static void test_throttler_fork_while_counting(void) {
     pthread_join(reader, NULL);
 }
 
+/* fork() while another thread holds refusals not yet folded into its record: the child counts
+ * them exactly once, and its own threads (which reuse the absent thread's stack, and so the
+ * address of its thread-local entry) count on from there. */
+static sync_throttler_t forked;
+static pthread_barrier_t fork_sync;
+
+static void *refuse_then_wait(void *arg) {
+    long n = (long)arg;
+    for (long k = 0; k < n; k++) CHECK_EQ(sync_throttler_try_enter(&forked), EBUSY);
+    pthread_barrier_wait(&fork_sync);  /* counted, not folded: this thread is alive at the fork */
+    pthread_barrier_wait(&fork_sync);
+    return NULL;
+}
+
+static void *refuse_100(void *arg) {
+    (void)arg;
+    for (int k = 0; k < 100; k++) if (sync_throttler_try_enter(&forked) != EBUSY) _exit(3);
+    return NULL;
+}
+
+static void test_throttler_fork_counts_exactly(void) {
+    CHECK_EQ(sync_throttler_init(&forked, 1), 0);
+    CHECK_EQ(sync_throttler_try_enter(&forked), 0);
+    CHECK(pthread_barrier_init(&fork_sync, NULL, 2) == 0);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, refuse_then_wait, (void *)1000L) == 0);
+    pthread_barrier_wait(&fork_sync);
+    CHECK_EQ(sync_throttler_rejections(&forked), 1000);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        alarm(10);
+        if (sync_throttler_rejections(&forked) != 1000) _exit(4);
+        for (int k = 1; k <= 4; k++) {
+            pthread_t u;
+            if (pthread_create(&u, NULL, refuse_100, NULL) != 0) _exit(5);
+            pthread_join(u, NULL);
+            if (sync_throttler_rejections(&forked) != 1000 + 100 * k) _exit(6);
+        }
+        _exit(0);
+    }
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    pthread_barrier_wait(&fork_sync);
+    pthread_join(t, NULL);
+    CHECK_EQ(sync_throttler_rejections(&forked), 1000);
+    pthread_barrier_destroy(&fork_sync);
+}
+
+/* Refusals made by a thread's pthread key destructors after its record was given back, in every
+ * destructor round the thread has left: each counted exactly once, and a later thread that
+ * takes the record (or the exited thread's stack) counts on from there. */
+static pthread_key_t late_key;
+
+static void late_destructor(void *value) {
+    long round = (long)value;
+    CHECK_EQ(sync_throttler_try_enter(&forked), EBUSY);
+    if (round < 8) pthread_setspecific(late_key, (void *)(round + 1));  /* more rounds than there are */
+}
+
+static void *refuse_10_then_exit_late(void *arg) {
+    (void)arg;
+    for (int k = 0; k < 10; k++) CHECK_EQ(sync_throttler_try_enter(&forked), EBUSY);
+    pthread_setspecific(late_key, (void *)1);
+    return NULL;
+}
+
+static void test_throttler_counts_in_late_destructors(void) {
+    CHECK_EQ(sync_throttler_init(&forked, 1), 0);
+    CHECK_EQ(sync_throttler_try_enter(&forked), 0);
+    CHECK_EQ(sync_throttler_try_enter(&forked), EBUSY);  /* the main thread has a record (and the library its key) */
+    CHECK(pthread_key_create(&late_key, late_destructor) == 0);
+    /* A stack size no other thread here uses: glibc gives the exited thread's stack, and with it
+     * the address of its thread-local entry, to the next thread of that size. */
+    pthread_attr_t same_stack;
+    pthread_attr_init(&same_stack);
+    pthread_attr_setstacksize(&same_stack, 3 << 20);
+    pthread_t t;
+    CHECK(pthread_create(&t, &same_stack, refuse_10_then_exit_late, NULL) == 0);
+    pthread_join(t, NULL);
+    /* 1 + 10, plus one refusal per destructor round the thread had (PTHREAD_DESTRUCTOR_ITERATIONS) */
+    long after = sync_throttler_rejections(&forked);
+    CHECK_EQ(after, 1 + 10 + PTHREAD_DESTRUCTOR_ITERATIONS);
+    for (int k = 1; k <= 3; k++) {
+        CHECK(pthread_create(&t, &same_stack, refuse_100, NULL) == 0);
+        pthread_join(t, NULL);
+        CHECK_EQ(sync_throttler_rejections(&forked), after + 100 * k);
+    }
+    pthread_attr_destroy(&same_stack);
+    pthread_key_delete(late_key);
+}
+
 /* Busy flag (N = 1 with an AtomicBoolean, the seed's compareTo:andSetValue:). */
 /* A retain function that reads other references: gets nest 20 deep (more hazard slots than a
  * thread record has), and every count still balances. */
@@ -484,6 +578,8 @@ int main(void) {
     test_throttler();
     test_throttler_rejections_read_while_counting();
     test_throttler_fork_while_counting();
+    test_throttler_fork_counts_exactly();
+    test_throttler_counts_in_late_destructors();
     test_nested_gets();
     test_seed_004();
     test_pools();

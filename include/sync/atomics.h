@@ -118,9 +118,10 @@ bool sync_atomic_ref_compare_and_set(sync_atomic_ref_t *r, void *expected, void 
  * timeout. holders never exceeds limit, even transiently, and exit never takes it below zero.
  * Rejections count fail-fast refusals and timed-out waits; a refusal only reads the throttler
  * and bumps the calling thread's own count in thread-local storage (summed, exactly, by
- * sync_throttler_rejections), so refusals on several cores never contend. Caller memory, 24 bytes, 8-byte aligned; works in memory
- * shared between processes (each process sums its own threads' refusals, plus every process's
- * timed-out waits). Waiting is not FIFO. */
+ * sync_throttler_rejections), so refusals on several cores never contend. Caller memory, 24
+ * bytes, 8-byte aligned; works in memory shared between processes (each process sums its own
+ * threads' refusals, plus every process's timed-out waits). Waiting is not FIFO. None of these
+ * functions is async-signal-safe. */
 
 typedef struct sync_throttler {
     int32_t holders;

@@ -13,7 +13,8 @@ import Synchronization
 //   64 depth (Int, owner only: slots in use) | 72 next record | 80 in use (Atomic<Int>)
 //   88 overflow record (slots 8... of a deeply nested reader; owner only)
 //   96 the owner's counter cache (its TLS address, 0 when none) | 104 its sequence (Atomic<UInt>,
-//   odd while the owner changes it) | 112 readers of it (Atomic<Int>)
+//   odd while the owner changes it) | 112 its gate: readers in it, and CLOSED once the owner
+//   exits (Atomic<Int>) | 120 the counter being folded into (its count's address, 0 when none)
 //   [128, 384) 8 counters: {address UInt, generation Int32, -, count Atomic<Int64>}
 
 @usableFromInline package enum ThreadRecord {
@@ -44,33 +45,54 @@ import Synchronization
     @usableFromInline static func attach() -> UnsafeMutableRawPointer {
         let record = acquire()
         sync_thread_record_cache = record
-        cache(record).pointee.store(UInt(bitPattern: sync_thread_counter_cache_address()!), ordering: .sequentiallyConsistent)
+        // A thread whose record was detached (a later key destructor of its exit) must not
+        // publish its TLS again: no destructor round would be left to withdraw it. Its
+        // refusals go to the throttler's shared word instead (see count).
+        if sync_thread_counter_cache.tag != exitedTag {
+            cache(record).pointee.store(UInt(bitPattern: sync_thread_counter_cache_address()!), ordering: .relaxed)
+            gate(record).pointee.store(0, ordering: .sequentiallyConsistent)  // open
+        }
         pthread_setspecific(key, record)
         return record
     }
 
-    /// After fork() the child has only the forking thread: reader counts and folds that other
-    /// threads were in the middle of stay frozen in its copy of the records. Forget them, so that
-    /// neither a thread of the child's that exits nor a reader of the sums waits forever for a
-    /// thread the child does not have (a fold cut in half there may leave those refusals counted
-    /// twice or not at all in the child).
+    /// After fork() the child has only the forking thread; the other threads' records still hold
+    /// their reader counts, folds cut in half and the addresses of their TLS, whose memory the
+    /// child's new threads will reuse. Finish each such record's fold (the final value of a fold
+    /// in progress is written down before it starts, so finishing it is idempotent), fold its
+    /// live entry, and withdraw the entry, so that the child neither reads those TLS blocks nor
+    /// waits for threads it does not have. Those records stay taken (their hazard slots too).
     static let forkHandler: Void = {
         pthread_atfork(nil, nil) {
+            let mine = UInt(bitPattern: sync_thread_record_cache)
             forEach { record in
-                readers(record).pointee.store(0, ordering: .relaxed)
+                guard UInt(bitPattern: record) != mine else { return true }
+                if let pending = UnsafeMutableRawPointer(bitPattern: folding(record).pointee.load(ordering: .relaxed)) {
+                    atomic(pending, as: Int64.self).pointee.store(pending.load(fromByteOffset: 8, as: Int64.self), ordering: .relaxed)
+                } else if let live = UnsafeMutableRawPointer(bitPattern: cache(record).pointee.load(ordering: .relaxed)),
+                          let slot = live.load(fromByteOffset: slotOffset, as: UnsafeMutableRawPointer?.self) {
+                    let counter = atomic(slot, as: Int64.self)
+                    counter.pointee.store(counter.pointee.load(ordering: .relaxed) &+ live.load(fromByteOffset: countOffset, as: Int64.self), ordering: .relaxed)
+                }
+                folding(record).pointee.store(0, ordering: .relaxed)
+                cache(record).pointee.store(0, ordering: .relaxed)
+                gate(record).pointee.store(closed, ordering: .relaxed)
                 let sequence = sequence(record), value = sequence.pointee.load(ordering: .relaxed)
-                if value & 1 != 0 { sequence.pointee.store(value &+ 1, ordering: .relaxed) }
+                sequence.pointee.store((value | 1) &+ 1, ordering: .relaxed)
                 return true
             }
         }
     }()
 
-    /// Thread exit: folds the thread's cached count into its record, waits out readers of its TLS,
-    /// and frees the record (forgotten first: later destructors may take a new one).
+    /// Thread exit: folds the thread's cached count into its record, marks the entry exited,
+    /// closes the gate and waits for the readers inside it (a few loads each), then frees the
+    /// record (forgotten first: later destructors may take a new one).
     static func detach(_ record: UnsafeMutableRawPointer) {
-        refill(record, key: 0, tag: 0, slot: nil, count: 0)
-        cache(record).pointee.store(0, ordering: .sequentiallyConsistent)
-        while readers(record).pointee.load(ordering: .sequentiallyConsistent) != 0 { sched_yield() }
+        refill(record, key: 0, tag: exitedTag, slot: nil, count: 0)
+        let gate = gate(record)
+        gate.pointee.bitwiseOr(closed, ordering: .sequentiallyConsistent)
+        while gate.pointee.load(ordering: .sequentiallyConsistent) != closed { sched_yield() }
+        cache(record).pointee.store(0, ordering: .relaxed)
         sync_thread_record_cache = nil
         atomic(record + 80, as: Int.self).pointee.store(0, ordering: .releasing)
     }
@@ -173,14 +195,22 @@ import Synchronization
     // thread exits, the entry's count is folded into the record's counter for that throttler. A
     // reader of the sum adds each record's counters and its owner's live entry: the owner makes
     // the record's sequence odd around each fold, so a reader sees every refusal exactly once, and
-    // a count of readers keeps an exiting thread's TLS from going away while it is read.
+    // a gate that the exiting owner closes keeps its TLS from going away while it is read.
 
     @inlinable @inline(__always)
     static func cache(_ record: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt>> { atomic(record + 96, as: UInt.self) }
     @inlinable @inline(__always)
     static func sequence(_ record: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt>> { atomic(record + 104, as: UInt.self) }
     @inlinable @inline(__always)
-    static func readers(_ record: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<Int>> { atomic(record + 112, as: Int.self) }
+    static func gate(_ record: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<Int>> { atomic(record + 112, as: Int.self) }
+    @inlinable @inline(__always)
+    static func folding(_ record: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt>> { atomic(record + 120, as: UInt.self) }
+    /// The gate's bit that says the owner has exited (or is not in this process): stay out.
+    static let closed = 1 << 62
+    /// The tag of an exited thread's entry (a throttler's tag never has limit -1).
+    @usableFromInline static let exitedTag = UInt64.max
+    static let slotOffset = MemoryLayout<sync_counter_cache>.offset(of: \.slot)!
+    static let countOffset = MemoryLayout<sync_counter_cache>.offset(of: \.count)!
 
     /// Counts one refusal in the calling thread's entry if it is for `address` with `tag` (the
     /// incarnation at `address`, which the caller chooses): the hot path, %fs-relative accesses and
@@ -190,13 +220,17 @@ import Synchronization
         // (key, tag) as one 128-bit value: one compare and one branch (two branches cost a cycle).
         let cached = withUnsafePointer(to: &sync_thread_counter_cache) { UnsafeRawPointer($0).load(as: UInt128.self) }
         guard cached == UInt128(tag) << 64 | UInt128(UInt(bitPattern: address)) else { return false }
-        sync_thread_counter_cache.count &+= 1  // one writer; readers load it whole
+        // One writer (this thread); an atomic store, so that readers' loads see whole values and
+        // no caller's loop may keep the count in a register.
+        let count = withUnsafeMutablePointer(to: &sync_thread_counter_cache.count) { $0 }
+        atomic(count).pointee.store(atomic(count).pointee.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
         return true
     }
 
     /// Counts one refusal for (`address`, `generation`) in the calling thread's record, and makes it
     /// the thread's entry (with `tag`, for `countCached`); false if its 8 counters are taken.
     package static func count(_ address: UnsafeMutableRawPointer, _ generation: Int32, tag: UInt64) -> Bool {
+        if sync_thread_counter_cache.tag == exitedTag { return false }
         let record = current(), key = UInt(bitPattern: address)
         for i in 0..<counterCount {
             let entry = record + 128 + i * 32
@@ -222,14 +256,38 @@ import Synchronization
         sequence.pointee.store(before &+ 1, ordering: .relaxed)
         atomicMemoryFence(ordering: .releasing)  // a reader that sees any write below sees the odd sequence
         if let old = sync_thread_counter_cache.slot {
-            let counter = atomic(UnsafeMutableRawPointer(old), as: Int64.self)
-            counter.pointee.store(counter.pointee.load(ordering: .relaxed) &+ sync_thread_counter_cache.count, ordering: .relaxed)
+            // Written down first (the counter's spare word, then the record), so that a fork()
+            // cutting this fold in half can finish it in the child.
+            let slot = UnsafeMutableRawPointer(old), counter = atomic(slot, as: Int64.self)
+            let folded = counter.pointee.load(ordering: .relaxed) &+ sync_thread_counter_cache.count
+            atomic(slot + 8, as: Int64.self).pointee.store(folded, ordering: .relaxed)
+            folding(record).pointee.store(UInt(bitPattern: slot), ordering: .relaxed)
+            counter.pointee.store(folded, ordering: .relaxed)
         }
         atomic(entry, as: UInt.self).pointee.store(key, ordering: .relaxed)
         atomic(entry + 8, as: UInt64.self).pointee.store(tag, ordering: .relaxed)
-        atomic(entry + 16, as: Int64.self).pointee.store(count, ordering: .relaxed)
+        atomic(entry + countOffset, as: Int64.self).pointee.store(count, ordering: .relaxed)
         sync_thread_counter_cache.slot = slot?.assumingMemoryBound(to: Int64.self)
+        folding(record).pointee.store(0, ordering: .relaxed)
         sequence.pointee.store(before &+ 2, ordering: .releasing)
+    }
+
+    /// The count in the live entry of `record`'s owner if it is for (`key`, `tag`), read inside
+    /// the record's gate (0 if the owner has exited: its entry is folded then).
+    static func liveCount(_ record: UnsafeMutableRawPointer, _ key: UInt, tag: UInt64) -> Int64 {
+        let gate = gate(record)
+        var value = gate.pointee.load(ordering: .relaxed)
+        while true {
+            guard value & closed == 0 else { return 0 }
+            let (entered, now) = gate.pointee.compareExchange(expected: value, desired: value + 1, ordering: .sequentiallyConsistent)
+            if entered { break }
+            value = now
+        }
+        defer { gate.pointee.wrappingSubtract(1, ordering: .sequentiallyConsistent) }
+        guard let live = UnsafeMutableRawPointer(bitPattern: cache(record).pointee.load(ordering: .relaxed)),
+              atomic(live, as: UInt.self).pointee.load(ordering: .relaxed) == key,
+              atomic(live + 8, as: UInt64.self).pointee.load(ordering: .relaxed) == tag else { return 0 }
+        return atomic(live + countOffset, as: Int64.self).pointee.load(ordering: .relaxed)
     }
 
     /// The sum of every thread's count for (`address`, `generation`), whose incarnation `tag` is.
@@ -246,9 +304,7 @@ import Synchronization
     /// One record's counters for (`key`, `generation`) and its owner's entry if it is for them,
     /// read between two equal even sequence values.
     static func sumCounters(_ record: UnsafeMutableRawPointer, _ key: UInt, _ generation: Int32, tag: UInt64) -> Int64 {
-        let readers = readers(record), sequence = sequence(record)
-        readers.pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)  // before reading the TLS address: see detach
-        defer { readers.pointee.wrappingSubtract(1, ordering: .sequentiallyConsistent) }
+        let sequence = sequence(record)
         while true {
             let before = sequence.pointee.load(ordering: .acquiring)
             if before & 1 != 0 { sched_yield(); continue }  // the owner is folding: a few loads
@@ -261,11 +317,7 @@ import Synchronization
                     sum &+= atomic(entry + 16, as: Int64.self).pointee.load(ordering: .relaxed)
                 }
             }
-            if let live = UnsafeMutableRawPointer(bitPattern: cache(record).pointee.load(ordering: .sequentiallyConsistent)),
-               atomic(live, as: UInt.self).pointee.load(ordering: .relaxed) == key,
-               atomic(live + 8, as: UInt64.self).pointee.load(ordering: .relaxed) == tag {
-                sum &+= atomic(live + 16, as: Int64.self).pointee.load(ordering: .relaxed)
-            }
+            sum &+= liveCount(record, key, tag: tag)
             atomicMemoryFence(ordering: .acquiring)
             if sequence.pointee.load(ordering: .relaxed) == before { return sum }
         }

@@ -151,7 +151,8 @@ func deadline(after timeout: Duration) -> Int64 {
         // holder as much again: there, once a read finds the lock held, wait blind for 16 such
         // reads (at most ~6 us), look once more, and sleep if it is still held, so that the
         // holder runs whole bursts with its line at hand. How far is measured by timing the
-        // reads of one contended lock in 8 (timing every read cost the near case ~10%).
+        // reads of one contended lock in 8 (timing every read cost the near case ~10%). A timed
+        // lock does not wait blind: its deadline may be near.
         let measuring = sync_thread_spin_estimate.countdown == 0
         if !measuring { sync_thread_spin_estimate.countdown -= 1 }
         var spins = 0
@@ -178,7 +179,7 @@ func deadline(after timeout: Duration) -> Int64 {
                 value = word.pointee.load(ordering: .relaxed)
                 far = UInt64(sync_thread_spin_estimate.far_read)
             }
-            if far != 0 && value & holderMask != 0 {
+            if far != 0 && value & holderMask != 0 && value & waiters == 0 && deadline < 0 {
                 let now = sync_cpu_ticks(), until = now &+ far &* 16
                 while case let ticks = sync_cpu_ticks(), ticks < until && ticks >= now { sync_cpu_relax() }
                 value = word.pointee.load(ordering: .relaxed)
