@@ -43,6 +43,12 @@ static inline uint32_t sync_thread_id(void) {
 /// %fs-relative access.
 extern __thread void *sync_thread_record_cache SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
 
+/// How many of its record's hazard slots the calling thread is using (nested readers take the
+/// following ones). In TLS, not in the record: a writer scanning the records for hazards reads
+/// them, and a count written there at every read would cost the reader a cache-line transfer
+/// (and its fenced publish a stall) after each scan.
+extern __thread intptr_t sync_thread_hazard_depth SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
+
 /// The calling thread's refusal count for the throttler that refused it last: its key (the
 /// throttler's address), the caller's 64-bit tag for the object's incarnation (a throttler's limit
 /// and generation), the refusals counted here since the entry was filled, and the counter in the

@@ -10,7 +10,7 @@ import Synchronization
 //
 // Layout (384 bytes, 64-byte aligned):
 //   [0, 64)    8 hazard slots (UInt: 0, or an object being read)
-//   64 depth (Int, owner only: slots in use) | 72 next record | 80 in use (Atomic<Int>)
+//   64 - | 72 next record | 80 in use (Atomic<Int>)   (the slots in use: sync_thread_hazard_depth, TLS)
 //   88 overflow record (slots 8... of a deeply nested reader; owner only)
 //   96 the owner's counter cache (its TLS address, 0 when none) | 104 its sequence (Atomic<UInt>,
 //   odd while the owner changes it) | 112 its gate: readers in it, and CLOSED once the owner
@@ -138,26 +138,20 @@ import Synchronization
 
     @inlinable @inline(__always)
     static func slot(_ record: UnsafeMutableRawPointer, _ index: Int) -> UnsafeMutablePointer<Atomic<UInt>> {
-        atomic(record + index * 8, as: UInt.self)
+        atomic(record + index &* 8, as: UInt.self)
     }
-    @inlinable @inline(__always)
-    static func depth(_ record: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Int> {
-        (record + 64).assumingMemoryBound(to: Int.self)
-    }
-
     /// The calling thread's next free hazard slot (nested readers take the following ones).
     @inlinable @inline(__always)
     package static func takeSlot() -> UnsafeMutablePointer<Atomic<UInt>> {
-        let record = current(), depth = depth(record)
-        let index = depth.pointee
-        depth.pointee = index + 1
+        let record = current(), index = sync_thread_hazard_depth
+        sync_thread_hazard_depth = index &+ 1
         return index < slotCount ? slot(record, index) : overflowSlot(record, index)
     }
 
     /// Gives back the slot `takeSlot` returned last (it must hold 0 again).
     @inlinable @inline(__always)
     package static func returnSlot() {
-        depth(current()).pointee -= 1
+        sync_thread_hazard_depth &-= 1
     }
 
     /// Slot `index` >= 8: in the chain of overflow records (taken once, kept by the thread's record).
