@@ -225,7 +225,7 @@ func key(_ d: ForeignDictionary, _ key: UnsafeRawPointer?, _ length: Int, storin
 
 /// The value +1, or nil (absent). The key must be valid (non-NULL, or NULL with length 0).
 @inline(__always) func lookup(_ d: ForeignDictionary, _ k: UnsafeRawPointer?, _ length: Int) -> UnsafeMutableRawPointer? {
-    d.get(d.key(k ?? UnsafeRawPointer(bitPattern: 1)!, length, storing: false))
+    d.get(k ?? UnsafeRawPointer(bitPattern: 1)!, length)
 }
 
 @_cdecl("sync_dictionary_get") public func sync_dictionary_get(_ d: OpaquePointer?, _ k: UnsafeRawPointer?, _ length: Int) -> UnsafeMutableRawPointer? {

@@ -68,6 +68,13 @@ extern __thread struct sync_counter_cache sync_thread_counter_cache SYNC_SWIFT_N
 /// The calling thread's entry's address (stable while the thread lives), for other threads to read.
 static inline struct sync_counter_cache *sync_thread_counter_cache_address(void) { return &sync_thread_counter_cache; }
 
+/// Does nothing, out of the Swift optimizer's sight: no retain or release is moved across a call
+/// to it (the call might release anything). A reader of an object that a hazard slot protects
+/// calls it after taking its Swift references and before clearing the slot; otherwise ARC may
+/// sink a retain past the slot's release store, after which a writer may already have freed the
+/// object (seen: a dictionary snapshot freed under a reader, in an optimized build).
+void sync_arc_barrier(void);
+
 /// One spin-wait hint to the CPU (x86 PAUSE); inline so that spin loops stay tight.
 static inline void sync_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)

@@ -1,3 +1,4 @@
+import CSyncShim
 import Glibc
 import Synchronization
 
@@ -109,10 +110,11 @@ import Synchronization
     }
 
     /// Runs `body` on the current object (nil if empty), borrowed: valid only inside `body`.
+    /// Swift references that `body` takes are taken before the object is unprotected.
     @inlinable
     package static func withBorrowed<R>(_ cell: UnsafeMutableRawPointer, _ body: (UnsafeMutableRawPointer?) throws -> R) rethrows -> R {
         let (object, slot) = protect(cell)
-        defer { unprotect(slot) }
+        defer { sync_arc_barrier(); unprotect(slot) }
         return try body(UnsafeMutableRawPointer(bitPattern: object))
     }
 
@@ -153,7 +155,9 @@ import Synchronization
 
 // MARK: Swift front
 
-@usableFromInline let swiftRetain: ReferenceCell.Function = { _ = Unmanaged<AnyObject>.fromOpaque($0!).retain() }
+/// Swift's retain as a ReferenceCell.Function; the barrier keeps ARC from moving it past the
+/// reader's unprotect when this closure is inlined into `get`.
+@usableFromInline let swiftRetain: ReferenceCell.Function = { _ = Unmanaged<AnyObject>.fromOpaque($0!).retain(); sync_arc_barrier() }
 @usableFromInline let swiftRelease: ReferenceCell.Function = { Unmanaged<AnyObject>.fromOpaque($0!).release() }
 
 /// A 16-byte aligned cell with a stable address.

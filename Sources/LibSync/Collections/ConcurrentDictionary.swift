@@ -1,3 +1,4 @@
+import CSyncShim
 import Glibc
 import Synchronization
 
@@ -55,21 +56,19 @@ public final class ConcurrentDictionary<Key: Hashable & Sendable, Value: Sendabl
 
         /// The bucket holding `key`, or nil.
         @inlinable
-        func find(_ key: Key, _ hash: Int) -> Int? {
+        func find(_ key: Key, _ hash: Int) -> Int? { find(hash) { $0.pointee == key } }
+
+        /// The bucket of the key with `hash` that `matches` (given in place: no copy, no retain).
+        @inlinable @inline(__always)
+        func find(_ hash: Int, _ matches: (UnsafePointer<Key>) -> Bool) -> Int? {
             let tag = hash | 1
             var i = Snapshot.start(hash, mask)
             while true {
                 let h = hashes[i]
                 if h == 0 { return nil }
-                if h == tag && keys[i] == key { return i }
-                i = (i + 1) & mask
+                if h == tag && matches(keys + i) { return i }
+                i = (i &+ 1) & mask
             }
-        }
-
-        /// Where `key`'s value is, or nil.
-        @inlinable
-        func value(_ key: Key, _ hash: Int) -> UnsafePointer<Value>? {
-            find(key, hash).map { UnsafePointer(values + $0) }
         }
 
         var entries: [(hash: Int, key: Key, value: Value)] {
@@ -96,9 +95,10 @@ public final class ConcurrentDictionary<Key: Hashable & Sendable, Value: Sendabl
     /// The key's hash, mixed so that its top bits (the shard) and middle bits (the bucket) vary.
     @inlinable @inline(__always)
     static func hash(_ key: Key) -> Int {
-        let raw = (key as? any PrecomputedHash)?.precomputedHash ?? key.hashValue
-        return raw &* -7_046_029_254_386_353_131  // 0x9E3779B97F4A7C15
+        mix((key as? any PrecomputedHash)?.precomputedHash ?? key.hashValue)
     }
+    @inlinable @inline(__always)
+    static func mix(_ raw: Int) -> Int { raw &* -7_046_029_254_386_353_131 }  // 0x9E3779B97F4A7C15
 
     @inlinable @inline(__always)
     func shard(_ hash: Int) -> UnsafeMutableRawPointer {
@@ -116,12 +116,25 @@ public final class ConcurrentDictionary<Key: Hashable & Sendable, Value: Sendabl
     /// Looks `key` up and runs `body` on its value, borrowed, while the snapshot holding it is
     /// protected: the C ABI takes its own reference there.
     @inlinable package func withValue<R>(forKey key: Key, _ body: (UnsafePointer<Value>?) throws -> R) rethrows -> R {
-        let hash = Self.hash(key)
+        try withValue(hash: (key as? any PrecomputedHash)?.precomputedHash ?? key.hashValue, where: { $0.pointee == key }) {
+            let result = try body($0)
+            sync_arc_barrier()  // what `body` copied out is retained before the snapshot is unprotected
+            return result
+        }
+    }
+
+    /// The same for the key whose hash (`precomputedHash`, or else `hashValue`) is `hash` and
+    /// which `matches`: a lookup without a key value to build (the C ABI's borrowed keys).
+    @inlinable @inline(__always)
+    package func withValue<R>(hash: Int, where matches: (UnsafePointer<Key>) -> Bool, _ body: (UnsafePointer<Value>?) throws -> R) rethrows -> R {
+        let hash = Self.mix(hash)
         let (object, slot) = ReferenceCell.protect(shard(hash))
         defer { ReferenceCell.unprotect(slot) }
         guard let raw = UnsafeRawPointer(bitPattern: object) else { return try body(nil) }
         // Borrowed: a retain of the snapshot would make readers on several cores contend.
-        return try body(Unmanaged<Snapshot>.fromOpaque(raw)._withUnsafeGuaranteedRef { $0.value(key, hash) })
+        return try body(Unmanaged<Snapshot>.fromOpaque(raw)._withUnsafeGuaranteedRef { snapshot in
+            snapshot.find(hash, matches).map { UnsafePointer(snapshot.values + $0) }
+        })
     }
 
     /// Changes one shard: copies its snapshot's entries, changes the copy, and publishes it if
@@ -219,9 +232,21 @@ package struct ForeignKey: Hashable, PrecomputedHash, @unchecked Sendable {
             self.bytes = bytes; owner = nil
         }
         object = nil; objectHash = 0; compare = nil; context = nil
+        precomputedHash = Self.hash(bytes)
+    }
+
+    /// FNV-1a of `bytes`.
+    @inlinable
+    package static func hash(_ bytes: UnsafeRawBufferPointer) -> Int {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-        precomputedHash = Int(bitPattern: UInt(hash))
+        if var byte = bytes.baseAddress {
+            let end = byte + bytes.count
+            while byte < end {
+                hash = (hash ^ UInt64(byte.load(as: UInt8.self))) &* 0x100_0000_01b3
+                byte += 1
+            }
+        }
+        return Int(bitPattern: UInt(hash))
     }
     package init(object: UnsafeMutableRawPointer, hash: Int, compare: KeyCompare, context: UnsafeMutableRawPointer?, owner: ForeignObject?) {
         bytes = UnsafeRawBufferPointer(start: nil, count: 0); self.object = object; objectHash = hash; precomputedHash = hash
@@ -229,10 +254,18 @@ package struct ForeignKey: Hashable, PrecomputedHash, @unchecked Sendable {
     }
 
     package static func == (a: ForeignKey, b: ForeignKey) -> Bool {
-        guard let x = a.object else {
-            return a.bytes.count == b.bytes.count && (a.bytes.count == 0 || memcmp(a.bytes.baseAddress!, b.bytes.baseAddress!, a.bytes.count) == 0)
-        }
+        guard let x = a.object else { return a == b.bytes }
         return x == b.object || a.compare!(x, b.object, a.context) == 1
+    }
+    /// A byte key equal to `bytes`.
+    @inlinable
+    static func == (a: ForeignKey, bytes: UnsafeRawBufferPointer) -> Bool {
+        a.bytes.count == bytes.count && (bytes.count == 0 || memcmp(a.bytes.baseAddress!, bytes.baseAddress!, bytes.count) == 0)
+    }
+    /// An object key equal to `object` (by identity, or by the dictionary's comparator).
+    @inlinable
+    func matches(_ object: UnsafeMutableRawPointer, _ compare: KeyCompare, _ context: UnsafeMutableRawPointer?) -> Bool {
+        self.object == object || compare(self.object, object, context) == 1
     }
     package func hash(into hasher: inout Hasher) {
         hasher.combine(precomputedHash)
@@ -268,13 +301,22 @@ package final class ForeignDictionary: @unchecked Sendable {
                           owner: storing ? ForeignObject(retaining: object, retain, release) : nil)
     }
 
-    /// The value +1, or nil.
-    package func get(_ key: ForeignKey) -> UnsafeMutableRawPointer? {
-        let retain = retain  // the closure captures the function, not self (no retain of self)
-        return map.withValue(forKey: key) { value in
-            guard let pointer = value?.pointee.pointer else { return nil }
-            retain(pointer)
-            return pointer
+    /// The value for a lookup key (as `key(_:_:storing:)` takes it) +1, or nil. Builds no
+    /// ForeignKey: the stored keys are matched in place.
+    package func get(_ key: UnsafeRawPointer, _ length: Int) -> UnsafeMutableRawPointer? {
+        let retain = retain  // the closures capture the function, not self (no retain of self)
+        guard let compare else {
+            let bytes = UnsafeRawBufferPointer(start: key, count: length)
+            return map.withValue(hash: ForeignKey.hash(bytes), where: { $0.pointee == bytes }) { Self.retained($0, retain) }
         }
+        let object = UnsafeMutableRawPointer(mutating: key), context = context
+        return map.withValue(hash: length, where: { $0.pointee.matches(object, compare, context) }) { Self.retained($0, retain) }
+    }
+
+    @inline(__always)
+    static func retained(_ value: UnsafePointer<ForeignObject>?, _ retain: ReferenceCell.Function) -> UnsafeMutableRawPointer? {
+        guard let pointer = value?.pointee.pointer else { return nil }
+        retain(pointer)
+        return pointer
     }
 }
