@@ -99,7 +99,7 @@ import Synchronization
     // MARK: Operations
 
     /// The current object, +1 (the caller releases it), or nil.
-    @inlinable
+    @inlinable @inline(__always)
     package static func get(_ cell: UnsafeMutableRawPointer, _ retain: Function) -> UnsafeMutableRawPointer? {
         let (object, slot) = protect(cell)
         guard object != 0 else { return nil }
