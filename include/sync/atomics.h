@@ -27,10 +27,10 @@ extern "C" {
 typedef struct sync_atomic_bool { int32_t value; } sync_atomic_bool_t;
 #define SYNC_ATOMIC_BOOL_INIT(v) { (v) ? 1 : 0 }
 
-/** The current value. Inline, as are the other two gets: a sequentially consistent load (one
+/** The current value. Inline (__inline__: C89 too), as are the other two gets: a sequentially consistent load (one
  *  mov on x86-64), the same as the library's exported sync_atomic_*_get, which FFI callers
  *  (Python) use. A call would double the cost of a get + compare_and_set loop. */
-static inline bool sync_atomic_bool_get(const sync_atomic_bool_t *b) { return __atomic_load_n(&b->value, __ATOMIC_SEQ_CST) != 0; }
+static __inline__ bool sync_atomic_bool_get(const sync_atomic_bool_t *b) { return __atomic_load_n(&b->value, __ATOMIC_SEQ_CST) != 0; }
 /** Stores value. */
 void sync_atomic_bool_set(sync_atomic_bool_t *b, bool value);
 /** If the value is expected, stores desired and returns true; else returns false (the seed's
@@ -49,7 +49,7 @@ typedef struct sync_atomic_int64 { int64_t value __attribute__((aligned(8))); } 
 #define SYNC_ATOMIC_INT32_INIT(v) { (v) }
 #define SYNC_ATOMIC_INT64_INIT(v) { (v) }
 
-static inline int32_t sync_atomic_int32_get(const sync_atomic_int32_t *i) { return __atomic_load_n(&i->value, __ATOMIC_SEQ_CST); }
+static __inline__ int32_t sync_atomic_int32_get(const sync_atomic_int32_t *i) { return __atomic_load_n(&i->value, __ATOMIC_SEQ_CST); }
 void    sync_atomic_int32_set(sync_atomic_int32_t *i, int32_t value);
 /** If the value is expected, stores desired and returns true; else false. */
 bool    sync_atomic_int32_compare_and_set(sync_atomic_int32_t *i, int32_t expected, int32_t desired);
@@ -61,7 +61,7 @@ int32_t sync_atomic_int32_increment_and_get(sync_atomic_int32_t *i);
 int32_t sync_atomic_int32_decrement_and_get(sync_atomic_int32_t *i);
 int32_t sync_atomic_int32_add_and_get(sync_atomic_int32_t *i, int32_t delta);
 
-static inline int64_t sync_atomic_int64_get(const sync_atomic_int64_t *i) { return __atomic_load_n(&i->value, __ATOMIC_SEQ_CST); }
+static __inline__ int64_t sync_atomic_int64_get(const sync_atomic_int64_t *i) { return __atomic_load_n(&i->value, __ATOMIC_SEQ_CST); }
 void    sync_atomic_int64_set(sync_atomic_int64_t *i, int64_t value);
 bool    sync_atomic_int64_compare_and_set(sync_atomic_int64_t *i, int64_t expected, int64_t desired);
 int64_t sync_atomic_int64_get_and_set(sync_atomic_int64_t *i, int64_t value);

@@ -69,10 +69,10 @@ extern __thread struct sync_counter_cache sync_thread_counter_cache SYNC_SWIFT_N
 static inline struct sync_counter_cache *sync_thread_counter_cache_address(void) { return &sync_thread_counter_cache; }
 
 /// Does nothing, out of the Swift optimizer's sight: no retain or release is moved across a call
-/// to it (the call might release anything). A reader of an object that a hazard slot protects
-/// calls it after taking its Swift references and before clearing the slot; otherwise ARC may
-/// sink a retain past the slot's release store, after which a writer may already have freed the
-/// object (seen: a dictionary snapshot freed under a reader, in an optimized build).
+/// to it (the call might release anything). ReferenceCell.unprotect calls it before clearing a
+/// hazard slot; otherwise ARC may sink a reader's retain past the slot's release store, after
+/// which a writer may already have freed the object (seen: a dictionary snapshot freed under a
+/// reader, in an optimized build).
 void sync_arc_barrier(void);
 
 /// One spin-wait hint to the CPU (x86 PAUSE); inline so that spin loops stay tight.

@@ -50,9 +50,13 @@ import Synchronization
         }
     }
 
+    /// Clears the slot. Every reference the reader took is taken before: the barrier keeps
+    /// Swift's optimizer from moving a retain past the store (it did: a snapshot freed under a
+    /// reader). C and Python retains are opaque calls already; one more call costs ~1 ns.
     @inlinable @inline(__always)
     static func unprotect(_ slot: UnsafeMutablePointer<Atomic<UInt>>?) {
         guard let slot else { return }
+        sync_arc_barrier()
         slot.pointee.store(0, ordering: .releasing)  // after our retain: a writer may release now
         ThreadRecord.returnSlot()
     }
@@ -110,11 +114,10 @@ import Synchronization
     }
 
     /// Runs `body` on the current object (nil if empty), borrowed: valid only inside `body`.
-    /// Swift references that `body` takes are taken before the object is unprotected.
     @inlinable
     package static func withBorrowed<R>(_ cell: UnsafeMutableRawPointer, _ body: (UnsafeMutableRawPointer?) throws -> R) rethrows -> R {
         let (object, slot) = protect(cell)
-        defer { sync_arc_barrier(); unprotect(slot) }
+        defer { unprotect(slot) }
         return try body(UnsafeMutableRawPointer(bitPattern: object))
     }
 
@@ -155,9 +158,7 @@ import Synchronization
 
 // MARK: Swift front
 
-/// Swift's retain as a ReferenceCell.Function; the barrier keeps ARC from moving it past the
-/// reader's unprotect when this closure is inlined into `get`.
-@usableFromInline let swiftRetain: ReferenceCell.Function = { _ = Unmanaged<AnyObject>.fromOpaque($0!).retain(); sync_arc_barrier() }
+@usableFromInline let swiftRetain: ReferenceCell.Function = { _ = Unmanaged<AnyObject>.fromOpaque($0!).retain() }
 @usableFromInline let swiftRelease: ReferenceCell.Function = { Unmanaged<AnyObject>.fromOpaque($0!).release() }
 
 /// A 16-byte aligned cell with a stable address.

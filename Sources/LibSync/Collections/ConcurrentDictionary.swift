@@ -116,11 +116,7 @@ public final class ConcurrentDictionary<Key: Hashable & Sendable, Value: Sendabl
     /// Looks `key` up and runs `body` on its value, borrowed, while the snapshot holding it is
     /// protected: the C ABI takes its own reference there.
     @inlinable package func withValue<R>(forKey key: Key, _ body: (UnsafePointer<Value>?) throws -> R) rethrows -> R {
-        try withValue(hash: (key as? any PrecomputedHash)?.precomputedHash ?? key.hashValue, where: { $0.pointee == key }) {
-            let result = try body($0)
-            sync_arc_barrier()  // what `body` copied out is retained before the snapshot is unprotected
-            return result
-        }
+        try withValue(hash: (key as? any PrecomputedHash)?.precomputedHash ?? key.hashValue, where: { $0.pointee == key }, body)
     }
 
     /// The same for the key whose hash (`precomputedHash`, or else `hashValue`) is `hash` and
