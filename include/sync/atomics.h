@@ -27,9 +27,11 @@ extern "C" {
 typedef struct sync_atomic_bool { int32_t value; } sync_atomic_bool_t;
 #define SYNC_ATOMIC_BOOL_INIT(v) { (v) ? 1 : 0 }
 
-/** The current value. Inline (__inline__: C89 too), as are the other two gets: a sequentially consistent load (one
- *  mov on x86-64), the same as the library's exported sync_atomic_*_get, which FFI callers
- *  (Python) use. A call would double the cost of a get + compare_and_set loop. */
+/** The current value. Inline, as are the other two gets (__inline__: C89 too): a sequentially
+ *  consistent load (one mov on x86-64), the same as the library's exported sync_atomic_*_get,
+ *  which FFI callers (Python) use. A call would double the cost of a get + compare_and_set loop.
+ *  The pointer must be valid and aligned (no debug-build check says so, unlike the exported
+ *  functions). */
 static __inline__ bool sync_atomic_bool_get(const sync_atomic_bool_t *b) { return __atomic_load_n(&b->value, __ATOMIC_SEQ_CST) != 0; }
 /** Stores value. */
 void sync_atomic_bool_set(sync_atomic_bool_t *b, bool value);
