@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,13 +41,30 @@ __thread intptr_t sync_thread_hazard_depth __attribute__((tls_model("initial-exe
 __thread struct sync_spin_estimate sync_thread_spin_estimate __attribute__((tls_model("initial-exec")));
 __thread struct sync_counter_cache sync_thread_counter_cache __attribute__((tls_model("initial-exec"), aligned(64)));
 
-// The child of fork() has a new kernel id but a copy of the parent's cache: forget it there.
-static void forget_thread_id(void) { sync_thread_id_cache = 0; }
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-static void register_atfork(void) { pthread_atfork(NULL, NULL, forget_thread_id); }
+__thread uint32_t sync_thread_ancestor_ids[SYNC_ANCESTOR_IDS] __attribute__((tls_model("initial-exec")));
+uint32_t sync_process_id;
+struct sync_wait_bucket sync_wait_buckets[SYNC_WAIT_BUCKETS];
+_Static_assert(sizeof(struct sync_wait_bucket) == 64, "LibSync's WaitQueue steps through the buckets 64 bytes at a time");
+
+// In the child of fork(), the only thread continues the parent's forking thread under a new
+// kernel id: it forgets the cached id and remembers the old one among its ancestors' (newest
+// first). The wait queues hold only the parent's other threads, which the child does not have
+// (and one of them may have held a bucket's lock): the child starts with them empty.
+static void after_fork_in_child(void) {
+    if (sync_thread_id_cache != 0) {
+        for (int i = SYNC_ANCESTOR_IDS - 1; i > 0; i--) sync_thread_ancestor_ids[i] = sync_thread_ancestor_ids[i - 1];
+        sync_thread_ancestor_ids[0] = sync_thread_id_cache;
+    }
+    sync_thread_id_cache = 0;
+    sync_process_id = (uint32_t)getpid();
+    memset(sync_wait_buckets, 0, sizeof sync_wait_buckets);
+}
+__attribute__((constructor)) static void register_atfork(void) {
+    sync_process_id = (uint32_t)getpid();
+    pthread_atfork(NULL, NULL, after_fork_in_child);
+}
 
 uint32_t sync_thread_id_slow(void) {
-    pthread_once(&atfork_once, register_atfork);
     sync_thread_id_cache = (uint32_t)syscall(SYS_gettid);
     return sync_thread_id_cache;
 }

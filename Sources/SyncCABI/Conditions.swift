@@ -26,6 +26,12 @@ func condWait(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ ho
     return ConditionWord.wait(c, mutex: m, deadline: how.0, interruptible: how.1)
 }
 
+/// A sync_cond_waiter_t: 40 bytes, 8-byte aligned.
+@inline(__always) func condWaiter(_ w: UnsafeMutableRawPointer?) -> Waiter? {
+    guard let w, Int(bitPattern: w) & 7 == 0 else { return nil }
+    return Waiter(w)
+}
+
 @_cdecl("sync_cond_init") @inline(__always) public func c_sync_cond_init(_ c: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
     guard let c = lockMemory(c), flags & ~syncProcessShared == 0 else { return EINVAL }
     ConditionWord.initialize(c, shared: flags & syncProcessShared != 0)
@@ -48,25 +54,46 @@ public func c_sync_cond_wait_recursive_interruptible(_ c: UnsafeMutableRawPointe
     guard let c = lockMemory(c), let l = lockMemory(l) else { return EINVAL }
     return interruptible(deadline) { ConditionWord.wait(c, recursiveLock: l, deadline: $0, interruptible: true) }
 }
+@_cdecl("sync_cond_wait_resumable") @inline(__always)
+public func c_sync_cond_wait_resumable(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ w: UnsafeMutableRawPointer?,
+                                       _ deadline: Int64) -> Int32 {
+    guard let c = lockMemory(c), let m = lockWord(m), let w = condWaiter(w) else { return EINVAL }
+    return ConditionWord.waitSlice(c, w, mutex: m, deadline: cDeadline(deadline), sliceEnd: sliceEnd())
+}
+@_cdecl("sync_cond_wait_recursive_resumable") @inline(__always)
+public func c_sync_cond_wait_recursive_resumable(_ c: UnsafeMutableRawPointer?, _ l: UnsafeMutableRawPointer?, _ w: UnsafeMutableRawPointer?,
+                                                 _ deadline: Int64) -> Int32 {
+    guard let c = lockMemory(c), let l = lockMemory(l), let w = condWaiter(w) else { return EINVAL }
+    return ConditionWord.waitSlice(c, w, recursiveLock: l, deadline: cDeadline(deadline), sliceEnd: sliceEnd())
+}
+@_cdecl("sync_cond_wait_begin") @inline(__always) public func c_sync_cond_wait_begin(_ c: UnsafeMutableRawPointer?, _ w: UnsafeMutableRawPointer?) -> Int32 {
+    guard let c = lockMemory(c), let w = condWaiter(w) else { return EINVAL }
+    return ConditionWord.enter(c, w)
+}
+@_cdecl("sync_cond_wait_sleep") @inline(__always) public func c_sync_cond_wait_sleep(_ w: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    guard let w = condWaiter(w) else { return EINVAL }
+    return interruptible(deadline) { ConditionWord.sleep(w, deadline: $0, interruptible: true) }
+}
+@_cdecl("sync_cond_wait_end") @inline(__always) public func c_sync_cond_wait_end(_ w: UnsafeMutableRawPointer?) -> Int32 {
+    guard let w = condWaiter(w) else { return EINVAL }
+    return ConditionWord.leave(w)
+}
 @_cdecl("sync_cond_signal") @inline(__always) public func c_sync_cond_signal(_ c: UnsafeMutableRawPointer?) -> Int32 {
     guard let c = lockMemory(c) else { return EINVAL }
-    ConditionWord.signal(c)
-    return 0
+    return ConditionWord.signal(c)
 }
 @_cdecl("sync_cond_signal_count") @inline(__always) public func c_sync_cond_signal_count(_ c: UnsafeMutableRawPointer?, _ count: UInt32) -> Int32 {
     guard let c = lockMemory(c) else { return EINVAL }
-    ConditionWord.wake(c, count: Int32(clamping: count))
-    return 0
+    return ConditionWord.wake(c, count: count)
 }
 @_cdecl("sync_cond_signal_checked") @inline(__always)
 public func c_sync_cond_signal_checked(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ count: UInt32) -> Int32 {
     guard let c = lockMemory(c), let m = lockWord(m) else { return EINVAL }
-    return ConditionWord.wake(c, holding: m, count: Int32(clamping: count))
+    return ConditionWord.wake(c, holding: m, count: count)
 }
 @_cdecl("sync_cond_broadcast") @inline(__always) public func c_sync_cond_broadcast(_ c: UnsafeMutableRawPointer?) -> Int32 {
     guard let c = lockMemory(c) else { return EINVAL }
-    ConditionWord.broadcast(c)
-    return 0
+    return ConditionWord.broadcast(c)
 }
 
 // MARK: Condition (a mutex and a condition variable in one: NSCondition)
@@ -102,13 +129,11 @@ public func c_sync_cond_signal_checked(_ c: UnsafeMutableRawPointer?, _ m: Unsaf
 }
 @_cdecl("sync_condition_signal") @inline(__always) public func c_sync_condition_signal(_ c: UnsafeMutableRawPointer?) -> Int32 {
     guard let (_, cv) = conditionParts(c) else { return EINVAL }
-    ConditionWord.signal(cv)
-    return 0
+    return ConditionWord.signal(cv)
 }
 @_cdecl("sync_condition_broadcast") @inline(__always) public func c_sync_condition_broadcast(_ c: UnsafeMutableRawPointer?) -> Int32 {
     guard let (_, cv) = conditionParts(c) else { return EINVAL }
-    ConditionWord.broadcast(cv)
-    return 0
+    return ConditionWord.broadcast(cv)
 }
 
 // MARK: Condition lock (NSConditionLock)
@@ -220,8 +245,7 @@ func eventWait(_ e: UnsafeMutableRawPointer?, _ how: (Int64, Bool)) -> Int32 {
 }
 @_cdecl("sync_event_set") @inline(__always) public func c_sync_event_set(_ e: UnsafeMutableRawPointer?) -> Int32 {
     guard let e = lockMemory(e) else { return EINVAL }
-    EventWord.set(e)
-    return 0
+    return EventWord.set(e)
 }
 @_cdecl("sync_event_clear") @inline(__always) public func c_sync_event_clear(_ e: UnsafeMutableRawPointer?) -> Int32 {
     guard let e = lockMemory(e) else { return EINVAL }
@@ -241,6 +265,15 @@ func eventWait(_ e: UnsafeMutableRawPointer?, _ how: (Int64, Bool)) -> Int32 {
 }
 @_cdecl("sync_event_wait_interruptible") @inline(__always) public func c_sync_event_wait_interruptible(_ e: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     interruptible(deadline) { eventWait(e, ($0, true)) }
+}
+@_cdecl("sync_event_mark") @inline(__always) public func c_sync_event_mark(_ e: UnsafeMutableRawPointer?) -> UInt32 {
+    guard let e = lockMemory(e) else { return 0 }
+    return EventWord.mark(e)
+}
+@_cdecl("sync_event_wait_since_interruptible") @inline(__always)
+public func c_sync_event_wait_since_interruptible(_ e: UnsafeMutableRawPointer?, _ mark: UInt32, _ deadline: Int64) -> Int32 {
+    guard let e = lockMemory(e) else { return EINVAL }
+    return interruptible(deadline) { EventWord.wait(e, since: mark, deadline: $0, interruptible: true) }
 }
 
 // MARK: Barrier
@@ -275,24 +308,20 @@ public func c_sync_barrier_wait_interruptible(_ b: UnsafeMutableRawPointer?, _ d
 }
 @_cdecl("sync_barrier_action_done") @inline(__always) public func c_sync_barrier_action_done(_ b: UnsafeMutableRawPointer?, _ succeeded: Bool) -> Int32 {
     guard let b = lockMemory(b) else { return EINVAL }
-    BarrierWord.actionDone(b, succeeded: succeeded)
-    return 0
+    return BarrierWord.actionDone(b, succeeded: succeeded)
 }
 @_cdecl("sync_barrier_reset") @inline(__always) public func c_sync_barrier_reset(_ b: UnsafeMutableRawPointer?) -> Int32 {
     guard let b = lockMemory(b) else { return EINVAL }
-    BarrierWord.reset(b)
-    return 0
+    return BarrierWord.reset(b)
 }
 @_cdecl("sync_barrier_abort") @inline(__always) public func c_sync_barrier_abort(_ b: UnsafeMutableRawPointer?) -> Int32 {
     guard let b = lockMemory(b) else { return EINVAL }
-    BarrierWord.abort(b)
-    return 0
+    return BarrierWord.abort(b)
 }
 @_cdecl("sync_barrier_status") @inline(__always)
 public func c_sync_barrier_status(_ b: UnsafeMutableRawPointer?, _ parties: UnsafeMutablePointer<UInt32>?,
                                   _ waiting: UnsafeMutablePointer<UInt32>?, _ broken: UnsafeMutablePointer<Bool>?) -> Int32 {
-    guard let b = lockMemory(b) else { return EINVAL }
-    let status = BarrierWord.status(b)
+    guard let b = lockMemory(b), let status = BarrierWord.status(b) else { return EINVAL }
     parties?.pointee = status.parties
     waiting?.pointee = status.waiting
     broken?.pointee = status.broken

@@ -1,5 +1,6 @@
 import Dispatch
 import Glibc
+import Synchronization
 import XCTest
 @testable import LibSync
 
@@ -148,6 +149,118 @@ final class ConditionsTests: XCTestCase {
         barrier.reset()
         XCTAssertFalse(barrier.isBroken)
         XCTAssertEqual(barrier.parties, 3)
+    }
+}
+
+// MARK: Wakeups: exactly the signalled, never a slice's end
+
+final class ExactWakeupTests: XCTestCase {
+    final class Shared: @unchecked Sendable {
+        let mutex = SyncMutex(), cond = ConditionVariable()
+        var queued = 0, woken = 0, signalled = 0, done = false
+        let slices = Atomic<Int>(0)
+        func read<T>(_ body: () -> T) -> T { mutex.withLock(body) }
+    }
+
+    /// Polls an observable state until it holds; the bound only guards against a hang.
+    func waitUntil(_ what: String, _ condition: () -> Bool) {
+        let end = monotonicNow() + 30_000_000_000
+        while !condition() {
+            if monotonicNow() > end { XCTFail("timed out waiting until \(what)"); return }
+            usleep(1000)
+        }
+    }
+
+    /// A waiter blocked across many 50 ms slices (timed waits in a loop) returns true only when
+    /// signalled: three older waiters take a signal for three, and the slicing waiter goes on
+    /// timing out until its own signal. (A timed wait used to report a wakeup whenever any signal
+    /// had been sent meanwhile.)
+    func testSlicesOfAWaitAreNotWakeups() {
+        let s = Shared()
+        let others = (0..<3).map { _ in
+            JoinableThread {
+                try! s.mutex.lock()
+                s.queued += 1  // under the mutex: waiting once it is released
+                try! s.cond.wait(on: s.mutex)
+                s.woken += 1
+                try! s.mutex.unlock()
+            }
+        }
+        waitUntil("three wait") { s.read { s.queued == 3 } }
+        final class Outcome: @unchecked Sendable { var woke = false, doneWhenWoken = false }
+        let outcome = Outcome()
+        let slicer = JoinableThread {
+            try! s.mutex.lock()
+            while true {
+                if try! s.cond.wait(on: s.mutex, timeout: .milliseconds(50)) {
+                    outcome.woke = true
+                    outcome.doneWhenWoken = s.done
+                    break
+                }
+                s.slices.add(1, ordering: .sequentiallyConsistent)
+            }
+            try! s.mutex.unlock()
+        }
+        waitUntil("the slicer sliced") { s.slices.load(ordering: .sequentiallyConsistent) >= 2 }
+        s.mutex.withLock { s.cond.signal(count: 3) }
+        waitUntil("the three woke") { s.read { s.woken == 3 } }
+        let seen = s.slices.load(ordering: .sequentiallyConsistent)
+        waitUntil("three more slices") { s.slices.load(ordering: .sequentiallyConsistent) >= seen + 3 }
+        s.mutex.withLock { s.done = true; s.cond.signal() }
+        slicer.join()
+        others.forEach { $0.join() }
+        XCTAssertTrue(outcome.woke)
+        XCTAssertTrue(outcome.doneWhenWoken, "woken before its signal")
+    }
+
+    /// signal(count:) wakes exactly that many of many waiters (they leave the queue at once),
+    /// oldest first; broadcast the rest.
+    func testSignalCountWakesExactlyThatMany() {
+        let s = Shared(), n = 300
+        let threads = (0..<n).map { i in
+            JoinableThread {
+                try! s.mutex.lock()
+                s.queued += 1
+                let ticket = s.queued
+                try! s.cond.wait(on: s.mutex)
+                s.woken += 1
+                if !s.done { XCTAssertLessThanOrEqual(ticket, s.signalled, "waiter \(i) overtook an older one") }
+                try! s.mutex.unlock()
+            }
+        }
+        waitUntil("all wait") { s.read { s.queued == n } }
+        var expected = 0
+        for k in [1, 2, 5, 20, 50] {
+            s.mutex.withLock { s.signalled += k; s.cond.signal(count: k) }
+            expected += k
+            waitUntil("\(k) more woke") { s.read { s.woken >= expected } }
+            XCTAssertEqual(s.read { s.woken }, expected)
+        }
+        s.mutex.withLock { s.done = true; s.cond.broadcast() }
+        threads.forEach { $0.join() }
+        XCTAssertEqual(s.woken, n)
+    }
+
+    /// Every thread waiting when set() is called returns, even if clear() follows at once.
+    func testEventSetThenClearWakesEveryWaiter() {
+        let event = SyncEvent()
+        for _ in 0..<30 {
+            let started = Atomic<Int>(0), returned = Atomic<Int>(0)
+            let threads = (0..<12).map { _ in
+                JoinableThread {
+                    started.add(1, ordering: .sequentiallyConsistent)
+                    event.wait()
+                    returned.add(1, ordering: .sequentiallyConsistent)
+                }
+            }
+            // The waiter count in the event's word: all are asleep or about to be.
+            waitUntil("all wait") { atomic(event.memory.raw + 4, as: UInt32.self).pointee.load(ordering: .sequentiallyConsistent) == 12 }
+            event.set()
+            event.clear()
+            waitUntil("all returned") { returned.load(ordering: .sequentiallyConsistent) == 12 }
+            threads.forEach { $0.join() }
+            XCTAssertEqual(started.load(ordering: .relaxed), 12)
+        }
     }
 }
 

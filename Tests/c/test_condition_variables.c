@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "check.h"
 
@@ -55,27 +57,36 @@ static void no_lost_wakeup(void) {
     for (int i = 0; i < PRODUCERS * PER_PRODUCER; i++) CHECK_EQ(delivered[i], 1);
 }
 
-/* Broadcast wakes every waiter; signal wakes at least one. */
+/* Broadcast wakes every waiter; signal wakes one. */
 static sync_mutex_t m = SYNC_MUTEX_INIT;
 static sync_cond_t c = SYNC_COND_INIT;
-static int generation, awake;
+static int generation, awake, ready;
 
 static void *waiter(void *arg) {
     (void)arg;
     sync_mutex_lock(&m);
     int mine = generation;
+    ready++;                                  /* under m: waiting once m is released */
     while (generation == mine) CHECK_EQ(sync_cond_wait(&c, &m), 0);
     awake++;
     sync_mutex_unlock(&m);
     return NULL;
 }
 
+static void wait_ready(int count) {
+    for (;;) {
+        sync_mutex_lock(&m);
+        if (ready == count) return;           /* holding m */
+        sync_mutex_unlock(&m);
+        usleep(1000);
+    }
+}
+
 static void broadcast_and_signal(void) {
     enum { N = 6 };
     pthread_t t[N];
     for (int i = 0; i < N; i++) pthread_create(&t[i], NULL, waiter, NULL);
-    usleep(30000);
-    sync_mutex_lock(&m);
+    wait_ready(N);
     generation++;
     CHECK_EQ(sync_cond_broadcast(&c), 0);
     sync_mutex_unlock(&m);
@@ -83,8 +94,7 @@ static void broadcast_and_signal(void) {
     CHECK_EQ(awake, N);
 
     pthread_create(&t[0], NULL, waiter, NULL);
-    usleep(30000);
-    sync_mutex_lock(&m);
+    wait_ready(N + 1);
     generation++;
     CHECK_EQ(sync_cond_signal(&c), 0);
     sync_mutex_unlock(&m);
@@ -217,11 +227,236 @@ static void condition_lock(void) {
     CHECK_EQ(sync_condition_lock_init(&condLock, 3, 4), EINVAL);
 }
 
+/* Polls `cond` (an observable state) until it holds; the bound only guards against a hang. */
+#define WAIT_UNTIL(cond) do { \
+    int64_t until_ = sync_monotonic_ns() + 30 * 1000000000LL; \
+    while (!(cond)) { CHECK(sync_monotonic_ns() < until_); usleep(1000); } } while (0)
+#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_SEQ_CST)
+#define ADD(x, n) __atomic_add_fetch(&(x), (n), __ATOMIC_SEQ_CST)
+
+/* A waiter blocked across many 50 ms slices returns only when signalled. The main thread waits
+ * in slices (sync_cond_wait_interruptible returns EINTR at each slice's end); three older
+ * waiters are signalled (signal_count 3: exactly them, oldest first); the main thread must go on
+ * slicing, never returning 0, until the conductor's own signal. */
+static sync_mutex_t sm = SYNC_MUTEX_INIT;
+static sync_cond_t sc = SYNC_COND_INIT;
+static int sliced_queued, sliced_others_woken, sliced_slices, sliced_done;
+
+static int locked_read(int *value) {
+    sync_mutex_lock(&sm);
+    int result = *value;
+    sync_mutex_unlock(&sm);
+    return result;
+}
+
+static void *sliced_other(void *arg) {
+    (void)arg;
+    CHECK_EQ(sync_mutex_lock(&sm), 0);
+    sliced_queued++;                                 /* under sm: queued once sm is released */
+    CHECK_EQ(sync_cond_wait(&sc, &sm), 0);
+    ADD(sliced_others_woken, 1);
+    CHECK_EQ(sync_mutex_unlock(&sm), 0);
+    return NULL;
+}
+
+static void *sliced_conductor(void *arg) {
+    (void)arg;
+    WAIT_UNTIL(LOAD(sliced_slices) >= 2);
+    CHECK_EQ(sync_mutex_lock(&sm), 0);
+    CHECK_EQ(sync_cond_signal_count(&sc, 3), 0);
+    CHECK_EQ(sync_mutex_unlock(&sm), 0);
+    WAIT_UNTIL(LOAD(sliced_others_woken) == 3);
+    int seen = LOAD(sliced_slices);
+    WAIT_UNTIL(LOAD(sliced_slices) >= seen + 3);     /* three more slices, none a wakeup */
+    CHECK_EQ(sync_mutex_lock(&sm), 0);
+    sliced_done = 1;
+    CHECK_EQ(sync_cond_signal(&sc), 0);
+    CHECK_EQ(sync_mutex_unlock(&sm), 0);
+    return NULL;
+}
+
+static void slices_are_not_wakeups(void) {
+    pthread_t others[3], conductor;
+    for (int i = 0; i < 3; i++) pthread_create(&others[i], NULL, sliced_other, NULL);
+    WAIT_UNTIL(locked_read(&sliced_queued) == 3);
+    CHECK_EQ(sync_mutex_lock(&sm), 0);               /* queued after the three */
+    pthread_create(&conductor, NULL, sliced_conductor, NULL);
+    for (;;) {                                       /* the main thread: it slices */
+        int result = sync_cond_wait_interruptible(&sc, &sm, -1);
+        CHECK(sync_mutex_is_owner(&sm));
+        if (result == 0) break;
+        CHECK_EQ(result, EINTR);
+        ADD(sliced_slices, 1);
+    }
+    CHECK_EQ(sliced_done, 1);                        /* woken by the last signal, not before */
+    CHECK_EQ(sync_mutex_unlock(&sm), 0);
+    pthread_join(conductor, NULL);
+    for (int i = 0; i < 3; i++) pthread_join(others[i], NULL);
+    CHECK_EQ(sliced_others_woken, 3);
+}
+
+/* Exactness with many waiters: signal_count(k) wakes exactly k of N (the rest stay queued, in
+ * the waiter count), broadcast the rest; a waiter that queues after a signal is not woken by it. */
+enum { MANY = 500 };
+static int many_queued, many_woken;
+
+static void *many_waiter(void *arg) {
+    (void)arg;
+    CHECK_EQ(sync_mutex_lock(&sm), 0);
+    many_queued++;
+    CHECK_EQ(sync_cond_wait(&sc, &sm), 0);
+    many_woken++;
+    CHECK_EQ(sync_mutex_unlock(&sm), 0);
+    return NULL;
+}
+
+static void many_waiters_partial_signals(void) {
+    pthread_attr_t small;
+    pthread_attr_init(&small);
+    pthread_attr_setstacksize(&small, 64 * 1024);
+    static pthread_t t[MANY];
+    for (int i = 0; i < MANY; i++) CHECK_EQ(pthread_create(&t[i], &small, many_waiter, NULL), 0);
+    WAIT_UNTIL(locked_read(&many_queued) == MANY);
+    int expected = 0;
+    for (uint32_t k = 1; k <= 64; k *= 2) {
+        CHECK_EQ(sync_mutex_lock(&sm), 0);
+        CHECK_EQ(sync_cond_signal_count(&sc, k), 0);
+        CHECK_EQ(sc._waiters, (uint32_t)(MANY - expected - (int)k));   /* exactly k left the queue */
+        CHECK_EQ(sync_mutex_unlock(&sm), 0);
+        expected += (int)k;
+        WAIT_UNTIL(locked_read(&many_woken) == expected);
+    }
+    CHECK_EQ(sync_mutex_lock(&sm), 0);
+    CHECK_EQ(sync_cond_broadcast(&sc), 0);
+    CHECK_EQ(sc._waiters, 0u);
+    CHECK_EQ(sync_mutex_unlock(&sm), 0);
+    for (int i = 0; i < MANY; i++) pthread_join(t[i], NULL);
+    CHECK_EQ(many_woken, MANY);
+    pthread_attr_destroy(&small);
+}
+
+/* The waits that span several calls (interpreters): a signal between two calls is kept; giving
+ * up takes the mutex again; misuse is refused. */
+static void waits_that_span_calls(void) {
+    sync_cond_waiter_t w = SYNC_COND_WAITER_INIT;
+    CHECK_EQ(sync_cond_wait_sleep(&w, 0), EINVAL);   /* idle */
+    CHECK_EQ(sync_cond_wait_end(&w), EINVAL);
+    CHECK_EQ(sync_cond_wait_begin(&sc, &w), 0);
+    CHECK_EQ(sync_cond_wait_begin(&sc, &w), EINVAL); /* not idle */
+    CHECK_EQ(sync_cond_wait_sleep(&w, -1), EINTR);   /* the main thread: a slice's end */
+    CHECK_EQ(sync_cond_signal(&sc), 0);              /* between two slices */
+    CHECK_EQ(sync_cond_wait_sleep(&w, -1), 0);
+    CHECK_EQ(sync_cond_wait_end(&w), 0);
+    CHECK_EQ(sync_cond_wait_begin(&sc, &w), 0);      /* idle again */
+    CHECK_EQ(sync_cond_wait_sleep(&w, sync_monotonic_ns() + 1000000), ETIMEDOUT);
+    CHECK_EQ(sync_cond_wait_end(&w), ETIMEDOUT);
+    CHECK_EQ(sc._waiters, 0u);
+
+    CHECK_EQ(sync_cond_wait_resumable(&sc, &sm, &w, -1), EPERM);      /* not holding sm */
+    CHECK_EQ(sync_mutex_lock(&sm), 0);
+    CHECK_EQ(sync_cond_wait_resumable(&sc, &sm, &w, -1), EINTR);
+    CHECK(!sync_mutex_is_owner(&sm));                                  /* released meanwhile */
+    CHECK_EQ(sync_mutex_lock(&sm), 0);
+    CHECK_EQ(sync_cond_signal(&sc), 0);
+    CHECK_EQ(sync_mutex_unlock(&sm), 0);
+    CHECK_EQ(sync_cond_wait_resumable(&sc, &sm, &w, -1), 0);          /* the kept signal */
+    CHECK(sync_mutex_is_owner(&sm));
+    CHECK_EQ(sync_cond_wait_resumable(&sc, &sm, &w, -1), EINTR);
+    CHECK_EQ(sync_cond_wait_resumable(&sc, &sm, &w, 0), ETIMEDOUT);   /* giving up */
+    CHECK(sync_mutex_is_owner(&sm));
+    sync_cond_t other = SYNC_COND_INIT;
+    CHECK_EQ(sync_cond_wait_resumable(&sc, &sm, &w, -1), EINTR);
+    CHECK_EQ(sync_cond_wait_resumable(&other, &sm, &w, -1), EINVAL);  /* another variable's waiter */
+    CHECK_EQ(sync_cond_wait_resumable(&sc, &sm, &w, 0), ETIMEDOUT);
+    CHECK_EQ(sync_mutex_unlock(&sm), 0);
+
+    sync_recursive_lock_t r = { 0, 0 };
+    CHECK_EQ(sync_cond_wait_recursive_resumable(&sc, &r, &w, -1), EPERM);
+    CHECK_EQ(sync_recursive_lock_lock(&r), 0);
+    CHECK_EQ(sync_recursive_lock_lock(&r), 0);
+    CHECK_EQ(sync_cond_wait_recursive_resumable(&sc, &r, &w, -1), EINTR);
+    CHECK_EQ(sync_recursive_lock_depth(&r), 0u);
+    CHECK_EQ(sync_cond_signal(&sc), 0);
+    CHECK_EQ(sync_cond_wait_recursive_resumable(&sc, &r, &w, -1), 0);
+    CHECK_EQ(sync_recursive_lock_depth(&r), 2u);
+    CHECK_EQ(sync_recursive_lock_unlock(&r), 0);
+    CHECK_EQ(sync_recursive_lock_unlock(&r), 0);
+    sync_cond_waiter_t *misaligned = (sync_cond_waiter_t *)((char *)&w + 4);
+    CHECK_EQ(sync_cond_wait_begin(&sc, misaligned), EINVAL);
+}
+
+/* fork(): the child's thread continues the forking thread, so it still holds the process-private
+ * locks that thread held (it may unlock them, and wait on a condition with them); a lock in
+ * shared memory stays the parent's. */
+static void fork_keeps_the_forking_threads_locks(void) {
+    sync_recursive_lock_t r = { 0, 0 };
+    sync_mutex_t mine = SYNC_MUTEX_INIT;
+    sync_mutex_t *shared = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(shared != MAP_FAILED);
+    CHECK_EQ(sync_mutex_init(shared, SYNC_PROCESS_SHARED), 0);
+    CHECK_EQ(sync_recursive_lock_lock(&r), 0);
+    CHECK_EQ(sync_recursive_lock_lock(&r), 0);
+    CHECK_EQ(sync_mutex_lock(&mine), 0);
+    CHECK_EQ(sync_mutex_lock(shared), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        int ok = sync_recursive_lock_depth(&r) == 2 && sync_mutex_is_owner(&mine)
+            && sync_mutex_lock(&mine) == EDEADLK
+            && sync_cond_wait_recursive_interruptible(&sc, &r, 0) == ETIMEDOUT
+            && sync_recursive_lock_depth(&r) == 2
+            && sync_recursive_lock_unlock(&r) == 0 && sync_recursive_lock_unlock(&r) == 0
+            && sync_recursive_lock_unlock(&r) == EPERM
+            && sync_mutex_unlock(&mine) == 0 && sync_mutex_unlock(&mine) == EPERM
+            && sync_mutex_unlock(shared) == EPERM && sync_mutex_trylock(shared) == EBUSY;
+        _exit(ok ? 0 : 1);
+    }
+    int status;
+    CHECK_EQ(waitpid(child, &status, 0), child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_EQ(sync_recursive_lock_depth(&r), 2u);    /* the parent's hold is its own */
+    CHECK_EQ(sync_recursive_lock_unlock(&r), 0);
+    CHECK_EQ(sync_recursive_lock_unlock(&r), 0);
+    CHECK_EQ(sync_mutex_unlock(&mine), 0);
+    CHECK_EQ(sync_mutex_unlock(shared), 0);
+    munmap(shared, sizeof *shared);
+}
+
+/* Words no condition variable or condition lock holds: EINVAL, no change, no crash. */
+static void impossible_words(void) {
+    sync_cond_t bad = SYNC_COND_INIT;
+    bad._waiters = 0xffffffffu;
+    CHECK_EQ(sync_mutex_lock(&sm), 0);
+    CHECK_EQ(sync_cond_wait(&bad, &sm), EINVAL);
+    CHECK(sync_mutex_is_owner(&sm));                /* not released */
+    CHECK_EQ(sync_cond_timedwait(&bad, &sm, 1000000), EINVAL);
+    CHECK_EQ(sync_cond_signal(&bad), EINVAL);
+    CHECK_EQ(sync_cond_broadcast(&bad), EINVAL);
+    CHECK_EQ(sync_cond_signal_checked(&bad, &sm, 1), EINVAL);
+    CHECK_EQ(bad._waiters, 0xffffffffu);
+    CHECK_EQ(sync_mutex_unlock(&sm), 0);
+    sync_condition_lock_t lock = SYNC_CONDITION_LOCK_INIT(1);
+    lock._reserved = 5;
+    CHECK_EQ(sync_condition_lock_lock(&lock), EINVAL);
+    CHECK_EQ(sync_condition_lock_trylock(&lock), EINVAL);
+    CHECK_EQ(sync_condition_lock_lock_when(&lock, 1), EINVAL);
+    CHECK_EQ(sync_condition_lock_unlock_with(&lock, 2), EINVAL);
+    CHECK_EQ(sync_condition_lock_condition(&lock), 1);
+    lock._reserved = 0;
+    lock._cond[1] = 0xffffffffu;
+    CHECK_EQ(sync_condition_lock_lock(&lock), EINVAL);
+    CHECK_EQ(lock._mutex, 0u);
+}
+
 int main(void) {
     no_lost_wakeup();
     broadcast_and_signal();
     timeouts_and_misuse();
     cocoa_condition();
     condition_lock();
+    slices_are_not_wakeups();
+    many_waiters_partial_signals();
+    waits_that_span_calls();
+    fork_keeps_the_forking_threads_locks();
+    impossible_words();
     DONE();
 }

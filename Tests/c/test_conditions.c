@@ -4,10 +4,16 @@
 #include <sync.h>
 #include <errno.h>
 #include <pthread.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "check.h"
+
+/* Polls `cond` (an observable state) until it holds; the bound only guards against a hang. */
+#define WAIT_UNTIL(cond) do { \
+    int64_t until_ = sync_monotonic_ns() + 30 * 1000000000LL; \
+    while (!(cond)) { CHECK(sync_monotonic_ns() < until_); usleep(1000); } } while (0)
 
 enum { THREADS = 4, ITEMS = 20000 };
 
@@ -156,9 +162,7 @@ static void barriers(void) {
     CHECK_EQ(sync_barrier_status(&breaking, NULL, NULL, &broken), 0);
     CHECK(!broken);
     pthread_create(&t[0], NULL, breaking_waiter, &other);
-    usleep(10000);
-    CHECK_EQ(sync_barrier_status(&breaking, NULL, &waiting, NULL), 0);
-    CHECK_EQ(waiting, 1);
+    WAIT_UNTIL(sync_barrier_status(&breaking, NULL, &waiting, NULL) == 0 && waiting == 1);
     CHECK_EQ(sync_barrier_abort(&breaking), 0);
     pthread_join(t[0], NULL);
     CHECK_EQ(other, ECANCELED);
@@ -218,10 +222,149 @@ static void process_shared(void) {
     munmap(b, sizeof *b);
 }
 
+/* set() immediately followed by clear(): every thread waiting at set() returns 0 (a generation
+ * in the event's word, which clear does not undo). */
+enum { SET_CLEAR_WAITERS = 16, SET_CLEAR_ROUNDS = 50 };
+static sync_event_t flicker = SYNC_EVENT_INIT;
+static int32_t flicker_returned;
+
+static void *flicker_waiter(void *arg) {
+    (void)arg;
+    CHECK_EQ(sync_event_wait(&flicker), 0);
+    __atomic_add_fetch(&flicker_returned, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+static void event_set_then_clear(void) {
+    for (int round = 0; round < SET_CLEAR_ROUNDS; round++) {
+        pthread_t t[SET_CLEAR_WAITERS];
+        __atomic_store_n(&flicker_returned, 0, __ATOMIC_SEQ_CST);
+        for (int i = 0; i < SET_CLEAR_WAITERS; i++) pthread_create(&t[i], NULL, flicker_waiter, NULL);
+        WAIT_UNTIL(__atomic_load_n(&flicker._waiters, __ATOMIC_SEQ_CST) == SET_CLEAR_WAITERS);
+        CHECK_EQ(sync_event_set(&flicker), 0);
+        CHECK_EQ(sync_event_clear(&flicker), 0);
+        WAIT_UNTIL(__atomic_load_n(&flicker_returned, __ATOMIC_SEQ_CST) == SET_CLEAR_WAITERS);
+        for (int i = 0; i < SET_CLEAR_WAITERS; i++) pthread_join(t[i], NULL);
+    }
+    /* A wait in several calls keeps its mark: a set and clear between two calls is seen. */
+    uint32_t mark = sync_event_mark(&flicker);
+    CHECK_EQ(mark & 1, 0);
+    CHECK_EQ(sync_event_wait_since_interruptible(&flicker, mark, sync_monotonic_ns() + 1000000), ETIMEDOUT);
+    CHECK_EQ(sync_event_set(&flicker), 0);
+    CHECK_EQ(sync_event_clear(&flicker), 0);
+    CHECK_EQ(sync_event_wait_since_interruptible(&flicker, mark, 0), 0);
+    CHECK_EQ(sync_event_wait_interruptible(&flicker, 0), ETIMEDOUT);  /* a new wait: clear now */
+    CHECK(sync_event_mark(&flicker) != mark);
+    CHECK_EQ(sync_event_wait_since_interruptible(NULL, mark, 0), EINVAL);
+}
+
+/* sync_barrier_action_done only from the thread that runs a pending action: otherwise EPERM and
+ * nothing changes (it used to kill the process). */
+static sync_barrier_t acting;
+static int action_result = -1;
+
+static void *acting_waiter(void *arg) {
+    (void)arg;
+    uint32_t index;
+    action_result = sync_barrier_wait(&acting, &index);
+    return NULL;
+}
+
+static void *acting_stranger(void *arg) {
+    (void)arg;
+    action_result = sync_barrier_action_done(&acting, true);
+    return NULL;
+}
+
+static void barrier_action_done_misuse(void) {
+    sync_barrier_t plain = SYNC_BARRIER_INIT(2), before;
+    memcpy(&before, &plain, sizeof before);
+    CHECK_EQ(sync_barrier_action_done(&plain, true), EPERM);       /* no action at all */
+    CHECK(memcmp(&before, &plain, sizeof before) == 0);
+    CHECK_EQ(sync_barrier_init(&acting, 2, SYNC_BARRIER_ACTION), 0);
+    memcpy(&before, &acting, sizeof before);
+    CHECK_EQ(sync_barrier_action_done(&acting, true), EPERM);      /* none pending */
+    CHECK_EQ(sync_barrier_action_done(&acting, false), EPERM);
+    CHECK(memcmp(&before, &acting, sizeof before) == 0);
+    for (int round = 0; round < 3; round++) {
+        pthread_t t;
+        pthread_create(&t, NULL, acting_waiter, NULL);
+        uint32_t parties, waiting;
+        WAIT_UNTIL(sync_barrier_status(&acting, &parties, &waiting, NULL) == 0 && waiting == 1);
+        uint32_t index;
+        CHECK_EQ(sync_barrier_wait(&acting, &index), 0);
+        CHECK_EQ(index, 1);                                         /* this thread runs the action */
+        pthread_t stranger;                                         /* nobody else may end it */
+        pthread_create(&stranger, NULL, acting_stranger, NULL);
+        pthread_join(stranger, NULL);
+        CHECK_EQ(action_result, EPERM);
+        action_result = -1;
+        CHECK_EQ(sync_barrier_action_done(&acting, true), 0);
+        CHECK_EQ(sync_barrier_action_done(&acting, true), EPERM);  /* twice */
+        pthread_join(t, NULL);
+        CHECK_EQ(action_result, 0);
+        bool broken = true;
+        CHECK_EQ(sync_barrier_status(&acting, &parties, &waiting, &broken), 0);
+        CHECK(parties == 2 && waiting == 0 && !broken);
+    }
+}
+
+/* Words no semaphore, event or barrier can hold: EINVAL and no change, never a crash (a trapped
+ * overflow is a bare SIGILL in a release build) or a hang. */
+static void impossible_words(void) {
+    sync_semaphore_t sem = SYNC_SEMAPHORE_INIT(0), copy;
+    sem._waiters = 0xffffffffu;
+    memcpy(&copy, &sem, sizeof copy);
+    CHECK_EQ(sync_semaphore_wait(&sem), EINVAL);
+    CHECK_EQ(sync_semaphore_timedwait(&sem, 1000000), EINVAL);
+    CHECK_EQ(sync_semaphore_wait_interruptible(&sem, -1), EINVAL);
+    CHECK_EQ(sync_semaphore_signal(&sem, 1), EINVAL);
+    CHECK(memcmp(&copy, &sem, sizeof copy) == 0);
+    sync_semaphore_t over = SYNC_BOUNDED_SEMAPHORE_INIT(0, 2);
+    over._count = 3;                                                /* above its bound */
+    CHECK_EQ(sync_semaphore_signal(&over, 1), EINVAL);
+    over._count = 0;
+    over._bounded = 7;
+    CHECK_EQ(sync_semaphore_signal(&over, 1), EINVAL);
+    CHECK_EQ(sync_semaphore_timedwait(&over, 1000000), EINVAL);
+    CHECK_EQ(over._count, 0);
+
+    sync_event_t ev = SYNC_EVENT_INIT;
+    ev._waiters = 0xffffffffu;
+    CHECK_EQ(sync_event_wait(&ev), EINVAL);
+    CHECK_EQ(sync_event_timedwait(&ev, 1000000), EINVAL);
+    CHECK_EQ(sync_event_set(&ev), EINVAL);
+    CHECK_EQ(ev._waiters, 0xffffffffu);
+
+    sync_barrier_t good = SYNC_BARRIER_INIT(2);
+    for (int field = 0; field < 6; field++) {
+        sync_barrier_t bad = good;
+        switch (field) {
+        case 0: bad._lock = 7; break;
+        case 1: bad._cond[1] = 0xffffffffu; break;
+        case 2: bad._parties = 0; break;
+        case 3: bad._count = 3; break;
+        case 4: bad._state = 9; break;
+        default: bad._flags = 0xff; break;
+        }
+        sync_barrier_t before = bad;
+        CHECK_EQ(sync_barrier_wait(&bad, NULL), EINVAL);
+        CHECK_EQ(sync_barrier_timedwait(&bad, 1000000, NULL), EINVAL);
+        CHECK_EQ(sync_barrier_action_done(&bad, true), EINVAL);
+        CHECK_EQ(sync_barrier_reset(&bad), EINVAL);
+        CHECK_EQ(sync_barrier_abort(&bad), EINVAL);
+        CHECK_EQ(sync_barrier_status(&bad, NULL, NULL, NULL), EINVAL);
+        CHECK(memcmp(&before, &bad, sizeof bad) == 0);
+    }
+}
+
 int main(void) {
     semaphore();
     event();
     barriers();
     process_shared();
+    event_set_then_clear();
+    barrier_action_done_misuse();
+    impossible_words();
     DONE();
 }

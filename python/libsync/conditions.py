@@ -2,10 +2,15 @@
 ``BoundedSemaphore``, ``Event`` and ``Barrier`` for threading's, and ``ConditionLock``
 (Foundation's NSConditionLock).
 
-The threading drop-ins take the same arguments, return the same values and raise the same
-exceptions as threading's (``BrokenBarrierError`` *is* ``threading.BrokenBarrierError``).
-``Condition`` works with this package's ``Lock``, ``RLock`` and ``Mutex`` (default: an
-``RLock``). Waits release the GIL, and Ctrl-C interrupts them in the main thread.
+The threading drop-ins take the same arguments, return the same values, raise the same
+exceptions and keep the same guarantees as threading's (``BrokenBarrierError`` *is*
+``threading.BrokenBarrierError``): ``Condition`` never wakes spuriously and ``notify(n)`` wakes
+exactly ``min(n, waiting)`` threads, oldest first; every thread waiting when ``Event.set()`` is
+called returns True, even if ``clear()`` follows at once. ``Condition`` works with any lock, as
+threading's: this package's ``Lock``, ``RLock`` (the default) and ``Mutex`` take a one-call fast
+path, other locks (``threading.Lock``, ``multiprocessing`` locks, a class with ``acquire`` and
+``release``) are used through ``_is_owned``/``_release_save``/``_acquire_restore`` when they have
+them. Waits release the GIL, and Ctrl-C interrupts them in the main thread.
 
 Shared memory: ``Semaphore``, ``BoundedSemaphore``, ``Event``, ``Barrier`` and ``ConditionLock``
 can live in a buffer that processes share, as the locks can: ``Event(buffer=shm, offset=0)``
@@ -17,14 +22,15 @@ from __future__ import annotations
 
 import errno
 import functools
+import math
 import os
 import threading
 import time
-from ctypes import byref, c_bool, c_int, c_int64, c_uint32
+from ctypes import byref, c_bool, c_int, c_int64, c_uint32, c_uint64
 from typing import Any, Callable, Optional
 
 from ._lib import blocking as _blocking, nonblocking as _nonblocking
-from .locks import Lock, Mutex, NotOwnerError, RLock, _Memory, _attach, _c, _error, _init, _wait
+from .locks import Lock, Mutex, NotOwnerError, RLock, _Memory, _attach, _c, _error, _init, _qualname, _wait
 
 __all__ = ["Condition", "ConditionLock", "Semaphore", "BoundedSemaphore", "Event", "Barrier",
            "BrokenBarrierError"]
@@ -32,12 +38,14 @@ __all__ = ["Condition", "ConditionLock", "Semaphore", "BoundedSemaphore", "Event
 BrokenBarrierError = threading.BrokenBarrierError
 _SHARED, _BARRIER_ACTION, _SEMAPHORE_BOUNDED = 1, 2, 4
 _ALL = 0xFFFFFFFF
+_COUNT = 0x3FFFFFFF  # the waiter count in word 1 of a condition variable or event
 
 
 def _deadline(timeout: Optional[float]) -> c_int64:
-    """The CLOCK_MONOTONIC deadline (ns) of a timeout in seconds; None: no deadline. A timeout of
-    0 or less means "do not wait", as in threading. time.monotonic_ns reads the library's clock."""
-    if timeout is None:
+    """The CLOCK_MONOTONIC deadline (ns) of a timeout in seconds; None (or infinity): no
+    deadline. A timeout of 0 or less means "do not wait", as in threading. time.monotonic_ns
+    reads the library's clock."""
+    if timeout is None or timeout == math.inf:
         return c_int64(-1)
     return c_int64(min(time.monotonic_ns() + max(0, int(timeout * 1e9)), (1 << 63) - 1))
 
@@ -45,9 +53,15 @@ def _deadline(timeout: Optional[float]) -> c_int64:
 # ---- Condition ------------------------------------------------------------------------------
 
 _cond_init = _c(_nonblocking, "sync_cond_init")
-_cond_wait = _c(_blocking, "sync_cond_wait_interruptible")
-_cond_wait_recursive = _c(_blocking, "sync_cond_wait_recursive_interruptible")
+_cond_wait_mutex = _c(_blocking, "sync_cond_wait_resumable")
+_cond_wait_recursive = _c(_blocking, "sync_cond_wait_recursive_resumable")
+_cond_begin = _c(_nonblocking, "sync_cond_wait_begin")
+_cond_sleep = _c(_blocking, "sync_cond_wait_sleep")
+_cond_end = _c(_blocking, "sync_cond_wait_end")
+_cond_signal_count = _c(_nonblocking, "sync_cond_signal_count")
 _cond_signal_checked = _c(_nonblocking, "sync_cond_signal_checked")
+_PAST = c_int64(0)  # a deadline long gone: ends a resumable wait at once
+_Waiter = c_uint64 * 5  # sync_cond_waiter_t: a waiter's place in the queue, 40 bytes
 
 
 class _ThreadID(threading.local):
@@ -71,29 +85,39 @@ def _words(cells: Any) -> memoryview:
 
 
 class Condition:
-    """threading.Condition over this package's Lock, RLock (the default) or Mutex. wait()
-    releases the lock (an RLock entirely, however deep), waits for notify, and takes it again;
-    wakeups may be spurious, so wait in a loop on a predicate, or use wait_for()."""
+    """threading.Condition: wait() releases the lock (an RLock entirely, however deep), waits
+    for notify, and takes the lock again. No spurious wakeups: wait() returns True only when a
+    notify chose this thread, notify(n) wakes exactly min(n, waiting) threads (oldest first), and
+    a thread that starts waiting after a notify is not woken by it. Still wait in a loop on a
+    predicate (or use wait_for()): another thread may change the state before the woken thread
+    has the lock again.
+
+    ``lock`` may be any lock, as in threading (default: a new libsync ``RLock``). This package's
+    ``Lock``, ``RLock`` and ``Mutex`` wait in one C call per 50 ms; other locks are released and
+    retaken through their ``_release_save``/``_acquire_restore`` (else ``release``/``acquire``),
+    and ownership is checked with their ``_is_owned`` (else threading's acquire test)."""
 
     def __init__(self, lock: Any = None) -> None:
         if lock is None:
             lock = RLock()
-        if isinstance(lock, RLock):
-            self._wait_function = _cond_wait_recursive
-        elif isinstance(lock, Lock):  # Lock and Mutex: a mutex word
-            self._wait_function = _cond_wait
-        else:
-            raise TypeError(f"Condition needs a libsync Lock, RLock or Mutex, not {type(lock).__name__}")
         self._lock = lock
+        self.acquire, self.release = lock.acquire, lock.release
         self._cells = (c_uint32 * 2)()
         self._p = byref(self._cells)
-        self.acquire, self.release = lock.acquire, lock.release
-        # notify's one C call, its arguments bound once (argument conversion is most of its cost).
-        self._signal = functools.partial(_cond_signal_checked, self._p, lock._p)
-        # notify's fast path reads the words: no waiter counted, and the lock's word is what it
-        # reads when the caller holds it (a Lock records no owner: "held" is threading's check).
-        self._words, self._lock_words = _words(self._cells), _words(lock._cells)
-        self._holder = _me if isinstance(lock, (Mutex, RLock)) else _AnyThread
+        self._words = _words(self._cells)
+        # threading's protocol: the lock's own methods where it has them.
+        for name in ("_is_owned", "_release_save", "_acquire_restore"):
+            method = getattr(lock, name, None)
+            if method is not None:
+                setattr(self, name, method)
+        if isinstance(lock, (RLock, Lock)):  # Lock and Mutex: a mutex word
+            self._wait_slice = _cond_wait_recursive if isinstance(lock, RLock) else _cond_wait_mutex
+            # notify's one C call, its arguments bound once (argument conversion is most of its cost).
+            self._signal = functools.partial(_cond_signal_checked, self._p, lock._p)
+            self._lock_words = _words(lock._cells)
+            self._holder = _me if isinstance(lock, (Mutex, RLock)) else _AnyThread
+        else:
+            self._wait_slice = None
 
     def __enter__(self) -> bool:
         return self._lock.__enter__()
@@ -101,16 +125,61 @@ class Condition:
     def __exit__(self, *exc: Any) -> None:
         self._lock.__exit__(*exc)
 
+    def _release_save(self) -> Any:
+        """Releases the lock for wait(); returns what _acquire_restore needs (threading's protocol)."""
+        self._lock.release()
+
+    def _acquire_restore(self, state: Any) -> None:
+        """Takes the lock again after wait() (threading's protocol)."""
+        self._lock.acquire()
+
+    def _is_owned(self) -> bool:
+        """Whether the lock is held (threading's test for a lock without _is_owned: held at all)."""
+        if self._lock.acquire(False):
+            self._lock.release()
+            return False
+        return True
+
     def wait(self, timeout: Optional[float] = None) -> bool:
-        """Waits until notified or the timeout passes; False if it timed out."""
+        """Waits until notified or the timeout passes; True if notified, False if it timed out.
+        The caller must hold the lock (RuntimeError otherwise); it is released while waiting."""
         deadline = _deadline(timeout)
-        while True:
-            code = self._wait_function(self._p, self._lock._p, deadline)
-            if code == errno.EINTR:  # the interpreter has run the signal's handler; wait again
-                continue
+        waiter = byref(_Waiter())
+        wait_slice = self._wait_slice
+        if wait_slice is not None:
+            p, lock = self._p, self._lock._p
+            code = wait_slice(p, lock, waiter, deadline)
+            if code == errno.EINTR:  # the wait goes on, the lock released; handlers may run now
+                try:
+                    while code == errno.EINTR:
+                        code = wait_slice(p, lock, waiter, deadline)
+                except BaseException:
+                    wait_slice(p, lock, waiter, _PAST)  # leaves the queue, takes the lock again
+                    raise
+            if code == 0:
+                return True
+            if code == errno.ETIMEDOUT:
+                return False
             if code == errno.EPERM:
                 raise RuntimeError("cannot wait on un-acquired lock")
-            return code == 0
+            raise _error(code, "Condition.wait")
+        if not self._is_owned():
+            raise RuntimeError("cannot wait on un-acquired lock")
+        code = _cond_begin(self._p, waiter)  # queued before the lock is released: no notify is lost
+        if code:
+            raise _error(code, "Condition.wait")
+        try:
+            saved = self._release_save()
+        except BaseException:
+            _cond_end(waiter)
+            raise
+        try:
+            while _cond_sleep(waiter, deadline) == errno.EINTR:  # handlers run between slices
+                pass
+        finally:
+            notified = _cond_end(waiter) == 0
+            self._acquire_restore(saved)
+        return notified
 
     def wait_for(self, predicate: Callable[[], Any], timeout: Optional[float] = None) -> Any:
         """Waits until predicate() is true or the timeout passes; returns its last value."""
@@ -128,21 +197,45 @@ class Condition:
         return result
 
     def notify(self, n: int = 1) -> None:
-        """Wakes up to n waiting threads; the caller must hold the lock."""
-        # No C call when no thread waits (word 1, the count, is raised under the lock, so the
-        # holder sees it) and the lock's word is plainly the caller's. Anything else asks C.
-        if self._words[1] or self._lock_words[0] != self._holder.value:
-            if self._signal(n if 0 <= n < _ALL else _ALL if n > 0 else 0):
-                raise RuntimeError("cannot notify on un-acquired lock")
+        """Wakes min(n, waiting) waiting threads, oldest first; the caller must hold the lock
+        (RuntimeError otherwise)."""
+        count = n if 0 <= n < _ALL else _ALL if n > 0 else 0
+        if self._wait_slice is not None:
+            # No C call when no thread waits (a waiter counts itself under the lock, so the
+            # holder sees it) and the lock's word is plainly the caller's. Anything else asks C.
+            if self._words[1] or self._lock_words[0] != self._holder.value:
+                if self._signal(count):
+                    raise RuntimeError("cannot notify on un-acquired lock")
+            return
+        if not self._is_owned():
+            raise RuntimeError("cannot notify on un-acquired lock")
+        if self._words[1]:
+            code = _cond_signal_count(self._p, count)
+            if code:
+                raise _error(code, "Condition.notify")
 
     def notify_all(self) -> None:
-        """Wakes every waiting thread; the caller must hold the lock."""
+        """Wakes every waiting thread; the caller must hold the lock (RuntimeError otherwise)."""
         self.notify(_ALL)
 
     notifyAll = notify_all
 
+    def _at_fork_reinit(self) -> None:
+        """After fork, in the child: a new lock state and no waiters (threading's protocol)."""
+        self._lock._at_fork_reinit()
+        _cond_init(self._p, c_int(0))
+
     def __repr__(self) -> str:
-        return f"<Condition({self._lock}, {self._cells[1] & 0x7FFFFFFF})>"
+        return f"<Condition({self._lock}, {self._words[1] & _COUNT})>"
+
+
+def _int64(value: Any, what: str) -> c_int64:
+    """`value` as a C int64: TypeError if it is not an int, OverflowError if it does not fit."""
+    if value.__class__ is not int and (not isinstance(value, int) or isinstance(value, bool)):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    if not -(1 << 63) <= value < 1 << 63:
+        raise OverflowError(f"{what} {value} does not fit in 64 bits")
+    return c_int64(value)
 
 
 # ---- ConditionLock (NSConditionLock) -----------------------------------------------------------
@@ -166,18 +259,20 @@ class ConditionLock(_Memory):
         lock.release_with(NO_DATA if empty else HAS_DATA)
 
     Releasing from a thread that does not hold it raises NotOwnerError (a RuntimeError);
-    acquiring again from the holder raises DeadlockError. 24 bytes, 8-byte aligned.
+    acquiring again from the holder raises DeadlockError. Conditions are int64: another int
+    raises OverflowError, another type TypeError. 24 bytes, 8-byte aligned.
     """
     __slots__ = ()
     _WORDS = 6
     SIZE = 24
 
     def __init__(self, condition: int = 0, buffer: Any = None, offset: int = 0, *, initialize: bool = True):
+        value = _int64(condition, "ConditionLock condition")
         shared = self._place(buffer, offset)
         if initialize:
-            code = _cl_init(self._p, c_int64(condition), c_int(_SHARED if shared else 0))
+            code = _cl_init(self._p, value, c_int(_SHARED if shared else 0))
             if code:
-                raise _error(code, "ConditionLock") if code != 22 else ValueError(
+                raise _error(code, "ConditionLock") if code != errno.EINVAL else ValueError(
                     "ConditionLock memory must be 8-byte aligned")
 
     @property
@@ -185,12 +280,14 @@ class ConditionLock(_Memory):
         """The condition now (a snapshot)."""
         return _cl_condition(self._p)
 
-    def _take(self, when: Optional[int], timeout: Optional[float]) -> bool:
-        return _wait(lambda p, deadline: _cl_wait(p, when is None, c_int64(when or 0), deadline),
+    def _take(self, when: Optional[c_int64], timeout: Optional[float]) -> bool:
+        any_value, wanted = when is None, c_int64(0) if when is None else when
+        return _wait(lambda p, deadline: _cl_wait(p, any_value, wanted, deadline),
                      self._p, _deadline(timeout), "ConditionLock.acquire")
 
     def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
-        """Takes the lock whatever the condition (NSConditionLock lock / lockBeforeDate:)."""
+        """Takes the lock whatever the condition (NSConditionLock lock / lockBeforeDate:); False
+        if not blocking or timed out first."""
         if not _cl_trylock(self._p):
             return True
         return self._take(None, timeout) if blocking else False
@@ -198,19 +295,24 @@ class ConditionLock(_Memory):
     def acquire_when(self, condition: int, blocking: bool = True, timeout: Optional[float] = None) -> bool:
         """Takes the lock once the condition equals `condition` (lockWhenCondition:[beforeDate:]);
         False if not blocking or timed out first."""
-        if not _cl_trylock_when(self._p, c_int64(condition)):
+        wanted = _int64(condition, "ConditionLock condition")
+        if not _cl_trylock_when(self._p, wanted):
             return True
-        return self._take(condition, timeout) if blocking else False
+        return self._take(wanted, timeout) if blocking else False
 
     def release(self) -> None:
-        """Releases the lock, keeping the condition (unlock)."""
-        if _cl_unlock(self._p):
-            raise NotOwnerError("ConditionLock.release: the calling thread does not hold it", errno.EPERM)
+        """Releases the lock, keeping the condition (unlock); NotOwnerError if the caller does not
+        hold it."""
+        code = _cl_unlock(self._p)
+        if code:
+            raise _error(code, "ConditionLock.release")
 
     def release_with(self, condition: int) -> None:
-        """Sets the condition and releases the lock (unlockWithCondition:)."""
-        if _cl_unlock_with(self._p, c_int64(condition)):
-            raise NotOwnerError("ConditionLock.release_with: the calling thread does not hold it", errno.EPERM)
+        """Sets the condition and releases the lock (unlockWithCondition:); NotOwnerError (and no
+        change) if the caller does not hold it."""
+        code = _cl_unlock_with(self._p, _int64(condition, "ConditionLock condition"))
+        if code:
+            raise _error(code, "ConditionLock.release_with")
 
     # Foundation's names.
     lock = acquire
@@ -219,9 +321,12 @@ class ConditionLock(_Memory):
     unlock_with_condition = release_with
 
     def try_lock(self) -> bool:
+        """Takes the lock if it is free, never waiting (tryLock)."""
         return self.acquire(False)
 
     def try_lock_when_condition(self, condition: int) -> bool:
+        """Takes the lock if it is free and the condition equals `condition`, never waiting
+        (tryLockWhenCondition:)."""
         return self.acquire_when(condition, False)
 
     __enter__ = acquire
@@ -230,7 +335,7 @@ class ConditionLock(_Memory):
         self.release()
 
     def __repr__(self) -> str:
-        return f"<{type(self).__module__}.ConditionLock condition={self.condition} at {id(self):#x}>"
+        return f"<{_qualname(self)} at {id(self):#x}: condition={self.condition}>"
 
 
 # ---- Semaphores -------------------------------------------------------------------------------
@@ -273,19 +378,26 @@ class Semaphore(_Memory):
     __enter__ = acquire
 
     def release(self, n: int = 1) -> None:
-        """Adds n units, waking as many waiters."""
+        """Adds n units, waking as many waiters (a BoundedSemaphore: ValueError, adding none, if
+        that would pass its initial value)."""
         if n < 1:
             raise ValueError("n must be one or more")
-        if n >= 1 << 32 or _sem_signal(self._p, c_uint32(n)):
+        code = _sem_signal(self._p, c_uint32(n)) if n < 1 << 32 else errno.EOVERFLOW
+        if code == errno.EOVERFLOW:
             if self._BOUNDED:
                 raise ValueError("Semaphore released too many times")
             raise OverflowError("semaphore value would exceed 2**32 - 1")
+        if code:
+            raise _error(code, "Semaphore.release")
 
     def __exit__(self, *exc: Any) -> None:
         self.release()
 
     def __repr__(self) -> str:
-        return f"<{type(self).__module__}.{type(self).__qualname__} at {id(self):#x}: value={_sem_value(self._p)}>"
+        value = _sem_value(self._p)
+        if self._BOUNDED:
+            return f"<{_qualname(self)} at {id(self):#x}: value={value}/{self._cells[2]}>"
+        return f"<{_qualname(self)} at {id(self):#x}: value={value}>"
 
 
 class BoundedSemaphore(Semaphore):
@@ -300,11 +412,13 @@ _event_init = _c(_nonblocking, "sync_event_init")
 _event_set = _c(_nonblocking, "sync_event_set")
 _event_clear = _c(_nonblocking, "sync_event_clear")
 _event_is_set = _c(_nonblocking, "sync_event_is_set", c_bool)
-_event_wait = _c(_blocking, "sync_event_wait_interruptible")
+_event_mark = _c(_nonblocking, "sync_event_mark", c_uint32)
+_event_wait_since = _c(_blocking, "sync_event_wait_since_interruptible")
 
 
 class Event(_Memory):
-    """threading.Event: a flag that threads (or processes) can wait for. 8 bytes."""
+    """threading.Event: a flag that threads (or processes) can wait for. Every thread waiting
+    when set() is called returns True, even if clear() follows at once. 8 bytes."""
     __slots__ = ()
     _WORDS = 2
     SIZE = 8
@@ -315,25 +429,45 @@ class Event(_Memory):
             _event_init(self._p, c_bool(False), c_int(_SHARED if shared else 0))
 
     def is_set(self) -> bool:
+        """Whether the flag is set."""
         return _event_is_set(self._p)
 
     isSet = is_set
 
     def set(self) -> None:
-        """Sets the flag and wakes every waiter."""
-        _event_set(self._p)
+        """Sets the flag and wakes every waiting thread."""
+        code = _event_set(self._p)
+        if code:
+            raise _error(code, "Event.set")
 
     def clear(self) -> None:
+        """Clears the flag: later wait()s block until the next set()."""
         _event_clear(self._p)
 
     def wait(self, timeout: Optional[float] = None) -> bool:
-        """Waits until the flag is set or the timeout passes; returns the flag."""
-        if _event_is_set(self._p):
+        """Waits until the flag is set or the timeout passes; True if it was set meanwhile (even
+        if cleared again since), False if it timed out."""
+        mark = _event_mark(self._p)  # the flag, and the generation a set() moves
+        if mark & 1:
             return True
-        return _wait(_event_wait, self._p, _deadline(timeout), "Event.wait")
+        deadline, since = _deadline(timeout), c_uint32(mark)
+        while True:  # one call per 50 ms slice: Ctrl-C handlers run in between
+            code = _event_wait_since(self._p, since, deadline)
+            if code == 0:
+                return True
+            if code == errno.ETIMEDOUT:
+                return False
+            if code != errno.EINTR:
+                raise _error(code, "Event.wait")
+
+    def _at_fork_reinit(self) -> None:
+        """After fork, in the child: forgets the parent's waiting threads, keeps the flag
+        (threading's protocol). Nothing to do in shared memory, where they still wait."""
+        if not self._shared:
+            _event_init(self._p, c_bool(self.is_set()), c_int(0))
 
     def __repr__(self) -> str:
-        return f"<{type(self).__module__}.{type(self).__qualname__} at {id(self):#x}: {'set' if self.is_set() else 'unset'}>"
+        return f"<{_qualname(self)} at {id(self):#x}: {'set' if self.is_set() else 'unset'}>"
 
 
 # ---- Barrier ----------------------------------------------------------------------------------
@@ -372,13 +506,17 @@ class Barrier(_Memory):
         return (_attach_barrier, (self._shm.name, self._offset, self.parties, self._timeout))
 
     def wait(self, timeout: Optional[float] = None) -> int:
-        """Waits for all parties; returns this thread's arrival index (0 .. parties - 1)."""
+        """Waits for all parties; returns this thread's arrival index (0 .. parties - 1).
+        BrokenBarrierError if the barrier is or becomes broken, or the timeout (default: the
+        barrier's) passes first (which breaks it)."""
         index = c_uint32()
         deadline = _deadline(self._timeout if timeout is None else timeout)
         while True:
             code = _barrier_wait(self._p, deadline, byref(index))
             if code != errno.EINTR:  # after EINTR the interpreter has run the signal's handler
                 break
+        if code == errno.EINVAL:
+            raise _error(code, "Barrier.wait")
         if code:
             raise BrokenBarrierError
         if self._action is not None and index.value == self.parties - 1:
@@ -392,34 +530,43 @@ class Barrier(_Memory):
 
     def reset(self) -> None:
         """Back to the initial state; threads waiting now get BrokenBarrierError."""
-        _barrier_reset(self._p)
+        code = _barrier_reset(self._p)
+        if code:
+            raise _error(code, "Barrier.reset")
 
     def abort(self) -> None:
         """Breaks the barrier: waits raise BrokenBarrierError until reset()."""
-        _barrier_abort(self._p)
+        code = _barrier_abort(self._p)
+        if code:
+            raise _error(code, "Barrier.abort")
 
     def _status(self):
         parties, waiting, broken = c_uint32(), c_uint32(), c_bool()
-        _barrier_status(self._p, byref(parties), byref(waiting), byref(broken))
+        code = _barrier_status(self._p, byref(parties), byref(waiting), byref(broken))
+        if code:
+            raise _error(code, "Barrier")
         return parties.value, waiting.value, broken.value
 
     @property
     def parties(self) -> int:
+        """The number of threads that must meet."""
         return self._status()[0]
 
     @property
     def n_waiting(self) -> int:
+        """The number of threads waiting now."""
         return self._status()[1]
 
     @property
     def broken(self) -> bool:
+        """Whether the barrier is broken."""
         return self._status()[2]
 
     def __repr__(self) -> str:
         parties, waiting, broken = self._status()
         if broken:
-            return f"<{type(self).__module__}.{type(self).__qualname__} at {id(self):#x}: broken>"
-        return f"<{type(self).__module__}.{type(self).__qualname__} at {id(self):#x}: waiters={waiting}/{parties}>"
+            return f"<{_qualname(self)} at {id(self):#x}: broken>"
+        return f"<{_qualname(self)} at {id(self):#x}: waiters={waiting}/{parties}>"
 
 
 def _attach_barrier(name: str, offset: int, parties: int, timeout: Optional[float]) -> Barrier:

@@ -75,6 +75,14 @@ def _deadline(blocking: Any, timeout: Any) -> Optional[c_int64]:
     return c_int64(min(time.monotonic_ns() + int(timeout * 1e9), (1 << 63) - 1))
 
 
+def _qualname(obj: Any) -> str:
+    """The class name a repr shows, as threading's: module.name, where this package's modules
+    are just "libsync" (so that `<\\w+\\.Name` matches, as for threading's classes)."""
+    cls = type(obj)
+    module = "libsync" if cls.__module__.startswith("libsync.") else cls.__module__
+    return f"{module}.{cls.__qualname__}"
+
+
 def _error(code: int, what: str) -> LockError:
     if code == errno.EDEADLK:
         return DeadlockError(f"{what}: the calling thread already holds it", code)
@@ -180,6 +188,7 @@ class Lock(_Memory):
         return bool(_mutex_is_locked(self._p))
 
     def _at_fork_reinit(self) -> None:
+        """After fork, in the child: unlocked, whoever held it (threading's protocol)."""
         _init(_mutex_init, self._p, self._FLAGS | (_SHARED if self._shared else 0))
 
     __enter__ = acquire
@@ -193,7 +202,7 @@ class Lock(_Memory):
 
     def __repr__(self) -> str:
         state = "locked" if self.locked() else "unlocked"
-        return f"<{state} {type(self).__module__}.{type(self).__qualname__} object at {id(self):#x}>"
+        return f"<{state} {_qualname(self)} object at {id(self):#x}>"
 
 
 class Mutex(Lock):
@@ -204,6 +213,7 @@ class Mutex(Lock):
     _WHAT = "Mutex.acquire"
 
     def release(self) -> None:
+        """Releases the mutex; NotOwnerError if the calling thread does not hold it."""
         code = _mutex_unlock(self._p)
         if code:
             raise _error(code, "Mutex.release")
@@ -232,7 +242,9 @@ _rlock_wait = _c(_blocking, "sync_recursive_lock_lock_interruptible")
 
 class RLock(_Memory):
     """threading.RLock, from libsync: the owner may acquire again; each acquire balanced by a
-    release; release by another thread raises RuntimeError. 8 bytes of lock state."""
+    release; release by another thread raises RuntimeError. As threading's, an RLock held by the
+    thread that calls fork() is still held by the child's thread, which may release it.
+    8 bytes of lock state."""
     __slots__ = ()
     _WORDS = 2
 
@@ -242,6 +254,8 @@ class RLock(_Memory):
             _init(_rlock_init, self._p, _SHARED if shared else 0)
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Acquires the lock (again, if the calling thread holds it), as threading.RLock.acquire:
+        True if acquired, False on timeout or if non-blocking and held by another thread."""
         if blocking is True and timeout == -1:
             return not _rlock_trylock(self._p) or _wait(_rlock_wait, self._p, _FOREVER, "RLock.acquire")
         deadline = _deadline(blocking, timeout)
@@ -255,6 +269,7 @@ class RLock(_Memory):
         return _wait(_rlock_wait, self._p, deadline, "RLock.acquire")
 
     def release(self) -> None:
+        """Releases one level of the lock; RuntimeError if the calling thread does not hold it."""
         if _rlock_unlock(self._p):
             raise RuntimeError("cannot release un-acquired lock")
 
@@ -266,12 +281,15 @@ class RLock(_Memory):
 
     # threading.Condition's protocol for recursive locks.
     def _is_owned(self) -> bool:
+        """Whether the calling thread holds it."""
         return _rlock_depth(self._p) > 0
 
     def _recursion_count(self) -> int:
+        """How many times the calling thread holds it (0: not at all)."""
         return _rlock_depth(self._p)
 
     def _release_save(self) -> int:
+        """Releases it entirely, however deep; returns the depth for _acquire_restore."""
         depth = _rlock_depth(self._p)
         if depth == 0:
             raise RuntimeError("cannot release un-acquired lock")
@@ -280,17 +298,20 @@ class RLock(_Memory):
         return depth
 
     def _acquire_restore(self, depth: int) -> None:
+        """Takes it again at the depth _release_save returned."""
         self.acquire()
         for _ in range(depth - 1):
             self.acquire()
 
     def _at_fork_reinit(self) -> None:
+        """After fork, in the child: unlocked, whoever held it (threading's protocol)."""
         _init(_rlock_init, self._p, _SHARED if self._shared else 0)
 
     def __repr__(self) -> str:
-        depth = _rlock_depth(self._p)
-        state = "locked" if depth or _mutex_is_locked(self._p) else "unlocked"
-        return f"<{state} {type(self).__module__}.{type(self).__qualname__} object count={depth} at {id(self):#x}>"
+        # threading's format, without the owner (the word keeps a kernel id, not threading's ident).
+        locked = _mutex_is_locked(self._p)
+        count = self._cells[1] if locked else 0  # the holder's depth (sync_recursive_lock_t._depth)
+        return f"<{'locked' if locked else 'unlocked'} {_qualname(self)} object count={count} at {id(self):#x}>"
 
 
 # ---- RWLock --------------------------------------------------------------------------------

@@ -38,6 +38,31 @@ static inline uint32_t sync_thread_id(void) {
     return tid != 0 ? tid : sync_thread_id_slow();
 }
 
+/// The kernel ids the calling thread had in the processes it was fork()ed from, newest first
+/// (0: none): the thread of a fork()ed child continues the parent's forking thread, so it still
+/// holds the process-private locks that thread held. Set by the library's fork handler.
+#define SYNC_ANCESTOR_IDS 4
+extern __thread uint32_t sync_thread_ancestor_ids[SYNC_ANCESTOR_IDS] SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
+
+/// The process's id (its main thread's kernel id), kept current across fork().
+extern uint32_t sync_process_id SYNC_SWIFT_NONISOLATED_UNSAFE;
+
+/// Whether `id` (nonzero) is one of the calling thread's ancestor ids.
+static inline int sync_thread_is_ancestor(uint32_t id) {
+    for (int i = 0; i < SYNC_ANCESTOR_IDS; i++) {
+        if (sync_thread_ancestor_ids[i] == id) return 1;
+    }
+    return 0;
+}
+
+/// The wait queues of process-private condition variables (LibSync's WaitQueue): buckets of a
+/// lock word and the two ends of a list of waiters, all zero when empty. Storage only, kept here
+/// so that the fork handler can empty it in the child without running Swift code.
+#define SYNC_WAIT_BUCKETS 256
+struct __attribute__((aligned(64))) sync_wait_bucket { uint32_t lock; void *head, *tail; };
+extern struct sync_wait_bucket sync_wait_buckets[SYNC_WAIT_BUCKETS] SYNC_SWIFT_NONISOLATED_UNSAFE;
+static inline void *sync_wait_table(void) { return sync_wait_buckets; }
+
 /// The calling thread's record of hazard slots and counters (LibSync's ThreadRecord), NULL until
 /// it takes one. initial-exec TLS like the thread id: Swift reads and writes it directly, one
 /// %fs-relative access.

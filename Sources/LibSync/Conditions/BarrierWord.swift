@@ -5,9 +5,12 @@ import Synchronization
 /// caller memory (32 bytes):
 ///   word 0: a `LockWord` guarding the rest;       words 1-2: a `ConditionWord`;
 ///   word 3: parties;  word 4: threads inside `wait`;  word 5: the state (`BarrierState`);
-///   word 6: bit 0 "has an action" (the last arriver runs it before the others are released).
+///   word 6: bit 0 "has an action" (the last arriver runs it before the others are released);
+///   word 7: the kernel id of the thread running the action, 0 when none is.
 /// States cycle filling -> (action ->) draining -> filling; `abort` breaks the barrier, `reset`
-/// breaks it for the threads inside and then refills it.
+/// breaks it for the threads inside and then refills it. Words no barrier can hold (a lock word
+/// above 2, no parties, more threads inside than parties, an unknown state or flag) make every
+/// operation but `initialize` return EINVAL and change nothing.
 @usableFromInline package enum BarrierWord {
     @usableFromInline enum State: UInt32 { case filling, draining, action, resetting, broken }
 
@@ -20,8 +23,22 @@ import Synchronization
         }
         var lockWord: UnsafeMutablePointer<Atomic<Int32>> { atomic(words.base, as: Int32.self) }
         var condition: UnsafeMutableRawPointer { words.address(1) }
-        func lock() { LockWord.lock(lockWord, shared: shared) }
+        /// Takes the lock and returns true if the words are possible; false (not holding it) if not.
+        func lock() -> Bool {
+            guard UInt32(bitPattern: lockWord.pointee.load(ordering: .relaxed)) <= 2 else { return false }
+            LockWord.lock(lockWord, shared: shared)
+            if isPossible { return true }
+            unlock()
+            return false
+        }
         func unlock() { LockWord.unlock(lockWord, shared: shared) }
+        var isPossible: Bool {
+            let state = words[5].pointee.load(ordering: .relaxed)
+            return parties > 0 && count <= parties && State(rawValue: state) != nil
+                && (state != State.filling.rawValue || count < parties)
+                && words[6].pointee.load(ordering: .relaxed) <= 1
+                && !Words(condition).hasImpossibleCount
+        }
         var parties: UInt32 { words[3].pointee.load(ordering: .relaxed) }
         var count: UInt32 {
             get { words[4].pointee.load(ordering: .relaxed) }
@@ -32,15 +49,19 @@ import Synchronization
             nonmutating set { words[5].pointee.store(newValue.rawValue, ordering: .relaxed) }
         }
         var hasAction: Bool { words[6].pointee.load(ordering: .relaxed) & 1 != 0 }
+        var actionRunner: UInt32 {
+            get { words[7].pointee.load(ordering: .relaxed) }
+            nonmutating set { words[7].pointee.store(newValue, ordering: .relaxed) }
+        }
         /// Waits on the condition with the lock held (it is released while asleep).
         func wait(deadline: Int64, interruptible: Bool) -> Int32 {
             ConditionWord.wait(condition, deadline: deadline, interruptible: interruptible,
-                               unlock: unlock, relock: lock)
+                               unlock: unlock, relock: { LockWord.lock(lockWord, shared: shared) })
         }
         func wakeAll() { ConditionWord.broadcast(condition) }
         /// The last thread out of a drain or a reset refills the barrier.
         func leave() {
-            count -= 1
+            if count > 0 { count -= 1 }
             if count == 0 && (state == .draining || state == .resetting) {
                 state = .filling
                 wakeAll()
@@ -62,12 +83,13 @@ import Synchronization
     /// Waits until `parties` threads have called `wait`. Returns (0, index) with the arrival
     /// index in 0..<parties; ECANCELED if the barrier is or becomes broken (or is reset while
     /// waiting); ETIMEDOUT if the monotonic `deadline` passed first (the barrier is then broken,
-    /// as Python's); EINTR when `interruptible` and a signal handler ran (the caller left).
-    /// With an action, the thread that gets index parties - 1 must run the action and then call
-    /// `actionDone`: the others stay waiting until it does.
+    /// as Python's); EINTR when `interruptible` and a signal handler ran (the caller left);
+    /// EINVAL if the words are impossible. With an action, the thread that gets index
+    /// parties - 1 must run the action and then call `actionDone`: the others stay waiting until
+    /// it does.
     package static func wait(_ base: UnsafeMutableRawPointer, deadline: Int64, interruptible: Bool) -> (Int32, UInt32) {
         let b = Parts(base)
-        b.lock()
+        guard b.lock() else { return (EINVAL, 0) }
         defer { b.unlock() }
         while b.state == .draining || b.state == .resetting || b.state == .action {
             if b.wait(deadline: -1, interruptible: interruptible) == EINTR { return (EINTR, 0) }
@@ -78,6 +100,7 @@ import Synchronization
         if index + 1 == b.parties {
             if b.hasAction {
                 b.state = .action
+                b.actionRunner = threadID()
                 return (0, index)  // actionDone does the rest, under the lock again
             }
             b.state = .draining
@@ -102,21 +125,26 @@ import Synchronization
         return (result, index)
     }
 
-    /// Ends the action that `wait` handed to the last arriver: releases the others, or breaks the
-    /// barrier if the action failed.
-    package static func actionDone(_ base: UnsafeMutableRawPointer, succeeded: Bool) {
+    /// Ends the action that `wait` handed to the calling thread (the last arriver): releases the
+    /// others, or breaks the barrier if the action failed (a reset or abort meanwhile stands).
+    /// 0; EPERM (and no change) if the caller runs no action of this barrier (none pending, or
+    /// already ended); EINVAL if the words are impossible.
+    package static func actionDone(_ base: UnsafeMutableRawPointer, succeeded: Bool) -> Int32 {
         let b = Parts(base)
-        b.lock()
+        guard b.lock() else { return EINVAL }
         defer { b.unlock() }
+        guard b.actionRunner != 0 && b.actionRunner == threadID() else { return EPERM }
+        b.actionRunner = 0
         if b.state == .action { b.state = succeeded ? .draining : .broken }
         b.wakeAll()
         b.leave()
+        return 0
     }
 
-    /// Returns the barrier to its empty state; threads waiting in it get ECANCELED.
-    package static func reset(_ base: UnsafeMutableRawPointer) {
+    /// Returns the barrier to its empty state; threads waiting in it get ECANCELED. 0 or EINVAL.
+    package static func reset(_ base: UnsafeMutableRawPointer) -> Int32 {
         let b = Parts(base)
-        b.lock()
+        guard b.lock() else { return EINVAL }
         defer { b.unlock() }
         if b.count > 0 {
             if b.state == .filling || b.state == .broken || b.state == .action { b.state = .resetting }
@@ -124,21 +152,23 @@ import Synchronization
             b.state = .filling
         }
         b.wakeAll()
+        return 0
     }
 
-    /// Breaks the barrier: current and future waits fail with ECANCELED until `reset`.
-    package static func abort(_ base: UnsafeMutableRawPointer) {
+    /// Breaks the barrier: current and future waits fail with ECANCELED until `reset`. 0 or EINVAL.
+    package static func abort(_ base: UnsafeMutableRawPointer) -> Int32 {
         let b = Parts(base)
-        b.lock()
+        guard b.lock() else { return EINVAL }
         defer { b.unlock() }
         b.state = .broken
         b.wakeAll()
+        return 0
     }
 
-    /// (parties, threads waiting, broken), read under the lock.
-    package static func status(_ base: UnsafeMutableRawPointer) -> (parties: UInt32, waiting: UInt32, broken: Bool) {
+    /// (parties, threads waiting, broken), read under the lock; nil if the words are impossible.
+    package static func status(_ base: UnsafeMutableRawPointer) -> (parties: UInt32, waiting: UInt32, broken: Bool)? {
         let b = Parts(base)
-        b.lock()
+        guard b.lock() else { return nil }
         defer { b.unlock() }
         return (b.parties, b.state == .filling ? b.count : 0, b.state == .broken)
     }

@@ -7,6 +7,8 @@ import Synchronization
 ///   bytes 16-23: the condition (Int64), read and written with the mutex held.
 /// Every unlock broadcasts, so that each waiter re-checks the value it waits for (waiters for
 /// different values share one condition variable; a broadcast with no waiter is one load).
+/// Words no condition lock can hold (an unowned mutex, a nonzero word 3, an impossible waiter
+/// count) make every operation but `initialize` return EINVAL and change nothing.
 @usableFromInline package enum ConditionLockWord {
     @inlinable static func mutex(_ base: UnsafeMutableRawPointer) -> MutexWord.Word { atomic(base, as: UInt32.self) }
     @inlinable static func condition(_ base: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer { base + 4 }
@@ -21,17 +23,25 @@ import Synchronization
         self.value(base).pointee.store(value, ordering: .releasing)
     }
 
-    /// Takes the lock whatever the condition: 0, ETIMEDOUT, EINTR (interruptible), EDEADLK.
+    @inlinable
+    static func isPossible(_ base: UnsafeMutableRawPointer) -> Bool {
+        let words = Words(base)
+        return words[0].pointee.load(ordering: .relaxed) & MutexWord.unowned == 0
+            && words[3].pointee.load(ordering: .relaxed) == 0 && !Words(condition(base)).hasImpossibleCount
+    }
+
+    /// Takes the lock whatever the condition: 0, ETIMEDOUT, EINTR (interruptible), EDEADLK, EINVAL.
     @inlinable
     package static func lock(_ base: UnsafeMutableRawPointer, deadline: Int64, interruptible: Bool) -> Int32 {
-        MutexWord.lock(mutex(base), deadline: deadline, interruptible: interruptible)
+        lock(base, whenCondition: nil, deadline: deadline, interruptible: interruptible)
     }
 
     /// Takes the lock once the condition equals `wanted` (nil: any). Returns 0 holding the lock,
-    /// or ETIMEDOUT / EINTR / EDEADLK not holding it.
+    /// or ETIMEDOUT / EINTR / EDEADLK / EINVAL (impossible words) not holding it.
     @inlinable
     package static func lock(_ base: UnsafeMutableRawPointer, whenCondition wanted: Int64?, deadline: Int64,
                              interruptible: Bool) -> Int32 {
+        guard isPossible(base) else { return EINVAL }
         let taken = MutexWord.lock(mutex(base), deadline: deadline, interruptible: interruptible)
         guard taken == 0, let wanted else { return taken }
         while value(base).pointee.load(ordering: .relaxed) != wanted {
@@ -45,9 +55,10 @@ import Synchronization
     }
 
     /// Takes the lock if it is free and (when `wanted` is given) the condition equals it; never
-    /// waits for either. 0, or EBUSY.
+    /// waits for either. 0, EBUSY, or EINVAL (impossible words).
     @inlinable
     package static func tryLock(_ base: UnsafeMutableRawPointer, whenCondition wanted: Int64?) -> Int32 {
+        guard isPossible(base) else { return EINVAL }
         guard MutexWord.tryLock(mutex(base)) == 0 else { return EBUSY }
         if let wanted, value(base).pointee.load(ordering: .relaxed) != wanted {
             _ = MutexWord.unlock(mutex(base))
@@ -57,9 +68,10 @@ import Synchronization
     }
 
     /// Sets the condition (if given) and releases the lock, waking the waiters to re-check.
-    /// EPERM (and no change) if the caller does not hold the lock.
+    /// EPERM (and no change) if the caller does not hold the lock; EINVAL if the words are impossible.
     @inlinable
     package static func unlock(_ base: UnsafeMutableRawPointer, condition newValue: Int64?) -> Int32 {
+        guard isPossible(base) else { return EINVAL }
         guard MutexWord.isOwnedByCaller(mutex(base)) else { return EPERM }
         if let newValue { value(base).pointee.store(newValue, ordering: .relaxed) }
         let result = MutexWord.unlock(mutex(base))

@@ -15,8 +15,11 @@ public enum BarrierError: Error, Equatable, Sendable {
 /// A semaphore signal that would exceed the bound (or 2^32 - 1): nothing was added.
 public struct SemaphoreOverflow: Error, Equatable, Sendable {}
 
-/// A condition variable used with a `SyncMutex`, POSIX style. Wakeups may be spurious: wait in a
-/// loop on your predicate, or use `wait(on:until:)`, which does.
+/// A condition variable used with a `SyncMutex`, POSIX style. A wait returns only when a signal
+/// took it (or its timeout passed): there are no spurious wakeups, `signal` wakes the oldest
+/// waiter, and a thread that starts waiting after a signal is not woken by it. Still wait in a
+/// loop on your predicate (or use `wait(on:until:)`, which does): another thread may take the
+/// mutex first and change the state between the signal and the waiter's return.
 ///
 ///     mutex.lock(); while !ready { try cond.wait(on: mutex) }; ...; mutex.unlock()
 public final class ConditionVariable: @unchecked Sendable {
@@ -54,8 +57,10 @@ public final class ConditionVariable: @unchecked Sendable {
         return true
     }
 
-    /// Wakes at least one waiter, if any (a no-op costing one load when none waits).
+    /// Wakes the oldest waiter, if any (a no-op costing one load when none waits).
     public func signal() { ConditionWord.signal(memory.raw) }
+    /// Wakes up to `count` waiters, oldest first: exactly min(count, waiting).
+    public func signal(count: Int) { ConditionWord.wake(memory.raw, count: UInt32(clamping: count)) }
     /// Wakes every waiter.
     public func broadcast() { ConditionWord.broadcast(memory.raw) }
 }
@@ -81,7 +86,8 @@ public final class SyncCondition: @unchecked Sendable {
     public func lock() throws(LockError) { _ = try taken(MutexWord.lock(mutex)) }
     public func tryLock() -> Bool { MutexWord.tryLock(mutex) == 0 }
     public func unlock() throws(LockError) { _ = try taken(MutexWord.unlock(mutex)) }
-    /// Waits for a signal (the caller holds the lock). Spurious wakeups are possible.
+    /// Waits for a signal (the caller holds the lock). Returns only when signalled: no spurious
+    /// wakeups (see `ConditionVariable`).
     public func wait() throws(LockError) {
         _ = try waited(ConditionWord.wait(condition, mutex: mutex, deadline: -1, interruptible: false))
     }
@@ -93,7 +99,9 @@ public final class SyncCondition: @unchecked Sendable {
     public func wait(deadlineNanoseconds: Int64) throws(LockError) -> Bool {
         try waited(ConditionWord.wait(condition, mutex: mutex, deadline: deadlineNanoseconds, interruptible: false))
     }
+    /// Wakes the oldest waiter, if any.
     public func signal() { ConditionWord.signal(condition) }
+    /// Wakes every waiter.
     public func broadcast() { ConditionWord.broadcast(condition) }
 
     /// Runs `body` holding the lock; releases it even if `body` throws.
@@ -172,7 +180,8 @@ public final class SyncSemaphore: @unchecked Sendable {
     public var value: UInt32 { SemaphoreWord.value(memory.raw) }
 }
 
-/// A flag threads can wait for (Python's `threading.Event`).
+/// A flag threads can wait for (Python's `threading.Event`). Every thread waiting when `set` is
+/// called returns, even if `clear` follows at once.
 public final class SyncEvent: @unchecked Sendable {
     @usableFromInline let memory = LockMemory(size: 8)
 
@@ -183,7 +192,7 @@ public final class SyncEvent: @unchecked Sendable {
     public func set() { EventWord.set(memory.raw) }
     public func clear() { EventWord.clear(memory.raw) }
     public func wait() { _ = EventWord.wait(memory.raw, deadline: -1, interruptible: false) }
-    /// Waits at most `timeout`; returns the flag.
+    /// Waits at most `timeout`; returns whether the flag was set meanwhile (false: timed out).
     public func wait(timeout: Duration) -> Bool {
         EventWord.wait(memory.raw, deadline: deadline(after: timeout), interruptible: false) == 0
     }
@@ -214,17 +223,26 @@ public final class SyncBarrier: @unchecked Sendable {
         if result != 0 { throw BarrierError.broken }
         if let action, Int(index) == parties - 1 {
             do { try action() } catch {
-                BarrierWord.actionDone(memory.raw, succeeded: false)
+                _ = BarrierWord.actionDone(memory.raw, succeeded: false)
                 throw error
             }
-            BarrierWord.actionDone(memory.raw, succeeded: true)
+            _ = BarrierWord.actionDone(memory.raw, succeeded: true)
         }
         return Int(index)
     }
 
-    public func reset() { BarrierWord.reset(memory.raw) }
-    public func abort() { BarrierWord.abort(memory.raw) }
-    public var parties: Int { Int(BarrierWord.status(memory.raw).parties) }
-    public var waiting: Int { Int(BarrierWord.status(memory.raw).waiting) }
-    public var isBroken: Bool { BarrierWord.status(memory.raw).broken }
+    /// Empties the barrier; threads waiting in it throw `BarrierError.broken`.
+    public func reset() { _ = BarrierWord.reset(memory.raw) }
+    /// Breaks the barrier: waits throw `BarrierError.broken` until `reset`.
+    public func abort() { _ = BarrierWord.abort(memory.raw) }
+    public var parties: Int { Int(status.parties) }
+    /// How many threads wait in it now.
+    public var waiting: Int { Int(status.waiting) }
+    public var isBroken: Bool { status.broken }
+
+    var status: (parties: UInt32, waiting: UInt32, broken: Bool) {
+        // The memory is this object's own: only a memory-corrupting bug elsewhere fails this.
+        guard let status = BarrierWord.status(memory.raw) else { preconditionFailure("SyncBarrier: corrupt state") }
+        return status
+    }
 }

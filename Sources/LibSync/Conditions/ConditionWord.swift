@@ -2,62 +2,167 @@ import Glibc
 import Synchronization
 
 /// A condition variable in two words of caller memory (8 bytes, zero = ready):
-///   word 0: a sequence number, bumped by every signal that finds waiters (the futex word);
-///   word 1: how many threads are waiting (bits 0-30), and `processSharedFlag`.
-/// A waiter counts itself, reads the sequence, releases its lock and sleeps unless the sequence
-/// has moved; a signal bumps the sequence only when someone waits, so a signal with no waiter is
-/// one load. Wakeups may be spurious (a waiter can also consume a signal meant for a later one):
-/// callers re-check their predicate, as POSIX requires.
+///   word 0: process-shared mode: a sequence number, bumped by every signal that finds waiters
+///           (the futex word); process-private mode: unused (0);
+///   word 1: how many threads are waiting (bits 0-29; bit 30 is never set, as no system runs
+///           2^30 threads), and `processSharedFlag`.
+///
+/// Process-private (the default): each waiter queues a `Waiter` in its own memory (`WaitQueue`)
+/// and sleeps on its own futex word; a signal takes waiters from the head of the queue and wakes
+/// exactly those. So a wait returns 0 only when a signal took it, a signal for n wakes exactly
+/// min(n, waiting) threads, oldest first, and a thread that starts waiting after a signal is not
+/// woken by it. Process-shared (the queue cannot live in shared memory): the waiter sleeps on
+/// the sequence, so a wait may also return 0 when a signal meant for another waiter moved it
+/// before this one slept (a spurious wakeup, as POSIX allows); a timeout or an interruption
+/// never returns 0. Either way a signal with no waiter is one load.
+///
+/// A wait goes through `enter` (queued; the caller then releases its lock), `sleep` (any number
+/// of times: until signalled, a deadline, or an interruption) and `leave` (out of the queue
+/// unless a signal took it: says which). Interpreters keep the `Waiter` across calls, so that a
+/// signal that comes between two slices of their wait is not lost.
 @usableFromInline package enum ConditionWord {
-
-    @inlinable static func isShared(_ words: Words) -> Bool {
-        words[1].pointee.load(ordering: .relaxed) & processSharedFlag != 0
+    @inlinable static func count(_ base: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt32>> {
+        Words(base)[1]
     }
 
-    /// Initialises the variable (not needed for zeroed memory unless `shared`).
+    @inlinable static func isShared(_ base: UnsafeMutableRawPointer) -> Bool {
+        count(base).pointee.load(ordering: .relaxed) & processSharedFlag != 0
+    }
+
+    /// Initialises the variable (not needed for zeroed memory unless `shared`). Threads waiting
+    /// on it are forgotten: only for a variable nobody waits on (or after fork, in the child).
     package static func initialize(_ base: UnsafeMutableRawPointer, shared: Bool) {
         let words = Words(base)
         words[0].pointee.store(0, ordering: .relaxed)
         words[1].pointee.store(shared ? processSharedFlag : 0, ordering: .releasing)
     }
 
-    /// Releases the caller's lock through `unlock`, sleeps until signalled, the monotonic
-    /// `deadline` (ns, < 0: none) passes or (if `interruptible`) a signal handler runs, then
-    /// takes the lock again through `relock`. Returns 0, ETIMEDOUT or EINTR.
+    // MARK: The three steps of a wait
+
+    /// Enters the idle `waiter` in the wait for a signal. The caller holds the lock that
+    /// guards its predicate, and releases it after this returns. 0, or EINVAL (the waiter is
+    /// not idle, or the variable's word is impossible).
+    @inlinable
+    package static func enter(_ base: UnsafeMutableRawPointer, _ waiter: Waiter) -> Int32 {
+        let count = count(base)
+        let value = count.pointee.load(ordering: .relaxed)
+        guard waiter.isIdle, value & impossibleWaiterCount == 0 else { return EINVAL }
+        if value & processSharedFlag == 0 {
+            WaitQueue.enqueue(waiter, key: base, count: count)
+            return 0
+        }
+        // Counted before reading the sequence: a signaller that bumps the sequence after this
+        // read sees the count (both sequentially consistent), so no signal is lost.
+        waiter.key = base
+        count.pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
+        waiter.sequence = Words(base)[0].pointee.load(ordering: .sequentiallyConsistent)
+        waiter.state.pointee.store(Waiter.queued, ordering: .relaxed)
+        return 0
+    }
+
+    /// Sleeps until a signal takes `waiter` (entered), the monotonic `deadline` (ns, < 0: none)
+    /// passes, or (if `interruptible`) a signal handler runs. 0 (signalled), ETIMEDOUT, EINTR, or
+    /// EINVAL if the waiter is idle. Only a signal returns 0 (in process-shared mode, possibly one
+    /// meant for another waiter); the waiter stays entered either way, until `leave`.
+    @inlinable
+    package static func sleep(_ waiter: Waiter, deadline: Int64, interruptible: Bool) -> Int32 {
+        guard let key = waiter.key, !waiter.isIdle else { return EINVAL }
+        guard isShared(key) else { return WaitQueue.sleep(waiter, deadline: deadline, interruptible: interruptible) }
+        while waiter.state.pointee.load(ordering: .relaxed) != Waiter.signalled {
+            let result = Futex.wait(Words(key).address(0), expected: waiter.sequence, deadline: deadline, shared: true)
+            if result == 0 {
+                waiter.state.pointee.store(Waiter.signalled, ordering: .relaxed)
+            } else if result == ETIMEDOUT || (result == EINTR && interruptible) {
+                return result
+            }
+        }
+        return 0
+    }
+
+    /// Ends the wait of an entered `waiter`, which is idle again afterwards: 0 if a signal took
+    /// it (also one that raced a timeout: the signal is not lost), ETIMEDOUT if not (it has left
+    /// the queue), EINVAL if it was idle.
+    @inlinable
+    package static func leave(_ waiter: Waiter) -> Int32 {
+        guard let key = waiter.key, !waiter.isIdle else { return EINVAL }
+        guard isShared(key) else { return WaitQueue.leave(waiter, count: count(key)) ? 0 : ETIMEDOUT }
+        let signalled = waiter.state.pointee.load(ordering: .relaxed) == Waiter.signalled
+        Words(key).uncount()
+        waiter.state.pointee.store(Waiter.idle, ordering: .relaxed)
+        return signalled ? 0 : ETIMEDOUT
+    }
+
+    // MARK: Waiting in one call
+
+    /// Enters, releases the caller's lock through `unlock`, sleeps until signalled, the
+    /// monotonic `deadline` (ns, < 0: none) passes or (if `interruptible`) a signal handler runs,
+    /// leaves, then takes the lock again through `relock`. Returns 0 (signalled), ETIMEDOUT or
+    /// EINTR; or EINVAL (an impossible word) without releasing the lock.
     @inlinable
     package static func wait(_ base: UnsafeMutableRawPointer, deadline: Int64, interruptible: Bool,
                              unlock: () -> Void, relock: () -> Void) -> Int32 {
-        let words = Words(base)
-        words[1].pointee.add(1, ordering: .sequentiallyConsistent)
-        let sequence = words[0].pointee.load(ordering: .sequentiallyConsistent)
-        unlock()
-        var result: Int32
-        repeat {
-            result = Futex.wait(words.address(0), expected: sequence, deadline: deadline, shared: isShared(words))
-        } while result == EINTR && !interruptible && words[0].pointee.load(ordering: .relaxed) == sequence
-        words[1].pointee.subtract(1, ordering: .relaxed)
-        relock()
-        // A signal that raced the timeout or the interruption still counts: report it.
-        if words[0].pointee.load(ordering: .relaxed) != sequence { return 0 }
-        return result == ETIMEDOUT || result == EINTR ? result : 0
+        Waiter.withTemporary { waiter in
+            let entered = enter(base, waiter)
+            guard entered == 0 else { return entered }
+            unlock()
+            let slept = sleep(waiter, deadline: deadline, interruptible: interruptible)
+            let left = leave(waiter)
+            relock()
+            return left == 0 ? 0 : slept
+        }
     }
 
-    /// Wakes at least one waiter, if any.
+    /// One slice of a wait that outlives the call, for callers that must return to run signal
+    /// handlers (interpreters): with an idle `waiter`, checks `holds` (EPERM if false, without
+    /// waiting), enters and releases the lock; then sleeps until `deadline` or `sliceEnd` (< 0:
+    /// none), whichever comes first. Returns EINTR at the end of the slice or when a signal handler ran:
+    /// the waiter then stays entered and the lock released, and the caller calls again with the
+    /// same waiter (a signal meanwhile is not lost) or, to give up, with a deadline in the past.
+    /// Otherwise leaves, takes the lock again and returns 0 (signalled) or ETIMEDOUT.
     @inlinable
-    package static func signal(_ base: UnsafeMutableRawPointer) { wake(base, count: 1) }
+    package static func waitSlice(_ base: UnsafeMutableRawPointer, _ waiter: Waiter, deadline: Int64, sliceEnd: Int64,
+                                  holds: () -> Bool, unlock: () -> Void, relock: () -> Void) -> Int32 {
+        if waiter.isIdle {
+            guard holds() else { return EPERM }
+            let entered = enter(base, waiter)
+            guard entered == 0 else { return entered }
+            unlock()
+        } else if waiter.key != base {
+            return EINVAL
+        }
+        let end = sliceEnd < 0 || (deadline >= 0 && deadline <= sliceEnd) ? deadline : sliceEnd
+        let slept = sleep(waiter, deadline: end, interruptible: true)
+        if slept == EINTR || (slept == ETIMEDOUT && end != deadline) { return EINTR }
+        let left = leave(waiter)
+        relock()
+        return left == 0 ? 0 : ETIMEDOUT
+    }
+
+    // MARK: Signalling
+
+    /// Wakes the oldest waiter, if any.
+    @inlinable @discardableResult
+    package static func signal(_ base: UnsafeMutableRawPointer) -> Int32 { wake(base, count: 1) }
 
     /// Wakes every waiter.
-    @inlinable
-    package static func broadcast(_ base: UnsafeMutableRawPointer) { wake(base, count: Int32.max) }
+    @inlinable @discardableResult
+    package static func broadcast(_ base: UnsafeMutableRawPointer) -> Int32 { wake(base, count: UInt32.max) }
 
-    /// Wakes up to `count` waiters, if any.
-    @inlinable
-    package static func wake(_ base: UnsafeMutableRawPointer, count: Int32) {
+    /// Wakes up to `count` waiters (process-private: exactly min(count, waiting), oldest first).
+    /// 0, or EINVAL (an impossible word; nobody is woken).
+    @inlinable @discardableResult
+    package static func wake(_ base: UnsafeMutableRawPointer, count wanted: UInt32) -> Int32 {
         let words = Words(base)
         let waiting = words[1].pointee.load(ordering: .sequentiallyConsistent)
-        if waiting & ~processSharedFlag == 0 { return }
-        words[0].pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
-        Futex.wake(words.address(0), count: count, shared: waiting & processSharedFlag != 0)
+        if waiting & impossibleWaiterCount != 0 { return EINVAL }
+        if waiting & ~processSharedFlag == 0 || wanted == 0 { return 0 }
+        if waiting & processSharedFlag == 0 {
+            _ = WaitQueue.wake(key: base, limit: wanted, count: words[1])
+        } else {
+            words[0].pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
+            Futex.wake(words.address(0), count: Int32(clamping: wanted), shared: true)
+        }
+        return 0
     }
 }
 
@@ -65,9 +170,9 @@ import Synchronization
 
 extension ConditionWord {
     /// Waits with `mutex` held by the caller (unowned mode: held at all): releases it while
-    /// asleep and holds it again on return, whatever the result. Returns 0 (signalled, or
-    /// spuriously woken), ETIMEDOUT, EINTR (`interruptible` only), or EPERM — without waiting —
-    /// if the caller does not hold the mutex.
+    /// asleep and holds it again on return, whatever the result. Returns 0 (signalled),
+    /// ETIMEDOUT, EINTR (`interruptible` only); EPERM if the caller does not hold the mutex, or
+    /// EINVAL (an impossible word), both without waiting.
     @inlinable
     package static func wait(_ base: UnsafeMutableRawPointer, mutex: MutexWord.Word, deadline: Int64,
                              interruptible: Bool) -> Int32 {
@@ -84,31 +189,56 @@ extension ConditionWord {
                              interruptible: Bool) -> Int32 {
         let depth = RecursiveWord.depthHeldByCaller(recursiveLock)
         guard depth > 0 else { return EPERM }
-        let mutex = RecursiveWord.word(recursiveLock)
         return wait(base, deadline: deadline, interruptible: interruptible,
-                    unlock: {
-                        RecursiveWord.depth(recursiveLock).pointee.store(0, ordering: .relaxed)
-                        _ = MutexWord.unlock(mutex)
-                    },
-                    relock: {
-                        relock(mutex)
-                        RecursiveWord.depth(recursiveLock).pointee.store(depth, ordering: .relaxed)
-                    })
+                    unlock: { release(recursiveLock) },
+                    relock: { reacquire(recursiveLock, depth: depth) })
+    }
+
+    /// `waitSlice` with `mutex` (see `wait(_:mutex:...)`).
+    @inlinable
+    package static func waitSlice(_ base: UnsafeMutableRawPointer, _ waiter: Waiter, mutex: MutexWord.Word,
+                                  deadline: Int64, sliceEnd: Int64) -> Int32 {
+        waitSlice(base, waiter, deadline: deadline, sliceEnd: sliceEnd,
+                  holds: { holds(mutex) }, unlock: { _ = MutexWord.unlock(mutex) }, relock: { relock(mutex) })
+    }
+
+    /// `waitSlice` with a recursive lock held at any depth (kept in the waiter meanwhile).
+    @inlinable
+    package static func waitSlice(_ base: UnsafeMutableRawPointer, _ waiter: Waiter, recursiveLock: RecursiveWord.Memory,
+                                  deadline: Int64, sliceEnd: Int64) -> Int32 {
+        waitSlice(base, waiter, deadline: deadline, sliceEnd: sliceEnd,
+                  holds: {
+                      waiter.depth = RecursiveWord.depthHeldByCaller(recursiveLock)
+                      return waiter.depth > 0
+                  },
+                  unlock: { release(recursiveLock) },
+                  relock: { reacquire(recursiveLock, depth: waiter.depth) })
     }
 
     /// Wakes up to `count` waiters, after checking that the caller holds `mutex` (as `wait`
     /// does): EPERM, waking nobody, if it does not. Python's Condition.notify rule, in one call.
     @inlinable
-    package static func wake(_ base: UnsafeMutableRawPointer, holding mutex: MutexWord.Word, count: Int32) -> Int32 {
+    package static func wake(_ base: UnsafeMutableRawPointer, holding mutex: MutexWord.Word, count: UInt32) -> Int32 {
         guard holds(mutex) else { return EPERM }
-        wake(base, count: count)
-        return 0
+        return wake(base, count: count)
     }
 
     /// Takes the mutex again after a wait. (Spinning here or before sleeping was measured: it
-    /// made a two-thread hand-off 1.7-2.5x slower, as the spinner competes with the signaller.)
+    /// made a two-thread hand-off slower, as the spinner competes with the signaller.)
     @inlinable
     static func relock(_ mutex: MutexWord.Word) { _ = MutexWord.lock(mutex) }
+
+    @inlinable
+    static func release(_ recursiveLock: RecursiveWord.Memory) {
+        RecursiveWord.depth(recursiveLock).pointee.store(0, ordering: .relaxed)
+        _ = MutexWord.unlock(RecursiveWord.word(recursiveLock))
+    }
+
+    @inlinable
+    static func reacquire(_ recursiveLock: RecursiveWord.Memory, depth: UInt32) {
+        relock(RecursiveWord.word(recursiveLock))
+        RecursiveWord.depth(recursiveLock).pointee.store(depth, ordering: .relaxed)
+    }
 
     /// Whether the caller may wait with this mutex: it holds it (owned mode) or it is held
     /// (unowned mode, where any thread may release).

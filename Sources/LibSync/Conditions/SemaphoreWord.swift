@@ -3,10 +3,12 @@ import Synchronization
 
 /// A counting semaphore in four words of caller memory (16 bytes):
 ///   word 0: the count (the futex word);
-///   word 1: how many threads are waiting (bits 0-30), and `processSharedFlag`;
+///   word 1: how many threads are waiting (bits 0-29), and `processSharedFlag`;
 ///   word 2: the bound, if word 3 is 1: a signal that would raise the count above it fails;
 ///   word 3: 1 if bounded, 0 if not.
-/// Zeroed memory is an unbounded, process-private semaphore with count 0.
+/// Zeroed memory is an unbounded, process-private semaphore with count 0. Words no semaphore
+/// can hold (word 3 above 1, a count above the bound, bit 30 of word 1) make waits and signals
+/// return EINVAL and change nothing.
 @usableFromInline package enum SemaphoreWord {
     /// Initialises a semaphore with `value`, at most `limit` if given. EINVAL if value > limit.
     package static func initialize(_ base: UnsafeMutableRawPointer, value: UInt32, limit: UInt32?, shared: Bool) -> Int32 {
@@ -17,6 +19,15 @@ import Synchronization
         words[3].pointee.store(limit == nil ? 0 : 1, ordering: .relaxed)
         words[1].pointee.store(shared ? processSharedFlag : 0, ordering: .releasing)
         return 0
+    }
+
+    /// The bound (UInt32.max if unbounded), or nil if the words are impossible.
+    @inlinable
+    static func validLimit(_ words: Words) -> UInt32? {
+        let bounded = words[3].pointee.load(ordering: .relaxed)
+        if bounded > 1 || words.hasImpossibleCount { return nil }
+        let limit = bounded == 1 ? words[2].pointee.load(ordering: .relaxed) : UInt32.max
+        return words[0].pointee.load(ordering: .relaxed) <= limit ? limit : nil
     }
 
     /// Takes one unit if the count is positive, without blocking.
@@ -43,15 +54,17 @@ import Synchronization
 
     @usableFromInline
     static func waitContended(_ base: UnsafeMutableRawPointer, deadline: Int64, interruptible: Bool) -> Int32 {
-        Words(base).sleepWhileZero(deadline: deadline, interruptible: interruptible) { tryWait(base) }
+        let words = Words(base)
+        if validLimit(words) == nil { return EINVAL }
+        return words.sleep(whileWordIs: 0, deadline: deadline, interruptible: interruptible) { tryWait(base) }
     }
 
     /// Adds `count` units and wakes as many waiters. EOVERFLOW (and no change) if that would pass
-    /// the bound or 2^32 - 1.
+    /// the bound or 2^32 - 1; EINVAL (and no change) if the words are impossible.
     @inlinable
     package static func signal(_ base: UnsafeMutableRawPointer, count: UInt32 = 1) -> Int32 {
         let words = Words(base)
-        let limit = words[3].pointee.load(ordering: .relaxed) != 0 ? words[2].pointee.load(ordering: .relaxed) : UInt32.max
+        guard let limit = validLimit(words) else { return EINVAL }
         var value = words[0].pointee.load(ordering: .relaxed)
         while true {
             let (sum, overflow) = value.addingReportingOverflow(count)

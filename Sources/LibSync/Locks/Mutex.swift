@@ -116,7 +116,17 @@ func deadline(after timeout: Duration) -> Int64 {
     /// Whether the calling thread holds it (owned mode).
     @inlinable @inline(__always)
     package static func isOwnedByCaller(_ word: Word) -> Bool {
-        word.pointee.load(ordering: .relaxed) & holderMask == threadID()
+        let value = word.pointee.load(ordering: .relaxed)
+        let held = value & holderMask
+        return held == threadID() || (held != 0 && heldByAncestor(value))
+    }
+
+    /// Whether the holder of a process-private word is the calling thread under an id it had
+    /// before fork() made it a child's thread (it still holds what it held). Never for a
+    /// process-shared word: there the parent's thread still holds it.
+    @usableFromInline @inline(never)
+    static func heldByAncestor(_ value: UInt32) -> Bool {
+        value & (shared | unowned) == 0 && value & holderMask != 0 && sync_thread_is_ancestor(value & holderMask) != 0
     }
 
     @usableFromInline @inline(__always)
@@ -141,7 +151,7 @@ func deadline(after timeout: Duration) -> Int64 {
     static func lockSlow(_ word: Word, _ cached: UInt32, deadline: Int64, interruptible: Bool) -> Int32 {
         let me = cached != 0 ? cached : threadID()
         var value = word.pointee.load(ordering: .relaxed)
-        if value & unowned == 0 && value & holderMask == me { return EDEADLK }
+        if value & unowned == 0 && (value & holderMask == me || heldByAncestor(value)) { return EDEADLK }
         let mine = holder(for: value, me: me)
         let isShared = value & shared != 0
         // Spin while the holder is running and nobody sleeps: read before writing, and back off
@@ -213,7 +223,7 @@ func deadline(after timeout: Duration) -> Int64 {
         var value = word.pointee.load(ordering: .relaxed)
         while true {
             let held = value & holderMask
-            if held == 0 || (value & unowned == 0 && held != me) { return EPERM }
+            if held == 0 || (value & unowned == 0 && held != me && !heldByAncestor(value)) { return EPERM }
             let (exchanged, now) = word.pointee.compareExchange(
                 expected: value, desired: value & modes, ordering: .releasing)
             if exchanged { break }

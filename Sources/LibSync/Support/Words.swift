@@ -21,19 +21,39 @@ struct Words {
 /// placed in memory shared between processes (selects the futex namespace).
 @usableFromInline let processSharedFlag: UInt32 = 1 << 31
 
+/// Bit 30 of such a word: no system runs 2^30 threads (Linux caps threads below it), so a count
+/// that reaches it is corrupt memory. Waits and wakes check it and return EINVAL.
+@usableFromInline let impossibleWaiterCount: UInt32 = 1 << 30
+
 extension Words {
-    /// The waiting room of the primitives whose word 0 is 0 while a waiter must sleep and whose
-    /// word 1 counts waiters (with `processSharedFlag`): counts the caller in, then sleeps on word
-    /// 0 until `ready()` (which may also take what it waits for) returns true. Returns 0,
-    /// ETIMEDOUT once the monotonic `deadline` passes, or EINTR (`interruptible` only).
-    /// Counting in before the last `ready()` makes a waker that changes word 0 and then reads
-    /// word 1 (both sequentially consistent) see this waiter: no wakeup is lost.
+    /// Whether word 1 (a waiter count with `processSharedFlag`) is impossible.
+    @inlinable var hasImpossibleCount: Bool { self[1].pointee.load(ordering: .relaxed) & impossibleWaiterCount != 0 }
+
+    /// Counts one waiter out of word 1, never below zero (whatever a corrupt word holds).
     @inlinable
-    func sleepWhileZero(deadline: Int64, interruptible: Bool, until ready: () -> Bool) -> Int32 {
-        let shared = self[1].pointee.add(1, ordering: .sequentiallyConsistent).newValue & processSharedFlag != 0
-        defer { self[1].pointee.subtract(1, ordering: .relaxed) }
+    func uncount() {
+        var value = self[1].pointee.load(ordering: .relaxed)
+        while value & ~processSharedFlag != 0 {
+            let (exchanged, now) = self[1].pointee.weakCompareExchange(
+                expected: value, desired: value &- 1, successOrdering: .relaxed, failureOrdering: .relaxed)
+            if exchanged { return }
+            value = now
+        }
+    }
+
+    /// The waiting room of the primitives whose word 1 counts waiters (with `processSharedFlag`)
+    /// and who sleep while word 0 holds `value`: counts the caller in, then sleeps until `ready()`
+    /// (which may also take what it waits for) returns true. Returns 0, ETIMEDOUT once the
+    /// monotonic `deadline` passes, EINTR (`interruptible` only), or EINVAL if word 1 is
+    /// impossible. Counting in before the last `ready()` makes a waker that changes word 0 and
+    /// then reads word 1 (both sequentially consistent) see this waiter: no wakeup is lost.
+    @inlinable
+    func sleep(whileWordIs value: UInt32, deadline: Int64, interruptible: Bool, until ready: () -> Bool) -> Int32 {
+        if hasImpossibleCount { return EINVAL }
+        let shared = self[1].pointee.wrappingAdd(1, ordering: .sequentiallyConsistent).newValue & processSharedFlag != 0
+        defer { uncount() }
         while !ready() {
-            let result = Futex.wait(address(0), expected: 0, deadline: deadline, shared: shared)
+            let result = Futex.wait(address(0), expected: value, deadline: deadline, shared: shared)
             if result == ETIMEDOUT || (result == EINTR && interruptible) { return ready() ? 0 : result }
         }
         return 0
