@@ -15,9 +15,10 @@
  * absolute CLOCK_MONOTONIC deadline in nanoseconds (a deadline in the past tries once and
  * returns ETIMEDOUT at once). Neither is affected by changes of the wall clock. The
  * `_interruptible` forms (deadline < 0: none) also return EINTR when a signal handler runs
- * during the wait, and at least every 50 ms (a signal that arrives while the waiter is not
- * asleep in the kernel interrupts nothing), so that a caller such as an interpreter can handle
- * pending signals and retry; all other forms retry internally and never return EINTR.
+ * during the wait, and, in the process's main thread, at least every 50 ms (a signal that
+ * arrives while the waiter is not asleep in the kernel interrupts nothing), so that a caller such
+ * as an interpreter can handle pending signals and retry; all other forms retry internally and
+ * never return EINTR.
  *
  * Thread safety: every function may be called from any thread at any time.
  */

@@ -93,7 +93,7 @@ class Condition:
     has the lock again.
 
     ``lock`` may be any lock, as in threading (default: a new libsync ``RLock``). This package's
-    ``Lock``, ``RLock`` and ``Mutex`` wait in one C call per 50 ms; other locks are released and
+    ``Lock``, ``RLock`` and ``Mutex`` wait in one C call per slice; other locks are released and
     retaken through their ``_release_save``/``_acquire_restore`` (else ``release``/``acquire``),
     and ownership is checked with their ``_is_owned`` (else threading's acquire test)."""
 
@@ -116,8 +116,9 @@ class Condition:
             self._signal = functools.partial(_cond_signal_checked, self._p, lock._p)
             self._lock_words = _words(lock._cells)
             self._holder = _me if isinstance(lock, (Mutex, RLock)) else _AnyThread
-        else:
-            self._wait_slice = None
+        else:  # notify always takes the checked path
+            self._wait_slice = self._signal = None
+            self._lock_words, self._holder = (None,), _AnyThread
 
     def __enter__(self) -> bool:
         return self._lock.__enter__()
@@ -199,20 +200,21 @@ class Condition:
     def notify(self, n: int = 1) -> None:
         """Wakes min(n, waiting) waiting threads, oldest first; the caller must hold the lock
         (RuntimeError otherwise)."""
-        count = n if 0 <= n < _ALL else _ALL if n > 0 else 0
-        if self._wait_slice is not None:
-            # No C call when no thread waits (a waiter counts itself under the lock, so the
-            # holder sees it) and the lock's word is plainly the caller's. Anything else asks C.
-            if self._words[1] or self._lock_words[0] != self._holder.value:
+        # With this package's locks, no C call when no thread waits (a waiter counts itself under
+        # the lock, so the holder sees it) and the lock's word is plainly the caller's. Anything
+        # else, and any other lock, takes the checked path.
+        if self._words[1] or self._lock_words[0] != self._holder.value:
+            count = n if 0 <= n < _ALL else _ALL if n > 0 else 0
+            if self._signal is not None:
                 if self._signal(count):
                     raise RuntimeError("cannot notify on un-acquired lock")
-            return
-        if not self._is_owned():
-            raise RuntimeError("cannot notify on un-acquired lock")
-        if self._words[1]:
-            code = _cond_signal_count(self._p, count)
-            if code:
-                raise _error(code, "Condition.notify")
+                return
+            if not self._is_owned():
+                raise RuntimeError("cannot notify on un-acquired lock")
+            if self._words[1]:
+                code = _cond_signal_count(self._p, count)
+                if code:
+                    raise _error(code, "Condition.notify")
 
     def notify_all(self) -> None:
         """Wakes every waiting thread; the caller must hold the lock (RuntimeError otherwise)."""
@@ -411,26 +413,25 @@ class BoundedSemaphore(Semaphore):
 _event_init = _c(_nonblocking, "sync_event_init")
 _event_set = _c(_nonblocking, "sync_event_set")
 _event_clear = _c(_nonblocking, "sync_event_clear")
-_event_is_set = _c(_nonblocking, "sync_event_is_set", c_bool)
-_event_mark = _c(_nonblocking, "sync_event_mark", c_uint32)
 _event_wait_since = _c(_blocking, "sync_event_wait_since_interruptible")
 
 
 class Event(_Memory):
     """threading.Event: a flag that threads (or processes) can wait for. Every thread waiting
     when set() is called returns True, even if clear() follows at once. 8 bytes."""
-    __slots__ = ()
+    __slots__ = ("_words",)
     _WORDS = 2
     SIZE = 8
 
     def __init__(self, buffer: Any = None, offset: int = 0, *, initialize: bool = True):
         shared = self._place(buffer, offset)
+        self._words = _words(self._cells)  # word 0: the flag (bit 0) and generation, read without a C call
         if initialize:
             _event_init(self._p, c_bool(False), c_int(_SHARED if shared else 0))
 
     def is_set(self) -> bool:
         """Whether the flag is set."""
-        return _event_is_set(self._p)
+        return self._words[0] & 1 == 1
 
     isSet = is_set
 
@@ -447,7 +448,7 @@ class Event(_Memory):
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Waits until the flag is set or the timeout passes; True if it was set meanwhile (even
         if cleared again since), False if it timed out."""
-        mark = _event_mark(self._p)  # the flag, and the generation a set() moves
+        mark = self._words[0]  # the flag, and the generation a set() moves
         if mark & 1:
             return True
         deadline, since = _deadline(timeout), c_uint32(mark)

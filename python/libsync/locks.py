@@ -95,9 +95,9 @@ def _error(code: int, what: str) -> LockError:
 
 def _wait(function, pointer, deadline: c_int64, what: str) -> bool:
     """Calls a blocking `_interruptible` C function until it returns other than EINTR. Between
-    calls the interpreter runs signal handlers (Ctrl-C raises KeyboardInterrupt here); the C
-    function returns EINTR at least every 50 ms, so a signal that lands while it is not asleep
-    in the kernel is not lost."""
+    calls the interpreter runs signal handlers (Ctrl-C raises KeyboardInterrupt here); in the
+    main thread (where Python runs them) the C function returns EINTR at least every 50 ms, so
+    a signal that lands while it is not asleep in the kernel is not lost."""
     while True:
         code = function(pointer, deadline)
         if code == 0:

@@ -730,6 +730,10 @@ def test_fork_forgets_the_parents_waiters():
             with cond:
                 cond.notify_all()
                 assert queued(cond) == 0
+            cond._at_fork_reinit()  # threading's protocol: a fresh lock, no waiters
+            assert not cond._is_owned() and queued(cond) == 0
+            with cond:
+                assert cond.wait(0) is False
             event._at_fork_reinit()
             event.set()
             assert event.wait(0)

@@ -92,7 +92,8 @@ import Synchronization
         guard b.lock() else { return (EINVAL, 0) }
         defer { b.unlock() }
         while b.state == .draining || b.state == .resetting || b.state == .action {
-            if b.wait(deadline: -1, interruptible: interruptible) == EINTR { return (EINTR, 0) }
+            let outcome = b.wait(deadline: -1, interruptible: interruptible)
+            if outcome == EINTR || outcome == EINVAL { return (outcome, 0) }
         }
         if b.state == .broken { return (ECANCELED, 0) }
         let index = b.count
@@ -118,7 +119,7 @@ import Synchronization
                 result = ETIMEDOUT
                 break
             }
-            if outcome == EINTR { result = EINTR; break }
+            if outcome == EINTR || outcome == EINVAL { result = outcome; break }  // EINVAL: corrupted meanwhile
         }
         if result == 0 && (b.state == .broken || b.state == .resetting) { result = ECANCELED }
         b.leave()
