@@ -61,7 +61,20 @@ _cond_end = _c(_blocking, "sync_cond_wait_end")
 _cond_signal_count = _c(_nonblocking, "sync_cond_signal_count")
 _cond_signal_checked = _c(_nonblocking, "sync_cond_signal_checked")
 _PAST = c_int64(0)  # a deadline long gone: ends a resumable wait at once
-_Waiter = c_uint64 * 5  # sync_cond_waiter_t: a waiter's place in the queue, 40 bytes
+
+
+class _Waiter:
+    """A sync_cond_waiter_t (a waiter's place in a condition's queue, 40 bytes) that leaves the
+    queue before its memory is freed, however the wait was interrupted: the queue links it."""
+    __slots__ = ("cells", "p")
+
+    def __init__(self) -> None:
+        self.cells = (c_uint64 * 5)()
+        self.p = byref(self.cells)
+
+    def __del__(self) -> None:
+        if self.cells[0] & 0xFFFFFFFF:  # its state word: not idle
+            _cond_end(self.p)
 
 
 class _ThreadID(threading.local):
@@ -145,18 +158,18 @@ class Condition:
         """Waits until notified or the timeout passes; True if notified, False if it timed out.
         The caller must hold the lock (RuntimeError otherwise); it is released while waiting."""
         deadline = _deadline(timeout)
-        waiter = byref(_Waiter())
+        memory = _Waiter()
+        waiter = memory.p
         wait_slice = self._wait_slice
         if wait_slice is not None:
             p, lock = self._p, self._lock._p
-            code = wait_slice(p, lock, waiter, deadline)
-            if code == errno.EINTR:  # the wait goes on, the lock released; handlers may run now
-                try:
-                    while code == errno.EINTR:
-                        code = wait_slice(p, lock, waiter, deadline)
-                except BaseException:
-                    wait_slice(p, lock, waiter, _PAST)  # leaves the queue, takes the lock again
-                    raise
+            try:
+                code = wait_slice(p, lock, waiter, deadline)
+                while code == errno.EINTR:  # still waiting, the lock released: handlers ran meanwhile
+                    code = wait_slice(p, lock, waiter, deadline)
+            except BaseException:
+                wait_slice(p, lock, waiter, _PAST)  # leaves the queue, takes the lock again
+                raise
             if code == 0:
                 return True
             if code == errno.ETIMEDOUT:

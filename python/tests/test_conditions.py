@@ -516,6 +516,19 @@ def test_condition_over_an_rlock_waits_at_any_depth_with_threadings_protocol():
         t.join()
 
 
+def test_a_waiter_abandoned_in_the_queue_leaves_it_before_its_memory_goes():
+    """However a wait is cut short (a second exception inside the cleanup, say), the waiter's
+    memory, which the queue links, leaves the queue before it is freed."""
+    from libsync.conditions import _cond_begin, _Waiter
+    cond = Condition(Lock())
+    waiter = _Waiter()
+    assert _cond_begin(cond._p, waiter.p) == 0 and queued(cond) == 1
+    del waiter
+    assert queued(cond) == 0
+    with cond:
+        cond.notify_all()  # walks the bucket: no freed node in it
+
+
 def test_a_late_waiter_is_not_woken_by_an_earlier_notify():
     cond, order = Condition(Lock()), []
 

@@ -96,6 +96,7 @@ import Synchronization
             if outcome == EINTR || outcome == EINVAL { return (outcome, 0) }
         }
         if b.state == .broken { return (ECANCELED, 0) }
+        guard b.count < b.parties else { return (EINVAL, 0) }  // corrupted while this thread waited
         let index = b.count
         b.count += 1
         if index + 1 == b.parties {

@@ -235,9 +235,11 @@ public final class SyncBarrier: @unchecked Sendable {
     public func reset() { _ = BarrierWord.reset(memory.raw) }
     /// Breaks the barrier: waits throw `BarrierError.broken` until `reset`.
     public func abort() { _ = BarrierWord.abort(memory.raw) }
+    /// How many threads must meet.
     public var parties: Int { Int(status.parties) }
     /// How many threads wait in it now.
     public var waiting: Int { Int(status.waiting) }
+    /// Whether it is broken (until `reset`).
     public var isBroken: Bool { status.broken }
 
     var status: (parties: UInt32, waiting: UInt32, broken: Bool) {
