@@ -213,7 +213,6 @@ class Mutex(Lock):
     _WHAT = "Mutex.acquire"
 
     def release(self) -> None:
-        """Releases the mutex; NotOwnerError if the calling thread does not hold it."""
         code = _mutex_unlock(self._p)
         if code:
             raise _error(code, "Mutex.release")
@@ -242,9 +241,9 @@ _rlock_wait = _c(_blocking, "sync_recursive_lock_lock_interruptible")
 
 class RLock(_Memory):
     """threading.RLock, from libsync: the owner may acquire again; each acquire balanced by a
-    release; release by another thread raises RuntimeError. As threading's, an RLock held by the
-    thread that calls fork() is still held by the child's thread, which may release it.
-    8 bytes of lock state."""
+    release; release by another thread raises RuntimeError. As threading's, an RLock (in private
+    memory) held by the thread that calls fork() is still held by the child's thread, which may
+    release it. 8 bytes of lock state."""
     __slots__ = ()
     _WORDS = 2
 

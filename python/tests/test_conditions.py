@@ -823,7 +823,7 @@ def test_reprs_and_docstrings_as_threadings():
     assert repr(ConditionLock(7)).startswith("<libsync.ConditionLock at 0x") and repr(ConditionLock(7)).endswith(
         ": condition=7>")
     assert repr(Condition(Lock())).startswith("<Condition(<unlocked libsync.Lock object at 0x")
-    for cls in (Lock, RLock, Mutex, Condition, ConditionLock, Semaphore, BoundedSemaphore, Event, Barrier):
+    for cls in (Lock, RLock, Condition, ConditionLock, Semaphore, BoundedSemaphore, Event, Barrier):
         assert cls.__doc__, cls
         protocol = ("_is_owned", "_release_save", "_acquire_restore", "_recursion_count", "_at_fork_reinit")
         for name in dir(cls):
