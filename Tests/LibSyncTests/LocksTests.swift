@@ -38,7 +38,7 @@ final class LocksTests: XCTestCase {
         try mutex.lock()
         XCTAssertTrue(mutex.isHeldByCurrentThread)
         XCTAssertThrowsError(try mutex.lock()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
-        XCTAssertFalse(mutex.tryLock())
+        XCTAssertFalse(try mutex.tryLock())
         let done = expectation(description: "other thread")
         Thread.detachNewThread {
             do { try mutex.unlock(); XCTFail("unlocked another thread's mutex") } catch {
@@ -75,7 +75,7 @@ final class LocksTests: XCTestCase {
         stress(iterations: 10_000) { g, i in lock.withLock { lock.withLock { g.update(i) } } }
         XCTAssertThrowsError(try lock.unlock()) { XCTAssertEqual($0 as? LockError, .notOwner) }
         for _ in 0..<3 { try lock.lock() }
-        XCTAssertTrue(lock.tryLock())
+        XCTAssertTrue(try lock.tryLock())
         XCTAssertEqual(lock.depth, 4)
         for _ in 0..<4 { try lock.unlock() }
         XCTAssertEqual(lock.depth, 0)

@@ -58,7 +58,7 @@ class _ThreadID(threading.local):
 
 class _AnyThread:
     """What the word of a held Lock reads, whoever holds it: UNOWNED mode, anonymous holder."""
-    value = 0x3FFFFFFF
+    value = 0x20FFFFFF
 
 
 _me = _ThreadID()

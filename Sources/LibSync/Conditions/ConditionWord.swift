@@ -67,14 +67,17 @@ extension ConditionWord {
     /// Waits with `mutex` held by the caller (unowned mode: held at all): releases it while
     /// asleep and holds it again on return, whatever the result. Returns 0 (signalled, or
     /// spuriously woken), ETIMEDOUT, EINTR (`interruptible` only), or EPERM — without waiting —
-    /// if the caller does not hold the mutex.
+    /// if the caller does not hold the mutex. A robust mutex may also give EOWNERDEAD (held
+    /// again, from a dead holder) or ENOTRECOVERABLE (not held).
     @inlinable
     package static func wait(_ base: UnsafeMutableRawPointer, mutex: MutexWord.Word, deadline: Int64,
                              interruptible: Bool) -> Int32 {
         guard holds(mutex) else { return EPERM }
-        return wait(base, deadline: deadline, interruptible: interruptible,
-                    unlock: { _ = MutexWord.unlock(mutex) },
-                    relock: { relock(mutex) })
+        var relocked: Int32 = 0
+        let result = wait(base, deadline: deadline, interruptible: interruptible,
+                          unlock: { _ = MutexWord.unlock(mutex) },
+                          relock: { relocked = relock(mutex) })
+        return relocked != 0 ? relocked : result
     }
 
     /// As `wait(_:mutex:...)` with a recursive lock held at any depth: it is released entirely
@@ -85,15 +88,19 @@ extension ConditionWord {
         let depth = RecursiveWord.depthHeldByCaller(recursiveLock)
         guard depth > 0 else { return EPERM }
         let mutex = RecursiveWord.word(recursiveLock)
-        return wait(base, deadline: deadline, interruptible: interruptible,
-                    unlock: {
-                        RecursiveWord.depth(recursiveLock).pointee.store(0, ordering: .relaxed)
-                        _ = MutexWord.unlock(mutex)
-                    },
-                    relock: {
-                        relock(mutex)
-                        RecursiveWord.depth(recursiveLock).pointee.store(depth, ordering: .relaxed)
-                    })
+        var relocked: Int32 = 0
+        let result = wait(base, deadline: deadline, interruptible: interruptible,
+                          unlock: {
+                              RecursiveWord.depth(recursiveLock).pointee.store(0, ordering: .relaxed)
+                              _ = MutexWord.unlock(mutex)
+                          },
+                          relock: {
+                              relocked = relock(mutex)
+                              if relocked != ENOTRECOVERABLE {
+                                  RecursiveWord.depth(recursiveLock).pointee.store(depth, ordering: .relaxed)
+                              }
+                          })
+        return relocked != 0 ? relocked : result
     }
 
     /// Wakes up to `count` waiters, after checking that the caller holds `mutex` (as `wait`
@@ -107,8 +114,9 @@ extension ConditionWord {
 
     /// Takes the mutex again after a wait. (Spinning here or before sleeping was measured: it
     /// made a two-thread hand-off 1.7-2.5x slower, as the spinner competes with the signaller.)
+    /// Returns 0, or for a robust mutex EOWNERDEAD (taken) or ENOTRECOVERABLE (not taken).
     @inlinable
-    static func relock(_ mutex: MutexWord.Word) { _ = MutexWord.lock(mutex) }
+    static func relock(_ mutex: MutexWord.Word) -> Int32 { MutexWord.lock(mutex) }
 
     /// Whether the caller may wait with this mutex: it holds it (owned mode) or it is held
     /// (unowned mode, where any thread may release).
