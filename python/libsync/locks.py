@@ -18,6 +18,22 @@ share (``Lock(buffer=shm)`` with a ``multiprocessing.shared_memory.SharedMemory`
 writable buffer, at ``offset``); one process creates it, the others attach with
 ``initialize=False`` (or inherit it through fork, or receive it pickled, for a SharedMemory).
 
+Robust mode (``Mutex(buffer=shm, robust=True)``, also ``RLock``): when a holder dies holding
+the lock (its thread exits, its process is killed), the next acquire raises ``OwnerDiedError``
+*with the lock held*; repair the state the lock guards, call ``mark_consistent()``, then
+``release()``. Releasing without ``mark_consistent()`` makes every later acquire raise
+``NotRecoverableError``::
+
+    try:
+        mutex.acquire()
+    except OwnerDiedError:
+        repair()
+        mutex.mark_consistent()
+    try:
+        ...
+    finally:
+        mutex.release()
+
 A blocked acquire releases the GIL, and Ctrl-C interrupts it in the main thread.
 """
 from __future__ import annotations
@@ -27,14 +43,14 @@ import errno
 import functools
 import threading
 import time
-from ctypes import c_int, c_int64, c_uint32, c_void_p
+from ctypes import c_int, c_int64, c_uint32, c_uint64, c_void_p
 from typing import Any, Callable, Optional
 
 from ._lib import blocking as _blocking, nonblocking as _nonblocking
 from ._memory import ref as _ref
 
 __all__ = ["Lock", "RLock", "Mutex", "RWLock", "SpinLock", "Once", "once", "synchronized",
-           "LockError", "DeadlockError", "NotOwnerError"]
+           "LockError", "DeadlockError", "NotOwnerError", "OwnerDiedError", "NotRecoverableError"]
 
 
 class LockError(RuntimeError):
@@ -51,6 +67,16 @@ class DeadlockError(LockError):
 
 class NotOwnerError(LockError):
     """The calling thread does not hold the lock it releases (EPERM)."""
+
+
+class OwnerDiedError(LockError):
+    """A robust lock's previous holder died holding it (EOWNERDEAD). The calling thread now
+    holds the lock: repair the state it guards, call ``mark_consistent()``, then release it."""
+
+
+class NotRecoverableError(LockError):
+    """A robust lock was released after OwnerDiedError without ``mark_consistent()``
+    (ENOTRECOVERABLE): it can no longer be acquired."""
 
 
 def _c(handle, name, restype=c_int):
@@ -82,6 +108,11 @@ def _error(code: int, what: str) -> LockError:
         return NotOwnerError(f"{what}: the calling thread does not hold it", code)
     if code == errno.EAGAIN:
         return LockError(f"{what}: count overflow", code)
+    if code == errno.EOWNERDEAD:
+        return OwnerDiedError(f"{what}: the previous holder died holding it; the caller now holds it: "
+                              "repair the state, call mark_consistent(), then release()", code)
+    if code == errno.ENOTRECOVERABLE:
+        return NotRecoverableError(f"{what}: released without mark_consistent() after its holder died", code)
     return LockError(f"{what}: {errno.errorcode.get(code, code)}", code)
 
 
@@ -105,17 +136,19 @@ class _Memory:
     __slots__ = ("_cells", "_p", "_shm", "_offset", "_shared", "__weakref__")
     _WORDS = 1
 
-    def _place(self, buffer: Any, offset: int) -> bool:
-        """Sets _cells/_p; returns whether the memory is shared."""
+    def _place(self, buffer: Any, offset: int, cells: Any = None) -> bool:
+        """Sets _cells/_p (a `cells` array, default _WORDS 32-bit words); returns whether the
+        memory is shared."""
+        cells = cells or c_uint32 * self._WORDS
         self._shm, self._offset = None, offset
         if buffer is None:
-            self._cells = (c_uint32 * self._WORDS)()
+            self._cells = cells()
         else:
             if hasattr(buffer, "buf") and hasattr(buffer, "name"):  # SharedMemory
                 self._shm, buffer = buffer, buffer.buf
-            _ref(buffer, offset, c_uint32)  # checks type, writability, range, alignment
-            _ref(buffer, offset + 4 * (self._WORDS - 1), c_uint32)
-            self._cells = (c_uint32 * self._WORDS).from_buffer(buffer, offset)
+            _ref(buffer, offset, cells._type_)  # checks type, writability, range, alignment
+            _ref(buffer, offset + ctypes.sizeof(cells) - 4, c_uint32)
+            self._cells = cells.from_buffer(buffer, offset)
         self._p = c_void_p(ctypes.addressof(self._cells))
         self._shared = buffer is not None
         return self._shared
@@ -123,12 +156,16 @@ class _Memory:
     def __reduce__(self):
         if self._shm is None:
             raise TypeError(f"a {type(self).__name__} can be pickled only when it lives in a SharedMemory")
-        return (_attach, (type(self), self._shm.name, self._offset))
+        return (_attach, (type(self), self._shm.name, self._offset) + self._attach_options())
+
+    def _attach_options(self) -> tuple:
+        """What __reduce__ passes on besides the memory: (), or (keyword arguments,)."""
+        return ()
 
 
-def _attach(cls, name: str, offset: int):
+def _attach(cls, name: str, offset: int, options: Optional[dict] = None):
     from multiprocessing import shared_memory
-    return cls(buffer=shared_memory.SharedMemory(name=name), offset=offset, initialize=False)
+    return cls(buffer=shared_memory.SharedMemory(name=name), offset=offset, initialize=False, **(options or {}))
 
 
 def _init(function, pointer, flags: int) -> None:
@@ -144,7 +181,10 @@ _mutex_trylock = _c(_nonblocking, "sync_mutex_trylock")
 _mutex_unlock = _c(_nonblocking, "sync_mutex_unlock")
 _mutex_is_locked = _c(_nonblocking, "sync_mutex_is_locked")
 _mutex_wait = _c(_blocking, "sync_mutex_lock_interruptible")
-_SHARED, _UNOWNED = 1, 2
+_mutex_consistent = _c(_nonblocking, "sync_mutex_consistent")
+_SHARED, _UNOWNED, _ROBUST = 1, 2, 4
+_ROBUST_CELLS = c_uint64 * 2  # a robust lock's 16 bytes, 8-aligned
+_EBUSY = errno.EBUSY
 
 
 class Lock(_Memory):
@@ -198,24 +238,78 @@ class Lock(_Memory):
 
 class Mutex(Lock):
     """An owner-checked mutex: acquire from the owning thread raises DeadlockError, release from
-    another thread NotOwnerError. Otherwise as Lock."""
+    another thread NotOwnerError. Otherwise as Lock.
+
+    ``robust=True`` (16 bytes, 8-aligned): a holder's death is reported to the next acquire as
+    OwnerDiedError, with the lock held; ``mark_consistent()`` then ``release()`` (see the
+    module's doc). In other processes pass ``robust=True, initialize=False`` too, or pickle it.
+    """
     __slots__ = ()
     _FLAGS = 0
     _WHAT = "Mutex.acquire"
+
+    def __init__(self, buffer: Any = None, offset: int = 0, *, initialize: bool = True, robust: bool = False):
+        shared = self._place(buffer, offset, _ROBUST_CELLS if robust else None)
+        if initialize:
+            _init(_mutex_init, self._p, self._flags(shared))
+
+    def _flags(self, shared: bool) -> int:
+        return (_SHARED if shared else 0) | (_ROBUST if self._robust() else 0)
+
+    def _robust(self) -> bool:
+        return isinstance(self._cells, _ROBUST_CELLS)
+
+    def _attach_options(self) -> tuple:
+        return ({"robust": True},) if self._robust() else ()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """As Lock.acquire; DeadlockError if the caller holds it; robust: OwnerDiedError (held),
+        NotRecoverableError."""
+        if blocking is True and timeout == -1:
+            code = _mutex_trylock(self._p)
+            if code == 0:
+                return True
+            if code == _EBUSY:
+                return _wait(_mutex_wait, self._p, _FOREVER, self._WHAT)
+            raise _error(code, self._WHAT)
+        deadline = _deadline(blocking, timeout)
+        code = _mutex_trylock(self._p)
+        if code == 0:
+            return True
+        if code != _EBUSY:
+            raise _error(code, self._WHAT)
+        if deadline is None:
+            return False
+        return _wait(_mutex_wait, self._p, deadline, self._WHAT)
+
+    __enter__ = acquire
 
     def release(self) -> None:
         code = _mutex_unlock(self._p)
         if code:
             raise _error(code, "Mutex.release")
 
+    acquire_lock, release_lock = acquire, release
+
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
         code = _mutex_unlock(self._p)
         if code:
             raise _error(code, "Mutex.release")
 
+    def mark_consistent(self) -> None:
+        """Robust: the state the lock guards is repaired after OwnerDiedError, so that release()
+        leaves the lock usable. NotOwnerError if the caller does not hold it; LockError (EINVAL)
+        if the lock is not robust or has nothing to repair."""
+        code = _mutex_consistent(self._p)
+        if code:
+            raise _error(code, "Mutex.mark_consistent")
+
     def owned(self) -> bool:
         """Whether the calling thread holds it."""
         return bool(_mutex_is_owner(self._p))
+
+    def _at_fork_reinit(self) -> None:
+        _init(_mutex_init, self._p, self._flags(self._shared))
 
 
 _mutex_is_owner = _c(_nonblocking, "sync_mutex_is_owner")
@@ -228,22 +322,40 @@ _rlock_trylock = _c(_nonblocking, "sync_recursive_lock_trylock")
 _rlock_unlock = _c(_nonblocking, "sync_recursive_lock_unlock")
 _rlock_depth = _c(_nonblocking, "sync_recursive_lock_depth", c_uint32)
 _rlock_wait = _c(_blocking, "sync_recursive_lock_lock_interruptible")
+_rlock_consistent = _c(_nonblocking, "sync_recursive_lock_consistent")
 
 
 class RLock(_Memory):
     """threading.RLock, from libsync: the owner may acquire again; each acquire balanced by a
-    release; release by another thread raises RuntimeError. 8 bytes of lock state."""
+    release; release by another thread raises RuntimeError. 8 bytes of lock state.
+
+    ``robust=True`` (16 bytes, 8-aligned), as Mutex's: OwnerDiedError leaves the caller holding
+    it once; ``mark_consistent()`` then ``release()``."""
     __slots__ = ()
     _WORDS = 2
 
-    def __init__(self, buffer: Any = None, offset: int = 0, *, initialize: bool = True):
-        shared = self._place(buffer, offset)
+    def __init__(self, buffer: Any = None, offset: int = 0, *, initialize: bool = True, robust: bool = False):
+        shared = self._place(buffer, offset, _ROBUST_CELLS if robust else None)
         if initialize:
-            _init(_rlock_init, self._p, _SHARED if shared else 0)
+            _init(_rlock_init, self._p, self._flags(shared))
+
+    def _flags(self, shared: bool) -> int:
+        return (_SHARED if shared else 0) | (_ROBUST if self._robust() else 0)
+
+    def _robust(self) -> bool:
+        return isinstance(self._cells, _ROBUST_CELLS)
+
+    def _attach_options(self) -> tuple:
+        return ({"robust": True},) if self._robust() else ()
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         if blocking is True and timeout == -1:
-            return not _rlock_trylock(self._p) or _wait(_rlock_wait, self._p, _FOREVER, "RLock.acquire")
+            code = _rlock_trylock(self._p)
+            if code == 0:
+                return True
+            if code == _EBUSY:
+                return _wait(_rlock_wait, self._p, _FOREVER, "RLock.acquire")
+            raise _error(code, "RLock.acquire")
         deadline = _deadline(blocking, timeout)
         code = _rlock_trylock(self._p)
         if code == 0:
@@ -263,6 +375,12 @@ class RLock(_Memory):
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
         if _rlock_unlock(self._p):
             raise RuntimeError("cannot release un-acquired lock")
+
+    def mark_consistent(self) -> None:
+        """Robust: as Mutex.mark_consistent."""
+        code = _rlock_consistent(self._p)
+        if code:
+            raise _error(code, "RLock.mark_consistent")
 
     # threading.Condition's protocol for recursive locks.
     def _is_owned(self) -> bool:
@@ -285,7 +403,7 @@ class RLock(_Memory):
             self.acquire()
 
     def _at_fork_reinit(self) -> None:
-        _init(_rlock_init, self._p, _SHARED if self._shared else 0)
+        _init(_rlock_init, self._p, self._flags(self._shared))
 
     def __repr__(self) -> str:
         depth = _rlock_depth(self._p)

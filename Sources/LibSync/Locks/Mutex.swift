@@ -553,7 +553,7 @@ enum ThreadStat {
             // A holder with the caller's own id, on a lock the caller does not hold, is a dead
             // thread whose id the kernel gave to the caller.
             if holder == me || isDead(holder, start: start(of: state), asking: owner) {
-                let kept = word & (MutexWord.modes | MutexWord.waiters)
+                let kept = word & (MutexWord.modes | MutexWord.waiters) | (slept ? MutexWord.waiters : 0)
                 let desired = pack(kept | MutexWord.ownerDied | me, myStart)
                 let (exchanged, now) = bits(memory).pointee.compareExchange(expected: state, desired: desired, ordering: .acquiring)
                 if exchanged { return noteTaken(memory, recursive, EOWNERDEAD) }
