@@ -554,6 +554,51 @@ static void test_robust_exclusion_under_kills(void) {
     munmap(x, sizeof *x);
 }
 
+/* Thousands of short-lived threads take shared and robust locks (each makes and frees its list of
+ * held locks); the last one exits holding the robust lock. */
+struct churn { sync_mutex_t shared; sync_robust_mutex_t robust; long count; int exit_holding; };
+
+static void *churn_thread(void *arg) {
+    struct churn *c = arg;
+    if (sync_mutex_lock(&c->shared) != 0) return (void *)1;
+    int r = sync_mutex_lock(&c->robust.mutex);
+    if (r != 0) return (void *)2;
+    c->count++;
+    if (__atomic_load_n(&c->exit_holding, __ATOMIC_RELAXED)) {
+        sync_mutex_unlock(&c->shared);
+        return NULL;  /* exits holding the robust lock */
+    }
+    if (sync_mutex_unlock(&c->robust.mutex) != 0 || sync_mutex_unlock(&c->shared) != 0) return (void *)3;
+    return NULL;
+}
+
+static void test_thousands_of_threads(void) {
+    struct churn *c = shared_memory(sizeof *c);
+    CHECK_EQ(sync_mutex_init(&c->shared, SYNC_MUTEX_SHARED), 0);
+    CHECK_EQ(sync_mutex_init(&c->robust.mutex, SYNC_MUTEX_SHARED | SYNC_MUTEX_ROBUST), 0);
+    enum { BATCH = 50, BATCHES = 60 };
+    for (int b = 0; b < BATCHES; b++) {
+        pthread_t threads[BATCH];
+        for (int i = 0; i < BATCH; i++) CHECK_EQ(pthread_create(&threads[i], NULL, churn_thread, c), 0);
+        for (int i = 0; i < BATCH; i++) {
+            void *result;
+            CHECK_EQ(pthread_join(threads[i], &result), 0);
+            CHECK(result == NULL);
+        }
+    }
+    CHECK_EQ(c->count, BATCH * BATCHES);
+    c->exit_holding = 1;
+    pthread_t last;
+    CHECK_EQ(pthread_create(&last, NULL, churn_thread, c), 0);
+    CHECK_EQ(pthread_join(last, NULL), 0);
+    CHECK_EQ(sync_mutex_lock(&c->robust.mutex), EOWNERDEAD);
+    CHECK_EQ(sync_mutex_consistent(&c->robust.mutex), 0);
+    CHECK_EQ(sync_mutex_unlock(&c->robust.mutex), 0);
+    CHECK_EQ(sync_mutex_lock(&c->shared), 0);
+    CHECK_EQ(sync_mutex_unlock(&c->shared), 0);
+    munmap(c, sizeof *c);
+}
+
 int main(void) {
     test_recycled_tid_is_not_the_holder();
     test_robust_recycled_tid();
@@ -566,5 +611,6 @@ int main(void) {
     test_robust_unlock_without_consistent_is_not_recoverable();
     test_robust_condition_wait();
     test_robust_exclusion_under_kills();
+    test_thousands_of_threads();
     DONE();
 }

@@ -55,8 +55,10 @@ typedef struct { uint32_t _sequence, _waiters; } sync_cond_t;
 /** Initializes; flags 0 or SYNC_PROCESS_SHARED. @return 0 or EINVAL. */
 int sync_cond_init(sync_cond_t *cond, int flags);
 /** Releases mutex (which the caller must hold), waits for a signal, takes mutex again (also on
- *  error, except EPERM/EINVAL). @return 0 (signalled or spurious), or EPERM — without waiting —
- *  if the caller does not hold mutex (an unowned mutex: if it is not locked). */
+ *  error, except EPERM/EINVAL/ENOTRECOVERABLE). @return 0 (signalled or spurious), or EPERM —
+ *  without waiting — if the caller does not hold mutex (an unowned mutex: if it is not locked).
+ *  Every wait below with a robust mutex (sync/locks.h) may also return EOWNERDEAD (mutex taken
+ *  again from a dead holder) or ENOTRECOVERABLE (mutex not held). */
 int sync_cond_wait(sync_cond_t *cond, sync_mutex_t *mutex);
 /** As sync_cond_wait for at most timeout_ns. @return 0, ETIMEDOUT, or EPERM. */
 int sync_cond_timedwait(sync_cond_t *cond, sync_mutex_t *mutex, uint64_t timeout_ns);

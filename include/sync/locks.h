@@ -187,21 +187,20 @@ uint32_t sync_recursive_lock_depth(const sync_recursive_lock_t *lock);
  * holder's thread id and its start time (clock ticks since boot, from /proc). A thread that finds
  * the lock held checks the holder before each sleep, and wakes at least every 250 ms to check
  * again: kill(tid, 0) failing with ESRCH, a zombie in /proc/<tid>/task/<tid>/stat, or a start
- * time there other than the holder's (the id was reused) means the holder is dead. A waiter
- * learns of a death within about 250 ms, as does the next locker of a lock whose holder died
- * while nobody waited (trylock checks at once). No unlock wakes a dead holder's waiters: until
- * they look, the lock stays taken. Fast paths of other mutexes do not change; a robust lock's
- * operations always take the slow path (one kill(2) call per sleep; /proc at most every 250 ms
- * per holder found alive).
+ * time there other than the holder's (the id was reused) means the holder is dead. So a waiter
+ * learns of a death within about 250 ms, and the next locker of a lock whose holder died while
+ * nobody waited (trylock too) at once, unless it found that holder alive in the last 250 ms (a
+ * per-thread cache: a busy robust lock costs its waiters one kill(2) call per sleep). Fast paths
+ * of other mutexes do not change; a robust lock's operations always take the slow path.
  *
  * Limits: every thread that uses a robust lock must be in the same pid namespace and the same
  * time namespace (ids and start times mean nothing across them): the lock records a digest of
  * the first locker's namespaces, and a thread of other namespaces gets EINVAL from every lock
- * function. A death
- * is reported only when certain: where /proc cannot be read, or hides the holder's process
- * (hidepid), a holder whose id was reused counts as alive, and the lock stays held as a plain
- * one would. A thread id reused within the same clock tick (10 ms) as its previous holder's
- * start, or exactly 2^32 ticks later, cannot be told apart. Robust locks cannot be unowned.
+ * function. A death is reported only when certain: where /proc cannot be read, or hides the
+ * holder's process (hidepid), a holder whose id was reused counts as alive, and the lock stays
+ * held as a plain one would. A thread id reused within the clock tick (10 ms) of its previous
+ * holder's start, or exactly 2^32 ticks later, is not told apart. A holder that calls execve
+ * keeps its id and start time: it is not found dead. Robust locks cannot be unowned.
  */
 typedef union {
     sync_mutex_t mutex;              /**< pass &r.mutex to the sync_mutex_* functions */

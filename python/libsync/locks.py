@@ -184,6 +184,13 @@ _mutex_wait = _c(_blocking, "sync_mutex_lock_interruptible")
 _mutex_consistent = _c(_nonblocking, "sync_mutex_consistent")
 _SHARED, _UNOWNED, _ROBUST = 1, 2, 4
 _ROBUST_CELLS = c_uint64 * 2  # a robust lock's 16 bytes, 8-aligned
+_ROBUST_MODE = 0x10000000  # the ROBUST bit of the word at offset 0 (sync/locks.h)
+
+
+def _check_robust(cells: Any, robust: bool) -> None:
+    """Attaching (initialize=False): `robust` must be what the creator chose, as it sizes the view."""
+    if bool(memoryview(cells).cast("B").cast("I")[0] & _ROBUST_MODE) != robust:
+        raise ValueError(f"the lock in this memory is {'not ' if robust else ''}robust: pass robust={not robust}")
 _EBUSY = errno.EBUSY
 
 
@@ -252,6 +259,8 @@ class Mutex(Lock):
         shared = self._place(buffer, offset, _ROBUST_CELLS if robust else None)
         if initialize:
             _init(_mutex_init, self._p, self._flags(shared))
+        else:
+            _check_robust(self._cells, robust)
 
     def _flags(self, shared: bool) -> int:
         return (_SHARED if shared else 0) | (_ROBUST if self._robust() else 0)
@@ -338,6 +347,8 @@ class RLock(_Memory):
         shared = self._place(buffer, offset, _ROBUST_CELLS if robust else None)
         if initialize:
             _init(_rlock_init, self._p, self._flags(shared))
+        else:
+            _check_robust(self._cells, robust)
 
     def _flags(self, shared: bool) -> int:
         return (_SHARED if shared else 0) | (_ROBUST if self._robust() else 0)

@@ -92,11 +92,10 @@ def _hold(lock, depth, ready):
     threading.Event().wait()  # until killed
 
 
-def _killed_holder(lock, depth=1):
-    """A child process (the lock reaches it pickled) that acquires `lock` depth times and is
-    SIGKILLed holding it."""
-    ready = FORK.Event()
-    child = FORK.Process(target=_hold, args=(lock, depth, ready))
+def _killed_holder(lock, depth=1, context=FORK):
+    """A child process that acquires `lock` depth times and is SIGKILLed holding it."""
+    ready = context.Event()
+    child = context.Process(target=_hold, args=(lock, depth, ready))
     child.start()
     assert ready.wait(60)
     os.kill(child.pid, signal.SIGKILL)
@@ -116,6 +115,18 @@ def test_robust_owner_died(shm):
     mutex.release()
     with mutex:
         assert mutex.owned()
+    child.join()
+
+
+@pytest.mark.parametrize("kind", [Mutex, RLock])
+def test_robust_lock_pickled_to_a_spawned_process(shm, kind):
+    """The lock reaches a fresh interpreter pickled (through the SharedMemory's name), robust."""
+    lock = kind(buffer=shm, offset=8, robust=True)
+    child = _killed_holder(lock, context=multiprocessing.get_context("spawn"))
+    with pytest.raises(OwnerDiedError):
+        lock.acquire()
+    lock.mark_consistent()
+    lock.release()
     child.join()
 
 
@@ -228,3 +239,10 @@ def test_robust_errors(shm):
         Mutex(buffer=shm, offset=4, robust=True)  # not 8-aligned
     with pytest.raises(ValueError):
         Mutex(buffer=shm, offset=56, robust=True)  # 16 bytes do not fit
+    Mutex(buffer=shm, offset=16)
+    with pytest.raises(ValueError):
+        Mutex(buffer=shm, offset=16, robust=True, initialize=False)  # the creator's is not robust
+    RLock(buffer=shm, offset=32, robust=True)
+    with pytest.raises(ValueError):
+        RLock(buffer=shm, offset=32, initialize=False)
+    assert RLock(buffer=shm, offset=32, robust=True, initialize=False).acquire()

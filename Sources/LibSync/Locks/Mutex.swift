@@ -286,7 +286,12 @@ func deadline(after timeout: Duration) -> Int64 {
         var value = word.pointee.load(ordering: .relaxed)
         if value & robust != 0 { return RobustWord.unlock(UnsafeMutableRawPointer(word), recursive: false) }
         let me = cached != 0 ? cached : threadID()
-        if value & unowned == 0 && !heldByCaller(word, value, me) { return EPERM }
+        if value & unowned == 0 {
+            // Owned mode: the caller's id, and for a shared lock its list's entry, struck off
+            // here (only the holder changes the holder field, so the release below succeeds).
+            guard value & holderMask == me && (value & shared == 0 || LockOwner.remove(UnsafeMutableRawPointer(word)))
+            else { return EPERM }
+        }
         while true {
             let held = value & holderMask
             if held == 0 || (value & unowned == 0 && held != me) { return EPERM }
@@ -295,7 +300,6 @@ func deadline(after timeout: Duration) -> Int64 {
             if exchanged { break }
             value = now
         }
-        if value & (shared | unowned) == shared { LockOwner.remove(UnsafeMutableRawPointer(word)) }
         if value & waiters != 0 {
             Futex.wake(UnsafeMutableRawPointer(word), count: 1, shared: value & shared != 0)
         }
@@ -389,12 +393,14 @@ func deadline(after timeout: Duration) -> Int64 {
         record.pointee.count += 1
     }
 
-    /// Removes `lock` from the calling thread's list.
-    static func remove(_ lock: UnsafeMutableRawPointer) {
-        let record = current()
-        guard let i = record.pointee.index(of: lock) else { return }
+    /// Removes `lock` from the calling thread's list; returns whether it was there.
+    static func remove(_ lock: UnsafeMutableRawPointer) -> Bool {
+        guard let raw = pthread_getspecific(key) else { return false }
+        let record = raw.assumingMemoryBound(to: Record.self)
+        guard record.pointee.tid == threadID(), let i = record.pointee.index(of: lock) else { return false }
         record.pointee.count -= 1
         record.pointee.held![i] = record.pointee.held![record.pointee.count]
+        return true
     }
 
     /// The calling thread's record with its start time and namespace tag read.
@@ -599,6 +605,7 @@ enum ThreadStat {
             }
             depth(memory).pointee.store(0, ordering: .relaxed)
         }
+        _ = LockOwner.remove(memory)
         var released: UInt32
         while true {
             let word = Self.word(of: state)
@@ -609,7 +616,6 @@ enum ThreadStat {
             if exchanged { break }
             state = now
         }
-        LockOwner.remove(memory)
         let word = Self.word(of: state)
         if word & MutexWord.waiters != 0 {
             // Not recoverable: every waiter must wake to return ENOTRECOVERABLE.
