@@ -28,6 +28,10 @@ int sync_futex_wake(uint32_t *addr, int count, int process_shared) {
     return n < 0 ? 0 : (int)n;
 }
 
+int sync_tgkill_probe(int32_t tgid, int32_t tid) {
+    return syscall(SYS_tgkill, tgid, tid, 0) == 0 ? 0 : errno;
+}
+
 int64_t sync_monotonic_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

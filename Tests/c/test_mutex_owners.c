@@ -189,6 +189,9 @@ static void test_robust_recycled_tid(void) {
 
 static void test_fork_child_does_not_hold(void) {
     struct area { sync_mutex_t mutex; sync_recursive_lock_t recursive; sync_robust_mutex_t robust; } *a = shared_memory(sizeof *a);
+    sync_robust_mutex_t private_lock;
+    CHECK_EQ(sync_mutex_init(&private_lock.mutex, SYNC_MUTEX_ROBUST), 0);
+    CHECK_EQ(sync_mutex_lock(&private_lock.mutex), 0);
     CHECK_EQ(sync_mutex_init(&a->mutex, SYNC_MUTEX_SHARED), 0);
     CHECK_EQ(sync_recursive_lock_init(&a->recursive, SYNC_MUTEX_SHARED), 0);
     CHECK_EQ(sync_recursive_lock_init(&a->robust.recursive, SYNC_MUTEX_SHARED | SYNC_MUTEX_ROBUST), 0);
@@ -208,7 +211,12 @@ static void test_fork_child_does_not_hold(void) {
             && sync_recursive_lock_depth(&a->robust.recursive) == 0
             && sync_recursive_lock_unlock(&a->robust.recursive) == EPERM
             && sync_recursive_lock_trylock(&a->robust.recursive) == EBUSY  /* its holder lives */
-            && sync_recursive_lock_lock_until(&a->robust.recursive, in_ms(20)) == ETIMEDOUT;
+            && sync_recursive_lock_lock_until(&a->robust.recursive, in_ms(20)) == ETIMEDOUT
+            /* The child's copy of a private robust lock: its holder is no thread of the child. */
+            && sync_mutex_is_owner(&private_lock.mutex) == 0
+            && sync_mutex_lock(&private_lock.mutex) == EOWNERDEAD
+            && sync_mutex_consistent(&private_lock.mutex) == 0
+            && sync_mutex_unlock(&private_lock.mutex) == 0;
         _exit(ok ? 0 : 1);
     }
     int status;
@@ -219,6 +227,7 @@ static void test_fork_child_does_not_hold(void) {
     CHECK_EQ(sync_recursive_lock_unlock(&a->recursive), 0);
     CHECK_EQ(sync_recursive_lock_unlock(&a->recursive), 0);
     CHECK_EQ(sync_recursive_lock_unlock(&a->robust.recursive), 0);
+    CHECK_EQ(sync_mutex_unlock(&private_lock.mutex), 0);
     munmap(a, sizeof *a);
 }
 

@@ -187,11 +187,13 @@ uint32_t sync_recursive_lock_depth(const sync_recursive_lock_t *lock);
  * holder's thread id and its start time (clock ticks since boot, from /proc). A thread that finds
  * the lock held checks the holder before each sleep, and wakes at least every 250 ms to check
  * again: kill(tid, 0) failing with ESRCH, a zombie in /proc/<tid>/task/<tid>/stat, or a start
- * time there other than the holder's (the id was reused) means the holder is dead. So a waiter
- * learns of a death within about 250 ms, and the next locker of a lock whose holder died while
- * nobody waited (trylock too) at once, unless it found that holder alive in the last 250 ms (a
- * per-thread cache: a busy robust lock costs its waiters one kill(2) call per sleep). Fast paths
- * of other mutexes do not change; a robust lock's operations always take the slow path.
+ * time there other than the holder's (the id was reused) means the holder is dead; for a private
+ * robust lock, also a holder that is no thread of the caller's process (tgkill): in a fork()ed
+ * child, the parent's thread that held the lock at the fork. So a waiter learns of a death within
+ * about 250 ms, and the next locker of a lock whose holder died while nobody waited (trylock too)
+ * at once, unless it found that holder alive in the last 250 ms (a per-thread cache: a busy
+ * robust lock costs its waiters one kill(2) call per sleep). Fast paths of other mutexes do not
+ * change; a robust lock's operations always take the slow path.
  *
  * Limits: every thread that uses a robust lock must be in the same pid namespace and the same
  * time namespace (ids and start times mean nothing across them): the lock records a digest of

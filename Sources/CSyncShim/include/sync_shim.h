@@ -18,6 +18,10 @@ int sync_futex_wait(uint32_t *addr, uint32_t expected, int64_t deadline_ns, int 
 /// Wakes up to count threads sleeping on addr. Returns the number woken.
 int sync_futex_wake(uint32_t *addr, int count, int process_shared);
 
+/// Whether thread `tid` belongs to process `tgid` (tgkill with signal 0): 0 if it does, else
+/// the errno (ESRCH: no such thread in that process; EPERM: it exists).
+int sync_tgkill_probe(int32_t tgid, int32_t tid);
+
 /// CLOCK_MONOTONIC now, in nanoseconds.
 int64_t sync_monotonic_now_ns(void);
 

@@ -558,7 +558,7 @@ enum ThreadStat {
             }
             // A holder with the caller's own id, on a lock the caller does not hold, is a dead
             // thread whose id the kernel gave to the caller.
-            if holder == me || isDead(holder, start: start(of: state), asking: owner) {
+            if holder == me || isDead(holder, start: start(of: state), private: word & MutexWord.shared == 0, asking: owner) {
                 let kept = word & (MutexWord.modes | MutexWord.waiters) | (slept ? MutexWord.waiters : 0)
                 let desired = pack(kept | MutexWord.ownerDied | me, myStart)
                 let (exchanged, now) = bits(memory).pointee.compareExchange(expected: state, desired: desired, ordering: .acquiring)
@@ -641,12 +641,17 @@ enum ThreadStat {
     }
 
     /// Whether the thread `tid` that started at `start` (0: unknown) has certainly exited.
-    /// kill(tid, 0) fails with ESRCH if no thread has the id; /proc tells a zombie, and a start
-    /// time other than the holder's (the id was reused). What cannot be read counts as alive:
-    /// a death is reported only when certain. A holder found alive is not read again for a
-    /// slice (`asking`'s cache): waiters of a busy lock make one kill(2) call per sleep.
-    static func isDead(_ tid: UInt32, start: UInt32, asking owner: UnsafeMutablePointer<LockOwner.Record>) -> Bool {
-        func gone() -> Bool { kill(pid_t(bitPattern: tid), 0) != 0 && errno == ESRCH }
+    /// kill(tid, 0) fails with ESRCH if no thread has the id (for a `private` lock, which only
+    /// this process's threads can hold, tgkill(getpid(), tid, 0) if none of them has it: in a
+    /// fork()ed child, the parent's threads); /proc tells a zombie, and a start time other than
+    /// the holder's (the id was reused). What cannot be read counts as alive: a death is reported
+    /// only when certain. A holder found alive is not read again for a slice (`asking`'s cache):
+    /// waiters of a busy lock make one kill(2) call per sleep.
+    static func isDead(_ tid: UInt32, start: UInt32, private: Bool, asking owner: UnsafeMutablePointer<LockOwner.Record>) -> Bool {
+        func gone() -> Bool {
+            let id = Int32(bitPattern: tid)
+            return `private` ? sync_tgkill_probe(getpid(), id) == ESRCH : kill(id, 0) != 0 && errno == ESRCH
+        }
         if gone() { return true }
         let now = monotonicNow()
         if owner.pointee.aliveTid == tid && owner.pointee.aliveStart == start && now < owner.pointee.aliveUntil { return false }
@@ -822,7 +827,7 @@ func makeLockMemory(_ memory: UnsafeMutableRawPointer?, size: Int, options: Lock
         let result = initializer(memory)
         if result != 0 { throw LockError(code: result) }
     } else {
-        let word = memory.load(as: UInt32.self)
+        let word = atomic(memory, as: UInt32.self).pointee.load(ordering: .relaxed)
         let modes = (robust ? MutexWord.robust : 0) | (options.contains(.shared) ? MutexWord.shared : 0)
         guard word & (MutexWord.robust | MutexWord.shared | MutexWord.unowned) == modes else { throw .other(EINVAL) }
     }
