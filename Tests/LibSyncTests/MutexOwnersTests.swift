@@ -119,14 +119,14 @@ final class MutexOwnersTests: XCTestCase {
         _ = exitStatus(pid)
         XCTAssertThrowsError(try mutex.lock(timeout: .seconds(60))) { XCTAssertEqual($0 as? LockError, .ownerDied) }
         let waiter = expectation(description: "waiter")
-        let word = mapping.assumingMemoryBound(to: UInt32.self)
+        let word = atomic(mapping, as: UInt32.self)
         Thread.detachNewThread {
             do { try mutex.lock(); XCTFail("locked a lock that is not recoverable") } catch {
                 XCTAssertEqual(error as? LockError, .notRecoverable)
             }
             waiter.fulfill()
         }
-        for _ in 0..<20_000 where word.pointee & MutexWord.waiters == 0 { usleep(500) }  // it sleeps
+        for _ in 0..<20_000 where word.pointee.load(ordering: .relaxed) & MutexWord.waiters == 0 { usleep(500) }  // it sleeps
         try mutex.unlock()
         wait(for: [waiter], timeout: 60)
         XCTAssertThrowsError(try mutex.lock()) { XCTAssertEqual($0 as? LockError, .notRecoverable) }
