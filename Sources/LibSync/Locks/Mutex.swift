@@ -157,11 +157,12 @@ func deadline(after timeout: Duration) -> Int64 {
     /// Whether the calling thread holds it (owned mode).
     @inlinable @inline(__always)
     package static func isOwnedByCaller(_ word: Word) -> Bool {
-        let value = word.pointee.load(ordering: .relaxed)
-        return value & holderMask == threadID() && (value & tracked == 0 || LockOwner.holds(UnsafeMutableRawPointer(word)))
+        heldByCaller(word, word.pointee.load(ordering: .relaxed), threadID())
     }
 
-    /// Whether the caller, `me`, holds the owned-mode lock whose word reads `value`.
+    /// Whether the caller, `me`, holds the owned-mode lock whose word reads `value`: the owner
+    /// check of lock (EDEADLK) and of the queries (unlockSlow strikes the list's entry off as it
+    /// checks).
     @usableFromInline @inline(__always)
     static func heldByCaller(_ word: Word, _ value: UInt32, _ me: UInt32) -> Bool {
         value & holderMask == me && (value & tracked == 0 || LockOwner.holds(UnsafeMutableRawPointer(word)))
