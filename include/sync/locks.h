@@ -169,7 +169,8 @@ uint32_t sync_recursive_lock_depth(const sync_recursive_lock_t *lock);
  * ENOTRECOVERABLE until the lock is initialized again. A taker that dies before consistent
  * passes EOWNERDEAD on to the next one. A robust mutex works with the condition variables of
  * sync/conditions.h: taking it again after a wait may give the wait's caller EOWNERDEAD (held)
- * or ENOTRECOVERABLE (not held), as a lock would.
+ * or ENOTRECOVERABLE (not held), as a lock would; a wait releases it as an unlock does, so call
+ * consistent before waiting.
  *
  * Memory: a robust mutex or recursive lock takes 16 bytes, 8-aligned, not 4 or 8: declare a
  * sync_robust_mutex_t and pass &r.mutex to the sync_mutex_* functions, or &r.recursive to the
