@@ -31,9 +31,9 @@ from typing import Any, Callable, Optional, Union
 import weakref
 from weakref import WeakValueDictionary
 
-from .distributed_lock import (_MAKE_PARENTS, _PROCESS_OWNED, _RECURSIVE, _RELEASE_ON_DESTROY, Timeout, _count,
-                               _Handle, _is_held, _lock, _poll_ns, _raise_error, _raise_release_error,
-                               _seconds_to_ns, _unlock, _unlock_all, _wait)
+from .distributed_lock import (_MAKE_PARENTS, _PROCESS_OWNED, _RECURSIVE, _RELEASE_ON_DESTROY, Holder, Timeout,
+                               _count, _Handle, _is_held, _lock, _poll_ns, _raise_error, _raise_release_error,
+                               _read_holder, _seconds_to_ns, _unlock, _unlock_all, _wait)
 
 __all__ = ["BaseFileLock", "FileLock", "SoftFileLock", "BaseAsyncFileLock", "AsyncFileLock", "AsyncSoftFileLock",
            "AcquireReturnProxy", "AsyncAcquireReturnProxy"]
@@ -249,6 +249,11 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         """Whether the caller (this thread, or with thread_local=False this process) holds it."""
         handle = self._made()
         return handle is not None and bool(_is_held(handle))
+
+    @property
+    def holder(self) -> Optional[Holder]:
+        """Who holds the lock now, any process may ask (libsync's; not in filelock), or None."""
+        return _read_holder(self._handle(), self._lock_file)
 
     @property
     def lock_counter(self) -> int:
