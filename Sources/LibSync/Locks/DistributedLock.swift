@@ -220,9 +220,9 @@ public final class DistributedLock: Sendable {
         // Only this process's own bookkeeping: a child's copy of a parent's object touches nothing.
         if let side = sides.ifCurrent() {
             side.state.withLock { s in
-                if s.held != nil { ProcessSide.registry.current().remove(path: path, lock: ObjectIdentifier(self)) }
-                if options.contains(.releaseOnDeinit), let entry = s.held { _ = directory.release(entry, &s) }
-                if let carrier = s.carrier { _ = directory.withParent({ $0 }) { unlinkat($0, carrier, AT_REMOVEDIR) } }
+                if s.held != nil { side.registry.remove(path: path, lock: ObjectIdentifier(self)) }
+                if options.contains(.releaseOnDeinit), let entry = s.held { _ = directory.release(entry, &s, as: side.identity) }
+                if let carrier = s.carrier { directory.removeCarrier(carrier) }
             }
         }
         free(cPath)
@@ -257,16 +257,16 @@ public final class DistributedLock: Sendable {
                 s.depth += 1
                 return .acquired
             }
-            let code = directory.acquire(&s)
-            if code == 0 { took(&s) }
+            let code = directory.acquire(&s, as: side.identity)
+            if code == 0 { took(&s, side) }
             return code == 0 ? .acquired : code == EBUSY ? .busy : .failed(code)
         }
     }
 
-    private func took(_ s: inout State) {
+    private func took(_ s: inout State, _ side: ProcessSide) {
         s.owner = threadID()
         s.depth = 1
-        ProcessSide.registry.current().add(path: path, thread: s.owner, lock: ObjectIdentifier(self))
+        side.registry.add(path: path, thread: s.owner, lock: ObjectIdentifier(self))
     }
 
     /// Ends the hold (`all`: whatever its count; `anyThread`: whichever thread holds it).
@@ -278,10 +278,10 @@ public final class DistributedLock: Sendable {
                 s.depth -= 1
                 return (0, false)
             }
-            let code = directory.release(entry, &s)
+            let code = directory.release(entry, &s, as: side.identity)
             if code != 0 && code != ESTALE && code != EBUSY { return (code, false) }  // still held: a retry may work
             (s.held, s.owner, s.depth) = (nil, 0, 0)
-            ProcessSide.registry.current().remove(path: path, lock: ObjectIdentifier(self))
+            side.registry.remove(path: path, lock: ObjectIdentifier(self))
             side.releases.pointee.add(1, ordering: .sequentiallyConsistent)
             return (code, true)
         }
@@ -328,7 +328,7 @@ public final class DistributedLock: Sendable {
             case .failed(let code): return code
             case .heldHere(let releases): heldHere = releases
             case .busy:
-                if deadline < 0 && ProcessSide.registry.current().holds(path: path, thread: threadID(), lock: ObjectIdentifier(self)) {
+                if deadline < 0 && side.registry.holds(path: path, thread: threadID(), lock: ObjectIdentifier(self)) {
                     return EDEADLK  // this thread holds it through another object: it would wait forever
                 }
                 let code = recoverStaleCode()
@@ -374,10 +374,11 @@ public final class DistributedLock: Sendable {
     /// this object), ENOENT (the lock is free), EDEADLK (the caller holds it), EEXIST, or a
     /// system errno.
     package func recoverStaleCode() -> Int32 {
-        sides.current().state.withLock { s in
+        let side = sides.current()
+        return side.state.withLock { s in
             if s.held != nil { return heldByCaller(s) ? EDEADLK : EBUSY }
-            let code = directory.recoverStale(&s)
-            if code == 0 { took(&s) }
+            let code = directory.recoverStale(&s, as: side.identity)
+            if code == 0 { took(&s, side) }
             return code
         }
     }
@@ -386,11 +387,11 @@ public final class DistributedLock: Sendable {
     package func holderCode() -> (DistributedLockHolder?, Int32) {
         let (entry, code) = directory.holderEntry()
         guard let entry, let parsed = parseEntry(entry) else { return (nil, code) }
-        let me = ProcessIdentity.current
+        let me = sides.current().identity
         let local = parsed.machine == me.machine && parsed.host == me.host
         return (DistributedLockHolder(host: String(parsed.host), pid: parsed.pid, processStart: parsed.start,
                                       acquired: .nanoseconds(parsed.acquired), isOnThisHost: local,
-                                      isStale: ProcessIdentity.isStale(entry: entry)), 0)
+                                      isStale: me.isStale(entry: entry)), 0)
     }
 
     /// Whether the caller holds the lock through this object now (checked on disk: false once
@@ -515,9 +516,8 @@ private final class ProcessLocal<Value: ProcessBound>: @unchecked Sendable {
 
     deinit { slot.load(ordering: .acquiring)?.release() }
 
-    /// This process's value, made now if it has none yet.
-    func current() -> Value {
-        let pid = getpid()
+    /// This process's value (`pid`: this process's id), made now if it has none yet.
+    func current(pid: Int32 = getpid()) -> Value {
         var seen = slot.load(ordering: .acquiring)
         while true {
             if let value = seen?.takeUnretainedValue(), value.pid == pid { return value }
@@ -539,6 +539,9 @@ private final class ProcessLocal<Value: ProcessBound>: @unchecked Sendable {
 /// One process's side of one object: its hold, and the object's threads waiting for it to end.
 private final class ProcessSide: ProcessBound, @unchecked Sendable {
     let pid: Int32
+    /// This process as holder entries name it, and its registry of holds.
+    let identity: ProcessIdentity
+    let registry: HoldRegistry
     let state = Mutex(State())
     /// words[0]: bumped when a hold ends (a futex word); words[1]: threads sleeping on it.
     private let words = UnsafeMutablePointer<Atomic<UInt32>>.allocate(capacity: 2)
@@ -546,6 +549,8 @@ private final class ProcessSide: ProcessBound, @unchecked Sendable {
 
     init(pid: Int32) {
         self.pid = pid
+        identity = ProcessIdentity.identities.current(pid: pid)
+        registry = Self.registries.current(pid: pid)
         words.initialize(to: Atomic(0))
         (words + 1).initialize(to: Atomic(0))
     }
@@ -571,7 +576,7 @@ private final class ProcessSide: ProcessBound, @unchecked Sendable {
 
     /// Which thread holds which lock through which object, in this process: a thread that would
     /// wait forever for a lock it holds through another object gets EDEADLK instead.
-    static let registry = ProcessLocal<HoldRegistry> { HoldRegistry(pid: $0) }
+    static let registries = ProcessLocal<HoldRegistry> { HoldRegistry(pid: $0) }
 }
 
 private final class HoldRegistry: ProcessBound, @unchecked Sendable {
@@ -614,6 +619,10 @@ private struct LockDirectory: Sendable {
 
     var path: String { (parent == "/" ? "" : parent) + "/" + base }
 
+    /// The longest name used below the parent: `<lock>/<entry>` (each at most NAME_MAX), or
+    /// `<carrier>/<entry>` (shorter).
+    static let longestName = 2 * Int(NAME_MAX) + 1
+
     /// Validates `path` and finds the lock's place: (place, 0), or (nil, EINVAL, ENAMETOOLONG,
     /// ENOENT, ENOTDIR, EACCES, EROFS, EEXIST, or an errno).
     static func locate(_ path: String, mode: mode_t?, options: DistributedLock.Options) -> (LockDirectory?, Int32) {
@@ -644,62 +653,72 @@ private struct LockDirectory: Sendable {
         }
         let place = LockDirectory(parent: parent, base: base, carrierPrefix: "." + prefix + ".tmp.", mode: mode,
                                   makeParents: makeParents, removeOnRelease: options.contains(.removeOnRelease))
-        let code = place.withParent({ $0 }) { fd -> Int32 in
-            if fstatat(fd, base, &info, AT_SYMLINK_NOFOLLOW) != 0 { return errno == ENOENT ? 0 : errno }
+        let code = place.withParent({ $0 }) { dir -> Int32 in
+            if fstatat(dir.fd, dir.name(base), &info, AT_SYMLINK_NOFOLLOW) != 0 { return errno == ENOENT ? 0 : errno }
             if info.st_mode & S_IFMT != S_IFDIR { return EEXIST }
-            let (_, code) = place.holderEntry(fd)  // (a lock released meanwhile is free: 0)
+            let (_, code) = place.holderEntry(dir)  // (a lock released meanwhile is free: 0)
             return code
         }
         return code == 0 ? (place, 0) : (nil, code)
     }
 
-    /// Runs `body` with a descriptor of the parent directory (made again if it went missing and
-    /// `makeParents`), or returns `failure(errno)` if it cannot be opened.
-    func withParent<R>(_ failure: (Int32) -> R, _ body: (Int32) -> R) -> R {
+    /// The parent directory for the *at calls: absolute names from AT_FDCWD while they fit in
+    /// PATH_MAX, else names relative to a descriptor of the parent (opened per operation).
+    struct Directory {
+        let fd: Int32
+        let prefix: String
+        func name(_ relative: String) -> String { prefix + relative }
+    }
+
+    /// Runs `body` with the parent directory, or returns `failure(errno)` if it cannot be opened.
+    func withParent<R>(_ failure: (Int32) -> R, _ body: (Directory) -> R) -> R {
+        if parent.utf8.count + 1 + Self.longestName < Int(PATH_MAX) {
+            return body(Directory(fd: AT_FDCWD, prefix: parent == "/" ? "/" : parent + "/"))
+        }
         var fd = open(parent, openPath | O_DIRECTORY | O_CLOEXEC)
         if fd < 0 && errno == ENOENT && makeParents && makeDirectories(parent) == 0 {
             fd = open(parent, openPath | O_DIRECTORY | O_CLOEXEC)
         }
         if fd < 0 { return failure(errno) }
         defer { close(fd) }
-        return body(fd)
+        return body(Directory(fd: fd, prefix: ""))
     }
 
     /// mkdir with the lock's mode (0 or errno).
-    private func makeDirectory(_ fd: Int32, _ name: String) -> Int32 {
-        if mkdirat(fd, name, 0o777) != 0 { return errno }
-        if let mode, fchmodat(fd, name, directoryMode(mode), 0) != 0 {
+    private func makeDirectory(_ dir: Directory, _ name: String) -> Int32 {
+        if mkdirat(dir.fd, dir.name(name), 0o777) != 0 { return errno }
+        if let mode, fchmodat(dir.fd, dir.name(name), directoryMode(mode), 0) != 0 {
             let code = errno
-            unlinkat(fd, name, AT_REMOVEDIR)
+            unlinkat(dir.fd, dir.name(name), AT_REMOVEDIR)
             return code
         }
         return 0
     }
 
     /// Acquires the lock if it is free: 0 (`s.held` set), EBUSY, EEXIST or an errno.
-    func acquire(_ s: inout State) -> Int32 {
-        withParent({ $0 }) { fd in
-            if visiblyHeld(fd) { return EBUSY }
-            let me = ProcessIdentity.current
+    func acquire(_ s: inout State, as me: ProcessIdentity) -> Int32 {
+        withParent({ $0 }) { dir in
+            if visiblyHeld(dir) { return EBUSY }
             while true {
                 if s.carrier == nil {
-                    let (carrier, code) = newCarrier(fd, me)
+                    let (carrier, code) = newCarrier(dir, me)
                     guard let carrier else { return code }
                     s.carrier = carrier
                 }
                 let carrier = s.carrier!, entry = me.newEntry()
-                let made = makeDirectory(fd, carrier + "/" + entry)
+                let made = makeDirectory(dir, carrier + "/" + entry)
                 if made == ENOENT {  // the carrier was removed behind our back: make another
                     s.carrier = nil
                     continue
                 }
                 if made != 0 { return made }
-                if renameat(fd, carrier, fd, base) == 0 || (errno == ENOENT && exists(fd, base + "/" + entry)) {
+                if renameat(dir.fd, dir.name(carrier), dir.fd, dir.name(base)) == 0
+                    || (errno == ENOENT && exists(dir, base + "/" + entry)) {
                     (s.held, s.carrier) = (entry, nil)  // (ENOENT and our entry in place: an NFS retry of a rename that did happen)
                     return 0
                 }
                 let code = errno
-                unlinkat(fd, carrier + "/" + entry, AT_REMOVEDIR)
+                unlinkat(dir.fd, dir.name(carrier + "/" + entry), AT_REMOVEDIR)
                 switch code {
                 case EEXIST, ENOTEMPTY: return EBUSY
                 case ENOTDIR: return EEXIST  // a non-directory is at `path`
@@ -712,19 +731,25 @@ private struct LockDirectory: Sendable {
     /// A cheap early "busy": the lock is a directory with a subdirectory (the holder entry), by
     /// its link count. (File systems that do not count subdirectories, as btrfs, never say so.)
     /// The open revalidates NFS's cached attributes.
-    private func visiblyHeld(_ parentFD: Int32) -> Bool {
-        let fd = openat(parentFD, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+    private func visiblyHeld(_ dir: Directory) -> Bool {
+        let fd = openat(dir.fd, dir.name(base), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         if fd < 0 { return false }
         defer { close(fd) }
         var info = stat()
         return fstat(fd, &info) == 0 && info.st_nlink >= 3
     }
 
-    /// A fresh carrier, made on disk: (name, 0) or (nil, errno).
-    private func newCarrier(_ fd: Int32, _ me: ProcessIdentity) -> (String?, Int32) {
+    /// A fresh carrier, made on disk (and the parent too, if it went missing and `makeParents`):
+    /// (name, 0) or (nil, errno).
+    private func newCarrier(_ dir: Directory, _ me: ProcessIdentity) -> (String?, Int32) {
+        var remade = false
         while true {
             let carrier = carrierName(me)
-            let code = makeDirectory(fd, carrier)
+            let code = makeDirectory(dir, carrier)
+            if code == ENOENT && makeParents && !remade && makeDirectories(parent) == 0 {
+                remade = true
+                continue
+            }
             if code != EEXIST { return code == 0 ? (carrier, 0) : (nil, code) }  // EEXIST: left by a dead process that had our pid
         }
     }
@@ -735,58 +760,65 @@ private struct LockDirectory: Sendable {
 
     /// Releases the hold `entry`: 0 (the entry is `s.carrier` now); ESTALE (broken meanwhile,
     /// free); EBUSY (broken, held by another now); or an errno (still held).
-    func release(_ entry: String, _ s: inout State) -> Int32 {
-        withParent({ $0 }) { fd in
+    func release(_ entry: String, _ s: inout State, as me: ProcessIdentity) -> Int32 {
+        withParent({ $0 }) { dir in
+            let held = base + "/" + entry
             var code = ENOTEMPTY
             if s.carrier == nil {
                 // Move the entry out: the lock is free, and the entry is the next carrier.
-                let carrier = carrierName(ProcessIdentity.current)
-                if renameat(fd, base + "/" + entry, fd, carrier) == 0 || (errno == ENOENT && exists(fd, carrier)) {
+                let carrier = carrierName(me)
+                if renameat(dir.fd, dir.name(held), dir.fd, dir.name(carrier)) == 0
+                    || (errno == ENOENT && exists(dir, carrier)) {
                     s.carrier = carrier
-                    if removeOnRelease { unlinkat(fd, base, AT_REMOVEDIR) }  // (fails, harmlessly, once someone holds it again)
+                    if removeOnRelease { unlinkat(dir.fd, dir.name(base), AT_REMOVEDIR) }  // (fails, harmlessly, once someone holds it again)
                     return 0
                 }
                 code = errno
             }
             if code != ENOENT {  // we have a carrier already (after a takeover), or a name clash
-                if unlinkat(fd, base + "/" + entry, AT_REMOVEDIR) == 0 {
-                    if removeOnRelease { unlinkat(fd, base, AT_REMOVEDIR) }
+                if unlinkat(dir.fd, dir.name(held), AT_REMOVEDIR) == 0 {
+                    if removeOnRelease { unlinkat(dir.fd, dir.name(base), AT_REMOVEDIR) }
                     return 0
                 }
                 code = errno
                 if code != ENOENT { return code }
             }
-            return holderEntry(fd).entry != nil ? EBUSY : ESTALE
+            return holderEntry(dir).entry != nil ? EBUSY : ESTALE
         }
     }
 
     /// Takes over a stale holder's lock: 0 (`s.held` set), EBUSY, ENOENT (free), EEXIST or an errno.
-    func recoverStale(_ s: inout State) -> Int32 {
-        withParent({ $0 }) { fd in
-            let (stale, code) = holderEntry(fd)
+    func recoverStale(_ s: inout State, as me: ProcessIdentity) -> Int32 {
+        withParent({ $0 }) { dir in
+            let (stale, code) = holderEntry(dir)
             if code != 0 { return code }
             guard let stale else { return ENOENT }
-            if !ProcessIdentity.isStale(entry: stale) { return EBUSY }
-            let entry = ProcessIdentity.current.newEntry()
-            if renameat(fd, base + "/" + stale, fd, base + "/" + entry) == 0
-                || (errno == ENOENT && exists(fd, base + "/" + entry)) {
+            if !me.isStale(entry: stale) { return EBUSY }
+            let entry = me.newEntry()
+            if renameat(dir.fd, dir.name(base + "/" + stale), dir.fd, dir.name(base + "/" + entry)) == 0
+                || (errno == ENOENT && exists(dir, base + "/" + entry)) {
                 s.held = entry
                 return 0
             }
             if errno != ENOENT { return errno }
-            return holderEntry(fd).entry != nil ? EBUSY : ENOENT  // another breaker won (or it was released)
+            return holderEntry(dir).entry != nil ? EBUSY : ENOENT  // another breaker won (or it was released)
         }
     }
 
     /// Removes the lock whoever holds it: 0, EEXIST or an errno.
     func breakLock() -> Int32 {
-        withParent({ $0 }) { fd in
-            let (entry, code) = holderEntry(fd)
+        withParent({ $0 }) { dir in
+            let (entry, code) = holderEntry(dir)
             if code != 0 { return code }
-            if let entry, unlinkat(fd, base + "/" + entry, AT_REMOVEDIR) != 0 && errno != ENOENT { return errno }
-            unlinkat(fd, base, AT_REMOVEDIR)
+            if let entry, unlinkat(dir.fd, dir.name(base + "/" + entry), AT_REMOVEDIR) != 0 && errno != ENOENT { return errno }
+            unlinkat(dir.fd, dir.name(base), AT_REMOVEDIR)
             return 0
         }
+    }
+
+    /// Removes the object's carrier.
+    func removeCarrier(_ carrier: String) {
+        _ = withParent({ $0 }) { dir in unlinkat(dir.fd, dir.name(carrier), AT_REMOVEDIR) }
     }
 
     /// Whether the hold `entry` is still in place.
@@ -800,13 +832,13 @@ private struct LockDirectory: Sendable {
 
     /// The holder entry's name, or nil when free (no directory, or an empty one). Code EEXIST
     /// when something else is there (a non-directory, or other names), or an errno.
-    func holderEntry(_ parentFD: Int32) -> (entry: String?, code: Int32) {
-        let fd = openat(parentFD, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+    func holderEntry(_ dir: Directory) -> (entry: String?, code: Int32) {
+        let fd = openat(dir.fd, dir.name(base), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         if fd < 0 { return (nil, errno == ENOENT ? 0 : errno == ENOTDIR || errno == ELOOP ? EEXIST : errno) }
-        guard let dir = fdopendir(fd) else { close(fd); return (nil, errno) }
-        defer { closedir(dir) }
+        guard let stream = fdopendir(fd) else { close(fd); return (nil, errno) }
+        defer { closedir(stream) }
         var holders: [(name: String, acquired: Int64)] = []
-        while let item = readdir(dir) {
+        while let item = readdir(stream) {
             let name = withUnsafePointer(to: &item.pointee.d_name) {
                 String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
             }
@@ -838,9 +870,9 @@ private func makeDirectories(_ path: String) -> Int32 {
     return 0
 }
 
-private func exists(_ fd: Int32, _ name: String) -> Bool {
+private func exists(_ dir: LockDirectory.Directory, _ name: String) -> Bool {
     var info = stat()
-    return fstatat(fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0
+    return fstatat(dir.fd, dir.name(name), &info, AT_SYMLINK_NOFOLLOW) == 0
 }
 
 // MARK: Holder entries and process identity
@@ -867,10 +899,8 @@ private final class ProcessIdentity: ProcessBound {
     let machine: String
     let host: String
 
-    private static let identities = ProcessLocal<ProcessIdentity> { ProcessIdentity(pid: $0) }
+    static let identities = ProcessLocal<ProcessIdentity> { ProcessIdentity(pid: $0) }
     private static let serial = Atomic<UInt64>(0)
-
-    static var current: ProcessIdentity { identities.current() }
 
     static func nextSerial() -> UInt64 { serial.wrappingAdd(1, ordering: .relaxed).newValue }
 
@@ -901,10 +931,9 @@ private final class ProcessIdentity: ProcessBound {
 
     /// Whether `entry`'s holder is on this host and its process is gone, a zombie, or another
     /// process with the same pid.
-    static func isStale(entry: String) -> Bool {
+    func isStale(entry: String) -> Bool {
         guard let parsed = parseEntry(entry) else { return false }
-        let me = current
-        guard !me.machine.isEmpty, parsed.machine == me.machine, parsed.host == me.host else { return false }
+        guard !machine.isEmpty, parsed.machine == machine, parsed.host == host else { return false }
         guard let status = processStatus(parsed.pid) else { return true }
         return status.state == "Z" || status.state == "X" || status.start != parsed.start
     }
