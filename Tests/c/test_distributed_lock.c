@@ -392,6 +392,38 @@ static void test_bad_options(void) {
     CHECK(sync_distributed_lock_path(NULL) == NULL);
 }
 
+/* On-disk states no lock leaves (a file named as a holder entry, an entry naming pid 0) are "not a
+ * lock": creation and every operation say EEXIST; none polls forever. */
+static void test_impossible_disk_states(void) {
+    char p[256], entry[512];
+    const char *names[] = {"1.2.3.4.m@h", "0.2.3.4.m@h"};
+    for (int i = 0; i < 2; i++) {
+        sync_distributed_lock_t *lock = make();
+        snprintf(p, sizeof p, "rm -rf %s", path);                    /* (the last test's stale lock) */
+        CHECK_EQ(system(p), 0);
+        CHECK_EQ(mkdir(path, 0755), 0);
+        snprintf(entry, sizeof entry, "%s/%s", path, names[i]);
+        if (i == 0) {
+            int fd = open(entry, O_CREAT | O_WRONLY, 0644);          /* a file, not a directory */
+            CHECK(fd >= 0);
+            close(fd);
+        } else {
+            CHECK_EQ(mkdir(entry, 0755), 0);                         /* pid 0 */
+        }
+        CHECK_EQ(create_error(path), EEXIST);
+        CHECK(sync_distributed_lock_try_lock(lock) == EBUSY || sync_distributed_lock_try_lock(lock) == EEXIST);
+        CHECK_EQ(sync_distributed_lock_lock(lock, -1, 1000000), EEXIST);
+        CHECK_EQ(sync_distributed_lock_recover(lock), EEXIST);
+        CHECK_EQ(sync_distributed_lock_break(lock), EEXIST);
+        sync_distributed_lock_holder_t h;
+        CHECK_EQ(sync_distributed_lock_holder(lock, &h), EEXIST);
+        CHECK(!sync_distributed_lock_is_held(lock));
+        snprintf(p, sizeof p, "rm -rf %s", path);
+        CHECK_EQ(system(p), 0);
+        sync_distributed_lock_destroy(lock);
+    }
+}
+
 /* MAKE_PARENTS, REMOVE_ON_RELEASE and mode. */
 static void test_parents_removal_and_mode(void) {
     char p[256], parent[200];
@@ -750,6 +782,7 @@ int main(void) {
     test_racing_breakers();
     test_mutual_exclusion_between_processes();
     test_bad_options();
+    test_impossible_disk_states();
     test_parents_removal_and_mode();
     test_threads_share_one_object();
     test_owner_recursion_and_deadlock();
