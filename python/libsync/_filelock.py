@@ -488,10 +488,10 @@ class BaseAsyncFileLock(BaseFileLock):
         poll_seconds = settings.poll_interval if poll_interval is None else poll_interval
         poll = _poll_ns(poll_seconds)
         timeout_ns = _seconds_to_ns(timeout, "timeout") if blocking else 0
-        handle = self._handle()
-        loop = asyncio.get_running_loop()
-        task, key = asyncio.current_task(), _canonical(self._lock_file)
-        fresh = _count(handle) == 0
+        # (what may touch the file system, or wait for a thread that does, runs off the loop)
+        handle, count, key = await self._call(lambda: (self._handle(), self.lock_counter, _canonical(self._lock_file)))
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        fresh = count == 0
         if fresh:
             _LOGGER.debug("Attempting to acquire lock %s on %s", id(self), self._lock_file)
             if timeout_ns < 0 and _async_holders.get(task, {}).get(key, id(self)) != id(self):
@@ -516,11 +516,11 @@ class BaseAsyncFileLock(BaseFileLock):
 
     async def release(self, force: bool = False) -> None:
         """Ends one of the caller's acquisitions (``force``: all); the last releases the lock."""
-        handle = self._made()
-        if handle is None or _count(handle) == 0:
-            return
-        await self._call(super().release, force)
-        if _count(handle) == 0:
+        def release() -> int:
+            BaseFileLock.release(self, force)
+            return self.lock_counter
+
+        if self._made() is None or await self._call(release) == 0:
             task, key = self.__dict__.pop("_holder_key", (lambda: None, None))
             held = _async_holders.get(task(), {}) if task() is not None else {}
             if held.get(key) == id(self):
