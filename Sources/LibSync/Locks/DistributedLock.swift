@@ -32,10 +32,10 @@ import Synchronization
 //             old stale name can never touch a newer acquisition (the name is not there).
 //   break     rmdir(path/<entry>) of whoever holds it, then rmdir(path).
 //
-// Every name is used relative to a descriptor of the parent directory, opened per operation:
-// the longest one (`<lock>/<entry>`, `<carrier>/<entry>`) is a few hundred bytes, so every
-// operation works on any path that creation accepts, however close to PATH_MAX, and no
-// descriptor is kept between calls.
+// Names below the parent directory are at most `<lock>/<entry>` (2 * NAME_MAX + 1 bytes): they
+// are used as absolute paths while those fit in PATH_MAX, else relative to a descriptor of the
+// parent opened for the operation, so every operation works on any path that creation accepts,
+// however close to PATH_MAX, and no descriptor is kept between calls.
 
 /// Who holds a distributed lock, decoded from the lock's holder entry (readable by anyone).
 public struct DistributedLockHolder: Sendable, Equatable, CustomStringConvertible {
