@@ -116,7 +116,7 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
 
 @_cdecl("sync_rwlock_init") public func c_sync_rwlock_init(_ rw: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
     guard let memory = lockMemory(rw), flags & ~1 == 0 else { return EINVAL }
-    memory.initializeMemory(as: UInt32.self, repeating: 0, count: 3)
+    memory.initializeMemory(as: UInt8.self, repeating: 0, count: RWLockWords.size)
     memory.storeBytes(of: RWLockWords.initial(shared: flags & 1 != 0), as: UInt32.self)
     return 0
 }
@@ -167,6 +167,14 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
 @_cdecl("sync_rwlock_wrunlock") public func c_sync_rwlock_wrunlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.writeUnlock(memory)
+}
+@_cdecl("sync_rwlock_downgrade") public func c_sync_rwlock_downgrade(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.downgrade(memory)
+}
+@_cdecl("sync_rwlock_waiting_writers") public func c_sync_rwlock_waiting_writers(_ rw: UnsafeMutableRawPointer?) -> UInt32 {
+    guard let memory = lockMemory(rw) else { return 0 }
+    return RWLockWords.waitingWriters(memory)
 }
 
 // MARK: spin lock

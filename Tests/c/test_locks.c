@@ -203,7 +203,7 @@ static void *streaming_reader(void *arg) {
 }
 
 static void test_rwlock(void) {
-    CHECK_EQ(sizeof(sync_rwlock_t), 12);
+    CHECK_EQ(sizeof(sync_rwlock_t), 16);
     run_threads(rw_body, NULL);
     CHECK_EQ(a, (long)THREADS * ITERATIONS / 4);
     CHECK_EQ(overlaps, 0);

@@ -5,7 +5,7 @@
  * (= SYNC_..._INIT) or an init function: no allocation, nothing to destroy (a lock that is not
  * held may simply be freed or reused). Sizes: sync_mutex_t 4 bytes (pthread_mutex_t: 40),
  * sync_recursive_lock_t 8, sync_robust_mutex_t (a robust mutex or recursive lock) 16,
- * sync_rwlock_t 12, sync_spinlock_t 4, sync_once_t 4.
+ * sync_rwlock_t 16, sync_spinlock_t 4, sync_once_t 4.
  *
  * Return codes: 0 on success, else an errno code documented per function. A NULL or misaligned
  * lock pointer returns EINVAL. Misuse is reported, never undefined: releasing a lock the caller
@@ -218,45 +218,92 @@ typedef union {
 
 /**
  * Many readers or one writer, writer-preferring: while a writer waits, new readers wait too,
- * so writers never starve (12 bytes). A reader cannot upgrade: calling wrlock while holding a
- * read lock waits forever (release the read lock first). A thread that takes a read lock it
- * already holds may wait forever if a writer arrived in between. Readers are not tracked per
- * thread: rdunlock checks only that some reader holds the lock.
+ * so writers never starve (16 bytes). Any number of threads may wait. A reader cannot
+ * upgrade: calling wrlock while holding a read lock waits forever (release the read lock
+ * first). A writer can downgrade to a reader atomically (sync_rwlock_downgrade). A thread that
+ * takes a read lock it already holds may wait forever if a writer arrived in between. Readers
+ * are not tracked per thread: rdunlock checks only that some reader holds the lock.
+ *
+ * The write holder's own attempts: a try (tryrdlock, trywrlock) reports the lock as held,
+ * EBUSY, whoever holds it; any form that may wait (rdlock, wrlock, their timed, _until and
+ * _interruptible forms) returns EDEADLK at once, since its wait could only end in a timeout.
+ *
+ * Process-shared: a reader or writer that dies (or gives up) while it waits leaves nothing
+ * that blocks others: the next release of the lock forgets it, and readers queued behind it
+ * then go. One narrow window remains: a process killed in the instant between being woken and
+ * taking the lock leaves the writers then waiting asleep until their timeout or until another
+ * writer has to wait (the readers then waiting go once any thread takes and releases the
+ * lock). A process that dies while it HOLDS the lock leaves it held (as a default pthread rwlock).
+ *
+ * Every function returns EINVAL for a NULL or misaligned pointer, and for a lock whose memory
+ * holds a state no sequence of calls produces (never initialized, or overwritten); it then
+ * changes nothing.
  */
-typedef struct { uint32_t _state, _wakeups, _writer; } sync_rwlock_t;
+typedef struct { uint32_t _state, _wakeups, _writer, _waiting; } sync_rwlock_t;
 
-#define SYNC_RWLOCK_INIT { 0u, 0u, 0u }
-#define SYNC_RWLOCK_INIT_SHARED { 0x80000000u, 0u, 0u } /**< for memory shared by processes */
+#define SYNC_RWLOCK_INIT { 0u, 0u, 0u, 0u }
+#define SYNC_RWLOCK_INIT_SHARED { 0x80000000u, 0u, 0u, 0u } /**< for memory shared by processes */
 #define SYNC_RWLOCK_SHARED 1 /**< sync_rwlock_init flag */
 
-/** Initializes *rwlock, unlocked, with flags (0 or SYNC_RWLOCK_SHARED). @return 0 or EINVAL. */
+/**
+ * Initializes *rwlock, unlocked, with flags (0 or SYNC_RWLOCK_SHARED). A process-shared rwlock
+ * must be initialized once, by one process, before others use it. Not thread-safe with respect
+ * to other uses of the same rwlock. @return 0, or EINVAL (unknown flag).
+ */
 int sync_rwlock_init(sync_rwlock_t *rwlock, int flags);
 
-/** Takes a read lock. @return 0, EDEADLK (the caller holds the write lock), or EAGAIN (2^18-1 readers). */
+/**
+ * Takes a read lock, waiting while a writer holds the lock or waits for it.
+ * @return 0, EDEADLK (the caller holds the write lock), EAGAIN (2^28-1 read locks are held),
+ *         or EINVAL.
+ */
 int sync_rwlock_rdlock(sync_rwlock_t *rwlock);
-/** Takes a read lock if no writer holds or waits. @return 0, EBUSY, or EAGAIN. */
+/**
+ * Takes a read lock if no writer holds the lock or waits for it; never waits.
+ * @return 0, EBUSY (a writer holds or waits, the caller included), EAGAIN, or EINVAL.
+ */
 int sync_rwlock_tryrdlock(sync_rwlock_t *rwlock);
-/** Takes a read lock unless timeout_ns pass first. @return 0, ETIMEDOUT, EDEADLK, or EAGAIN. */
+/** Takes a read lock unless timeout_ns pass first. @return 0, ETIMEDOUT, EDEADLK, EAGAIN, or EINVAL. */
 int sync_rwlock_timedrdlock(sync_rwlock_t *rwlock, uint64_t timeout_ns);
 /** Takes a read lock unless CLOCK_MONOTONIC reaches deadline_ns. @return as timedrdlock. */
 int sync_rwlock_rdlock_until(sync_rwlock_t *rwlock, int64_t deadline_ns);
 /** As sync_rwlock_rdlock_until (deadline_ns < 0: none), and EINTR on a signal. */
 int sync_rwlock_rdlock_interruptible(sync_rwlock_t *rwlock, int64_t deadline_ns);
-/** Releases a read lock. @return 0, or EPERM if no reader holds the lock. */
+/**
+ * Releases a read lock; the last reader out wakes a waiting writer (or the readers parked
+ * behind a writer that has gone). @return 0, EPERM (no reader holds the lock), or EINVAL.
+ */
 int sync_rwlock_rdunlock(sync_rwlock_t *rwlock);
 
-/** Takes the write lock. @return 0, or EDEADLK if the caller holds it. */
+/** Takes the write lock. @return 0, EDEADLK (the caller holds it), or EINVAL. */
 int sync_rwlock_wrlock(sync_rwlock_t *rwlock);
-/** Takes the write lock if nobody holds the lock. @return 0, or EBUSY. */
+/** Takes the write lock if nobody holds the lock; never waits. @return 0, EBUSY (held, by anyone, the caller included), or EINVAL. */
 int sync_rwlock_trywrlock(sync_rwlock_t *rwlock);
-/** Takes the write lock unless timeout_ns pass first. @return 0, ETIMEDOUT, or EDEADLK. */
+/** Takes the write lock unless timeout_ns pass first. @return 0, ETIMEDOUT, EDEADLK, or EINVAL. */
 int sync_rwlock_timedwrlock(sync_rwlock_t *rwlock, uint64_t timeout_ns);
-/** Takes the write lock unless CLOCK_MONOTONIC reaches deadline_ns. @return 0, ETIMEDOUT, or EDEADLK. */
+/** Takes the write lock unless CLOCK_MONOTONIC reaches deadline_ns. @return 0, ETIMEDOUT, EDEADLK, or EINVAL. */
 int sync_rwlock_wrlock_until(sync_rwlock_t *rwlock, int64_t deadline_ns);
 /** As sync_rwlock_wrlock_until (deadline_ns < 0: none), and EINTR on a signal. */
 int sync_rwlock_wrlock_interruptible(sync_rwlock_t *rwlock, int64_t deadline_ns);
-/** Releases the write lock. @return 0, or EPERM if the caller does not hold it. */
+/**
+ * Releases the write lock, waking the next waiting writer, else the waiting readers.
+ * @return 0, EPERM (the caller does not hold it), or EINVAL.
+ */
 int sync_rwlock_wrunlock(sync_rwlock_t *rwlock);
+/**
+ * Turns the caller's write lock into a read lock in one atomic step: no writer can take the
+ * lock in between, and other readers may join at once, unless a writer waits (writer
+ * preference: that writer goes next). Release the result with sync_rwlock_rdunlock.
+ * @return 0, EPERM (the caller does not hold the write lock; nothing changes), or EINVAL.
+ */
+int sync_rwlock_downgrade(sync_rwlock_t *rwlock);
+/**
+ * How many writers wait for the lock: a snapshot, for diagnostics and tests. A writer that
+ * died while waiting stays counted (this affects only this number and how soon a later writer
+ * that gives up lets new readers in); UINT32_MAX once the count saturated. 0 for a NULL or
+ * misaligned pointer.
+ */
+uint32_t sync_rwlock_waiting_writers(const sync_rwlock_t *rwlock);
 
 /* ---- Spin lock --------------------------------------------------------------------------- */
 

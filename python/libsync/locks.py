@@ -7,7 +7,8 @@ own). ``Lock`` may be released by any thread; ``RLock`` only by its owner.
 
 ``Mutex`` and ``SpinLock`` know their owner: acquiring again from the owning thread raises
 ``DeadlockError`` instead of hanging, releasing from another thread raises ``NotOwnerError``.
-``RWLock`` is writer-preferring (while a writer waits, new readers wait)::
+``RWLock`` is writer-preferring (while a writer waits, new readers wait), and also offers
+readerwriterlock's interface (``gen_rlock()``, ``gen_wlock()``, ``downgrade()``)::
 
     table = RWLock()
     with table.read(): ...
@@ -431,20 +432,32 @@ _rw_rdwait = _c(_blocking, "sync_rwlock_rdlock_interruptible")
 _rw_trywr = _c(_nonblocking, "sync_rwlock_trywrlock")
 _rw_wrunlock = _c(_nonblocking, "sync_rwlock_wrunlock")
 _rw_wrwait = _c(_blocking, "sync_rwlock_wrlock_interruptible")
+_rw_downgrade = _c(_nonblocking, "sync_rwlock_downgrade")
+_rw_waiting = _c(_nonblocking, "sync_rwlock_waiting_writers", c_uint32)
+_RELEASE_UNLOCKED = "release unlocked lock"  # threading.Lock's message
+
+
+def _acquire_bounded(p, try_lock, wait, what: str, blocking: Any, timeout: Any) -> bool:
+    """An acquire with a timeout or non-blocking. The write holder's own attempt returns False
+    at once: its wait could only time out (the C functions say EBUSY or EDEADLK)."""
+    deadline = _deadline(blocking, timeout)
+    code = try_lock(p)
+    if code == 0:
+        return True
+    if code != errno.EBUSY:
+        raise _error(code, what)
+    if deadline is None:
+        return False
+    try:
+        return _wait(wait, p, deadline, what)
+    except DeadlockError:
+        return False
 
 
 def _acquire_read(p, blocking: Any = True, timeout: Any = -1) -> bool:
     if timeout == -1 and blocking is True:
-        if not _rw_tryrd(p):
-            return True
-        return _wait(_rw_rdwait, p, _FOREVER, "RWLock.acquire_read")
-    deadline = _deadline(blocking, timeout)
-    code = _rw_tryrd(p)
-    if code == 0:
-        return True
-    if code != errno.EBUSY:
-        raise _error(code, "RWLock.acquire_read")
-    return False if deadline is None else _wait(_rw_rdwait, p, deadline, "RWLock.acquire_read")
+        return not _rw_tryrd(p) or _wait(_rw_rdwait, p, _FOREVER, "RWLock.acquire_read")
+    return _acquire_bounded(p, _rw_tryrd, _rw_rdwait, "RWLock.acquire_read", blocking, timeout)
 
 
 def _release_read(p) -> None:
@@ -455,19 +468,20 @@ def _release_read(p) -> None:
 
 def _acquire_write(p, blocking: Any = True, timeout: Any = -1) -> bool:
     if timeout == -1 and blocking is True:
-        if not _rw_trywr(p):
-            return True
-        return _wait(_rw_wrwait, p, _FOREVER, "RWLock.acquire_write")
-    deadline = _deadline(blocking, timeout)
-    if _rw_trywr(p) == 0:
-        return True
-    return False if deadline is None else _wait(_rw_wrwait, p, deadline, "RWLock.acquire_write")
+        return not _rw_trywr(p) or _wait(_rw_wrwait, p, _FOREVER, "RWLock.acquire_write")
+    return _acquire_bounded(p, _rw_trywr, _rw_wrwait, "RWLock.acquire_write", blocking, timeout)
 
 
 def _release_write(p) -> None:
     code = _rw_wrunlock(p)
     if code:
         raise _error(code, "RWLock.release_write")
+
+
+def _downgrade(p) -> None:
+    code = _rw_downgrade(p)
+    if code:
+        raise _error(code, "RWLock.downgrade")
 
 
 class _Side:
@@ -488,12 +502,22 @@ class _Side:
 class RWLock(_Memory):
     """A writer-preferring read-write lock: many readers or one writer; while a writer waits,
     new readers wait, so writers never starve. A reader cannot upgrade (acquiring the write
-    side while holding the read side waits forever). 12 bytes of lock state.
+    side while holding the read side waits forever); a writer can ``downgrade()`` to a reader
+    without letting another writer in. 16 bytes of lock state (``SIZE``).
 
-    Misuse raises: DeadlockError (acquire while holding the write side), NotOwnerError (release
-    of a side not held), LockError (too many readers)."""
+    Two interfaces: ``acquire_read``/``release_read``/``acquire_write``/``release_write``/
+    ``downgrade`` and ``with rw.read():``/``with rw.write():`` on the lock itself; and
+    readerwriterlock's, lock objects from ``gen_rlock()``/``gen_wlock()`` (``ReadLock``,
+    ``WriteLock``).
+
+    The write holder's own acquire of either side returns False when bounded (``blocking=False``
+    or a timeout), at once, since its wait could only time out; unbounded, it raises
+    DeadlockError (it would never return). Other misuse raises: NotOwnerError (release or
+    downgrade of a side not held), LockError (too many readers; EINVAL for memory that does not
+    hold a lock)."""
     __slots__ = ("_read", "_write")
-    _WORDS = 3
+    _WORDS = 4
+    SIZE = 16
 
     def __init__(self, buffer: Any = None, offset: int = 0, *, initialize: bool = True):
         shared = self._place(buffer, offset)
@@ -518,6 +542,12 @@ class RWLock(_Memory):
         """Releases the write side; NotOwnerError if the caller does not hold it."""
         _release_write(self._p)
 
+    def downgrade(self) -> None:
+        """Turns the caller's write side into a read side atomically: no writer gets in between,
+        and waiting readers may join unless a writer waits. Release it with ``release_read()``.
+        NotOwnerError if the caller does not hold the write side."""
+        _downgrade(self._p)
+
     def read(self) -> _Side:
         """``with rw.read():`` holds the read side for the block."""
         return self._read
@@ -525,6 +555,101 @@ class RWLock(_Memory):
     def write(self) -> _Side:
         """``with rw.write():`` holds the write side for the block."""
         return self._write
+
+    def gen_rlock(self) -> ReadLock:
+        """A new read lock object on this lock (readerwriterlock's interface)."""
+        return ReadLock(self)
+
+    def gen_wlock(self) -> WriteLock:
+        """A new write lock object on this lock (readerwriterlock's interface)."""
+        return WriteLock(self)
+
+    def waiting_writers(self) -> int:
+        """How many writers wait (a snapshot, for diagnostics and tests)."""
+        return _rw_waiting(self._p)
+
+
+class ReadLock:
+    """The read side of an RWLock as a lock object, readerwriterlock's ``gen_rlock()``:
+    ``acquire(blocking, timeout)``, ``release()``, ``locked()`` and ``with``. ``locked()`` and
+    ``release()`` concern the holds taken through this object; releasing one it does not hold
+    raises RuntimeError("release unlocked lock"), as threading.Lock does."""
+    __slots__ = ("_rwlock", "_p", "_holds")
+
+    def __init__(self, rwlock: RWLock, holds: int = 0):
+        self._rwlock, self._p = rwlock, rwlock._p
+        self._holds = [None] * holds  # one item per hold: list append/pop are atomic, so threads may share it
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Takes a read lock; arguments and result as threading.Lock.acquire."""
+        if not _acquire_read(self._p, blocking, timeout):
+            return False
+        self._holds.append(None)
+        return True
+
+    def release(self) -> None:
+        """Releases a read lock taken through this object."""
+        try:
+            self._holds.pop()
+        except IndexError:
+            raise RuntimeError(_RELEASE_UNLOCKED) from None
+        _release_read(self._p)
+
+    def locked(self) -> bool:
+        """Whether this object holds a read lock."""
+        return bool(self._holds)
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+class WriteLock:
+    """The write side of an RWLock as a lock object, readerwriterlock's ``gen_wlock()``: as
+    ReadLock, and ``downgrade()``."""
+    __slots__ = ("_rwlock", "_p", "_holds")
+
+    def __init__(self, rwlock: RWLock):
+        self._rwlock, self._p = rwlock, rwlock._p
+        self._holds: list = []
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Takes the write lock; arguments and result as threading.Lock.acquire."""
+        if not _acquire_write(self._p, blocking, timeout):
+            return False
+        self._holds.append(None)
+        return True
+
+    def release(self) -> None:
+        """Releases the write lock taken through this object; NotOwnerError from another thread."""
+        self._give_up(_release_write)
+
+    def downgrade(self) -> ReadLock:
+        """Turns the write lock held through this object into a read lock atomically (no writer
+        gets in between) and returns the ReadLock that holds it."""
+        self._give_up(_downgrade)
+        return ReadLock(self._rwlock, 1)
+
+    def _give_up(self, operation: Callable[[Any], None]) -> None:
+        try:
+            self._holds.pop()
+        except IndexError:
+            raise RuntimeError(_RELEASE_UNLOCKED) from None
+        try:
+            operation(self._p)
+        except LockError:
+            self._holds.append(None)  # still held (by the thread that took it)
+            raise
+
+    def locked(self) -> bool:
+        """Whether this object holds the write lock."""
+        return bool(self._holds)
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
 
 
 # ---- SpinLock ------------------------------------------------------------------------------
