@@ -78,6 +78,7 @@ public final class ThreadExecutor: Sendable {
             defer { pthread_attr_destroy(&attributes) }
             pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
             let context = Unmanaged.passRetained(self).toOpaque()
+            let creatorMask = ThreadSignalMask.blockForNewThread(); defer { ThreadSignalMask.restore(creatorMask) }
             let status = pthread_create(&thread, &attributes, { context in
                 let core = Unmanaged<Core>.fromOpaque(context!).takeRetainedValue()
                 RunningWork.run(as: core.identity) { core.runLoop() }
