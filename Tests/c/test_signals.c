@@ -368,6 +368,39 @@ static void test_unroute_waits_for_running_handler(void) {
     signal(signo, SIG_DFL);
 }
 
+/* Deliveries queued behind other work when unroute is called are dropped. The executor is held
+ * by a gate; the signals are read (no longer pending) and handed to it; unroute (which runs a
+ * request on the internal thread after it has handed over everything it read) drops them. */
+static atomic_int gate_open;
+static void gate(void *context) { (void)context; WAIT_FOR(atomic_load(&gate_open)); }
+static atomic_long dropped_count;
+static void count_handler(const sync_signal_info *info, void *context) {
+    (void)info; (void)context;
+    atomic_fetch_add(&dropped_count, 1);
+}
+static int pending(int signo) {
+    sigset_t set;
+    sigpending(&set);
+    return sigismember(&set, signo);
+}
+
+static void test_unroute_drops_queued_deliveries(void) {
+    int signo = SIGRTMIN + 8;
+    sync_executor *executor;
+    CHECK_EQ(sync_executor_create(&executor), 0);
+    sync_signal_target target = {executor, NULL, count_handler, NULL};
+    CHECK_EQ(sync_signal_route(signo, &target), 0);
+    CHECK_EQ(sync_executor_async(executor, gate, NULL), 0);
+    for (int i = 0; i < 20; i++) CHECK_EQ(kill(getpid(), signo), 0);
+    WAIT_FOR(!pending(signo));
+    CHECK(!pending(signo));
+    CHECK_EQ(sync_signal_unroute(signo), 0);
+    atomic_store(&gate_open, 1);
+    CHECK_EQ(sync_executor_sync(executor, noop, NULL), 0);
+    CHECK_EQ(atomic_load(&dropped_count), 0);
+    CHECK_EQ(sync_executor_destroy(executor), 0);
+}
+
 /* The handler unroutes its own signal: no deadlock; the next arrival goes to the previous action. */
 static atomic_long self_count, self_unroute_status = -1;
 static void self_unrouting_handler(const sync_signal_info *info, void *context) {
@@ -481,6 +514,7 @@ int main(void) {
     test_unroute_restores_previous_action_and_mask();
     test_threads_created_before_the_route();
     test_unroute_waits_for_running_handler();
+    test_unroute_drops_queued_deliveries();
     test_handler_unroutes_itself();
     test_churn_under_flood();
     test_fork();
