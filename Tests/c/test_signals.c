@@ -88,7 +88,7 @@ static void reap(pid_t child) {
 
 /* ---- A log of deliveries: values in arrival order, on which thread ---- */
 
-enum { MAX_LOG = 4096 };
+enum { MAX_LOG = 2048 };
 struct log {
     sync_executor *executor;   /* deliveries must run on its thread */
     sync_queue *queue;         /* ... or as work of this queue */
@@ -272,9 +272,11 @@ static void test_unroute_restores_previous_action_and_mask(void) {
 }
 
 /* Threads that existed before the route, with the signal unblocked: every real-time signal
- * still reaches the executor exactly once, both those the kernel gives them from the process
- * queue and those sent to them directly (which only they can take: forwarded). */
-enum { BYSTANDERS = 3, DIRECT = 300 };
+ * still reaches the executor exactly once, with its siginfo: those the kernel gives them from the
+ * process queue, and those sent to them directly (which only they can take: forwarded), by
+ * pthread_sigqueue (SI_QUEUE, a value) and by pthread_kill (SI_TKILL, a code the kernel lets a
+ * thread queue only to itself). */
+enum { BYSTANDERS = 3, DIRECT = 300, KILLED = 150 };
 static pthread_mutex_t bystander_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t bystander_cond = PTHREAD_COND_INITIALIZER;
 static int bystanders_done;
@@ -286,15 +288,24 @@ static void *bystander(void *arg) {
     return NULL;
 }
 
+struct coded_log { struct log log; int codes[MAX_LOG]; int32_t pids[MAX_LOG]; };
+static void record_code(const sync_signal_info *info, void *context) {
+    struct coded_log *coded = context;
+    long n = atomic_load(&coded->log.count);
+    if (n < MAX_LOG) coded->codes[n] = info->code, coded->pids[n] = info->pid;
+    record(info, &coded->log);
+}
+
 static void test_threads_created_before_the_route(void) {
-    static struct log log;
-    memset(&log, 0, sizeof log);
+    static struct coded_log coded;
+    memset(&coded, 0, sizeof coded);
+    struct log *log = &coded.log;
     int signo = SIGRTMIN + 4;
     CHECK(!is_blocked_here(signo));
     pthread_t threads[BYSTANDERS];
     for (int i = 0; i < BYSTANDERS; i++) CHECK_EQ(pthread_create(&threads[i], NULL, bystander, NULL), 0);
-    CHECK_EQ(sync_executor_create(&log.executor), 0);
-    sync_signal_target target = {log.executor, NULL, record, &log};
+    CHECK_EQ(sync_executor_create(&log->executor), 0);
+    sync_signal_target target = {log->executor, NULL, record_code, &coded};
     CHECK_EQ(sync_signal_route(signo, &target), 0);
 
     pid_t child = queue_from_child(signo, 0, 1000);
@@ -302,16 +313,29 @@ static void test_threads_created_before_the_route(void) {
         union sigval value = {.sival_int = 1000 + j};
         while (pthread_sigqueue(threads[j % BYSTANDERS], signo, value) == EAGAIN) sched_yield();
     }
+    for (int j = 0; j < KILLED; j++)
+        while (pthread_kill(threads[j % BYSTANDERS], signo) == EAGAIN) sched_yield();
     reap(child);
-    CHECK_EVENTUALLY((atomic_load(&log.count) >= 1000 + DIRECT));
-    CHECK_EQ(atomic_load(&log.count), 1000 + DIRECT);
+    long total = 1000 + DIRECT + KILLED;
+    CHECK_EVENTUALLY((atomic_load(&log->count) >= total));
+    CHECK_EQ(atomic_load(&log->count), total);
     static int seen[1000 + DIRECT];
-    for (int i = 0; i < 1000 + DIRECT; i++) {
-        CHECK(log.values[i] >= 0 && log.values[i] < 1000 + DIRECT);
-        seen[log.values[i]]++;
+    long killed = 0;
+    for (long i = 0; i < total; i++) {
+        if (coded.codes[i] == SI_TKILL) {
+            killed++;
+            CHECK_EQ(coded.pids[i], getpid());
+            CHECK_EQ(log->values[i], 0);
+            continue;
+        }
+        CHECK_EQ(coded.codes[i], SI_QUEUE);
+        CHECK(log->values[i] >= 0 && log->values[i] < 1000 + DIRECT);
+        CHECK_EQ(coded.pids[i], log->values[i] < 1000 ? child : getpid());
+        seen[log->values[i]]++;
     }
+    CHECK_EQ(killed, KILLED);
     for (int i = 0; i < 1000 + DIRECT; i++) CHECK_EQ(seen[i], 1);
-    CHECK_EQ(atomic_load(&log.wrong_place), 0);
+    CHECK_EQ(atomic_load(&log->wrong_place), 0);
     CHECK_EQ(sync_signal_unroute(signo), 0);
 
     pthread_mutex_lock(&bystander_mutex);
@@ -319,7 +343,7 @@ static void test_threads_created_before_the_route(void) {
     pthread_cond_broadcast(&bystander_cond);
     pthread_mutex_unlock(&bystander_mutex);
     for (int i = 0; i < BYSTANDERS; i++) CHECK_EQ(pthread_join(threads[i], NULL), 0);
-    CHECK_EQ(sync_executor_destroy(log.executor), 0);
+    CHECK_EQ(sync_executor_destroy(log->executor), 0);
 }
 
 /* Unroute while the handler runs on the executor: unroute returns only after it has returned;

@@ -131,15 +131,18 @@ struct sync_signal_forwarding {
 struct sync_signal_forwarding *sync_signal_forwarding_state(void);
 
 /// si_errno of a signal forwarded to the routing thread: tells it from one the kernel queued.
+/// ..._CODE: sent as SI_QUEUE, its own si_code in si_value.sival_int (the kernel lets a thread
+/// queue codes >= 0 and SI_TKILL only to itself).
 #define SYNC_SIGNAL_FORWARDED 0x53594e43
+#define SYNC_SIGNAL_FORWARDED_CODE 0x53594e44
 
 /// The sa_sigaction of a routed signal, for threads that have it unblocked (threads that existed
 /// before routing, or that unblocked it): forwards it, siginfo intact, to the routing thread. In C
 /// because it runs in signal-handler context: atomics and system calls only (Swift's runtime is
 /// not async-signal-safe). Exactly once: routed -> the routing thread's queue; no longer routed
-/// (unrouted after the kernel picked this handler) -> back to the process, for the disposition
-/// now in force; in a fork()ed child before its reset -> kept pending and blocked in this thread,
-/// for the disposition the reset restores.
+/// (unrouted after the kernel picked this handler) -> raised again in this thread, for the
+/// action now in force; in a fork()ed child before its reset -> kept pending and blocked in this
+/// thread, for the action the reset restores.
 void sync_signal_forward(int signo, siginfo_t *info, void *ucontext);
 
 #ifdef __cplusplus

@@ -19,7 +19,8 @@ import Synchronization
 // - Threads that still have the signal unblocked (they existed before routing, or unblocked it)
 //   run sync_signal_forward (CSyncShim), which re-queues it, siginfo intact, to the internal
 //   thread (rt_tgsigqueueinfo), tagged in si_errno: exactly once, but not ordered against
-//   signals the internal thread took itself.
+//   signals the internal thread took itself. (The kernel lets a thread queue a kill()'s or the
+//   kernel's si_code only to itself, so those travel as SI_QUEUE with the code in the value.)
 // - Unrouting restores the previous action, waits for forwarding handlers in flight, and has the
 //   internal thread take back what was forwarded to it but not yet read (its own queue is read
 //   before the process's), so nothing stays pending there.
@@ -56,8 +57,13 @@ public struct SignalInfo: Sendable, Hashable, CustomStringConvertible {
     }
 
     init(_ info: signalfd_siginfo) {
-        self.init(signal: Int32(bitPattern: info.ssi_signo), code: info.ssi_code, pid: pid_t(bitPattern: info.ssi_pid),
-                  uid: info.ssi_uid, value: info.ssi_int, pointerValue: UInt(info.ssi_ptr))
+        let signal = Int32(bitPattern: info.ssi_signo), pid = pid_t(bitPattern: info.ssi_pid)
+        if info.ssi_errno == SYNC_SIGNAL_FORWARDED_CODE {  // forwarded as SI_QUEUE, its code in the value
+            self.init(signal: signal, code: info.ssi_int, pid: pid, uid: info.ssi_uid, value: 0)
+        } else {
+            self.init(signal: signal, code: info.ssi_code, pid: pid, uid: info.ssi_uid, value: info.ssi_int,
+                      pointerValue: UInt(info.ssi_ptr))
+        }
     }
 
     public var description: String { "signal \(signal) (code \(code), from pid \(pid) uid \(uid), value \(value))" }
@@ -340,8 +346,10 @@ package final class SignalRouter: @unchecked Sendable {
         var info = siginfo_t()
         var now = timespec()
         while sigtimedwait(&set, &info, &now) == signal {
-            if info.si_errno != SYNC_SIGNAL_FORWARDED {
-                _ = sync_rt_sigqueueinfo(getpid(), signal, &info)
+            if info.si_errno != SYNC_SIGNAL_FORWARDED && info.si_errno != SYNC_SIGNAL_FORWARDED_CODE {
+                // Only the main thread may queue a kill()'s code to the process: otherwise resend
+                // it as a kill() from here.
+                if sync_rt_sigqueueinfo(getpid(), signal, &info) != 0 { kill(getpid(), signal) }
                 break
             }
         }
