@@ -79,9 +79,21 @@ void sync_signal_forward(int signo, siginfo_t *info, void *ucontext) {
     } else if (signo > 0 && signo < 65 && __atomic_load_n(&forwarding.routed[signo], __ATOMIC_SEQ_CST)) {
         siginfo_t forwarded = *info;
         forwarded.si_errno = SYNC_SIGNAL_FORWARDED;
+        if (info->si_code >= 0 || info->si_code == SI_TKILL) {
+            // The kernel queues these codes (kill, tgkill, its own) only to the calling thread
+            // itself: send an SI_QUEUE carrying the code in its value.
+            forwarded.si_errno = SYNC_SIGNAL_FORWARDED_CODE;
+            forwarded.si_code = SI_QUEUE;
+            if (info->si_code > SI_USER && info->si_code < SI_KERNEL && signo != SIGCHLD)
+                forwarded.si_pid = 0, forwarded.si_uid = 0;  // a layout without a sender (SIGIO's)
+            forwarded.si_value.sival_ptr = NULL;
+            forwarded.si_value.sival_int = info->si_code;
+        }
         sync_rt_tgsigqueueinfo(pid, __atomic_load_n(&forwarding.receiver, __ATOMIC_SEQ_CST), signo, &forwarded);
     } else {
-        sync_rt_sigqueueinfo(pid, signo, info);
+        // Unrouted after the kernel chose this handler: raise it again in this thread (any code
+        // may be queued to oneself), for the action now in force.
+        sync_rt_tgsigqueueinfo(pid, (int32_t)syscall(SYS_gettid), signo, info);
     }
     if (__atomic_sub_fetch(&forwarding.in_flight, 1, __ATOMIC_SEQ_CST) == 0)
         sync_futex_wake(&forwarding.in_flight, INT32_MAX, 0);
