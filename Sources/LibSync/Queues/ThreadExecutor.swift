@@ -4,7 +4,7 @@ import Synchronization
 /// A dedicated thread with a FIFO (Cocoa's "perform selector on a thread"): any thread delivers
 /// work to it, without waiting (`async`) or waiting until the item has run (`sync`); items run
 /// one at a time, in arrival order, all on that one thread. Ours entirely (libdispatch does
-/// not promise a thread).
+/// not promise a thread). The thread blocks asynchronous signals, as libdispatch's workers do.
 ///
 /// Shutdown: `stop()` (or releasing the last reference) refuses new work, lets the thread run
 /// every item already delivered, and returns once the thread has finished them and exited. From
