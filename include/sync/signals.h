@@ -112,9 +112,9 @@ int sync_signal_route(int signo, const sync_signal_target *target);
  * restore that thread exactly; a thread's mask can only be changed by the thread itself, so
  * threads created while routed keep the block they inherited). Deliveries not yet started are
  * dropped; if the handler is running on another thread, waits until it returns (from the
- * handler itself, or from work it waits for, it does not wait). After it returns the handler
- * is not running and never runs again, so its context may be freed. Arrivals from then on go
- * to the restored action.
+ * handler itself, or from work it waits for, it does not wait; do not call it while holding a
+ * lock the handler may wait for). After it returns the handler is not running and never runs
+ * again, so its context may be freed. Arrivals from then on go to the restored action.
  * Returns 0, or EINVAL (signo cannot be routed, as above), or ENOENT (signo is not routed).
  */
 int sync_signal_unroute(int signo);

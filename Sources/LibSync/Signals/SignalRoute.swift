@@ -345,7 +345,11 @@ package final class SignalRouter: @unchecked Sendable {
         sigaddset(&set, signal)
         var info = siginfo_t()
         var now = timespec()
-        while sigtimedwait(&set, &info, &now) == signal {
+        while true {
+            // EINTR: this thread runs the restored action of a signal unrouted before.
+            let taken = sigtimedwait(&set, &info, &now)
+            if taken == -1 && errno == EINTR { continue }
+            if taken != signal { break }
             if info.si_errno != SYNC_SIGNAL_FORWARDED && info.si_errno != SYNC_SIGNAL_FORWARDED_CODE {
                 // Only the main thread may queue a kill()'s code to the process: otherwise resend
                 // it as a kill() from here.
