@@ -53,8 +53,9 @@ Target = Union[ThreadExecutor, SerialQueue, ConcurrentQueue]
 @dataclass(frozen=True)
 class SignalInfo:
     """One arrival of a routed signal: its siginfo's number, sender pid and uid, ``si_code``
-    (``os.SI_*``-style: 0 kill, -1 sigqueue, -6 tgkill/raise, 128 the kernel...) and value
-    (``sival_int``, what a sigqueue sender passed; 0 otherwise)."""
+    (how it was sent: 0 kill, -1 sigqueue, -6 tgkill/pthread_kill/raise, 128 the kernel, or a
+    signal-specific code such as SIGCHLD's) and value (``sival_int``, what a sigqueue sender
+    passed; 0 otherwise)."""
     signo: int
     pid: int
     uid: int
