@@ -211,12 +211,12 @@ final class SignalsTests: XCTestCase {
         defer { sigaction(signal, &old, nil) }
         let executor = try ThreadExecutor()
         let calls = Atomic<Int>(0)
-        final class Holder: @unchecked Sendable { var route: SignalRoute? }
-        let holder = Holder()
-        holder.route = try SignalRoute(signal: signal, on: executor) { _ in
+        let holder = Mutex<SignalRoute?>(nil)
+        let route = try SignalRoute(signal: signal, on: executor) { _ in
             calls.add(1, ordering: .relaxed)
-            holder.route?.cancel()
+            holder.withLock { $0 }?.cancel()
         }
+        holder.withLock { $0 = route }
         let before = previousCalls.load(ordering: .relaxed)
         kill(getpid(), signal)
         XCTAssertTrue(eventually { calls.load(ordering: .relaxed) == 1 })
