@@ -19,7 +19,8 @@
  *
  * How (docs/signals.md has the details):
  *   - The calling thread blocks the signal; threads it creates from then on inherit the block.
- *     libsync's own threads (executors, the internal thread) block asynchronous signals always.
+ *     libsync's own threads (executors, the internal thread) block asynchronous signals (the
+ *     internal thread excepted for signals that sync_signal_unroute hands back to it).
  *   - One internal thread ("libsync.signals", started by the first route, kept until exit)
  *     receives the signal through a signalfd, in the kernel's queue order, and submits the
  *     handler to the target.

@@ -22,7 +22,8 @@ C-level action it had). Routing ``SIGINT`` therefore takes ^C away from ``Keyboa
 until it is unrouted. Standard signals coalesce while pending; real-time signals
 (``signal.SIGRTMIN``..``SIGRTMAX``) queue, each with its value. A signal sent to one thread
 (``signal.pthread_kill``, ``signal.raise_signal``) that blocks it is not routed: send it to the
-process (``os.kill(os.getpid(), sig)``). Details, limits and the mechanism: docs/signals.md.
+process (``os.kill(os.getpid(), sig)``). Routes still in place at interpreter exit are unrouted
+then. Details, limits and the mechanism: docs/signals.md.
 
 Errors: ``ValueError`` (the signal cannot be routed: SIGKILL, SIGSTOP, faults such as SIGSEGV,
 SIGPIPE, out of range, ...), ``TypeError`` (target or handler of the wrong kind),
@@ -32,6 +33,7 @@ handler (``libsync.queues.set_exception_handler``; by default ``threading.except
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import errno
 import itertools
@@ -107,6 +109,13 @@ def _forget_routes_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_routes_in_child)
+
+
+@atexit.register
+def _unroute_all() -> None:
+    # Handlers are Python code: no delivery may call one once the interpreter is finalizing.
+    for holder in list(_routes.values()):
+        holder.unroute()
 
 
 def is_routable(signo: int) -> bool:

@@ -295,3 +295,24 @@ def test_fork_child_starts_unrouted_and_may_route_again():
             os.kill(os.getpid(), signo)
             wait_until(lambda: record.infos)
         assert [info.pid for info in record.infos] == [os.getpid()]
+
+
+def test_routes_left_in_place_are_unrouted_at_interpreter_exit():
+    script = textwrap.dedent("""
+        import atexit, signal
+
+        def after_libsync():  # registered first, so it runs after libsync's own exit hook
+            from libsync import signals
+            try:
+                signals.unroute(signal.SIGRTMIN + 9)
+                print("still routed at exit", flush=True)
+            except RuntimeError:
+                print("unrouted at exit", flush=True)
+
+        atexit.register(after_libsync)
+        from libsync import signals
+        from libsync.queues import ThreadExecutor
+        route = signals.route(signal.SIGRTMIN + 9, ThreadExecutor(), lambda info: None)
+        """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=HANG_GUARD)
+    assert proc.stdout.strip() == "unrouted at exit" and proc.returncode == 0, proc.stderr
