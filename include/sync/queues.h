@@ -84,6 +84,7 @@ typedef struct sync_executor sync_executor;
 /**
  * Starts a thread that runs submitted work one item at a time, in arrival order, and stores
  * the executor in *out. Returns 0; EINVAL (out is NULL); EAGAIN (no thread could be created).
+ * The thread blocks asynchronous signals, as libdispatch's workers do (see sync/signals.h).
  */
 int sync_executor_create(sync_executor **out);
 

@@ -7,6 +7,7 @@ Modules:
     libsync.conditions         Condition, Semaphore, BoundedSemaphore, Event, Barrier (drop-in for threading's), ConditionLock.
     libsync.distributed_lock   NSDistributedLock: a lock between processes and hosts (filelock-style).
     libsync.queues             SerialQueue, ConcurrentQueue (barriers), IsolatedValue, ThreadExecutor.
+    libsync.signals            route(): a signal handled on a chosen thread or queue, with its siginfo.
 """
 from ._lib import path as library_path
 from . import osatomic
@@ -15,6 +16,7 @@ from . import atomics
 from . import conditions
 from . import distributed_lock
 from . import queues
+from . import signals
 from .osatomic import ref
 from .conditions import Barrier, BoundedSemaphore, BrokenBarrierError, Condition, ConditionLock, Event, Semaphore
 from .locks import Lock, RLock

@@ -4,7 +4,7 @@ import Synchronization
 /// A dedicated thread with a FIFO (Cocoa's "perform selector on a thread"): any thread delivers
 /// work to it, without waiting (`async`) or waiting until the item has run (`sync`); items run
 /// one at a time, in arrival order, all on that one thread. Ours entirely (libdispatch does
-/// not promise a thread).
+/// not promise a thread). The thread blocks asynchronous signals, as libdispatch's workers do.
 ///
 /// Shutdown: `stop()` (or releasing the last reference) refuses new work, lets the thread run
 /// every item already delivered, and returns once the thread has finished them and exited. From
@@ -78,6 +78,7 @@ public final class ThreadExecutor: Sendable {
             defer { pthread_attr_destroy(&attributes) }
             pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
             let context = Unmanaged.passRetained(self).toOpaque()
+            let creatorMask = ThreadSignalMask.blockForNewThread(); defer { ThreadSignalMask.restore(creatorMask) }
             let status = pthread_create(&thread, &attributes, { context in
                 let core = Unmanaged<Core>.fromOpaque(context!).takeRetainedValue()
                 RunningWork.run(as: core.identity) { core.runLoop() }
