@@ -270,13 +270,14 @@ class Throttler:
         return _try_enter(self._p) == 0
 
     def enter(self, timeout: Optional[float] = None) -> bool:
-        """Takes a slot, waiting up to ``timeout`` seconds (None: forever); returns whether it got
-        one. Releases the GIL while it waits; Ctrl-C interrupts it."""
+        """Takes a slot, waiting up to ``timeout`` seconds (None or infinity: forever); returns
+        whether it got one. Releases the GIL while it waits; Ctrl-C interrupts it."""
         if timeout is not None and timeout < 0:
             raise ValueError("timeout must be >= 0 or None")
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None or timeout == float("inf") else time.monotonic() + timeout
         while True:
-            left = -1 if deadline is None else max(0, int((deadline - time.monotonic()) * 1e9))
+            # (at most 9.2e9 s, 292 years: the nanoseconds fit the C call's int64)
+            left = -1 if deadline is None else int(min(max(0.0, deadline - time.monotonic()), 9.2e9) * 1e9)
             result = _enter(self._p, c_int64(left))
             if result != _EINTR:  # on EINTR, a pending KeyboardInterrupt was raised on return
                 return result == 0

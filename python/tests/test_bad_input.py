@@ -1,12 +1,12 @@
 """Input every primitive must take the same way: an infinite timeout waits (threading raises
-OverflowError for it), and a buffer that is None or closed is refused (it used to give private
+OverflowError for it; a huge one must not wrap to an arbitrary deadline), and a buffer that is None or closed is refused (it used to give private
 memory that no other process sees)."""
 import threading
 from multiprocessing import shared_memory
 
 import pytest
 
-from libsync.atomics import AtomicBool, AtomicInt
+from libsync.atomics import AtomicBool, AtomicInt, Throttler
 from libsync.conditions import (Barrier, BoundedSemaphore, Condition, ConditionLock, Event,
                                 Semaphore)
 from libsync.locks import Lock, Mutex, RLock, RWLock, SpinLock
@@ -70,6 +70,13 @@ def _condition(wait_for):
     return cases
 
 
+def _throttler(timeout):
+    def cases():
+        throttler = Throttler(1)
+        return throttler.try_enter, throttler.exit, lambda: throttler.enter(timeout), throttler.exit
+    return cases
+
+
 def _barrier():
     barrier = Barrier(2)
     return lambda: None, lambda: barrier.wait(INF), lambda: barrier.wait(INF) in (0, 1), lambda: None
@@ -81,7 +88,7 @@ WAITS = {
     "Semaphore": _semaphore(Semaphore), "BoundedSemaphore": _semaphore(BoundedSemaphore),
     "ConditionLock": _plain(ConditionLock), "ConditionLock.when": _condition_lock_when,
     "Event": _event, "Condition.wait": _condition(False), "Condition.wait_for": _condition(True),
-    "Barrier": _barrier,
+    "Barrier": _barrier, "Throttler": _throttler(INF), "Throttler.huge": _throttler(1e300),
 }
 
 

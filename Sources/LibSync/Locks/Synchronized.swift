@@ -127,7 +127,7 @@ public func synchronized<R, E: Error>(_ object: AnyObject, _ body: () throws(E) 
     try withExtendedLifetime(object) { () throws(E) -> R in
         let token = UInt(bitPattern: ObjectIdentifier(object).hashValue)
         let result = SynchronizedTable.enter(token)
-        precondition(result == 0, "synchronized: recursion depth overflow")
+        require(result == 0, "synchronized: recursion depth overflow")
         defer { _ = SynchronizedTable.exit(token) }
         return try body()
     }

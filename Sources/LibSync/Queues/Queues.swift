@@ -28,7 +28,7 @@ package enum RunningWork {
 
     static let key: pthread_key_t = {
         var key = pthread_key_t()
-        precondition(pthread_key_create(&key, nil) == 0, "libsync: out of thread-specific keys")
+        require(pthread_key_create(&key, nil) == 0, "libsync: out of thread-specific keys")
         return key
     }()
 
