@@ -20,9 +20,9 @@ static void nap_us(long us) {
     nanosleep(&ts, NULL);
 }
 
-/* Waits (at most ~5 s) until *counter reaches target. */
+/* Waits until *counter reaches target (at most ~60 s: a bound against a hang, not a time). */
 static int wait_for(atomic_long *counter, long target) {
-    for (int i = 0; i < 5000 && atomic_load(counter) < target; i++) nap_us(1000);
+    for (int i = 0; i < 60000 && atomic_load(counter) < target; i++) nap_us(1000);
     return atomic_load(counter) == target;
 }
 
