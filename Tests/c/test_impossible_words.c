@@ -6,6 +6,7 @@
 #include "check.h"
 #include <sync.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
@@ -13,30 +14,39 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Runs body in a child; returns its exit status, or -1 if it was killed by a signal or had not
- * exited within 10 s (then it is killed: a guard against a hang, not a timing assertion). The
- * child's stderr goes to `err` (NUL-terminated, may be NULL). */
+/* Runs body in a child (its own process group); returns its exit status, or -1 if it was
+ * killed by a signal or had not exited within 10 s (then the group is killed: a guard against a
+ * hang, not a timing assertion). The start of the child's stderr goes to `err` (NUL-terminated;
+ * may be NULL); the pipe is drained as it fills, and never waited on once the child is gone (a
+ * crash reporter it started may hold it open). */
 static int in_child(void (*body)(void), char *err, size_t size) {
     int pipefd[2];
     CHECK(pipe(pipefd) == 0);
     pid_t child = fork();
     CHECK(child >= 0);
     if (child == 0) {
+        setpgid(0, 0);
         dup2(pipefd[1], 2);
         close(pipefd[0]);
         body();
         _exit(0);
     }
+    setpgid(child, child);
     close(pipefd[1]);
+    CHECK(fcntl(pipefd[0], F_SETFL, O_NONBLOCK) == 0);
+    char sink[4096];
+    size_t got = 0;
     int status = 0, done = 0;
     for (int i = 0; i < 10000 && !done; i++) {
         if (waitpid(child, &status, WNOHANG) == child) done = 1;
         else { struct timespec ts = {0, 1000000}; nanosleep(&ts, NULL); }
+        ssize_t n;
+        while ((n = err && got + 1 < size ? read(pipefd[0], err + got, size - 1 - got)
+                                          : read(pipefd[0], sink, sizeof sink)) > 0)
+            if (err && got + 1 < size) got += (size_t)n;
     }
-    if (!done) { kill(child, SIGKILL); waitpid(child, &status, 0); }
-    size_t got = 0;
-    ssize_t n;
-    while (err && got + 1 < size && (n = read(pipefd[0], err + got, size - 1 - got)) > 0) got += (size_t)n;
+    kill(-child, SIGKILL);
+    if (!done) waitpid(child, &status, 0);
     if (err) err[got] = 0;
     close(pipefd[0]);
     return done && WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -193,10 +193,10 @@ static void test_spin(void) {
     CHECK_EQ(sync_spinlock_unlock(&s), 0);
 }
 
-static volatile int stop_readers;
+static atomic_int stop_readers;
 static void *streaming_reader(void *arg) {
     (void)arg;
-    while (!stop_readers) {
+    while (!atomic_load(&stop_readers)) {
         sync_rwlock_rdlock(&rw);
         usleep(200);  /* readers overlap continuously */
         sync_rwlock_rdunlock(&rw);
@@ -233,7 +233,7 @@ static void test_rwlock(void) {
 
     /* Writer non-starvation: readers stream with overlapping holds, a writer still gets in. */
     pthread_t readers[3];
-    stop_readers = 0;
+    atomic_store(&stop_readers, 0);
     for (int i = 0; i < 3; i++) pthread_create(&readers[i], NULL, streaming_reader, NULL);
     usleep(20000);
     for (int round = 0; round < 5; round++) {
@@ -241,7 +241,7 @@ static void test_rwlock(void) {
         CHECK_EQ(sync_rwlock_wrunlock(&rw), 0);
         usleep(5000);
     }
-    stop_readers = 1;
+    atomic_store(&stop_readers, 1);
     for (int i = 0; i < 3; i++) pthread_join(readers[i], NULL);
 }
 
