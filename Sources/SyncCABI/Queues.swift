@@ -10,24 +10,27 @@ public typealias IsolatedWorkFunction = @convention(c) (UnsafeMutableRawPointer?
 public typealias IsolatedPointer = IsolatedValue<UnsafeMutableRawPointer?>
 
 /// Runs `body`, mapping the queues' errors to errno codes.
+@inline(__always)
 private func status(_ body: () throws -> Void) -> Int32 {
     do {
         try body()
         return 0
-    } catch QueueError.wouldDeadlock {
-        return EDEADLK
-    } catch QueueError.stopped {
-        return ECANCELED
-    } catch QueueError.forked {
-        return ESRCH
-    } catch let error as ThreadExecutorError {
-        return error.code
-    } catch is Busy {
-        return EBUSY
-    } catch is NotHeld {
-        return EPERM
     } catch {
-        return EIO  // unreachable: the core throws nothing else
+        return code(for: error)
+    }
+}
+
+/// The errno code of a queue error (out of line: the successful path stays small enough to inline).
+@inline(never)
+private func code(for error: any Error) -> Int32 {
+    switch error {
+    case QueueError.wouldDeadlock: return EDEADLK
+    case QueueError.stopped: return ECANCELED
+    case QueueError.forked: return ESRCH
+    case let error as ThreadExecutorError: return error.code
+    case is Busy: return EBUSY
+    case is NotHeld: return EPERM
+    default: return EIO  // unreachable: the core throws nothing else
     }
 }
 
@@ -181,7 +184,7 @@ public func c_sync_isolated_try_begin_read(_ isolated: OpaquePointer?) -> Int32 
 @_cdecl("sync_isolated_end_read")
 public func c_sync_isolated_end_read(_ isolated: OpaquePointer?) -> Int32 {
     with(isolated, IsolatedPointer.self, ()) { isolated, _ in
-        if !isolated.isolation.unlockShared() { throw NotHeld() }
+        if !isolated.isolation.endShared() { throw NotHeld() }
     }
 }
 

@@ -178,13 +178,14 @@ final class QueuesTests: XCTestCase {
     /// no phantom reader is left for writes to wait out forever.
     func testIsolationReleaseWithoutTakeChangesNothing() {
         let value = IsolatedValue(0)
-        _ = value.isolation.unlockShared()
+        XCTAssertFalse(value.isolation.endShared())
+        value.isolation.unlockShared()  // unpaired here too: undone, not wrapped
         // (A phantom reader would make the update below wait forever: stop here instead.)
         guard value.writeIfFree({ $0 = 1 }) else { return XCTFail("a reader count was left behind") }
         XCTAssertEqual(value.value, 1)
         XCTAssertTrue(value.isolation.tryLockShared())
-        XCTAssertTrue(value.isolation.unlockShared())
-        guard !value.isolation.unlockShared() else { return XCTFail("released a share twice") }
+        XCTAssertTrue(value.isolation.endShared())
+        guard !value.isolation.endShared() else { return XCTFail("released a share twice") }
         XCTAssertFalse(value.isolation.endWrite())
         XCTAssertTrue(value.isolation.beginWrite())
         let elsewhere = Atomic<Bool>(true)

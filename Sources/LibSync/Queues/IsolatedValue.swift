@@ -144,11 +144,22 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
         }
     }
 
-    /// Releases a read share taken on the calling thread. Returns false, changing nothing, when
-    /// the calling thread's slot counts no share: a release without a take (a slot never
-    /// wraps below zero, so no imbalance can leave a writer waiting for a reader forever).
-    @inlinable @inline(__always) @discardableResult
-    package func unlockShared() -> Bool {
+    /// Releases the read share the caller took (`read` pairs them by construction). Were the
+    /// slot's count taken meanwhile by a release without a take (`endShared` misused on a
+    /// thread sharing the slot), the decrement is undone: a slot never stays wrapped below zero.
+    @inlinable @inline(__always)
+    package func unlockShared() {
+        if _slowPath(slot.pointee.wrappingSubtract(1, ordering: .sequentiallyConsistent).oldValue == 0) {
+            slot.pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
+            return
+        }
+        readerLeft()
+    }
+
+    /// Releases a read share taken on the calling thread with `tryLockShared`, for callers that
+    /// do not pair the two by construction (C's try_begin/end). Returns false, changing nothing,
+    /// when the calling thread's slot counts no share.
+    package func endShared() -> Bool {
         var count = slot.pointee.load(ordering: .relaxed)
         while true {
             guard count != 0 else { return false }
@@ -157,13 +168,18 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
             if done { break }
             count = seen
         }
-        // Writes pending and nobody to apply them (a writer applies them when it releases):
-        // the last reader out does. Of readers leaving together, the last to decrement sees
-        // every slot at zero.
+        readerLeft()
+        return true
+    }
+
+    /// After a reader left: writes pending and nobody to apply them (a writer applies them when
+    /// it releases): the last reader out does. Of readers leaving together, the last to
+    /// decrement sees every slot at zero.
+    @inlinable @inline(__always)
+    func readerLeft() {
         if state.pointee.load(ordering: .sequentiallyConsistent) & (Self.writer | Self.pending) == Self.pending {
             lastReaderLeft()
         }
-        return true
     }
 
     @usableFromInline @inline(never)
