@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: Swift (swift test), C (ctest, including a program built against the
-# installed library) and Python (pytest). Installs what it needs first (scripts/setup.sh).
+# installed library), Python (pytest), then the sanitizer stage (scripts/sanitize.sh). Installs
+# what it needs first (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup.sh
@@ -17,3 +18,6 @@ echo "== Python tests (pytest, against the installed package)"
 export LIBSYNC_DEBUG_PATH="$PWD/.build/debug/libsync.so"
 # From the top folder, so that `import libsync` finds the installed package, not python/.
 python3 -m pytest -q python/tests
+
+echo "== Sanitizers (ASan+UBSan and TSan builds of libsync.so and the C tests; swift test under TSan)"
+scripts/sanitize.sh

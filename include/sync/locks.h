@@ -312,27 +312,33 @@ uint32_t sync_rwlock_waiting_writers(const sync_rwlock_t *rwlock);
  * one compare-and-swap and never a system call. Waiting spins with bounded exponential backoff,
  * then yields, then sleeps in naps growing to 1 ms, so a preempted holder is not starved of the
  * CPU by its waiters. Works in memory shared by processes with no special initialization.
+ * The word holds 0 or the holder's kernel thread id; one that holds anything else (no thread
+ * id is 2^22 or more) was not written by the library: every function returns EINVAL for it
+ * and changes nothing. Every function returns EINVAL for a NULL or misaligned lock.
  */
 typedef struct { uint32_t _word; } sync_spinlock_t;
 
 #define SYNC_SPINLOCK_INIT { 0u }
 
-/** Locks. @return 0, or EDEADLK if the caller holds it. */
+/** Locks. @return 0, EDEADLK if the caller holds it, or EINVAL. */
 int sync_spinlock_lock(sync_spinlock_t *lock);
-/** Locks if free. @return 0, or EBUSY. */
+/** Locks if free. @return 0, EBUSY, or EINVAL. */
 int sync_spinlock_trylock(sync_spinlock_t *lock);
-/** Locks unless CLOCK_MONOTONIC reaches deadline_ns first. @return 0, ETIMEDOUT, or EDEADLK. */
+/** Locks unless CLOCK_MONOTONIC reaches deadline_ns first.
+ *  @return 0, ETIMEDOUT, EDEADLK, or EINVAL. */
 int sync_spinlock_lock_until(sync_spinlock_t *lock, int64_t deadline_ns);
 /** As sync_spinlock_lock_until (deadline_ns < 0: none), and EINTR on a signal. */
 int sync_spinlock_lock_interruptible(sync_spinlock_t *lock, int64_t deadline_ns);
-/** Unlocks. @return 0, or EPERM if the caller does not hold it. */
+/** Unlocks. @return 0, EPERM if the caller does not hold it, or EINVAL. */
 int sync_spinlock_unlock(sync_spinlock_t *lock);
 
 /* ---- Once -------------------------------------------------------------------------------- */
 
 /**
  * Run-once: the safe double-checked lock. Once completed, sync_once costs one load.
- * Private to one process.
+ * Private to one process. Every function returns EINVAL for a NULL or misaligned once, and for
+ * a word the library never writes (it names no thread as the runner), which it leaves
+ * unchanged: waiting on such a word would never end.
  */
 typedef struct { uint32_t _word; } sync_once_t;
 
@@ -342,7 +348,8 @@ typedef struct { uint32_t _word; } sync_once_t;
 /**
  * Calls function(context) exactly once per *once, however many threads race: every caller
  * returns after it has returned, and sees its writes.
- * @return 0, EDEADLK if function calls sync_once on the same *once, or EINVAL (NULL function).
+ * @return 0, EDEADLK if function calls sync_once on the same *once, or EINVAL (NULL function,
+ *         or see above).
  */
 int sync_once(sync_once_t *once, void (*function)(void *), void *context);
 
@@ -351,12 +358,12 @@ int sync_once(sync_once_t *once, void (*function)(void *), void *context);
  * initialization has completed (waiting for a run in progress), or SYNC_ONCE_RUN exactly when
  * the caller must run it and then call sync_once_end(once, completed). If completed is 0, the
  * next caller (a waiter or a later one) gets SYNC_ONCE_RUN instead.
- * @return 0, SYNC_ONCE_RUN, or EDEADLK (the caller is running it).
+ * @return 0, SYNC_ONCE_RUN, EDEADLK (the caller is running it), or EINVAL.
  */
 int sync_once_begin(sync_once_t *once);
 /** As sync_once_begin, and EINTR if a signal interrupts the wait. */
 int sync_once_begin_interruptible(sync_once_t *once);
-/** Ends the caller's run. @return 0, or EPERM if no run is in progress. */
+/** Ends the caller's run. @return 0, EPERM if the caller is not running it, or EINVAL. */
 int sync_once_end(sync_once_t *once, int completed);
 
 /* ---- synchronized ------------------------------------------------------------------------ */

@@ -24,6 +24,7 @@ from ctypes import byref, c_bool, c_int, c_int64, c_uint32
 from typing import Any, Callable, Optional
 
 from ._lib import blocking as _blocking, nonblocking as _nonblocking
+from ._memory import PRIVATE
 from .locks import Lock, Mutex, NotOwnerError, RLock, _Memory, _attach, _c, _error, _init, _wait
 
 __all__ = ["Condition", "ConditionLock", "Semaphore", "BoundedSemaphore", "Event", "Barrier",
@@ -35,9 +36,10 @@ _ALL = 0xFFFFFFFF
 
 
 def _deadline(timeout: Optional[float]) -> c_int64:
-    """The CLOCK_MONOTONIC deadline (ns) of a timeout in seconds; None: no deadline. A timeout of
-    0 or less means "do not wait", as in threading. time.monotonic_ns reads the library's clock."""
-    if timeout is None:
+    """The CLOCK_MONOTONIC deadline (ns) of a timeout in seconds; None (or infinity): no
+    deadline. A timeout of 0 or less means "do not wait", as in threading. time.monotonic_ns
+    reads the library's clock."""
+    if timeout is None or timeout == float("inf"):
         return c_int64(-1)
     return c_int64(min(time.monotonic_ns() + max(0, int(timeout * 1e9)), (1 << 63) - 1))
 
@@ -172,7 +174,7 @@ class ConditionLock(_Memory):
     _WORDS = 6
     SIZE = 24
 
-    def __init__(self, condition: int = 0, buffer: Any = None, offset: int = 0, *, initialize: bool = True):
+    def __init__(self, condition: int = 0, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
         shared = self._place(buffer, offset)
         if initialize:
             code = _cl_init(self._p, c_int64(condition), c_int(_SHARED if shared else 0))
@@ -250,7 +252,7 @@ class Semaphore(_Memory):
     SIZE = 16
     _BOUNDED = False
 
-    def __init__(self, value: int = 1, buffer: Any = None, offset: int = 0, *, initialize: bool = True):
+    def __init__(self, value: int = 1, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
         if value < 0:
             raise ValueError("semaphore initial value must be >= 0")
         if value >= 1 << 32:
@@ -309,7 +311,7 @@ class Event(_Memory):
     _WORDS = 2
     SIZE = 8
 
-    def __init__(self, buffer: Any = None, offset: int = 0, *, initialize: bool = True):
+    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
         shared = self._place(buffer, offset)
         if initialize:
             _event_init(self._p, c_bool(False), c_int(_SHARED if shared else 0))
@@ -355,7 +357,7 @@ class Barrier(_Memory):
     SIZE = 32
 
     def __init__(self, parties: int, action: Optional[Callable[[], Any]] = None, timeout: Optional[float] = None,
-                 buffer: Any = None, offset: int = 0, *, initialize: bool = True):
+                 buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
         if not 1 <= parties < 1 << 32:
             raise ValueError("parties must be >= 1")
         shared = self._place(buffer, offset)

@@ -18,6 +18,8 @@ Shared memory: every lock but ``synchronized``/``once`` can live in a buffer tha
 share (``Lock(buffer=shm)`` with a ``multiprocessing.shared_memory.SharedMemory`` or any
 writable buffer, at ``offset``); one process creates it, the others attach with
 ``initialize=False`` (or inherit it through fork, or receive it pickled, for a SharedMemory).
+Without ``buffer`` the lock uses memory of its own; ``buffer=None`` (what a closed
+SharedMemory's ``buf`` reads) or a closed SharedMemory raises ValueError.
 
 Robust mode (``Mutex(buffer=shm, robust=True)``, also ``RLock``): when a holder dies holding
 the lock (its thread exits, its process is killed), the next acquire raises ``OwnerDiedError``
@@ -48,7 +50,7 @@ from ctypes import c_int, c_int64, c_uint32, c_uint64, c_void_p
 from typing import Any, Callable, Optional
 
 from ._lib import blocking as _blocking, nonblocking as _nonblocking
-from ._memory import ref as _ref
+from ._memory import PRIVATE, ref as _ref
 
 __all__ = ["Lock", "RLock", "Mutex", "RWLock", "SpinLock", "Once", "once", "synchronized",
            "LockError", "DeadlockError", "NotOwnerError", "OwnerDiedError", "NotRecoverableError"]
@@ -92,12 +94,14 @@ _probe = threading.Lock()
 
 def _deadline(blocking: Any, timeout: Any) -> Optional[c_int64]:
     """threading's checks of (blocking, timeout) with threading's exceptions; the deadline to
-    wait to (None: do not wait)."""
-    if _probe.acquire(blocking, timeout):  # a free lock: only validates, never waits
+    wait to (None: do not wait). float('inf'), which threading refuses with OverflowError,
+    waits without a deadline."""
+    endless = timeout == float("inf")
+    if _probe.acquire(blocking, threading.TIMEOUT_MAX if endless else timeout):  # free: validates only
         _probe.release()
     if not blocking:
         return None
-    if timeout == -1:
+    if timeout == -1 or endless:
         return _FOREVER
     return c_int64(min(time.monotonic_ns() + int(timeout * 1e9), (1 << 63) - 1))
 
@@ -142,16 +146,18 @@ class _Memory:
         memory is shared."""
         cells = cells or c_uint32 * self._WORDS
         self._shm, self._offset = None, offset
-        if buffer is None:
+        if buffer is PRIVATE:
             self._cells = cells()
         else:
             if hasattr(buffer, "buf") and hasattr(buffer, "name"):  # SharedMemory
+                if buffer.buf is None:
+                    raise ValueError(f"the SharedMemory {buffer.name!r} is closed")
                 self._shm, buffer = buffer, buffer.buf
-            _ref(buffer, offset, cells._type_)  # checks type, writability, range, alignment
+            _ref(buffer, offset, cells._type_)  # checks type, writability, range, alignment (and None)
             _ref(buffer, offset + ctypes.sizeof(cells) - 4, c_uint32)
             self._cells = cells.from_buffer(buffer, offset)
         self._p = c_void_p(ctypes.addressof(self._cells))
-        self._shared = buffer is not None
+        self._shared = buffer is not PRIVATE
         return self._shared
 
     def __reduce__(self):
@@ -200,7 +206,7 @@ class Lock(_Memory):
     __slots__ = ()
     _FLAGS = _UNOWNED
 
-    def __init__(self, buffer: Any = None, offset: int = 0, *, initialize: bool = True):
+    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
         shared = self._place(buffer, offset)
         if initialize:
             _init(_mutex_init, self._p, self._FLAGS | (_SHARED if shared else 0))
@@ -256,7 +262,7 @@ class Mutex(Lock):
     _FLAGS = 0
     _WHAT = "Mutex.acquire"
 
-    def __init__(self, buffer: Any = None, offset: int = 0, *, initialize: bool = True, robust: bool = False):
+    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True, robust: bool = False):
         shared = self._place(buffer, offset, _ROBUST_CELLS if robust else None)
         if initialize:
             _init(_mutex_init, self._p, self._flags(shared))
@@ -344,7 +350,7 @@ class RLock(_Memory):
     __slots__ = ()
     _WORDS = 2
 
-    def __init__(self, buffer: Any = None, offset: int = 0, *, initialize: bool = True, robust: bool = False):
+    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True, robust: bool = False):
         shared = self._place(buffer, offset, _ROBUST_CELLS if robust else None)
         if initialize:
             _init(_rlock_init, self._p, self._flags(shared))
@@ -519,7 +525,7 @@ class RWLock(_Memory):
     _WORDS = 4
     SIZE = 16
 
-    def __init__(self, buffer: Any = None, offset: int = 0, *, initialize: bool = True):
+    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
         shared = self._place(buffer, offset)
         if initialize:
             _init(_rw_init, self._p, 1 if shared else 0)
@@ -664,7 +670,7 @@ class SpinLock(_Memory):
     Mutex. Needs no initialization, also in shared memory. 4 bytes."""
     __slots__ = ()
 
-    def __init__(self, buffer: Any = None, offset: int = 0, *, initialize: bool = True):
+    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
         self._place(buffer, offset)
         if initialize:
             self._cells[0] = 0
