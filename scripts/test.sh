@@ -29,7 +29,7 @@ echo "== Python tests (pytest, against the package installed in .venv)"
 # The debug build of libsync.so (from swift build) checks preconditions: its traps are tested too.
 export LIBSYNC_DEBUG_PATH="$PWD/.build/debug/libsync.so"
 # From the top folder, so that `import libsync` finds the installed package, not python/.
-"$PYTHON" -m pytest -q python/tests
+LIBSYNC_TEST_INSTALLED=1 "$PYTHON" -m pytest -q python/tests
 
 echo "== Examples: the README's code is the example files; Python and Swift examples run clean"
 "$PYTHON" scripts/snippets.py README.md
