@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the build into a temporary prefix and checks it as the README describes it:
-#  - the library is libsync.so.X.Y.Z with SONAME libsync.so.X and the dev link libsync.so, and
-#    every symbol it exports is the C API, versioned in a LIBSYNC_x.y node (objdump -T);
+#  - the library is libsync.so.X.Y.Z with SONAME libsync.so.X and the dev link libsync.so, needs
+#    no Swift library, and every symbol it exports is the C API, versioned in a LIBSYNC_x.y node
+#    (objdump -T);
 #  - one version everywhere: VERSION = pkg-config --modversion = the CMake package's version =
 #    SYNC_VERSION_MAJOR/MINOR/PATCH = sync_version() of the installed library;
 #  - a program from outside the tree (written for macOS: #include <libkern/OSAtomic.h>) builds
@@ -28,6 +29,9 @@ libdir=$(pkg-config --variable=libdir sync)
 [ "$(readlink "$libdir/libsync.so")" = "libsync.so.$major" ] || fail "libsync.so is not a link to libsync.so.$major"
 soname=$(readelf -d "$libdir/libsync.so.$version" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [ "$soname" = "libsync.so.$major" ] || fail "SONAME is '$soname', not libsync.so.$major"
+
+# Self-contained: no Swift library is needed at run time (the Swift runtime is linked in).
+if readelf -d "$libdir/libsync.so.$version" | grep "(NEEDED)" | grep -i swift; then fail "libsync.so needs a Swift library"; fi
 
 # The exported symbols: defined, global, each in a LIBSYNC_x.y version node, the C API only.
 objdump -T "$libdir/libsync.so.$version" | awk '$2 == "g" && $4 != "*UND*"' > "$prefix/exports"
