@@ -84,6 +84,7 @@ def plot(program: str, title: str, rows: list[dict], out: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     matplotlib.rcParams["svg.hashsalt"] = "libsync"  # the same run draws the same file
+    matplotlib.rcParams["svg.fonttype"] = "none"     # text as text: a small file
     import matplotlib.pyplot as plt
 
     counts = sorted({row["threads"] for row in rows})
@@ -136,22 +137,25 @@ def main() -> None:
     for old in plots_dir.glob("*.svg"):
         old.unlink()
 
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    finished = max((f.stat().st_mtime for f in args.rows.glob("*.jsonl")), default=datetime.datetime.now().timestamp())
+    when = datetime.datetime.fromtimestamp(finished, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     text = ["# Benchmark results", "",
-            f"Written by `{args.command}` on {now}. Do not edit: run the benchmarks again.", ""]
+            f"Written by `{args.command}`, a run that ended {when}. Do not edit: run the benchmarks again.", ""]
     if args.quick:
         text += ["**A smoke run (`--quick`): 3 runs of a tenth of the work per row. The figures are noise;",
                  "they show that every benchmark runs, not how fast anything is.**", ""]
     text += ["## Machine", ""] + [f"- {line}" for line in machine()] + [""]
     runs = "3 runs" if args.quick else "7 runs (21 for the C tables with a min/max column)"
     text += ["## How to read this", "",
-             f"Each figure is the median of {runs}, every row of a table measured in the same run,",
-             "interleaved round-robin with the others so that drift hits all alike. ns/op is wall time divided by all operations of all threads, so for",
-             "several threads it is the cost per operation of the whole machine, and Mops/s its",
-             "throughput. The ratio is to the baseline row (ratio < 1: faster than the baseline);",
-             "min/max is the fewest operations any thread made over the most (1: fair, 0: a thread",
-             "starved). libsync's rows are in bold. Tables measured at several thread counts are",
-             "drawn as throughput against threads: libsync's rows solid, their peers dashed.", ""]
+             f"Each figure is the median of {runs}.",
+             "The rows of a table are measured in the same run, interleaved round-robin, so that",
+             "drift hits all alike. ns/op is wall time divided",
+             "by the operations of all threads: with several threads, the cost per operation of the",
+             "whole machine, and Mops/s its throughput. The ratio is to the baseline row (below 1:",
+             "faster than the baseline); min/max is the fewest operations any thread made over the",
+             "most (1: fair, 0: a thread starved). libsync's rows are in bold. Tables measured at",
+             "several thread counts are drawn as throughput against threads: libsync's rows solid,",
+             "their peers dashed.", ""]
     for program, tables in programs.items():
         language = program.split("_")[0]
         heading = LANGUAGES.get(language, language)
