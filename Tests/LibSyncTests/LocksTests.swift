@@ -108,7 +108,7 @@ final class LocksTests: XCTestCase {
         for _ in 0..<3 {
             readers.enter()
             Thread.detachNewThread {
-                while !stop.isDone { rw.withReadLock { usleep(200) } }
+                while !stop.isDone { rw.withReadLock { _ = usleep(200) } }
                 readers.leave()
             }
         }

@@ -10,6 +10,7 @@ Modules:
     libsync.signals            route(): a signal handled on a chosen thread or queue, with its siginfo.
 """
 from ._lib import path as library_path
+from ._lib import version as __version__
 from . import osatomic
 from . import locks
 from . import atomics
@@ -21,7 +22,6 @@ from .osatomic import ref
 from .conditions import Barrier, BoundedSemaphore, BrokenBarrierError, Condition, ConditionLock, Event, Semaphore
 from .locks import Lock, RLock
 
-__all__ = ["library_path", "osatomic", "ref", "locks", "atomics", "distributed_lock", "queues", "conditions",
+__all__ = ["__version__", "library_path", "osatomic", "ref", "locks", "atomics", "distributed_lock", "queues", "conditions",
            "Lock", "RLock", "Condition", "ConditionLock", "Semaphore", "BoundedSemaphore", "Event", "Barrier",
            "BrokenBarrierError"]
-__version__ = "0.1.0"
