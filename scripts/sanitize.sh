@@ -6,9 +6,10 @@
 # the stage (the suppressed false positives, each with its proof, are in scripts/tsan.supp).
 #
 # Which tests: every C test under ASan+UBSan; under TSan (slower) all but test_osatomic_threads
-# (16 threads contending on spin locks take minutes there) and test_distributed_lock (processes
-# and files, no shared memory). The fuzz runs briefly (SYNC_FUZZ_SECONDS, default 0.25 s per
-# primitive and mode here).
+# (16 threads contending on spin locks take minutes there), test_rwlock (thousands of threads),
+# and the tests built on fork and killed processes or signals, which TSan does not model
+# (test_distributed_lock, test_mutex_owners, test_signals). The fuzz runs briefly
+# (SYNC_FUZZ_SECONDS, default 0.25 s per primitive and mode here).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -36,14 +37,20 @@ run() {
 c_tests() {  # build directory, tests...
   local dir=$1; shift
   cmake --build "$dir" --target "$@" >/dev/null
-  for t in "$@"; do run "$dir/Tests/c/$t"; done
+  for t in "$@"; do
+    # test_distributed_lock's forked children exit without destroying their parent's lock objects,
+    # and a forked child abandons its parent's per-process lock state by design (it may have been
+    # in use by a parent thread at the fork): leaks by intent, so no leak check there.
+    if [ "$t" = test_distributed_lock ]; then ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" run "$dir/Tests/c/$t"
+    else run "$dir/Tests/c/$t"; fi
+  done
 }
 
-ALL=(test_atomics test_atomics_churn test_condition_variables test_conditions test_distributed_lock
-     test_fuzz test_impossible_words test_locks test_osatomic_golden test_osatomic_threads test_queues
-     test_synchronized_handoff)
-TSAN=(test_atomics test_atomics_churn test_condition_variables test_conditions test_fuzz
-      test_impossible_words test_locks test_queues test_synchronized_handoff)
+# Every C test under ASan+UBSan; under TSan all but those named in TSAN_SKIP.
+ALL=($(cd Tests/c && ls test_*.c | sed 's/\.c$//'))
+TSAN_SKIP=" test_osatomic_threads test_distributed_lock test_mutex_owners test_rwlock test_signals "
+TSAN=()
+for t in "${ALL[@]}"; do [[ $TSAN_SKIP == *" $t "* ]] || TSAN+=("$t"); done
 
 echo "== sanitizers: C tests under ASan+UBSan (build-asan/)"
 CC="$CLANG" cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYNC_SANITIZE=address >/dev/null
@@ -56,6 +63,9 @@ c_tests build-tsan/c "${TSAN[@]}"
 
 echo "== sanitizers: swift test --sanitize=thread (build-tsan/swiftpm)"
 swift build --build-tests --sanitize=thread --scratch-path build-tsan/swiftpm >/dev/null
-run swift test --skip-build --sanitize=thread --scratch-path build-tsan/swiftpm --disable-swift-testing
+# TSan delivers signals itself and merges real-time signals queued to one thread, which this
+# test counts one by one (it passes without TSan, in the Swift stage above).
+run swift test --skip-build --sanitize=thread --scratch-path build-tsan/swiftpm --disable-swift-testing \
+  --skip SignalsTests.testThreadsStartedBeforeTheRouteForwardEverySignalExactlyOnce
 
 echo "== sanitizers: clean ($((SECONDS - start)) s)"
