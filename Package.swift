@@ -1,6 +1,7 @@
 // swift-tools-version:6.0
 // libsync: thread-synchronization primitives. The Swift core (LibSync) holds the logic;
 // SyncCABI exports it through @_cdecl as the C ABI of libsync.so (product "sync").
+// License: MIT (see LICENSE). Version: see VERSION.
 import PackageDescription
 
 let package = Package(
@@ -20,6 +21,8 @@ let package = Package(
         .testTarget(name: "LibSyncTests", dependencies: ["LibSync", "SyncCABI"]),
         // The seeds' listings from Swift: `swift run sync-demo`.
         .executableTarget(name: "sync-demo", dependencies: ["LibSync"], path: "examples/swift"),
+        // The README's Swift snippet, verbatim (scripts/snippets.py checks): `swift run quickstart`.
+        .executableTarget(name: "quickstart", dependencies: ["LibSync"], path: "examples/quickstart-swift"),
         // Benchmarks beside their peers: `swift run -c release SyncBenchmarks`.
         .executableTarget(name: "SyncBenchmarks", dependencies: ["LibSync"], path: "benchmarks/swift"),
     ]

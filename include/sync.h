@@ -24,6 +24,7 @@
 #include "sync/atomics.h"
 #include "sync/distributed_lock.h"
 #include "sync/queues.h"
+#include "sync/signals.h"
 
 #ifdef __cplusplus
 extern "C" {

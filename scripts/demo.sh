@@ -1,18 +1,16 @@
 #!/usr/bin/env bash
-# Builds everything (installing what is missing) and runs the seeds' listings from C, Python and
-# Swift on libsync.
+# Builds everything (installing what is missing) and runs the examples from C, Python and Swift
+# on libsync: the seeds' listings and the README's quick start.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup.sh
 
-mkdir -p build/examples
-for src in examples/c/*.c; do
-  exe=build/examples/$(basename "$src" .c)
-  cc -std=c11 -O2 -Iinclude "$src" -Lbuild -lsync -Wl,-rpath,"$PWD/build" -lpthread -o "$exe"
-  echo; echo "=== C: $src"; "$exe"
+for src in examples/c/*.c; do   # built by CMake (examples/CMakeLists.txt)
+  echo; echo "=== C: $src"; "build/examples/example_c_$(basename "$src" .c)"
 done
 for src in examples/python/*.py; do
-  echo; echo "=== Python: $src"; python3 "$src"
+  echo; echo "=== Python: $src"; "$PYTHON" "$src"
 done
-echo; echo "=== Swift: examples/swift"
-swift run -c release sync-demo
+for product in sync-demo quickstart; do
+  echo; echo "=== Swift: $product"; swift run -c release "$product"
+done

@@ -1,25 +1,60 @@
 #!/usr/bin/env bash
-# Installs what building libsync needs on a fresh Debian machine (idempotent, quiet), and builds
-# libsync.so with CMake into build/. Sourced by test.sh, demo.sh and benchmarks/run.sh.
+# Prepares a fresh Debian machine (idempotent, quiet) and builds libsync. Sourced by test.sh,
+# demo.sh and benchmarks/run.sh, which then run Python as "$PYTHON".
+#  - Debian packages it lacks: the C toolchain, CMake, Ninja, pkg-config, python3-venv (and
+#    python3-dev, libffi-dev for Python packages built from source), and CPython's own tests
+#    (libpython3.X-testsuite: the Python tests run CPython's lock tests on libsync).
+#  - A project virtual environment, .venv (python3 -m venv), with pytest and the libsync package,
+#    built by pip through scikit-build-core and the project's CMake. Nothing is installed into
+#    the system interpreter.
+#  - libsync.so, the C tests and the C examples, built with CMake into build/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+apt_install() {
+  echo "== installing $* (apt)"
+  local sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
+}
+deb_missing() { ! dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
+
+command -v swift >/dev/null || { echo "Swift 6 is required (swift not on PATH): see swift.org/install" >&2; exit 1; }
+command -v python3 >/dev/null || apt_install python3
 need=()
 command -v cmake >/dev/null || need+=(cmake)
 command -v ninja >/dev/null || need+=(ninja-build)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v cc >/dev/null || need+=(gcc)
 command -v c++ >/dev/null || need+=(g++)
-if [ ${#need[@]} -gt 0 ]; then
-  echo "== installing ${need[*]}"
-  sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
-  $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+if [ "$(command -v python3)" = /usr/bin/python3 ]; then  # Debian's interpreter, split into packages
+  python3 -c "import ensurepip, venv" 2>/dev/null || need+=(python3-venv)
+  deb_missing python3-dev && need+=(python3-dev)
+  deb_missing libffi-dev && need+=(libffi-dev)
+  python3 -c "import test.lock_tests" 2>/dev/null \
+    || need+=("libpython$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')-testsuite")
 fi
-command -v swift >/dev/null || { echo "Swift 6 is required (swift not on PATH): see swift.org/install" >&2; exit 1; }
-python3 -c "import pytest, wheel, setuptools" 2>/dev/null || python3 -m pip install -q pytest wheel setuptools
+[ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
 
-echo "== building libsync.so (CMake, Ninja, release)"
+# The venv, made again if its interpreter is gone (python3 upgraded or switched).
+export PYTHON="$PWD/.venv/bin/python" PIP_DISABLE_PIP_VERSION_CHECK=1
+if ! "$PYTHON" -c "" 2>/dev/null; then
+  echo "== creating the virtual environment .venv ($(command -v python3))"
+  rm -rf .venv
+  python3 -m venv .venv
+fi
+"$PYTHON" -c "import pytest" 2>/dev/null || "$PYTHON" -m pip install -q pytest
+
+# NAME COMMAND...: runs a build, its output also kept in build/logs/NAME.log (test.sh checks
+# that no build warns).
+logged() {
+  local name=$1; shift
+  mkdir -p build/logs
+  "$@" 2>&1 | tee "build/logs/$name.log"
+}
+
+echo "== building libsync.so, the C tests and the C examples (CMake, Ninja, release)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build
-echo "== installing the Python package (bundling build/libsync.so)"
-LIBSYNC_BUILT_LIBRARY="$PWD/build/libsync.so" python3 -m pip install -q --no-build-isolation ./python
+logged cmake-build cmake --build build
+echo "== installing the Python package into .venv (pip, scikit-build-core, CMake)"
+"$PYTHON" -m pip install -q ./python

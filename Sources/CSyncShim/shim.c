@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 int sync_futex_wait(uint32_t *addr, uint32_t expected, int64_t deadline_ns, int process_shared) {
@@ -27,6 +28,10 @@ int sync_futex_wake(uint32_t *addr, int count, int process_shared) {
     int op = FUTEX_WAKE | (process_shared ? 0 : FUTEX_PRIVATE_FLAG);
     long n = syscall(SYS_futex, addr, op, count, NULL, NULL, 0);
     return n < 0 ? 0 : (int)n;
+}
+
+int sync_tgkill_probe(int32_t tgid, int32_t tid) {
+    return syscall(SYS_tgkill, tgid, tid, 0) == 0 ? 0 : errno;
 }
 
 int64_t sync_monotonic_now_ns(void) {
@@ -70,3 +75,49 @@ uint32_t sync_thread_id_slow(void) {
 }
 
 void sync_arc_barrier(void) {}
+
+int sync_rt_sigqueueinfo(int32_t pid, int signo, siginfo_t *info) {
+    return syscall(SYS_rt_sigqueueinfo, pid, signo, info) == 0 ? 0 : errno;
+}
+
+int sync_rt_tgsigqueueinfo(int32_t pid, int32_t tid, int signo, siginfo_t *info) {
+    return syscall(SYS_rt_tgsigqueueinfo, pid, tid, signo, info) == 0 ? 0 : errno;
+}
+
+void sync_thread_set_name(const char *name) { pthread_setname_np(pthread_self(), name); }
+
+static struct sync_signal_forwarding forwarding;
+struct sync_signal_forwarding *sync_signal_forwarding_state(void) { return &forwarding; }
+
+void sync_signal_forward(int signo, siginfo_t *info, void *ucontext) {
+    int saved_errno = errno;
+    // Counted before `routed` is read: the router clears `routed`, then waits for in_flight == 0,
+    // so either it sees this handler or this handler sees the signal unrouted (both seq_cst).
+    __atomic_add_fetch(&forwarding.in_flight, 1, __ATOMIC_SEQ_CST);
+    int32_t pid = (int32_t)getpid();
+    if (pid != __atomic_load_n(&forwarding.process, __ATOMIC_SEQ_CST)) {
+        sigaddset(&((ucontext_t *)ucontext)->uc_sigmask, signo);
+        sync_rt_tgsigqueueinfo(pid, (int32_t)syscall(SYS_gettid), signo, info);
+    } else if (signo > 0 && signo < 65 && __atomic_load_n(&forwarding.routed[signo], __ATOMIC_SEQ_CST)) {
+        siginfo_t forwarded = *info;
+        forwarded.si_errno = SYNC_SIGNAL_FORWARDED;
+        if (info->si_code >= 0 || info->si_code == SI_TKILL) {
+            // The kernel queues these codes (kill, tgkill, its own) only to the calling thread
+            // itself: send an SI_QUEUE carrying the code in its value.
+            forwarded.si_errno = SYNC_SIGNAL_FORWARDED_CODE;
+            forwarded.si_code = SI_QUEUE;
+            if (info->si_code > SI_USER && info->si_code < SI_KERNEL && signo != SIGCHLD)
+                forwarded.si_pid = 0, forwarded.si_uid = 0;  // a layout without a sender (SIGIO's)
+            forwarded.si_value.sival_ptr = NULL;
+            forwarded.si_value.sival_int = info->si_code;
+        }
+        sync_rt_tgsigqueueinfo(pid, __atomic_load_n(&forwarding.receiver, __ATOMIC_SEQ_CST), signo, &forwarded);
+    } else {
+        // Unrouted after the kernel chose this handler: raise it again in this thread (any code
+        // may be queued to oneself), for the action now in force.
+        sync_rt_tgsigqueueinfo(pid, (int32_t)syscall(SYS_gettid), signo, info);
+    }
+    if (__atomic_sub_fetch(&forwarding.in_flight, 1, __ATOMIC_SEQ_CST) == 0)
+        sync_futex_wake(&forwarding.in_flight, INT32_MAX, 0);
+    errno = saved_errno;
+}

@@ -10,10 +10,16 @@ private func object(_ lock: OpaquePointer) -> DistributedLock {
 
 @_cdecl("sync_distributed_lock_create")
 public func c_sync_distributed_lock_create(_ path: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+    c_sync_distributed_lock_create_with(path, 0, -1, out)
+}
+
+@_cdecl("sync_distributed_lock_create_with")
+public func c_sync_distributed_lock_create_with(_ path: UnsafePointer<CChar>?, _ flags: UInt32, _ mode: Int32,
+                                                _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
     guard let out else { return EINVAL }
     out.pointee = nil
-    guard let path else { return EINVAL }
-    let (lock, code) = DistributedLock.make(path: String(cString: path))
+    guard let path, let text = String(validatingCString: path) else { return EINVAL }  // (not UTF-8: EINVAL)
+    let (lock, code) = DistributedLock.make(path: text, options: flags, mode: mode)
     if let lock { out.pointee = OpaquePointer(Unmanaged.passRetained(lock).toOpaque()) }
     return code
 }
@@ -42,6 +48,16 @@ public func c_sync_distributed_lock_lock(_ lock: OpaquePointer?, _ timeout: Int6
 @_cdecl("sync_distributed_lock_unlock")
 public func c_sync_distributed_lock_unlock(_ lock: OpaquePointer?) -> Int32 {
     lock.map { object($0).unlockCode() } ?? EINVAL
+}
+
+@_cdecl("sync_distributed_lock_unlock_all")
+public func c_sync_distributed_lock_unlock_all(_ lock: OpaquePointer?) -> Int32 {
+    lock.map { object($0).unlockAllCode() } ?? EINVAL
+}
+
+@_cdecl("sync_distributed_lock_count")
+public func c_sync_distributed_lock_count(_ lock: OpaquePointer?) -> Int32 {
+    lock.map { Int32(object($0).countHeldByCaller()) } ?? 0
 }
 
 @_cdecl("sync_distributed_lock_break")
@@ -81,5 +97,5 @@ public func c_sync_distributed_lock_date(_ lock: OpaquePointer?, _ out: UnsafeMu
 
 @_cdecl("sync_distributed_lock_is_held")
 public func c_sync_distributed_lock_is_held(_ lock: OpaquePointer?) -> Bool {
-    lock.map { object($0).isHeldByThisObject() } ?? false
+    lock.map { object($0).isHeldByCaller() } ?? false
 }

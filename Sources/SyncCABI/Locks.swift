@@ -32,9 +32,8 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
 // MARK: mutex
 
 @_cdecl("sync_mutex_init") public func c_sync_mutex_init(_ m: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
-    guard let word = lockWord(m), flags & ~3 == 0 else { return EINVAL }
-    word.pointee.store(MutexWord.initial(shared: flags & 1 != 0, unowned: flags & 2 != 0), ordering: .releasing)
-    return 0
+    guard let memory = lockMemory(m), flags & ~7 == 0 else { return EINVAL }
+    return MutexWord.initialize(memory, shared: flags & 1 != 0, unowned: flags & 2 != 0, robust: flags & 4 != 0)
 }
 @_cdecl("sync_mutex_lock") @inline(__always) public func c_sync_mutex_lock(_ m: UnsafeMutableRawPointer?) -> Int32 {
     guard let word = lockWord(m) else { return EINVAL }
@@ -60,6 +59,10 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
     guard let word = lockWord(m) else { return EINVAL }
     return MutexWord.unlock(word)
 }
+@_cdecl("sync_mutex_consistent") public func c_sync_mutex_consistent(_ m: UnsafeMutableRawPointer?) -> Int32 {
+    guard let word = lockWord(m) else { return EINVAL }
+    return MutexWord.consistent(word)
+}
 @_cdecl("sync_mutex_is_locked") public func c_sync_mutex_is_locked(_ m: UnsafeMutableRawPointer?) -> Int32 {
     guard let word = lockWord(m) else { return 0 }
     return MutexWord.isLocked(word) ? 1 : 0
@@ -72,10 +75,8 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
 // MARK: recursive lock
 
 @_cdecl("sync_recursive_lock_init") public func c_sync_recursive_lock_init(_ l: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
-    guard let memory = lockMemory(l), flags & ~1 == 0 else { return EINVAL }
-    memory.storeBytes(of: 0, toByteOffset: 4, as: UInt32.self)
-    memory.storeBytes(of: MutexWord.initial(shared: flags & 1 != 0, unowned: false), as: UInt32.self)
-    return 0
+    guard let memory = lockMemory(l), flags & ~5 == 0 else { return EINVAL }
+    return RecursiveWord.initialize(memory, shared: flags & 1 != 0, robust: flags & 4 != 0)
 }
 
 @_cdecl("sync_recursive_lock_lock") public func c_sync_recursive_lock_lock(_ l: UnsafeMutableRawPointer?) -> Int32 {
@@ -102,6 +103,10 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
     guard let memory = lockMemory(l) else { return EINVAL }
     return RecursiveWord.unlock(memory)
 }
+@_cdecl("sync_recursive_lock_consistent") public func c_sync_recursive_lock_consistent(_ l: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(l) else { return EINVAL }
+    return RecursiveWord.consistent(memory)
+}
 @_cdecl("sync_recursive_lock_depth") public func c_sync_recursive_lock_depth(_ l: UnsafeMutableRawPointer?) -> UInt32 {
     guard let memory = lockMemory(l) else { return 0 }
     return RecursiveWord.depthHeldByCaller(memory)
@@ -111,7 +116,7 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
 
 @_cdecl("sync_rwlock_init") public func c_sync_rwlock_init(_ rw: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
     guard let memory = lockMemory(rw), flags & ~1 == 0 else { return EINVAL }
-    memory.initializeMemory(as: UInt32.self, repeating: 0, count: 3)
+    memory.initializeMemory(as: UInt8.self, repeating: 0, count: RWLockWords.size)
     memory.storeBytes(of: RWLockWords.initial(shared: flags & 1 != 0), as: UInt32.self)
     return 0
 }
@@ -162,6 +167,14 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
 @_cdecl("sync_rwlock_wrunlock") public func c_sync_rwlock_wrunlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.writeUnlock(memory)
+}
+@_cdecl("sync_rwlock_downgrade") public func c_sync_rwlock_downgrade(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.downgrade(memory)
+}
+@_cdecl("sync_rwlock_waiting_writers") public func c_sync_rwlock_waiting_writers(_ rw: UnsafeMutableRawPointer?) -> UInt32 {
+    guard let memory = lockMemory(rw) else { return 0 }
+    return RWLockWords.waitingWriters(memory)
 }
 
 // MARK: spin lock

@@ -10,20 +10,27 @@ public typealias IsolatedWorkFunction = @convention(c) (UnsafeMutableRawPointer?
 public typealias IsolatedPointer = IsolatedValue<UnsafeMutableRawPointer?>
 
 /// Runs `body`, mapping the queues' errors to errno codes.
+@inline(__always)
 private func status(_ body: () throws -> Void) -> Int32 {
     do {
         try body()
         return 0
-    } catch QueueError.wouldDeadlock {
-        return EDEADLK
-    } catch QueueError.stopped {
-        return ECANCELED
-    } catch let error as ThreadExecutorError {
-        return error.code
-    } catch is Busy {
-        return EBUSY
     } catch {
-        return EIO  // unreachable: the core throws nothing else
+        return code(for: error)
+    }
+}
+
+/// The errno code of a queue error (out of line: the successful path stays small enough to inline).
+@inline(never)
+private func code(for error: any Error) -> Int32 {
+    switch error {
+    case QueueError.wouldDeadlock: return EDEADLK
+    case QueueError.stopped: return ECANCELED
+    case QueueError.forked: return ESRCH
+    case let error as ThreadExecutorError: return error.code
+    case is Busy: return EBUSY
+    case is NotHeld: return EPERM
+    default: return EIO  // unreachable: the core throws nothing else
     }
 }
 
@@ -39,6 +46,8 @@ private func with<T: AnyObject, W>(_ pointer: OpaquePointer?, _ type: T.Type, _ 
 
 /// The value is held by others: the try_begin functions' EBUSY.
 private struct Busy: Error {}
+/// The calling thread holds no share to release: the end functions' EPERM.
+private struct NotHeld: Error {}
 
 private func object<T: AnyObject>(_ pointer: OpaquePointer?, _ type: T.Type) -> T? {
     pointer.map { Unmanaged<T>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
@@ -174,17 +183,21 @@ public func c_sync_isolated_try_begin_read(_ isolated: OpaquePointer?) -> Int32 
 
 @_cdecl("sync_isolated_end_read")
 public func c_sync_isolated_end_read(_ isolated: OpaquePointer?) -> Int32 {
-    with(isolated, IsolatedPointer.self, ()) { isolated, _ in isolated.isolation.unlockShared() }
+    with(isolated, IsolatedPointer.self, ()) { isolated, _ in
+        if !isolated.isolation.endShared() { throw NotHeld() }
+    }
 }
 
 @_cdecl("sync_isolated_try_begin_write")
 public func c_sync_isolated_try_begin_write(_ isolated: OpaquePointer?) -> Int32 {
     with(isolated, IsolatedPointer.self, ()) { isolated, _ in
-        if !isolated.isolation.tryLockExclusive() { throw Busy() }
+        if !isolated.isolation.beginWrite() { throw Busy() }
     }
 }
 
 @_cdecl("sync_isolated_end_write")
 public func c_sync_isolated_end_write(_ isolated: OpaquePointer?) -> Int32 {
-    with(isolated, IsolatedPointer.self, ()) { isolated, _ in isolated.isolation.unlockExclusive() }
+    with(isolated, IsolatedPointer.self, ()) { isolated, _ in
+        if !isolated.isolation.endWrite() { throw NotHeld() }
+    }
 }

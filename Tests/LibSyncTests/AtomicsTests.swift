@@ -1,4 +1,6 @@
 import Dispatch
+import Foundation
+import Synchronization
 import XCTest
 @testable import LibSync
 
@@ -114,9 +116,41 @@ final class AtomicsTests: XCTestCase {
         XCTAssertTrue(waited >= 0.09 && waited < 5)
         XCTAssertEqual(throttler.rejections, 3)
         DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(50)) { throttler.exit() }
-        try throttler.enter(timeout: .seconds(5))
+        try throttler.enter(timeout: .seconds(60))  // the exit above comes (a bound, not a time)
         throttler.exit()
         XCTAssertEqual(throttler.holders, 0)
+    }
+
+    /// A negative timeout means "now" (it used to mean "forever"); one past the clock's range
+    /// means "forever" (it used to wrap to an arbitrary deadline).
+    func testThrottlerTimeoutsOutsideTheClocksRange() throws {
+        let throttler = Throttler(limit: 1)
+        XCTAssertTrue(throttler.tryEnter())
+        let refused = finishes(within: 10) {
+            do { try throttler.enter(timeout: .seconds(-1)); return false } catch { return error as? ThrottlerError == .timedOut }
+        }
+        XCTAssertEqual(refused, true)
+        let admitted = Atomic<Bool>(false)
+        let waiter = Thread {
+            try? throttler.enter(timeout: .seconds(Int64.max))
+            admitted.store(true, ordering: .sequentiallyConsistent)
+            throttler.exit()
+        }
+        waiter.start()
+        throttler.exit()
+        XCTAssertEqual(finishes(within: 10) { while !admitted.load(ordering: .sequentiallyConsistent) { usleep(1000) }; return true }, true)
+    }
+
+    /// `body`'s result, or nil if it has not returned within `seconds` (a guard against a hang,
+    /// never a timing assertion; the thread is then left behind).
+    private func finishes<T: Sendable>(within seconds: Int, _ body: @escaping @Sendable () -> T) -> T? {
+        let result = Mutex<T?>(nil)
+        Thread { let value = body(); result.withLock { $0 = value } }.start()
+        for _ in 0..<(seconds * 1000) {
+            if let value = result.withLock({ $0 }) { return value }
+            usleep(1000)
+        }
+        return nil
     }
 
     func testConcurrentDictionary() {

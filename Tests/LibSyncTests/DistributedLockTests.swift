@@ -1,4 +1,6 @@
+import Dispatch
 import Glibc
+import Synchronization
 import XCTest
 import LibSync
 
@@ -115,5 +117,126 @@ final class DistributedLockTests: XCTestCase {
         try lock.unlock()
         close(ready[0])
         close(ready[1])
+    }
+
+    /// Runs `body` on a thread other than the caller's, and waits for it.
+    private func onAnotherThread(_ body: @escaping @Sendable () throws -> Void) {
+        let done = DispatchGroup()
+        DispatchQueue.global().async(group: done) {
+            do { try body() } catch { XCTFail("\(error)") }
+        }
+        done.wait()
+    }
+
+    /// One object shared by threads: they take turns (the holder is the thread), none unlocks
+    /// another's hold.
+    func testThreadsShareOneObject() throws {
+        let lock = try DistributedLock(path: path)
+        final class Counter: @unchecked Sendable { var inside = 0, turns = 0 }
+        let counter = Counter(), failures = Atomic<Int>(0)
+        DispatchQueue.concurrentPerform(iterations: 6) { _ in
+            for _ in 0..<25 {
+                do {
+                    try lock.lock(timeout: .seconds(60), pollInterval: .milliseconds(1))
+                    if counter.inside != 0 { failures.add(1, ordering: .relaxed) }
+                    counter.inside += 1
+                    counter.turns += 1
+                    counter.inside -= 1
+                    try lock.unlock()
+                } catch { failures.add(1, ordering: .relaxed) }
+            }
+        }
+        XCTAssertEqual(failures.load(ordering: .relaxed), 0)
+        XCTAssertEqual(counter.turns, 150)
+        XCTAssertTrue(try lock.tryLock())
+        onAnotherThread {
+            XCTAssertFalse(lock.isLocked)
+            XCTAssertEqual(lock.lockCount, 0)
+            XCTAssertEqual(try? lock.tryLock(), false)
+            XCTAssertThrowsError(try lock.unlock()) { XCTAssertEqual($0 as? DistributedLockError, .notHeld) }
+        }
+        XCTAssertThrowsError(try lock.tryLock()) { XCTAssertEqual($0 as? DistributedLockError, .alreadyHeld) }
+        try lock.unlock()
+    }
+
+    func testRecursiveProcessOwnedAndDeadlock() throws {
+        let lock = try DistributedLock(path: path, options: [.recursive])
+        for depth in 1...3 {
+            try lock.lock()
+            XCTAssertEqual(lock.lockCount, depth)
+        }
+        let other = try DistributedLock(path: path)
+        XCTAssertThrowsError(try other.lock()) { XCTAssertEqual($0 as? DistributedLockError, .alreadyHeld) }  // would wait forever
+        XCTAssertThrowsError(try other.lock(timeout: .milliseconds(10))) { XCTAssertEqual($0 as? DistributedLockError, .timedOut) }
+        try lock.unlock()
+        XCTAssertEqual(lock.lockCount, 2)
+        try lock.unlockAll()
+        XCTAssertEqual(lock.lockCount, 0)
+        XCTAssertFalse(lock.isLocked)
+
+        let shared = try DistributedLock(path: path, options: [.recursive, .processOwned])
+        XCTAssertTrue(try shared.tryLock())
+        onAnotherThread {
+            XCTAssertEqual(try? shared.tryLock(), true)  // a re-entry: the process holds it
+            XCTAssertEqual(shared.lockCount, 2)
+            XCTAssertNoThrow(try shared.unlockAll())
+        }
+        XCTAssertFalse(shared.isLocked)
+        XCTAssertThrowsError(try DistributedLock(path: path, mode: 0o1000)) { XCTAssertEqual($0 as? DistributedLockError, .invalidMode(0o1000)) }
+    }
+
+    func testMakeParentsModeAndRemoveOnRelease() throws {
+        let nested = directory + "/made/here/x.lock"
+        XCTAssertThrowsError(try DistributedLock(path: nested)) { XCTAssertEqual($0 as? DistributedLockError, .parentMissing(nested)) }
+        let lock = try DistributedLock(path: nested, options: [.makeParents, .removeOnRelease], mode: 0o600)
+        XCTAssertTrue(try lock.tryLock())
+        var info = stat()
+        XCTAssertEqual(stat(nested, &info), 0)
+        XCTAssertEqual(info.st_mode & 0o7777, 0o700)
+        try lock.unlock()
+        XCTAssertNotEqual(stat(nested, &info), 0)  // removed on release
+    }
+
+    /// A forked child never holds its parent's lock: its unlock throws `.notHeld`, and its copy of
+    /// a `.releaseOnDeinit` object going away touches nothing.
+    func testForkedChildNeverHoldsTheParentsLock() throws {
+        var lock: DistributedLock? = try DistributedLock(path: path, options: [.releaseOnDeinit])
+        XCTAssertTrue(try lock!.tryLock())
+        let child = fork()
+        if child == 0 {
+            var ok = !lock!.isLocked
+            do { try lock!.unlock(); ok = false } catch { ok = ok && error == .notHeld }
+            lock = nil  // deinit in the child
+            _exit(ok ? 0 : 1)
+        }
+        var status: Int32 = 0
+        XCTAssertEqual(waitpid(child, &status, 0), child)
+        XCTAssertEqual(status, 0)
+        XCTAssertEqual(try lock!.holder?.pid, getpid())
+        XCTAssertTrue(lock!.isLocked)
+        lock = nil  // .releaseOnDeinit: released here, in the parent
+        XCTAssertNil(try DistributedLock(path: path).holder)
+    }
+
+    /// A path near PATH_MAX with a long file name: every operation works.
+    func testPathAtPathMax() throws {
+        var parent = directory + "/long"
+        mkdir(parent, 0o755)
+        let name = String(repeating: "n", count: 150)
+        while parent.utf8.count + 1 + 200 + 1 + name.utf8.count <= Int(PATH_MAX) - 1 {
+            parent += "/" + String(repeating: "d", count: 200)
+            XCTAssertEqual(mkdir(parent, 0o755), 0)
+        }
+        parent += "/" + String(repeating: "e", count: Int(PATH_MAX) - 1 - parent.utf8.count - 2 - name.utf8.count)
+        XCTAssertEqual(mkdir(parent, 0o755), 0)
+        let long = parent + "/" + name
+        XCTAssertEqual(long.utf8.count, Int(PATH_MAX) - 1)
+        let a = try DistributedLock(path: long), b = try DistributedLock(path: long)
+        XCTAssertTrue(try a.tryLock())
+        XCTAssertEqual(try b.holder?.pid, getpid())
+        try a.unlock()
+        try b.lock(timeout: .seconds(1))
+        try a.breakLock()
+        XCTAssertThrowsError(try b.unlock()) { XCTAssertEqual($0 as? DistributedLockError, .broken) }
     }
 }

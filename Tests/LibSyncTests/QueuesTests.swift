@@ -87,7 +87,7 @@ final class QueuesTests: XCTestCase {
             for _ in 0..<100 { queue.async { usleep(100); log.count.add(1, ordering: .relaxed) } }
         }
         var waited = 0
-        while log.count.load(ordering: .relaxed) < 100 && waited < 5000 { usleep(1000); waited += 1 }
+        while log.count.load(ordering: .relaxed) < 100 && waited < 60_000 { usleep(1000); waited += 1 }  // a bound
         XCTAssertEqual(log.count.load(ordering: .relaxed), 100)
     }
 
@@ -126,6 +126,24 @@ final class QueuesTests: XCTestCase {
         executor.stop()
     }
 
+    /// The child of fork() has no executor thread: sync and async throw (sync used to wait
+    /// forever), stop and release return at once; the parent's executor works on.
+    func testExecutorInForkedChildThrowsInsteadOfHanging() throws {
+        var executor: ThreadExecutor? = try ThreadExecutor()
+        for _ in 0..<50 { try executor!.async { usleep(200) } }  // busy at the fork
+        let child = fork()
+        if child == 0 {
+            var code: Int32 = 0
+            do { try executor!.sync {}; code = 2 } catch QueueError.forked {} catch { code = 3 }
+            do { try executor!.async {}; code = 4 } catch QueueError.forked {} catch { code = 5 }
+            executor!.stop()
+            executor = nil
+            _exit(code)
+        }
+        XCTAssertEqual(exitStatus(child, withinSeconds: 10), 0)
+        XCTAssertEqual(try executor!.sync { 42 }, 42)
+    }
+
     func testIsolatedValueReadsSeeWholeWritesInOrder() throws {
         struct Pair: Sendable { var a = 0, b = 0 }
         let value = IsolatedValue(Pair())
@@ -155,6 +173,45 @@ final class QueuesTests: XCTestCase {
         XCTAssertThrowsError(try order.update { _ in throw Boom() })
         XCTAssertThrowsError(try order.read { _ in throw Boom() })
     }
+
+    /// The unpaired halves (C's try_begin/end): a release without a take changes nothing, so
+    /// no phantom reader is left for writes to wait out forever.
+    func testIsolationReleaseWithoutTakeChangesNothing() {
+        let value = IsolatedValue(0)
+        XCTAssertFalse(value.isolation.endShared())
+        value.isolation.unlockShared()  // unpaired here too: undone, not wrapped
+        // (A phantom reader would make the update below wait forever: stop here instead.)
+        guard value.writeIfFree({ $0 = 1 }) else { return XCTFail("a reader count was left behind") }
+        XCTAssertEqual(value.value, 1)
+        XCTAssertTrue(value.isolation.tryLockShared())
+        XCTAssertTrue(value.isolation.endShared())
+        guard !value.isolation.endShared() else { return XCTFail("released a share twice") }
+        XCTAssertFalse(value.isolation.endWrite())
+        XCTAssertTrue(value.isolation.beginWrite())
+        let elsewhere = Atomic<Bool>(true)
+        DispatchQueueHelper.concurrentPerform(1) { _ in
+            elsewhere.store(value.isolation.endWrite(), ordering: .relaxed)
+        }
+        XCTAssertFalse(elsewhere.load(ordering: .relaxed))  // not the thread that took it
+        XCTAssertFalse(value.isolation.tryLockShared())
+        XCTAssertTrue(value.isolation.endWrite())
+        XCTAssertFalse(value.isolation.endWrite())
+        value.update { $0 += 1 }
+        XCTAssertEqual(value.value, 2)
+    }
+}
+
+/// The exit status of `child`, or -1 (the child killed) if it has not exited within the bound:
+/// a guard against a hang, not a timing assertion.
+func exitStatus(_ child: pid_t, withinSeconds seconds: Int) -> Int32 {
+    var status: Int32 = 0
+    for _ in 0..<(seconds * 1000) {
+        if waitpid(child, &status, WNOHANG) == child { return status & 0x7f == 0 ? (status >> 8) & 0xff : -1 }
+        usleep(1000)
+    }
+    kill(child, SIGKILL)
+    waitpid(child, &status, 0)
+    return -1
 }
 
 /// Runs `body(0..<count)` on `count` threads at once and waits for them.

@@ -1,15 +1,21 @@
 /* The distributed lock from C, between forked PROCESSES: mutual exclusion and progress, try_lock
- * busy, each unlock error, SIGKILLed holders recovered, racing breakers, bad paths. */
+ * busy, each unlock error, SIGKILLed holders recovered, racing breakers, bad paths; between the
+ * THREADS of one object (they take turns, sleeping, not polling), recursion, process ownership,
+ * self-deadlock; forked children (never the parent's holder, never hanging); paths at PATH_MAX. */
 #define _GNU_SOURCE
 #include <sync.h>
 
 #include <errno.h>
+#include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -354,6 +360,415 @@ static void test_mutual_exclusion_between_processes(void) {
     CHECK_EQ(abandoned, WORKERS * (ROUNDS / ABANDON_EVERY));
 }
 
+static sync_distributed_lock_t *make_with(const char *p, unsigned flags, int mode) {
+    sync_distributed_lock_t *lock = NULL;
+    CHECK_EQ(sync_distributed_lock_create_with(p, flags, mode, &lock), 0);
+    CHECK(lock != NULL);
+    return lock;
+}
+
+static int create_with_error(const char *p, unsigned flags, int mode) {
+    sync_distributed_lock_t *lock = (sync_distributed_lock_t *)1;
+    int err = sync_distributed_lock_create_with(p, flags, mode, &lock);
+    CHECK(lock == NULL);
+    return err;
+}
+
+static void test_bad_options(void) {
+    char p[300];
+    CHECK_EQ(create_with_error(path, 32, -1), EINVAL);                /* an unknown flag */
+    CHECK_EQ(create_with_error(path, 0, -2), EINVAL);                 /* mode outside -1...0777 */
+    CHECK_EQ(create_with_error(path, 0, 01000), EINVAL);
+    snprintf(p, sizeof p, "%s/bad\xff\xfename", dir);                 /* not UTF-8 */
+    CHECK_EQ(create_with_error(p, 0, -1), EINVAL);
+    CHECK_EQ(create_with_error(NULL, 0, -1), EINVAL);
+    CHECK_EQ(sync_distributed_lock_create_with(path, 0, -1, NULL), EINVAL);
+    memset(p, 'n', sizeof p - 1);                                     /* a file name over NAME_MAX */
+    p[0] = '/';
+    p[sizeof p - 1] = 0;
+    CHECK_EQ(create_with_error(p, 0, -1), ENAMETOOLONG);
+    CHECK_EQ(sync_distributed_lock_unlock_all(NULL), EINVAL);
+    CHECK_EQ(sync_distributed_lock_count(NULL), 0);
+    CHECK(sync_distributed_lock_path(NULL) == NULL);
+}
+
+/* On-disk states no lock leaves (a file named as a holder entry, an entry naming pid 0) are "not a
+ * lock": creation and every operation say EEXIST; none polls forever. */
+static void test_impossible_disk_states(void) {
+    char p[256], entry[512];
+    const char *names[] = {"1.2.3.4.m@h", "0.2.3.4.m@h"};
+    for (int i = 0; i < 2; i++) {
+        sync_distributed_lock_t *lock = make();
+        snprintf(p, sizeof p, "rm -rf %s", path);                    /* (the last test's stale lock) */
+        CHECK_EQ(system(p), 0);
+        CHECK_EQ(mkdir(path, 0755), 0);
+        snprintf(entry, sizeof entry, "%s/%s", path, names[i]);
+        if (i == 0) {
+            int fd = open(entry, O_CREAT | O_WRONLY, 0644);          /* a file, not a directory */
+            CHECK(fd >= 0);
+            close(fd);
+        } else {
+            CHECK_EQ(mkdir(entry, 0755), 0);                         /* pid 0 */
+        }
+        CHECK_EQ(create_error(path), EEXIST);
+        CHECK(sync_distributed_lock_try_lock(lock) == EBUSY || sync_distributed_lock_try_lock(lock) == EEXIST);
+        CHECK_EQ(sync_distributed_lock_lock(lock, -1, 1000000), EEXIST);
+        CHECK_EQ(sync_distributed_lock_recover(lock), EEXIST);
+        CHECK_EQ(sync_distributed_lock_break(lock), EEXIST);
+        sync_distributed_lock_holder_t h;
+        CHECK_EQ(sync_distributed_lock_holder(lock, &h), EEXIST);
+        CHECK(!sync_distributed_lock_is_held(lock));
+        snprintf(p, sizeof p, "rm -rf %s", path);
+        CHECK_EQ(system(p), 0);
+        sync_distributed_lock_destroy(lock);
+    }
+}
+
+/* MAKE_PARENTS, REMOVE_ON_RELEASE and mode. */
+static void test_parents_removal_and_mode(void) {
+    char p[256], parent[200];
+    snprintf(parent, sizeof parent, "%s/made/on/demand", dir);
+    snprintf(p, sizeof p, "%s/x.lock", parent);
+    CHECK_EQ(create_with_error(p, 0, -1), ENOENT);
+    sync_distributed_lock_t *lock = make_with(p, SYNC_DISTRIBUTED_LOCK_MAKE_PARENTS | SYNC_DISTRIBUTED_LOCK_REMOVE_ON_RELEASE, 0640);
+    struct stat st;
+    CHECK(stat(parent, &st) == 0 && S_ISDIR(st.st_mode));
+    CHECK_EQ(sync_distributed_lock_try_lock(lock), 0);
+    CHECK(stat(p, &st) == 0 && S_ISDIR(st.st_mode));
+    CHECK_EQ(st.st_mode & 07777, 0750);                               /* 0640 plus a search bit per read bit */
+    CHECK_EQ(sync_distributed_lock_unlock(lock), 0);
+    CHECK(stat(p, &st) != 0 && errno == ENOENT);                      /* removed on release */
+    snprintf(p, sizeof p, "rm -rf %s/made", dir);                     /* parents made again when acquiring */
+    CHECK_EQ(system(p), 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(lock), 0);
+    CHECK_EQ(sync_distributed_lock_unlock(lock), 0);
+    sync_distributed_lock_destroy(lock);
+}
+
+/* One object shared by threads: they take turns (the holder is the thread). */
+enum { SHARERS = 8, TURNS = 40 };
+static sync_distributed_lock_t *shared_lock;
+static int inside, turns_taken;
+static atomic_int sharing_failures;
+
+static void *share(void *arg) {
+    (void)arg;
+    for (int i = 0; i < TURNS; i++) {
+        if (sync_distributed_lock_lock(shared_lock, 60LL * 1000000000, 1000000) != 0) { sharing_failures++; return NULL; }
+        if (inside++ != 0) sharing_failures++;
+        sched_yield();
+        turns_taken++;
+        inside--;
+        if (sync_distributed_lock_unlock(shared_lock) != 0) sharing_failures++;
+    }
+    return NULL;
+}
+
+static void test_threads_share_one_object(void) {
+    shared_lock = make();
+    pthread_t threads[SHARERS];
+    for (int i = 0; i < SHARERS; i++) CHECK_EQ(pthread_create(&threads[i], NULL, share, NULL), 0);
+    for (int i = 0; i < SHARERS; i++) CHECK_EQ(pthread_join(threads[i], NULL), 0);
+    CHECK_EQ(sharing_failures, 0);
+    CHECK_EQ(turns_taken, SHARERS * TURNS);
+    CHECK(!sync_distributed_lock_is_held(shared_lock));
+    sync_distributed_lock_destroy(shared_lock);
+}
+
+/* What another thread sees while the main thread holds `lock`. */
+struct probe { sync_distributed_lock_t *lock; int try_lock, unlock, unlock_all, count, recover, timed; bool held; };
+
+static void *probe(void *arg) {
+    struct probe *p = arg;
+    p->try_lock = sync_distributed_lock_try_lock(p->lock);
+    p->unlock = sync_distributed_lock_unlock(p->lock);
+    p->unlock_all = sync_distributed_lock_unlock_all(p->lock);
+    p->count = sync_distributed_lock_count(p->lock);
+    p->held = sync_distributed_lock_is_held(p->lock);
+    p->recover = sync_distributed_lock_recover(p->lock);
+    p->timed = sync_distributed_lock_lock(p->lock, 20000000, 1000000);
+    return NULL;
+}
+
+static struct probe probe_from_thread(sync_distributed_lock_t *lock) {
+    struct probe p = {.lock = lock};
+    pthread_t thread;
+    CHECK_EQ(pthread_create(&thread, NULL, probe, &p), 0);
+    CHECK_EQ(pthread_join(thread, NULL), 0);
+    return p;
+}
+
+static void test_owner_recursion_and_deadlock(void) {
+    /* Thread-owned, not recursive: other threads may neither take nor release it. */
+    sync_distributed_lock_t *a = make();
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    CHECK_EQ(sync_distributed_lock_count(a), 1);
+    struct probe p = probe_from_thread(a);
+    CHECK_EQ(p.try_lock, EBUSY);
+    CHECK_EQ(p.unlock, EPERM);
+    CHECK_EQ(p.unlock_all, EPERM);
+    CHECK_EQ(p.count, 0);
+    CHECK(!p.held);
+    CHECK_EQ(p.recover, EBUSY);
+    CHECK_EQ(p.timed, ETIMEDOUT);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), EDEADLK);
+    CHECK_EQ(sync_distributed_lock_lock(a, -1, 1000000), EDEADLK);
+
+    /* Another object, same thread: an endless wait is a deadlock; a bounded one times out; another
+     * thread just waits. */
+    sync_distributed_lock_t *b = make();
+    CHECK_EQ(sync_distributed_lock_lock(b, -1, 1000000), EDEADLK);
+    CHECK_EQ(sync_distributed_lock_lock(b, 0, 1000000), ETIMEDOUT);
+    CHECK_EQ(sync_distributed_lock_lock(b, 10000000, 1000000), ETIMEDOUT);
+    p = probe_from_thread(b);
+    CHECK_EQ(p.try_lock, EBUSY);
+    CHECK_EQ(p.timed, ETIMEDOUT);
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    CHECK_EQ(sync_distributed_lock_lock(b, -1, 1000000), 0);         /* released: no deadlock left */
+    CHECK_EQ(sync_distributed_lock_unlock(b), 0);
+    sync_distributed_lock_destroy(b);
+    sync_distributed_lock_destroy(a);
+
+    /* Recursive: counted; unlock_all releases every level. */
+    a = make_with(path, SYNC_DISTRIBUTED_LOCK_RECURSIVE, -1);
+    for (int i = 1; i <= 3; i++) {
+        CHECK_EQ(sync_distributed_lock_lock(a, -1, 1000000), 0);
+        CHECK_EQ(sync_distributed_lock_count(a), i);
+    }
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    CHECK_EQ(sync_distributed_lock_count(a), 2);
+    CHECK(sync_distributed_lock_is_held(a));
+    p = probe_from_thread(a);                                        /* still the thread's */
+    CHECK_EQ(p.try_lock, EBUSY);
+    CHECK_EQ(p.count, 0);
+    CHECK_EQ(sync_distributed_lock_unlock_all(a), 0);
+    CHECK_EQ(sync_distributed_lock_count(a), 0);
+    CHECK_EQ(sync_distributed_lock_unlock(a), EPERM);
+    sync_distributed_lock_destroy(a);
+
+    /* Process-owned: any thread re-enters and may release. */
+    a = make_with(path, SYNC_DISTRIBUTED_LOCK_RECURSIVE | SYNC_DISTRIBUTED_LOCK_PROCESS_OWNED, -1);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    p = probe_from_thread(a);  /* try_lock: a re-entry (2); unlock: 1; unlock_all: released; then its own hold */
+    CHECK_EQ(p.try_lock, 0);
+    CHECK_EQ(p.unlock, 0);
+    CHECK_EQ(p.unlock_all, 0);
+    CHECK_EQ(p.count, 0);
+    CHECK_EQ(p.timed, 0);
+    CHECK_EQ(sync_distributed_lock_count(a), 1);                     /* the probe's hold, the process's */
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    sync_distributed_lock_destroy(a);
+    a = make_with(path, SYNC_DISTRIBUTED_LOCK_PROCESS_OWNED, -1);   /* ... not recursive: EDEADLK */
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    p = probe_from_thread(a);
+    CHECK_EQ(p.try_lock, EDEADLK);
+    CHECK_EQ(p.unlock, 0);
+    CHECK_EQ(p.timed, 0);                                            /* (then its own hold) */
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    sync_distributed_lock_destroy(a);
+}
+
+/* The current system call of thread `tid` (from /proc), or -1. */
+static long current_syscall(pid_t tid) {
+    char name[64], text[64] = {0};
+    snprintf(name, sizeof name, "/proc/self/task/%d/syscall", (int)tid);
+    int fd = open(name, O_RDONLY);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    return n > 0 ? strtol(text, NULL, 10) : -1;
+}
+
+struct waiter { sync_distributed_lock_t *lock; atomic_int tid; int code; };
+
+static void *wait_for_it(void *arg) {
+    struct waiter *w = arg;
+    w->tid = (int)syscall(SYS_gettid);
+    w->code = sync_distributed_lock_lock(w->lock, 60LL * 1000000000, 3600LL * 1000000000);
+    if (w->code == 0) w->code = sync_distributed_lock_unlock(w->lock);
+    return NULL;
+}
+
+struct holding { sync_distributed_lock_t *lock; atomic_int holding, stop; int code; };
+
+/* Takes the lock and holds it until told (SIGALRM blocked here: it goes to the waiting thread). */
+static void *hold_until_told(void *arg) {
+    struct holding *h = arg;
+    sigset_t alarm_only;
+    sigemptyset(&alarm_only);
+    sigaddset(&alarm_only, SIGALRM);
+    pthread_sigmask(SIG_BLOCK, &alarm_only, NULL);
+    h->code = sync_distributed_lock_try_lock(h->lock);
+    h->holding = 1;
+    while (!h->stop) usleep(1000);
+    if (h->code == 0) h->code = sync_distributed_lock_unlock(h->lock);
+    return NULL;
+}
+
+/* A thread waiting for the object's other thread sleeps on a futex (it does not poll the disk: its
+ * poll interval is an hour) and is woken by the release. */
+static void test_waiting_thread_sleeps_until_released(void) {
+    sync_distributed_lock_t *lock = make();
+    CHECK_EQ(sync_distributed_lock_try_lock(lock), 0);
+    struct waiter w = {.lock = lock};
+    pthread_t thread;
+    CHECK_EQ(pthread_create(&thread, NULL, wait_for_it, &w), 0);
+    while (w.tid == 0) sched_yield();
+    for (int i = 0; i < 60000 && current_syscall(w.tid) != SYS_futex; i++) usleep(1000);
+    CHECK_EQ(current_syscall(w.tid), SYS_futex);
+    CHECK_EQ(sync_distributed_lock_unlock(lock), 0);
+    CHECK_EQ(pthread_join(thread, NULL), 0);
+    CHECK_EQ(w.code, 0);
+
+    /* A signal handler interrupts that sleep: EINTR (Python's Ctrl-C needs it). */
+    struct holding h = {.lock = lock};
+    pthread_t holder;
+    CHECK_EQ(pthread_create(&holder, NULL, hold_until_told, &h), 0);
+    while (!h.holding) sched_yield();
+    struct sigaction action = {0};
+    action.sa_handler = on_alarm;                                    /* no SA_RESTART */
+    sigaction(SIGALRM, &action, NULL);
+    struct itimerval timer = {{0, 0}, {0, 50000}};
+    setitimer(ITIMER_REAL, &timer, NULL);
+    CHECK_EQ(sync_distributed_lock_lock(lock, -1, 3600LL * 1000000000), EINTR);
+    h.stop = 1;
+    CHECK_EQ(pthread_join(holder, NULL), 0);
+    CHECK_EQ(h.code, 0);
+    sync_distributed_lock_destroy(lock);
+}
+
+/* A forked child is never the holder of its parent's lock: unlock is EPERM, is_held false, and its
+ * destroy (RELEASE_ON_DESTROY) or exit touches nothing. It may take the lock for itself. */
+static void test_fork_child_never_holds(void) {
+    sync_distributed_lock_t *lock = make();
+    CHECK_EQ(sync_distributed_lock_try_lock(lock), 0);
+    pid_t child = fork();
+    if (child == 0) _exit(sync_distributed_lock_unlock(lock) == EPERM && !sync_distributed_lock_is_held(lock) ? 0 : 1);
+    wait_ok(child);
+    sync_distributed_lock_holder_t h;
+    CHECK_EQ(sync_distributed_lock_holder(lock, &h), 0);
+    CHECK_EQ(h.pid, getpid());                                       /* still the parent's */
+    CHECK_EQ(sync_distributed_lock_unlock(lock), 0);
+    sync_distributed_lock_destroy(lock);
+
+    lock = make_with(path, SYNC_DISTRIBUTED_LOCK_RELEASE_ON_DESTROY | SYNC_DISTRIBUTED_LOCK_RECURSIVE, -1);
+    CHECK_EQ(sync_distributed_lock_try_lock(lock), 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(lock), 0);
+    child = fork();
+    if (child == 0) {
+        int ok = sync_distributed_lock_unlock(lock) == EPERM && sync_distributed_lock_unlock_all(lock) == EPERM
+                 && !sync_distributed_lock_is_held(lock) && sync_distributed_lock_count(lock) == 0
+                 && sync_distributed_lock_try_lock(lock) == EBUSY;   /* the parent holds it */
+        sync_distributed_lock_destroy(lock);
+        exit(ok ? 0 : 1);                                             /* (exit: atexit handlers run) */
+    }
+    wait_ok(child);
+    CHECK_EQ(sync_distributed_lock_holder(lock, &h), 0);
+    CHECK_EQ(h.pid, getpid());
+    CHECK(sync_distributed_lock_is_held(lock));
+    CHECK_EQ(sync_distributed_lock_count(lock), 2);
+    CHECK_EQ(sync_distributed_lock_unlock_all(lock), 0);
+
+    child = fork();                                                  /* the child's own hold */
+    if (child == 0) {
+        sync_distributed_lock_holder_t mine;
+        int ok = sync_distributed_lock_try_lock(lock) == 0 && sync_distributed_lock_holder(lock, &mine) == 0
+                 && mine.pid == getpid() && sync_distributed_lock_unlock(lock) == 0;
+        _exit(ok ? 0 : 1);
+    }
+    wait_ok(child);
+    CHECK_EQ(sync_distributed_lock_holder(lock, &h), ENOENT);
+    sync_distributed_lock_destroy(lock);
+}
+
+/* Forks while other threads work on the object (its state locked at any instant): the child's
+ * calls never hang, and never touch the parent's hold. */
+enum { FORKS = 40 };
+static atomic_int churning;
+
+static void *churn(void *arg) {
+    sync_distributed_lock_t *lock = arg;
+    while (churning) {
+        if (sync_distributed_lock_try_lock(lock) == 0) sync_distributed_lock_unlock(lock);
+    }
+    return NULL;
+}
+
+static void test_fork_during_operations(void) {
+    sync_distributed_lock_t *lock = make_with(path, SYNC_DISTRIBUTED_LOCK_RELEASE_ON_DESTROY, -1);
+    churning = 1;
+    pthread_t threads[2];
+    for (int i = 0; i < 2; i++) CHECK_EQ(pthread_create(&threads[i], NULL, churn, lock), 0);
+    for (int i = 0; i < FORKS; i++) {
+        pid_t child = fork();
+        if (child == 0) {
+            alarm(30);                                               /* a hang fails the test */
+            int code = sync_distributed_lock_unlock(lock);
+            if (code != EPERM) _exit(1);
+            code = sync_distributed_lock_lock(lock, 10LL * 1000000000, 1000000);
+            if (code == 0) code = sync_distributed_lock_unlock(lock);
+            sync_distributed_lock_destroy(lock);
+            _exit(code == 0 ? 0 : 2);
+        }
+        wait_ok(child);
+    }
+    churning = 0;
+    for (int i = 0; i < 2; i++) CHECK_EQ(pthread_join(threads[i], NULL), 0);
+    sync_distributed_lock_destroy(lock);
+}
+
+/* Paths near PATH_MAX with a long file name: every operation works. */
+static void test_long_paths(void) {
+    static char parent[PATH_MAX + 256], lock_path[PATH_MAX + 512];
+    char component[201];
+    memset(component, 'd', 200);
+    component[200] = 0;
+    for (int target = 0; target < 2; target++) {
+        /* parent + "/" + a 150-byte name: exactly PATH_MAX - 1 bytes, then 60 bytes beyond it. */
+        size_t name_length = 150, total = target == 0 ? PATH_MAX - 1 : PATH_MAX + 60;
+        size_t length = (size_t)snprintf(parent, sizeof parent, "%s/long", dir);
+        CHECK_EQ(mkdir(parent, 0755) == 0 || errno == EEXIST, 1);
+        while (length + 1 + 200 + 1 + name_length <= total) {
+            length += (size_t)snprintf(parent + length, sizeof parent - length, "/%s", component);
+            CHECK_EQ(mkdir(parent, 0755) == 0 || errno == EEXIST, 1);
+        }
+        size_t last = total - length - 1 - 1 - name_length;          /* the last component fills the gap */
+        CHECK(last >= 1 && last <= 255);
+        parent[length++] = '/';
+        memset(parent + length, 'e', last);
+        length += last;
+        parent[length] = 0;
+        CHECK_EQ(mkdir(parent, 0755) == 0 || errno == EEXIST, 1);
+        memcpy(lock_path, parent, length);
+        lock_path[length] = '/';
+        memset(lock_path + length + 1, 'n', name_length);
+        lock_path[length + 1 + name_length] = 0;
+        CHECK_EQ(strlen(lock_path), total);
+
+        sync_distributed_lock_t *a = make_with(lock_path, 0, -1), *b = make_with(lock_path, 0, -1);
+        CHECK_EQ(strcmp(sync_distributed_lock_path(a), lock_path), 0);
+        for (int round = 0; round < 2; round++) {
+            CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+            CHECK(sync_distributed_lock_is_held(a));
+            CHECK_EQ(sync_distributed_lock_try_lock(b), EBUSY);
+            sync_distributed_lock_holder_t h;
+            CHECK_EQ(sync_distributed_lock_holder(b, &h), 0);
+            CHECK_EQ(h.pid, getpid());
+            CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+            CHECK_EQ(sync_distributed_lock_lock(b, 1000000000, 1000000), 0);
+            CHECK_EQ(sync_distributed_lock_break(a), 0);
+            CHECK_EQ(sync_distributed_lock_unlock(b), ESTALE);
+        }
+        pid_t child = fork();                                        /* a stale holder, recovered */
+        if (child == 0) _exit(sync_distributed_lock_try_lock(b) == 0 ? 0 : 1);
+        wait_ok(child);
+        CHECK_EQ(sync_distributed_lock_recover(a), 0);
+        CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+        sync_distributed_lock_destroy(a);
+        sync_distributed_lock_destroy(b);
+    }
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/libsync-dlock-XXXXXX");
     CHECK(mkdtemp(dir) != NULL);
@@ -366,6 +781,15 @@ int main(void) {
     test_killed_holder_is_stale_and_recovered();
     test_racing_breakers();
     test_mutual_exclusion_between_processes();
+    test_bad_options();
+    test_impossible_disk_states();
+    test_parents_removal_and_mode();
+    test_threads_share_one_object();
+    test_owner_recursion_and_deadlock();
+    test_waiting_thread_sleeps_until_released();
+    test_fork_child_never_holds();
+    test_fork_during_operations();
+    test_long_paths();
     char command[128];
     snprintf(command, sizeof command, "rm -rf %s", dir);
     CHECK_EQ(system(command), 0);

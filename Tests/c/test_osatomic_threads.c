@@ -29,7 +29,8 @@ static void *counters(void *arg) {
         OSAtomicDecrement64Barrier(&counter64);
         OSAtomicAdd32Barrier(2, &barrier_counter);
         int32_t old;
-        do { old = cas_counter; } while (!OSAtomicCompareAndSwap32Barrier(old, old + 1, &cas_counter));
+        do { old = __atomic_load_n(&cas_counter, __ATOMIC_RELAXED); }  /* (a plain read would race) */
+        while (!OSAtomicCompareAndSwap32Barrier(old, old + 1, &cas_counter));
     }
     return NULL;
 }

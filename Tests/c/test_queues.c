@@ -6,9 +6,12 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { SUBMITTERS = 4, PER_SUBMITTER = 2000 };
 
@@ -17,10 +20,23 @@ static void nap_us(long us) {
     nanosleep(&ts, NULL);
 }
 
-/* Waits (at most ~5 s) until *counter reaches target. */
+/* Waits until *counter reaches target (at most ~60 s: a bound against a hang, not a time). */
 static int wait_for(atomic_long *counter, long target) {
-    for (int i = 0; i < 5000 && atomic_load(counter) < target; i++) nap_us(1000);
+    for (int i = 0; i < 60000 && atomic_load(counter) < target; i++) nap_us(1000);
     return atomic_load(counter) == target;
+}
+
+/* The exit status of child, or -1 (and the child killed) if it has not exited within seconds:
+ * a bound against a hang, never a timing assertion. */
+static int exit_status_within(pid_t child, int seconds) {
+    int status;
+    for (long i = 0; i < seconds * 1000L; i++) {
+        if (waitpid(child, &status, WNOHANG) == child) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        nap_us(1000);
+    }
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+    return -1;
 }
 
 /* ---- Serial FIFO under concurrent submitters ---- */
@@ -251,6 +267,28 @@ static void test_executor(void) {
     CHECK_EQ(sync_executor_create(NULL), EINVAL);
 }
 
+/* fork(): the child has no executor thread. sync and async fail with ESRCH (sync used to wait
+ * forever); stop and destroy return at once. Meanwhile the parent's executor works on. */
+static void test_executor_in_forked_child(void) {
+    sync_executor *e;
+    CHECK_EQ(sync_executor_create(&e), 0);
+    CHECK_EQ(sync_executor_sync(e, noop, NULL), 0);
+    for (int i = 0; i < 100; i++) CHECK_EQ(sync_executor_async(e, slow_item, NULL), 0);  /* busy at the fork */
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        if (sync_executor_sync(e, noop, NULL) != ESRCH) _exit(2);
+        if (sync_executor_async(e, noop, NULL) != ESRCH) _exit(3);
+        if (sync_executor_is_current(e)) _exit(4);
+        if (sync_executor_stop(e) != 0) _exit(5);
+        if (sync_executor_destroy(e) != 0) _exit(6);
+        _exit(0);
+    }
+    CHECK_EQ(exit_status_within(child, 10), 0);
+    CHECK_EQ(sync_executor_sync(e, noop, NULL), 0);
+    CHECK_EQ(sync_executor_destroy(e), 0);
+}
+
 /* A queue's item waits for an executor item that syncs back onto the queue: EDEADLK. */
 struct cross { sync_queue *q; sync_executor *e; int inner; };
 static void back_onto_queue(void *p) { struct cross *c = p; c->inner = sync_queue_sync(c->q, noop, NULL); }
@@ -304,6 +342,13 @@ static void log_write(void *value, void *context) {
     p->log[p->logged++] = (long)context;
 }
 
+struct holder { sync_isolated *isolated; int code; };
+static void *end_write_elsewhere(void *p) {
+    struct holder *h = p;
+    h->code = sync_isolated_end_write(h->isolated);
+    return NULL;
+}
+
 static void test_isolated(void) {
     static struct pair value;
     CHECK_EQ(sync_isolated_create(&isolated, &value), 0);
@@ -347,6 +392,30 @@ static void test_isolated(void) {
     CHECK_EQ(sync_isolated_try_begin_read(isolated), EBUSY);
     CHECK_EQ(sync_isolated_end_read(isolated), 0);  /* the last reader out applies it */
     CHECK_EQ(value.a, a + 67);
+    /* Releasing what the calling thread did not take: EPERM and nothing changes (a read share
+     * released twice used to leave a reader count that no write ever waited out). */
+    CHECK_EQ(sync_isolated_end_read(isolated), EPERM);
+    CHECK_EQ(sync_isolated_end_write(isolated), EPERM);
+    CHECK_EQ(sync_isolated_write_async(isolated, bump_pair, NULL), 0);
+    CHECK_EQ(value.a, a + 68);                                   /* free: applied at once */
+    CHECK_EQ(sync_isolated_try_begin_read(isolated), 0);
+    CHECK_EQ(sync_isolated_end_write(isolated), EPERM);          /* a reader holds it, no writer */
+    CHECK_EQ(sync_isolated_try_begin_write(isolated), EBUSY);
+    CHECK_EQ(sync_isolated_end_read(isolated), 0);
+    CHECK_EQ(sync_isolated_end_read(isolated), EPERM);
+    struct holder h = {isolated, 0};
+    CHECK_EQ(sync_isolated_try_begin_write(isolated), 0);
+    pthread_t other;
+    CHECK(pthread_create(&other, NULL, end_write_elsewhere, &h) == 0);
+    pthread_join(other, NULL);
+    CHECK_EQ(h.code, EPERM);                                     /* taken by this thread, not that one */
+    CHECK_EQ(sync_isolated_try_begin_read(isolated), EBUSY);     /* still held */
+    CHECK_EQ(sync_isolated_end_write(isolated), 0);
+    CHECK_EQ(sync_isolated_end_write(isolated), EPERM);
+    CHECK_EQ(sync_isolated_write_sync(isolated, bump_pair, NULL), 0);
+    CHECK_EQ(value.a, a + 69);
+    CHECK_EQ(sync_isolated_end_read(NULL), EINVAL);
+    CHECK_EQ(sync_isolated_end_write(NULL), EINVAL);
     CHECK_EQ(sync_isolated_try_begin_read(NULL), EINVAL);
     CHECK_EQ(sync_isolated_read(NULL, read_a, &a), EINVAL);
     CHECK_EQ(sync_isolated_write_async(isolated, NULL, NULL), EINVAL);
@@ -360,6 +429,7 @@ int main(void) {
     test_concurrent_barriers();
     test_queue_destroy_runs_pending();
     test_executor();
+    test_executor_in_forked_child();
     test_cross_deadlock();
     test_isolated();
     DONE();

@@ -7,7 +7,11 @@
  *
  * Times are wall-clock from a barrier that releases all threads together to the last join,
  * divided by the total number of operations: for contended cases that is the cost per
- * operation of the whole machine, so more threads on 2 cores is not "faster". */
+ * operation of the whole machine, so more threads on 2 cores is not "faster".
+ *
+ * Environment (set by benchmarks/run.sh): BENCH_ROWS, a file to which each table row is also
+ * appended as one JSON line (read by benchmarks/report.py); BENCH_QUICK, a smoke run: 3 runs
+ * per row, a tenth of the iterations or duration; BENCH_ONLY, a substring of the tables to run. */
 #ifndef BENCH_H
 #define BENCH_H
 #define _GNU_SOURCE
@@ -86,23 +90,55 @@ static double bench_median_of(double *samples, int count) {
     qsort(samples, (size_t)count, sizeof samples[0], bench_compare);
     return samples[count / 2];
 }
-static double bench_median(double *samples) { return bench_median_of(samples, BENCH_REPEATS); }
+
+/* BENCH_QUICK: fewer runs (at most 3) of a tenth of the work, for a smoke run of the whole suite. */
+static int bench_quick(void) { return getenv("BENCH_QUICK") != NULL; }
+static int bench_runs(int repeats) { return bench_quick() && repeats > 3 ? 3 : repeats; }
+static long bench_work(long amount) { return bench_quick() && amount >= 10 ? amount / 10 : amount; }
+
+/* One row as a JSON line in $BENCH_ROWS (if set): the table, thread count, row name, ns per
+ * operation, ratio to the baseline, whether it is the baseline, and fairness (or null). */
+static void bench_json_string(FILE *out, const char *text) {
+    fputc('"', out);
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+        if (*c == '"' || *c == '\\') fprintf(out, "\\%c", *c);
+        else if (*c < 0x20) fprintf(out, "\\u%04x", *c);
+        else fputc(*c, out);
+    }
+    fputc('"', out);
+}
+static void bench_emit(const char *title, int threads, const char *row, double ns, double ratio, int baseline, double fairness) {
+    const char *path = getenv("BENCH_ROWS");
+    FILE *out = path ? fopen(path, "a") : NULL;
+    if (!out) return;
+    fputs("{\"table\": ", out); bench_json_string(out, title);
+    fprintf(out, ", \"threads\": %d, \"row\": ", threads); bench_json_string(out, row);
+    fprintf(out, ", \"ns\": %.6g, \"ratio\": %.6g, \"baseline\": %s, \"fairness\": ", ns, ratio, baseline ? "true" : "false");
+    if (fairness < 0) fputs("null", out); else fprintf(out, "%.6g", fairness);
+    fputs("}\n", out);
+    fclose(out);
+}
 
 /* Measures every row (interleaved with the others, so drift hits all alike) and prints them
  * with the ratio to rows[baseline]: ratio > 1 means slower than the baseline. */
 static int bench_selected(const char *title);
 static void bench_table(const char *title, bench_row *rows, int count, int threads, long iterations, int baseline) {
     if (!bench_selected(title)) return;
+    int runs = bench_runs(BENCH_REPEATS);
+    iterations = bench_work(iterations);
     double (*samples)[BENCH_REPEATS] = calloc((size_t)count, sizeof *samples);
-    for (int r = 0; r < BENCH_REPEATS; r++)  /* round-robin: each round runs every row once */
+    for (int r = 0; r < runs; r++)  /* round-robin: each round runs every row once */
         for (int i = 0; i < count; i++) samples[i][r] = bench_sample(rows[i].body, rows[i].arg, threads, iterations);
-    for (int i = 0; i < count; i++) rows[i].ns_per_op = bench_median(samples[i]);
+    for (int i = 0; i < count; i++) rows[i].ns_per_op = bench_median_of(samples[i], runs);
     free(samples);
-    printf("\n%s — %d thread%s, median of %d runs\n", title, threads, threads == 1 ? "" : "s", BENCH_REPEATS);
+    printf("\n%s — %d thread%s, median of %d runs\n", title, threads, threads == 1 ? "" : "s", runs);
     printf("  %-44s %10s %10s %10s\n", "", "ns/op", "Mops/s", "ratio");
-    for (int i = 0; i < count; i++)
+    for (int i = 0; i < count; i++) {
+        double ratio = rows[i].ns_per_op / rows[baseline].ns_per_op;
         printf("  %-44s %10.2f %10.1f %9.2fx%s\n", rows[i].name, rows[i].ns_per_op, 1e3 / rows[i].ns_per_op,
-               rows[i].ns_per_op / rows[baseline].ns_per_op, i == baseline ? "  (baseline)" : "");
+               ratio, i == baseline ? "  (baseline)" : "");
+        bench_emit(title, threads, rows[i].name, rows[i].ns_per_op, ratio, i == baseline, -1);
+    }
     fflush(stdout);
 }
 #endif
@@ -174,24 +210,29 @@ static int bench_selected(const char *title) {
 
 __attribute__((unused)) static void bench_timed_table(const char *title, bench_row *rows, int count, int threads, int milliseconds, int baseline) {
     if (!bench_selected(title)) return;
+    int runs = bench_runs(BENCH_TIMED_REPEATS);
+    milliseconds = (int)bench_work(milliseconds);
     double (*ns)[BENCH_TIMED_REPEATS] = calloc((size_t)count, sizeof *ns);
     double (*fairness)[BENCH_TIMED_REPEATS] = calloc((size_t)count, sizeof *fairness);
     double *fair = calloc((size_t)count, sizeof *fair);
-    for (int r = 0; r < BENCH_TIMED_REPEATS; r++)  /* round-robin, as bench_table: drift hits all rows alike */
+    for (int r = 0; r < runs; r++)  /* round-robin, as bench_table: drift hits all rows alike */
         for (int i = 0; i < count; i++)
             bench_timed_run(rows[i].body, rows[i].arg, threads, milliseconds, &ns[i][r], &fairness[i][r]);
     for (int i = 0; i < count; i++) {
-        rows[i].ns_per_op = bench_median_of(ns[i], BENCH_TIMED_REPEATS);
-        fair[i] = bench_median_of(fairness[i], BENCH_TIMED_REPEATS);
+        rows[i].ns_per_op = bench_median_of(ns[i], runs);
+        fair[i] = bench_median_of(fairness[i], runs);
     }
     free(ns);
     free(fairness);
     printf("\n%s — %d thread%s, %d ms, median of %d runs\n", title, threads, threads == 1 ? "" : "s",
-           milliseconds, BENCH_TIMED_REPEATS);
+           milliseconds, runs);
     printf("  %-44s %10s %10s %10s %10s\n", "", "ns/op", "Mops/s", "ratio", "min/max");
-    for (int i = 0; i < count; i++)
+    for (int i = 0; i < count; i++) {
+        double ratio = rows[i].ns_per_op / rows[baseline].ns_per_op;
         printf("  %-44s %10.2f %10.1f %9.2fx %10.2f%s\n", rows[i].name, rows[i].ns_per_op, 1e3 / rows[i].ns_per_op,
-               rows[i].ns_per_op / rows[baseline].ns_per_op, fair[i], i == baseline ? "  (baseline)" : "");
+               ratio, fair[i], i == baseline ? "  (baseline)" : "");
+        bench_emit(title, threads, rows[i].name, rows[i].ns_per_op, ratio, i == baseline, fair[i]);
+    }
     fflush(stdout);
     free(fair);
 }

@@ -59,7 +59,7 @@ def main():
             measure = (lambda f: per_call_ns(f, N)) if threads == 1 else (lambda f: per_call_ns_threads(f, N // 2, 2))
             rows += [(f"threading.Lock + Python: {name}", measure(peer)), (f"libsync: {name}", measure(ours))]
         for i in range(0, len(rows), 2):
-            table(f"{rows[i + 1][0]} — {threads} thread(s)", rows[i:i + 2])
+            table(rows[i + 1][0], rows[i:i + 2], threads=threads)
 
 
 if __name__ == "__main__":

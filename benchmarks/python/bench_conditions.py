@@ -50,9 +50,9 @@ def main():
           [("threading.Semaphore", per_call_ns(cycle(s_theirs), N)), ("libsync Semaphore", per_call_ns(cycle(s_ours), N))])
     e_ours, e_theirs = libsync.Event(), threading.Event()
     table("Event.is_set()", [("threading.Event", per_call_ns(e_theirs.is_set, N)), ("libsync Event", per_call_ns(e_ours.is_set, N))])
-    table("Ping-pong hand-off through a Condition (2 threads)",
+    table("Ping-pong hand-off through a Condition",
           [("threading.Condition", min(pingpong_ns(threading.Condition()) for _ in range(3))),
-           ("libsync Condition", min(pingpong_ns(libsync.Condition()) for _ in range(3)))])
+           ("libsync Condition", min(pingpong_ns(libsync.Condition()) for _ in range(3)))], threads=2)
 
 
 if __name__ == "__main__":

@@ -49,10 +49,10 @@ table("RLock acquire()+release()", [
     ("threading.RLock", acquire_release(threading.RLock())),
     ("libsync RLock", acquire_release(RLock())),
 ])
-table("Lock, 4 threads contending (GIL)", [
+table("Lock, threads contending (GIL)", [
     ("threading.Lock", per_call_ns_threads(pair(threading.Lock()), N // 4, 4)),
     ("libsync Lock", per_call_ns_threads(pair(Lock()), N // 4, 4)),
-])
+], threads=4)
 
 rows = []
 try:

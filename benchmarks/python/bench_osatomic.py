@@ -28,8 +28,8 @@ def main():
     except ImportError:
         print("(the atomics package is not installed: pip install atomics)")
     # Each lambda adds one Python call to every row alike; the ratios compare like with like.
-    table("Python atomic increment, 1 thread", [(name, per_call_ns(f, N)) for name, f in rows])
-    table("Python atomic increment, 2 threads", [(name, per_call_ns_threads(f, N // 4, 2)) for name, f in rows])
+    table("Python atomic increment", [(name, per_call_ns(f, N)) for name, f in rows], threads=1)
+    table("Python atomic increment", [(name, per_call_ns_threads(f, N // 4, 2)) for name, f in rows], threads=2)
 
 
 if __name__ == "__main__":

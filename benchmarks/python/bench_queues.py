@@ -90,9 +90,9 @@ def mixed(target):
 
 def main():
     for threads in (2, 8):
-        table(f"Python property 90% read / 10% write, {threads} threads",
+        table("Python property 90% read / 10% write",
               [(name, per_call_ns_threads(mixed(target), N // threads, threads)) for name, target in ROWS],
-              baseline=1)
+              baseline=1, threads=threads)
     serial.close()
     concurrent.close()
 

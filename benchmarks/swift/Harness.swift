@@ -2,9 +2,12 @@ import Glibc
 
 // The Swift benchmark harness, as the C one (benchmarks/c/bench.h): run a body on N threads
 // released together, take the median over several runs of wall time / total operations, and
-// print rows beside a baseline measured in the same run.
+// print rows beside a baseline measured in the same run. Environment, as the C harness's:
+// BENCH_ROWS, a file to which each row is also appended as a JSON line (benchmarks/report.py);
+// BENCH_QUICK, a smoke run (3 runs of a tenth of the iterations).
 
-let repeats = 7
+let quick = getenv("BENCH_QUICK") != nil
+let repeats = quick ? 3 : 7
 
 struct Row {
     let name: String
@@ -53,6 +56,7 @@ func sample(threads: Int, iterations: Int, _ body: @escaping @Sendable (Int) -> 
 
 /// Measures each row and prints ns/op, Mops/s and the ratio to rows[baseline].
 func table(_ title: String, threads: Int, iterations: Int, baseline: Int = 0, _ rows: [Row]) {
+    let iterations = quick ? max(1, iterations / 10) : iterations
     // Round-robin (each round runs every row once), so that drift hits all rows alike.
     var samples = [[Double]](repeating: [], count: rows.count)
     for _ in 0..<repeats {
@@ -67,7 +71,30 @@ func table(_ title: String, threads: Int, iterations: Int, baseline: Int = 0, _ 
         let ratio = ns / results[baseline]
         print("  " + row.name.padding(44) + fixed(ns, 2).padded(10) + fixed(1e3 / ns, 1).padded(10)
               + (fixed(ratio, 2) + "x").padded(10) + (row.name == rows[baseline].name ? "  (baseline)" : ""))
+        emit(title, threads: threads, row: row.name, ns: ns, ratio: ratio, baseline: row.name == rows[baseline].name)
     }
+}
+
+/// Appends one row as a JSON line to $BENCH_ROWS, if set.
+private func emit(_ title: String, threads: Int, row: String, ns: Double, ratio: Double, baseline: Bool) {
+    guard let path = getenv("BENCH_ROWS"), let file = fopen(path, "a") else { return }
+    defer { fclose(file) }
+    let line = "{\"table\": \(json(title)), \"threads\": \(threads), \"row\": \(json(row)), \"ns\": \(ns), "
+        + "\"ratio\": \(ratio), \"baseline\": \(baseline), \"fairness\": null}\n"
+    fputs(line, file)
+}
+
+private func json(_ text: String) -> String {
+    var out = "\""
+    for scalar in text.unicodeScalars {
+        switch scalar {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case _ where scalar.value < 0x20: out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
+        default: out.unicodeScalars.append(scalar)
+        }
+    }
+    return out + "\""
 }
 
 func fixed(_ value: Double, _ digits: Int) -> String {

@@ -125,7 +125,8 @@ bool sync_atomic_ref_compare_and_set(sync_atomic_ref_t *r, void *expected, void 
  * sync_throttler_rejections), so refusals on several cores never contend. Caller memory, 24
  * bytes, 8-byte aligned; works in memory shared between processes (each process sums its own
  * threads' refusals, plus every process's timed-out waits). Waiting is not FIFO. None of these
- * functions is async-signal-safe. */
+ * functions is async-signal-safe. Memory the library never wrote (limit < 1, or holders outside
+ * 0...limit) gets EINVAL from try_enter, enter and exit, which leave it unchanged. */
 
 typedef struct sync_throttler {
     int32_t holders;
@@ -143,15 +144,15 @@ typedef struct sync_throttler {
  *  limit < 1. */
 int sync_throttler_init(sync_throttler_t *t, int32_t limit);
 /** Takes a slot if fewer than limit hold one. Returns 0 (admitted: call sync_throttler_exit),
- *  EBUSY (full; counted as a rejection), or EINVAL (limit < 1). Never blocks. */
+ *  EBUSY (full; counted as a rejection), or EINVAL (see above). Never blocks. */
 int sync_throttler_try_enter(sync_throttler_t *t);
 /** Takes a slot, waiting up to timeout_ns nanoseconds (< 0: without limit). Returns 0, ETIMEDOUT
  *  (counted as a rejection), EINTR (a signal handler ran; retry with the time left), or EINVAL. */
 int sync_throttler_enter(sync_throttler_t *t, int64_t timeout_ns);
-/** Gives a slot back. Returns 0, or EPERM if no slot is held (nothing changes). */
+/** Gives a slot back. Returns 0, EPERM if no slot is held (nothing changes), or EINVAL. */
 int sync_throttler_exit(sync_throttler_t *t);
 /** The seed's throttledExec: if a slot is free, runs body(context), gives the slot back and
- *  returns true; otherwise returns false at once. */
+ *  returns true; otherwise (also for a NULL body or an EINVAL throttler) returns false at once. */
 bool sync_throttler_exec(sync_throttler_t *t, void (*body)(void *context), void *context);
 /** Current holders. */
 int32_t sync_throttler_holders(const sync_throttler_t *t);
@@ -202,13 +203,15 @@ int sync_dictionary_create_with_object_keys(sync_dictionary_t **out, sync_object
 /** Releases every key and value and frees d. No other thread may use d during or after it. */
 void sync_dictionary_destroy(sync_dictionary_t *d);
 /** Stores value (retained) under key, releasing the value it replaces once no reader uses it.
- *  Returns 0, or EINVAL if d or value is NULL (or key is NULL with key_length > 0). */
+ *  Returns 0, or EINVAL if d or value is NULL, key is NULL with key_length > 0, or (byte keys)
+ *  key_length > PTRDIFF_MAX. */
 int sync_dictionary_set(sync_dictionary_t *d, const void *key, size_t key_length, void *value);
-/** The value for key, +1 (release or autorelease it), or NULL. */
+/** The value for key, +1 (release or autorelease it), or NULL (absent, or an argument that
+ *  set would refuse). */
 void *sync_dictionary_get(sync_dictionary_t *d, const void *key, size_t key_length);
 /** The value for key +1, or fallback +1 (retained) when absent: NULL only if fallback is NULL. */
 void *sync_dictionary_get_or(sync_dictionary_t *d, const void *key, size_t key_length, void *fallback);
-/** Removes the entry. Returns 0, ENOENT if there was none, or EINVAL. */
+/** Removes the entry. Returns 0, ENOENT if there was none, or EINVAL (as set). */
 int sync_dictionary_remove(sync_dictionary_t *d, const void *key, size_t key_length);
 /** Entries (each shard counted at one instant). */
 size_t sync_dictionary_count(sync_dictionary_t *d);

@@ -67,9 +67,11 @@ typedef struct { uint32_t _sequence, _waiters; } sync_cond_t;
  *  waits on). @return 0 or EINVAL. */
 int sync_cond_init(sync_cond_t *cond, int flags);
 /** Releases mutex (which the caller must hold), waits for a signal, takes mutex again (also on
- *  ETIMEDOUT and EINTR). @return 0 (signalled); EPERM without waiting if the caller does not hold
- *  mutex (an unowned mutex: if it is not locked); EINVAL without waiting (NULL, misaligned or
- *  corrupt). */
+ *  ETIMEDOUT and EINTR; not on EPERM, EINVAL or ENOTRECOVERABLE). @return 0 (signalled); EPERM
+ *  without waiting if the caller does not hold mutex (an unowned mutex: if it is not locked);
+ *  EINVAL without waiting (NULL, misaligned or corrupt). Every wait below with a robust mutex or
+ *  recursive lock (sync/locks.h), the resumable ones included, may also return EOWNERDEAD (taken
+ *  again from a dead holder; a recursive lock at its former depth) or ENOTRECOVERABLE (not held). */
 int sync_cond_wait(sync_cond_t *cond, sync_mutex_t *mutex);
 /** As sync_cond_wait for at most timeout_ns. @return 0, ETIMEDOUT, EPERM or EINVAL. A signal
  *  that races the timeout is reported (0), never lost. */

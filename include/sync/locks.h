@@ -4,12 +4,14 @@
  * Every lock lives in memory the caller owns and starts from its static initializer
  * (= SYNC_..._INIT) or an init function: no allocation, nothing to destroy (a lock that is not
  * held may simply be freed or reused). Sizes: sync_mutex_t 4 bytes (pthread_mutex_t: 40),
- * sync_recursive_lock_t 8, sync_rwlock_t 12, sync_spinlock_t 4, sync_once_t 4.
+ * sync_recursive_lock_t 8, sync_robust_mutex_t (a robust mutex or recursive lock) 16,
+ * sync_rwlock_t 16, sync_spinlock_t 4, sync_once_t 4.
  *
  * Return codes: 0 on success, else an errno code documented per function. A NULL or misaligned
  * lock pointer returns EINVAL. Misuse is reported, never undefined: releasing a lock the caller
  * does not hold returns EPERM; waiting for a lock the caller already holds returns EDEADLK.
- * Owners are kernel thread ids: a thread that exits while holding a lock leaves it held.
+ * Owners are kernel thread ids: a thread that exits while holding a lock leaves it held, unless
+ * the lock is a robust mutex or recursive lock (SYNC_MUTEX_ROBUST, below), which reports it.
  *
  * Timeouts: the `timed` forms take a relative timeout in nanoseconds, the `_until` forms an
  * absolute CLOCK_MONOTONIC deadline in nanoseconds (a deadline in the past tries once and
@@ -40,6 +42,19 @@ extern "C" {
  * that finds it held waits up to ~6 us without touching it before sleeping, so the holder keeps
  * its line. Not FIFO: a running thread may take the lock before a woken one (throughput over
  * order).
+ *
+ * Owners of process-shared locks. The word records its holder's kernel thread id, and the kernel
+ * gives the id of a dead thread to a new one, in any process. So each thread also lists, in
+ * thread-local memory, the addresses of the process-shared (and robust) mutexes and recursive
+ * locks it holds: the caller holds such a lock only if the word names it and its list has the
+ * lock. A thread that got a dead holder's id neither gets EDEADLK from lock (it waits, as for any
+ * holder) nor unlocks what it never took (EPERM); a fork()ed child holds none of its parent's
+ * shared or robust locks. (The private, not robust, mutexes and recursive locks that the forking
+ * thread held are still held by the child's thread, which continues it: it may unlock them.)
+ * This costs the slow paths only, which process-shared locks always take (their word is never
+ * 0). Within one process, lock and unlock such a lock through the same address (a second
+ * mapping of the same memory is another lock to the list). sync_condition_t and
+ * sync_condition_lock_t, whose first word is such a mutex, follow the same rules.
  */
 typedef struct { uint32_t _word; } sync_mutex_t;
 
@@ -49,35 +64,58 @@ typedef struct { uint32_t _word; } sync_mutex_t;
 
 #define SYNC_MUTEX_SHARED 1  /**< sync_mutex_init flag: the mutex is in memory shared by processes */
 #define SYNC_MUTEX_UNOWNED 2 /**< sync_mutex_init flag: any thread may unlock; no EDEADLK check */
+#define SYNC_MUTEX_ROBUST 4  /**< sync_mutex_init / sync_recursive_lock_init flag: robust (see below) */
 
 /**
- * Initializes *mutex, unlocked, with flags (0, SYNC_MUTEX_SHARED, SYNC_MUTEX_UNOWNED or both).
- * A process-shared mutex must be initialized once, by one process, before others use it.
+ * Initializes *mutex, unlocked, with flags: 0, or any of SYNC_MUTEX_SHARED, SYNC_MUTEX_UNOWNED,
+ * SYNC_MUTEX_ROBUST (then mutex must be the .mutex of a sync_robust_mutex_t: 16 bytes are
+ * written). A process-shared mutex must be initialized once, by one process, before others use
+ * it; a robust one may also start as SYNC_ROBUST_MUTEX_INIT(_SHARED).
  * Not thread-safe with respect to other uses of the same mutex.
- * @return 0, or EINVAL for an unknown flag.
+ * @return 0, or EINVAL for an unknown flag, ROBUST with UNOWNED, or robust memory not 8-aligned.
  */
 int sync_mutex_init(sync_mutex_t *mutex, int flags);
 
-/** Locks, waiting as long as it takes. @return 0, or EDEADLK if the caller holds it. */
+/**
+ * Locks, waiting as long as it takes.
+ * @return 0; EDEADLK if the caller holds it; robust: EOWNERDEAD (locked: the previous holder
+ * died), ENOTRECOVERABLE (not locked), EINVAL (the caller is in another pid or time namespace
+ * than the lock's first locker).
+ */
 int sync_mutex_lock(sync_mutex_t *mutex);
 
-/** Locks if free; never waits. @return 0, or EBUSY if held (by anyone, the caller included). */
+/**
+ * Locks if free; never waits (robust: checks whether the holder is alive).
+ * @return 0, or EBUSY if held (by anyone, the caller included); robust: also EOWNERDEAD,
+ * ENOTRECOVERABLE, EINVAL as sync_mutex_lock.
+ */
 int sync_mutex_trylock(sync_mutex_t *mutex);
 
-/** Locks unless timeout_ns nanoseconds pass first. @return 0, ETIMEDOUT, or EDEADLK. */
+/** Locks unless timeout_ns nanoseconds pass first.
+ *  @return 0, ETIMEDOUT, or EDEADLK; robust: also EOWNERDEAD, ENOTRECOVERABLE, EINVAL. */
 int sync_mutex_timedlock(sync_mutex_t *mutex, uint64_t timeout_ns);
 
-/** Locks unless CLOCK_MONOTONIC reaches deadline_ns first. @return 0, ETIMEDOUT, or EDEADLK. */
+/** Locks unless CLOCK_MONOTONIC reaches deadline_ns first.
+ *  @return 0, ETIMEDOUT, or EDEADLK; robust: also EOWNERDEAD, ENOTRECOVERABLE, EINVAL. */
 int sync_mutex_lock_until(sync_mutex_t *mutex, int64_t deadline_ns);
 
 /** As sync_mutex_lock_until (deadline_ns < 0: none), and EINTR if a signal interrupts it. */
 int sync_mutex_lock_interruptible(sync_mutex_t *mutex, int64_t deadline_ns);
 
 /**
- * Unlocks, waking one waiter if any sleeps.
+ * Unlocks, waking one waiter if any sleeps. Robust, after EOWNERDEAD without
+ * sync_mutex_consistent: unlocks and leaves the mutex not recoverable, waking every waiter.
  * @return 0, or EPERM if the caller does not hold it (unowned mode: if it is not locked).
  */
 int sync_mutex_unlock(sync_mutex_t *mutex);
+
+/**
+ * Robust mode: marks the state the mutex guards consistent again, after the caller's lock
+ * returned EOWNERDEAD, so that unlocking leaves the mutex usable.
+ * @return 0; EPERM if the caller does not hold it; EINVAL if the mutex is not robust or is not
+ * marked as taken from a dead holder.
+ */
+int sync_mutex_consistent(sync_mutex_t *mutex);
 
 /** 1 if the mutex is locked (by anyone), else 0: a snapshot, for diagnostics. */
 int sync_mutex_is_locked(const sync_mutex_t *mutex);
@@ -93,67 +131,182 @@ typedef struct { uint32_t _word, _depth; } sync_recursive_lock_t;
 #define SYNC_RECURSIVE_LOCK_INIT { 0u, 0u }
 #define SYNC_RECURSIVE_LOCK_INIT_SHARED { 0x40000000u, 0u } /**< for memory shared by processes */
 
-/** Initializes *lock, unlocked, with flags (0 or SYNC_MUTEX_SHARED). @return 0 or EINVAL. */
+/**
+ * Initializes *lock, unlocked, with flags: 0, or any of SYNC_MUTEX_SHARED and SYNC_MUTEX_ROBUST
+ * (then lock must be the .recursive of a sync_robust_mutex_t: 16 bytes are written).
+ * @return 0, or EINVAL (an unknown flag, robust memory not 8-aligned).
+ */
 int sync_recursive_lock_init(sync_recursive_lock_t *lock, int flags);
 
-/** Locks (again, if the caller holds it). @return 0, or EAGAIN if the depth would overflow. */
+/** Locks (again, if the caller holds it). @return 0, or EAGAIN if the depth would overflow;
+ *  robust: EOWNERDEAD (locked once: the previous holder died, at whatever depth),
+ *  ENOTRECOVERABLE, EINVAL, as sync_mutex_lock. */
 int sync_recursive_lock_lock(sync_recursive_lock_t *lock);
-/** Locks if free or held by the caller. @return 0, EBUSY (held by another thread), or EAGAIN. */
+/** Locks if free or held by the caller. @return 0, EBUSY (held by another thread), or EAGAIN;
+ *  robust: also EOWNERDEAD, ENOTRECOVERABLE, EINVAL. */
 int sync_recursive_lock_trylock(sync_recursive_lock_t *lock);
-/** Locks unless timeout_ns pass first. @return 0, ETIMEDOUT, or EAGAIN. */
+/** Locks unless timeout_ns pass first. @return 0, ETIMEDOUT, or EAGAIN; robust: also
+ *  EOWNERDEAD, ENOTRECOVERABLE, EINVAL. */
 int sync_recursive_lock_timedlock(sync_recursive_lock_t *lock, uint64_t timeout_ns);
-/** Locks unless CLOCK_MONOTONIC reaches deadline_ns first. @return 0, ETIMEDOUT, or EAGAIN. */
+/** Locks unless CLOCK_MONOTONIC reaches deadline_ns first. @return 0, ETIMEDOUT, or EAGAIN;
+ *  robust: also EOWNERDEAD, ENOTRECOVERABLE, EINVAL. */
 int sync_recursive_lock_lock_until(sync_recursive_lock_t *lock, int64_t deadline_ns);
 /** As sync_recursive_lock_lock_until (deadline_ns < 0: none), and EINTR on a signal. */
 int sync_recursive_lock_lock_interruptible(sync_recursive_lock_t *lock, int64_t deadline_ns);
-/** Undoes one lock; the last one releases it. @return 0, or EPERM if the caller does not hold it. */
+/** Undoes one lock; the last one releases it (robust, after EOWNERDEAD without consistent:
+ *  leaving it not recoverable). @return 0, or EPERM if the caller does not hold it. */
 int sync_recursive_lock_unlock(sync_recursive_lock_t *lock);
+/** Robust mode: as sync_mutex_consistent. @return 0, EPERM, or EINVAL. */
+int sync_recursive_lock_consistent(sync_recursive_lock_t *lock);
 /** How many times the calling thread holds the lock (0: not at all). */
 uint32_t sync_recursive_lock_depth(const sync_recursive_lock_t *lock);
+
+/* ---- Robust mutex and recursive lock ------------------------------------------------------ */
+
+/**
+ * Robust mode (SYNC_MUTEX_ROBUST), as PTHREAD_MUTEX_ROBUST: when the holder dies holding the lock
+ * (its thread exits, its process is killed), the next thread to lock it gets EOWNERDEAD *and
+ * holds the lock*. The state the lock guards may be half-updated: repair it, call
+ * sync_mutex_consistent (sync_recursive_lock_consistent), then unlock. Unlocking without that
+ * makes the lock not recoverable: every later lock, and every thread then waiting, gets
+ * ENOTRECOVERABLE until the lock is initialized again. A taker that dies before consistent
+ * passes EOWNERDEAD on to the next one. A robust mutex works with the condition variables of
+ * sync/conditions.h: taking it again after a wait may give the wait's caller EOWNERDEAD (held)
+ * or ENOTRECOVERABLE (not held), as a lock would; a wait releases it as an unlock does, so call
+ * consistent before waiting.
+ *
+ * Memory: a robust mutex or recursive lock takes 16 bytes, 8-aligned, not 4 or 8: declare a
+ * sync_robust_mutex_t and pass &r.mutex to the sync_mutex_* functions, or &r.recursive to the
+ * sync_recursive_lock_* functions (one or the other for a given lock). Plain mutexes stay 4 bytes.
+ *
+ *     sync_robust_mutex_t *r = mmap(...MAP_SHARED...);
+ *     sync_mutex_init(&r->mutex, SYNC_MUTEX_SHARED | SYNC_MUTEX_ROBUST);
+ *     int e = sync_mutex_lock(&r->mutex);
+ *     if (e == EOWNERDEAD) { repair(); sync_mutex_consistent(&r->mutex); }
+ *     else if (e) { ... ENOTRECOVERABLE: give up ... }
+ *     ...
+ *     sync_mutex_unlock(&r->mutex);
+ *
+ * How a death is found: the 64-bit word at offset 0 holds, changed by one compare-and-swap, the
+ * holder's thread id and its start time (clock ticks since boot, from /proc). A thread that finds
+ * the lock held checks the holder before each sleep, and wakes at least every 250 ms to check
+ * again: kill(tid, 0) failing with ESRCH, a zombie in /proc/<tid>/task/<tid>/stat, or a start
+ * time there other than the holder's (the id was reused) means the holder is dead; for a private
+ * robust lock, also a holder that is no thread of the caller's process (tgkill): in a fork()ed
+ * child, the parent's thread that held the lock at the fork. So a waiter learns of a death within
+ * about 250 ms, and the next locker of a lock whose holder died while nobody waited (trylock too)
+ * at once, unless it found that holder alive in the last 250 ms (a per-thread cache: a busy
+ * robust lock costs its waiters one kill(2) call per sleep). Fast paths of other mutexes do not
+ * change; a robust lock's operations always take the slow path.
+ *
+ * Limits: every thread that uses a robust lock must be in the same pid namespace and the same
+ * time namespace (ids and start times mean nothing across them): the lock records a digest of
+ * the first locker's namespaces, and a thread of other namespaces gets EINVAL from every lock
+ * function. A death is reported only when certain: where /proc cannot be read, or hides the
+ * holder's process (hidepid), a holder whose id was reused counts as alive, and the lock stays
+ * held as a plain one would. A thread id reused within the clock tick (10 ms) of its previous
+ * holder's start, or exactly 2^32 ticks later, is not told apart. A holder that calls execve
+ * keeps its id and start time: it is not found dead. Robust locks cannot be unowned.
+ */
+typedef union {
+    sync_mutex_t mutex;              /**< pass &r.mutex to the sync_mutex_* functions */
+    sync_recursive_lock_t recursive; /**< or &r.recursive to the sync_recursive_lock_* functions */
+    uint64_t _state[2];
+} sync_robust_mutex_t;
+
+#define SYNC_ROBUST_MUTEX_INIT { { 0x10000000u } }        /**< robust, private to one process */
+#define SYNC_ROBUST_MUTEX_INIT_SHARED { { 0x50000000u } } /**< robust, in memory shared by processes */
 
 /* ---- Read-write lock --------------------------------------------------------------------- */
 
 /**
  * Many readers or one writer, writer-preferring: while a writer waits, new readers wait too,
- * so writers never starve (12 bytes). A reader cannot upgrade: calling wrlock while holding a
- * read lock waits forever (release the read lock first). A thread that takes a read lock it
- * already holds may wait forever if a writer arrived in between. Readers are not tracked per
- * thread: rdunlock checks only that some reader holds the lock.
+ * so writers never starve (16 bytes). Any number of threads may wait. A reader cannot
+ * upgrade: calling wrlock while holding a read lock waits forever (release the read lock
+ * first). A writer can downgrade to a reader atomically (sync_rwlock_downgrade). A thread that
+ * takes a read lock it already holds may wait forever if a writer arrived in between. Readers
+ * are not tracked per thread: rdunlock checks only that some reader holds the lock.
+ *
+ * The write holder's own attempts: a try (tryrdlock, trywrlock) reports the lock as held,
+ * EBUSY, whoever holds it; any form that may wait (rdlock, wrlock, their timed, _until and
+ * _interruptible forms) returns EDEADLK at once, since its wait could only end in a timeout.
+ *
+ * Process-shared: a reader or writer that dies (or gives up) while it waits leaves nothing
+ * that blocks others: the next release of the lock forgets it, and readers queued behind it
+ * then go. One narrow window remains: a process killed in the instant between being woken and
+ * taking the lock leaves the writers then waiting asleep until their timeout or until another
+ * writer has to wait (the readers then waiting go once any thread takes and releases the
+ * lock). A process that dies while it HOLDS the lock leaves it held (as a default pthread rwlock).
+ *
+ * Every function returns EINVAL for a NULL or misaligned pointer, and for a lock whose memory
+ * holds a state no sequence of calls produces (never initialized, or overwritten); it then
+ * changes nothing.
  */
-typedef struct { uint32_t _state, _wakeups, _writer; } sync_rwlock_t;
+typedef struct { uint32_t _state, _wakeups, _writer, _waiting; } sync_rwlock_t;
 
-#define SYNC_RWLOCK_INIT { 0u, 0u, 0u }
-#define SYNC_RWLOCK_INIT_SHARED { 0x80000000u, 0u, 0u } /**< for memory shared by processes */
+#define SYNC_RWLOCK_INIT { 0u, 0u, 0u, 0u }
+#define SYNC_RWLOCK_INIT_SHARED { 0x80000000u, 0u, 0u, 0u } /**< for memory shared by processes */
 #define SYNC_RWLOCK_SHARED 1 /**< sync_rwlock_init flag */
 
-/** Initializes *rwlock, unlocked, with flags (0 or SYNC_RWLOCK_SHARED). @return 0 or EINVAL. */
+/**
+ * Initializes *rwlock, unlocked, with flags (0 or SYNC_RWLOCK_SHARED). A process-shared rwlock
+ * must be initialized once, by one process, before others use it. Not thread-safe with respect
+ * to other uses of the same rwlock. @return 0, or EINVAL (unknown flag).
+ */
 int sync_rwlock_init(sync_rwlock_t *rwlock, int flags);
 
-/** Takes a read lock. @return 0, EDEADLK (the caller holds the write lock), or EAGAIN (2^18-1 readers). */
+/**
+ * Takes a read lock, waiting while a writer holds the lock or waits for it.
+ * @return 0, EDEADLK (the caller holds the write lock), EAGAIN (2^28-1 read locks are held),
+ *         or EINVAL.
+ */
 int sync_rwlock_rdlock(sync_rwlock_t *rwlock);
-/** Takes a read lock if no writer holds or waits. @return 0, EBUSY, or EAGAIN. */
+/**
+ * Takes a read lock if no writer holds the lock or waits for it; never waits.
+ * @return 0, EBUSY (a writer holds or waits, the caller included), EAGAIN, or EINVAL.
+ */
 int sync_rwlock_tryrdlock(sync_rwlock_t *rwlock);
-/** Takes a read lock unless timeout_ns pass first. @return 0, ETIMEDOUT, EDEADLK, or EAGAIN. */
+/** Takes a read lock unless timeout_ns pass first. @return 0, ETIMEDOUT, EDEADLK, EAGAIN, or EINVAL. */
 int sync_rwlock_timedrdlock(sync_rwlock_t *rwlock, uint64_t timeout_ns);
 /** Takes a read lock unless CLOCK_MONOTONIC reaches deadline_ns. @return as timedrdlock. */
 int sync_rwlock_rdlock_until(sync_rwlock_t *rwlock, int64_t deadline_ns);
 /** As sync_rwlock_rdlock_until (deadline_ns < 0: none), and EINTR on a signal. */
 int sync_rwlock_rdlock_interruptible(sync_rwlock_t *rwlock, int64_t deadline_ns);
-/** Releases a read lock. @return 0, or EPERM if no reader holds the lock. */
+/**
+ * Releases a read lock; the last reader out wakes a waiting writer (or the readers parked
+ * behind a writer that has gone). @return 0, EPERM (no reader holds the lock), or EINVAL.
+ */
 int sync_rwlock_rdunlock(sync_rwlock_t *rwlock);
 
-/** Takes the write lock. @return 0, or EDEADLK if the caller holds it. */
+/** Takes the write lock. @return 0, EDEADLK (the caller holds it), or EINVAL. */
 int sync_rwlock_wrlock(sync_rwlock_t *rwlock);
-/** Takes the write lock if nobody holds the lock. @return 0, or EBUSY. */
+/** Takes the write lock if nobody holds the lock; never waits. @return 0, EBUSY (held, by anyone, the caller included), or EINVAL. */
 int sync_rwlock_trywrlock(sync_rwlock_t *rwlock);
-/** Takes the write lock unless timeout_ns pass first. @return 0, ETIMEDOUT, or EDEADLK. */
+/** Takes the write lock unless timeout_ns pass first. @return 0, ETIMEDOUT, EDEADLK, or EINVAL. */
 int sync_rwlock_timedwrlock(sync_rwlock_t *rwlock, uint64_t timeout_ns);
-/** Takes the write lock unless CLOCK_MONOTONIC reaches deadline_ns. @return 0, ETIMEDOUT, or EDEADLK. */
+/** Takes the write lock unless CLOCK_MONOTONIC reaches deadline_ns. @return 0, ETIMEDOUT, EDEADLK, or EINVAL. */
 int sync_rwlock_wrlock_until(sync_rwlock_t *rwlock, int64_t deadline_ns);
 /** As sync_rwlock_wrlock_until (deadline_ns < 0: none), and EINTR on a signal. */
 int sync_rwlock_wrlock_interruptible(sync_rwlock_t *rwlock, int64_t deadline_ns);
-/** Releases the write lock. @return 0, or EPERM if the caller does not hold it. */
+/**
+ * Releases the write lock, waking the next waiting writer, else the waiting readers.
+ * @return 0, EPERM (the caller does not hold it), or EINVAL.
+ */
 int sync_rwlock_wrunlock(sync_rwlock_t *rwlock);
+/**
+ * Turns the caller's write lock into a read lock in one atomic step: no writer can take the
+ * lock in between, and other readers may join at once, unless a writer waits (writer
+ * preference: that writer goes next). Release the result with sync_rwlock_rdunlock.
+ * @return 0, EPERM (the caller does not hold the write lock; nothing changes), or EINVAL.
+ */
+int sync_rwlock_downgrade(sync_rwlock_t *rwlock);
+/**
+ * How many writers wait for the lock: a snapshot, for diagnostics and tests. A writer that
+ * died while waiting stays counted (this affects only this number and how soon a later writer
+ * that gives up lets new readers in); UINT32_MAX once the count saturated. 0 for a NULL or
+ * misaligned pointer.
+ */
+uint32_t sync_rwlock_waiting_writers(const sync_rwlock_t *rwlock);
 
 /* ---- Spin lock --------------------------------------------------------------------------- */
 
@@ -162,27 +315,33 @@ int sync_rwlock_wrunlock(sync_rwlock_t *rwlock);
  * one compare-and-swap and never a system call. Waiting spins with bounded exponential backoff,
  * then yields, then sleeps in naps growing to 1 ms, so a preempted holder is not starved of the
  * CPU by its waiters. Works in memory shared by processes with no special initialization.
+ * The word holds 0 or the holder's kernel thread id; one that holds anything else (no thread
+ * id is 2^22 or more) was not written by the library: every function returns EINVAL for it
+ * and changes nothing. Every function returns EINVAL for a NULL or misaligned lock.
  */
 typedef struct { uint32_t _word; } sync_spinlock_t;
 
 #define SYNC_SPINLOCK_INIT { 0u }
 
-/** Locks. @return 0, or EDEADLK if the caller holds it. */
+/** Locks. @return 0, EDEADLK if the caller holds it, or EINVAL. */
 int sync_spinlock_lock(sync_spinlock_t *lock);
-/** Locks if free. @return 0, or EBUSY. */
+/** Locks if free. @return 0, EBUSY, or EINVAL. */
 int sync_spinlock_trylock(sync_spinlock_t *lock);
-/** Locks unless CLOCK_MONOTONIC reaches deadline_ns first. @return 0, ETIMEDOUT, or EDEADLK. */
+/** Locks unless CLOCK_MONOTONIC reaches deadline_ns first.
+ *  @return 0, ETIMEDOUT, EDEADLK, or EINVAL. */
 int sync_spinlock_lock_until(sync_spinlock_t *lock, int64_t deadline_ns);
 /** As sync_spinlock_lock_until (deadline_ns < 0: none), and EINTR on a signal. */
 int sync_spinlock_lock_interruptible(sync_spinlock_t *lock, int64_t deadline_ns);
-/** Unlocks. @return 0, or EPERM if the caller does not hold it. */
+/** Unlocks. @return 0, EPERM if the caller does not hold it, or EINVAL. */
 int sync_spinlock_unlock(sync_spinlock_t *lock);
 
 /* ---- Once -------------------------------------------------------------------------------- */
 
 /**
  * Run-once: the safe double-checked lock. Once completed, sync_once costs one load.
- * Private to one process.
+ * Private to one process. Every function returns EINVAL for a NULL or misaligned once, and for
+ * a word the library never writes (it names no thread as the runner), which it leaves
+ * unchanged: waiting on such a word would never end.
  */
 typedef struct { uint32_t _word; } sync_once_t;
 
@@ -192,7 +351,8 @@ typedef struct { uint32_t _word; } sync_once_t;
 /**
  * Calls function(context) exactly once per *once, however many threads race: every caller
  * returns after it has returned, and sees its writes.
- * @return 0, EDEADLK if function calls sync_once on the same *once, or EINVAL (NULL function).
+ * @return 0, EDEADLK if function calls sync_once on the same *once, or EINVAL (NULL function,
+ *         or see above).
  */
 int sync_once(sync_once_t *once, void (*function)(void *), void *context);
 
@@ -201,12 +361,12 @@ int sync_once(sync_once_t *once, void (*function)(void *), void *context);
  * initialization has completed (waiting for a run in progress), or SYNC_ONCE_RUN exactly when
  * the caller must run it and then call sync_once_end(once, completed). If completed is 0, the
  * next caller (a waiter or a later one) gets SYNC_ONCE_RUN instead.
- * @return 0, SYNC_ONCE_RUN, or EDEADLK (the caller is running it).
+ * @return 0, SYNC_ONCE_RUN, EDEADLK (the caller is running it), or EINVAL.
  */
 int sync_once_begin(sync_once_t *once);
 /** As sync_once_begin, and EINTR if a signal interrupts the wait. */
 int sync_once_begin_interruptible(sync_once_t *once);
-/** Ends the caller's run. @return 0, or EPERM if no run is in progress. */
+/** Ends the caller's run. @return 0, EPERM if the caller is not running it, or EINVAL. */
 int sync_once_end(sync_once_t *once, int completed);
 
 /* ---- synchronized ------------------------------------------------------------------------ */

@@ -84,19 +84,22 @@ typedef struct sync_executor sync_executor;
 /**
  * Starts a thread that runs submitted work one item at a time, in arrival order, and stores
  * the executor in *out. Returns 0; EINVAL (out is NULL); EAGAIN (no thread could be created).
+ * The thread blocks asynchronous signals, as libdispatch's workers do (see sync/signals.h).
  */
 int sync_executor_create(sync_executor **out);
 
 /**
  * Delivers work(context) to the executor's thread and returns at once.
- * Returns 0; EINVAL (executor or work NULL); ECANCELED (the executor is stopped: not run).
+ * Returns 0; EINVAL (executor or work NULL); ECANCELED (the executor is stopped: not run);
+ * ESRCH (called in a fork()ed child of the process that created the executor: its thread
+ * does not exist here; not run).
  */
 int sync_executor_async(sync_executor *executor, sync_work_fn work, void *context);
 
 /**
  * Delivers work(context) and returns once the executor's thread has run it.
  * Returns 0; EINVAL; ECANCELED (stopped: not run); EDEADLK (called on the executor's own
- * thread, or from work it is waiting for: not run).
+ * thread, or from work it is waiting for: not run); ESRCH (in a fork()ed child: not run).
  */
 int sync_executor_sync(sync_executor *executor, sync_work_fn work, void *context);
 
@@ -104,6 +107,7 @@ int sync_executor_sync(sync_executor *executor, sync_work_fn work, void *context
  * Stops the executor: it refuses new work (ECANCELED), its thread runs every item already
  * delivered, then exits. Waits for that, except when called on the executor's own thread
  * (the thread then exits after the current item and the rest of the FIFO). Idempotent.
+ * In a fork()ed child (no executor thread there) it returns at once, changing nothing.
  * Returns 0, or EINVAL (executor is NULL).
  */
 int sync_executor_stop(sync_executor *executor);
@@ -167,17 +171,27 @@ int sync_isolated_write_sync(sync_isolated *isolated, sync_value_fn work, void *
  */
 
 /** Takes a read share unless a writer holds the value or a write is pending.
- *  Returns 0 (taken: call sync_isolated_end_read), EBUSY, or EINVAL (isolated is NULL). */
+ *  Returns 0 (taken: call sync_isolated_end_read on this thread), EBUSY, or EINVAL (isolated
+ *  is NULL). */
 int sync_isolated_try_begin_read(sync_isolated *isolated);
 
-/** Releases a read share taken by sync_isolated_try_begin_read. Returns 0 or EINVAL. */
+/**
+ * Releases a read share that the calling thread took with sync_isolated_try_begin_read.
+ * Returns 0; EINVAL (isolated is NULL); EPERM (no read share is held through the calling
+ * thread: nothing changes). Read shares are counted per group of threads, not per thread: a
+ * thread that releases a share it never took while another thread of its group holds one
+ * releases that thread's share instead (undefined, as pthread_rwlock_unlock by a non-holder;
+ * it never leaves a count that makes writes wait forever).
+ */
 int sync_isolated_end_read(sync_isolated *isolated);
 
 /** Takes the value alone if nobody holds it and no write is pending.
- *  Returns 0 (taken: call sync_isolated_end_write), EBUSY, or EINVAL. */
+ *  Returns 0 (taken: call sync_isolated_end_write on this thread), EBUSY, or EINVAL. */
 int sync_isolated_try_begin_write(sync_isolated *isolated);
 
-/** Releases the value taken by sync_isolated_try_begin_write. Returns 0 or EINVAL. */
+/** Releases the value that the calling thread took with sync_isolated_try_begin_write.
+ *  Returns 0; EINVAL (isolated is NULL); EPERM (the calling thread did not take it so:
+ *  nothing changes). */
 int sync_isolated_end_write(sync_isolated *isolated);
 
 #ifdef __cplusplus

@@ -7,19 +7,21 @@ Modules:
     libsync.conditions         Condition, Semaphore, BoundedSemaphore, Event, Barrier (drop-in for threading's), ConditionLock.
     libsync.distributed_lock   NSDistributedLock: a lock between processes and hosts (filelock-style).
     libsync.queues             SerialQueue, ConcurrentQueue (barriers), IsolatedValue, ThreadExecutor.
+    libsync.signals            route(): a signal handled on a chosen thread or queue, with its siginfo.
 """
 from ._lib import path as library_path
+from ._lib import version as __version__
 from . import osatomic
 from . import locks
 from . import atomics
 from . import conditions
 from . import distributed_lock
 from . import queues
+from . import signals
 from .osatomic import ref
 from .conditions import Barrier, BoundedSemaphore, BrokenBarrierError, Condition, ConditionLock, Event, Semaphore
 from .locks import Lock, RLock
 
-__all__ = ["library_path", "osatomic", "ref", "locks", "atomics", "distributed_lock", "queues", "conditions",
+__all__ = ["__version__", "library_path", "osatomic", "ref", "locks", "atomics", "distributed_lock", "queues", "conditions",
            "Lock", "RLock", "Condition", "ConditionLock", "Semaphore", "BoundedSemaphore", "Event", "Barrier",
            "BrokenBarrierError"]
-__version__ = "0.1.0"

@@ -1,7 +1,8 @@
 """Finds and loads libsync.so; declares C functions for the rest of the package.
 
-Search order: $LIBSYNC_PATH (a file), the copy bundled in this package at install, then a
-development build in the source tree (build/libsync.so). Two handles share the one library:
+Search order: $LIBSYNC_PATH (a file), the copy the wheel bundles in this package (built by CMake
+through scikit-build-core), then a development build in the source tree (build/libsync.so).
+Two handles share the one library:
 ``nonblocking`` (ctypes.PyDLL: keeps the GIL, cheaper) for calls that never wait, and
 ``blocking`` (ctypes.CDLL: releases the GIL) for calls that may.
 """
@@ -11,9 +12,10 @@ import ctypes
 import os
 from pathlib import Path
 
-__all__ = ["nonblocking", "blocking", "declare", "path"]
+__all__ = ["nonblocking", "blocking", "declare", "path", "version"]
 
 _HERE = Path(__file__).resolve().parent
+_SOURCE_TREE = _HERE.parents[1]  # python/libsync -> the project, when imported from the source
 _HOW_TO_BUILD = (
     "build it with `cmake -S . -B build -G Ninja && cmake --build build` in the libsync source "
     "tree and reinstall the package (`pip install ./python`), or point LIBSYNC_PATH at a libsync.so"
@@ -26,13 +28,22 @@ def _locate() -> Path:
         if not Path(env).is_file():
             raise ImportError(f"LIBSYNC_PATH={env!r} is not a file; {_HOW_TO_BUILD}")
         return Path(env)
-    for candidate in (_HERE / "libsync.so", _HERE.parents[1] / "build" / "libsync.so"):
+    for candidate in (_HERE / "libsync.so", _SOURCE_TREE / "build" / "libsync.so"):
         if candidate.is_file():
             return candidate
     raise ImportError(f"libsync.so not found (looked in LIBSYNC_PATH, {_HERE}, and the source tree's build/); {_HOW_TO_BUILD}")
 
 
+def _version() -> str:
+    try:  # written into the wheel by the build, from the project's VERSION file
+        from ._version import __version__
+        return __version__
+    except ImportError:  # imported from the source tree
+        return (_SOURCE_TREE / "VERSION").read_text(encoding="utf-8").strip()
+
+
 path = _locate()
+version = _version()
 try:
     nonblocking = ctypes.PyDLL(str(path))
     blocking = ctypes.CDLL(str(path))

@@ -5,7 +5,20 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-__all__ = ["ref", "address_of"]
+__all__ = ["ref", "address_of", "PRIVATE"]
+
+
+class _Private:
+    """The default ``buffer`` of every object that can live in caller memory: memory the object
+    allocates itself. Not None, so that an explicit None (what the ``buf`` of a closed
+    SharedMemory reads) is refused instead of quietly giving memory no other process sees."""
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "PRIVATE"
+
+
+PRIVATE = _Private()
 
 
 def ref(buffer: Any, offset: int = 0, ctype: type = ctypes.c_int32) -> Any:
@@ -16,8 +29,11 @@ def ref(buffer: Any, offset: int = 0, ctype: type = ctypes.c_int32) -> Any:
     ``del`` it before closing the buffer.
 
     Raises TypeError for a non-buffer, a read-only buffer, or a wrong offset/ctype type;
-    ValueError for an offset out of range or not aligned to the type's size.
+    ValueError for None (the ``buf`` of a closed SharedMemory), a released buffer, or an offset
+    out of range or not aligned to the type's size.
     """
+    if buffer is None:
+        raise ValueError("buffer is None (the buf of a closed SharedMemory?): pass a live buffer")
     if not (isinstance(ctype, type) and issubclass(ctype, ctypes._SimpleCData)):
         raise TypeError(f"ctype must be a ctypes scalar type such as ctypes.c_int32, not {ctype!r}")
     if not isinstance(offset, int) or isinstance(offset, bool):

@@ -27,7 +27,7 @@ from ctypes import c_bool, c_int, c_int32, c_int64, c_size_t, c_void_p, py_objec
 from typing import Any, Callable, Generic, Hashable, Iterator, List, Optional, TypeVar
 
 from ._lib import blocking, nonblocking
-from ._memory import ref
+from ._memory import PRIVATE, ref
 
 __all__ = ["AtomicBool", "AtomicInt", "AtomicReference", "Throttler", "ThrottlerFull", "ConcurrentDict"]
 
@@ -45,7 +45,7 @@ def _c(name: str, restype: Any, handle: ctypes.CDLL = nonblocking) -> Any:
 
 
 def _storage(ctype: type, buffer: Any, offset: int) -> Any:
-    return ctype() if buffer is None else ref(buffer, offset, ctype)
+    return ctype() if buffer is PRIVATE else ref(buffer, offset, ctype)
 
 
 class AtomicBool:
@@ -54,11 +54,11 @@ class AtomicBool:
 
     __slots__ = ("_word", "_p", "_get", "_set", "_cas", "_gas")
 
-    def __init__(self, value: bool = False, *, buffer: Any = None, offset: int = 0) -> None:
+    def __init__(self, value: bool = False, *, buffer: Any = PRIVATE, offset: int = 0) -> None:
         self._word = _storage(c_int32, buffer, offset)
         self._p = c_void_p(ctypes.addressof(self._word))
         self._get, self._set, self._cas, self._gas = _BOOL
-        if buffer is None or value:
+        if buffer is PRIVATE or value:
             self.set(value)
 
     def get(self) -> bool:
@@ -93,7 +93,7 @@ class AtomicInt:
 
     __slots__ = ("_word", "_p", "_f", "_wrap", "_low", "_high", "bits")
 
-    def __init__(self, value: int = 0, *, bits: int = 64, buffer: Any = None, offset: int = 0) -> None:
+    def __init__(self, value: int = 0, *, bits: int = 64, buffer: Any = PRIVATE, offset: int = 0) -> None:
         if bits not in (32, 64):
             raise ValueError(f"bits must be 32 or 64, not {bits!r}")
         self.bits = bits
@@ -103,7 +103,7 @@ class AtomicInt:
         self._f = _INT[bits]
         self._wrap = int if bits == 32 else c_int64  # a bare int passes as a C int
         self._low, self._high = -(1 << (bits - 1)), 1 << (bits - 1)
-        if buffer is None or value:
+        if buffer is PRIVATE or value:
             self.set(value)
 
     def _arg(self, value: int) -> Any:
@@ -270,13 +270,14 @@ class Throttler:
         return _try_enter(self._p) == 0
 
     def enter(self, timeout: Optional[float] = None) -> bool:
-        """Takes a slot, waiting up to ``timeout`` seconds (None: forever); returns whether it got
-        one. Releases the GIL while it waits; Ctrl-C interrupts it."""
+        """Takes a slot, waiting up to ``timeout`` seconds (None or infinity: forever); returns
+        whether it got one. Releases the GIL while it waits; Ctrl-C interrupts it."""
         if timeout is not None and timeout < 0:
             raise ValueError("timeout must be >= 0 or None")
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None or timeout == float("inf") else time.monotonic() + timeout
         while True:
-            left = -1 if deadline is None else max(0, int((deadline - time.monotonic()) * 1e9))
+            # (at most 9.2e9 s, 292 years: the nanoseconds fit the C call's int64)
+            left = -1 if deadline is None else int(min(max(0.0, deadline - time.monotonic()), 9.2e9) * 1e9)
             result = _enter(self._p, c_int64(left))
             if result != _EINTR:  # on EINTR, a pending KeyboardInterrupt was raised on return
                 return result == 0

@@ -30,6 +30,7 @@ from ctypes import byref, c_bool, c_int, c_int64, c_uint32, c_uint64
 from typing import Any, Callable, Optional
 
 from ._lib import blocking as _blocking, nonblocking as _nonblocking
+from ._memory import PRIVATE
 from .locks import Lock, Mutex, NotOwnerError, RLock, _Memory, _attach, _c, _error, _init, _qualname, _wait
 
 __all__ = ["Condition", "ConditionLock", "Semaphore", "BoundedSemaphore", "Event", "Barrier",
@@ -85,7 +86,7 @@ class _ThreadID(threading.local):
 
 class _AnyThread:
     """What the word of a held Lock reads, whoever holds it: UNOWNED mode, anonymous holder."""
-    value = 0x3FFFFFFF
+    value = 0x20FFFFFF
 
 
 _me = _ThreadID()
@@ -281,7 +282,7 @@ class ConditionLock(_Memory):
     _WORDS = 6
     SIZE = 24
 
-    def __init__(self, condition: int = 0, buffer: Any = None, offset: int = 0, *, initialize: bool = True):
+    def __init__(self, condition: int = 0, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
         value = _int64(condition, "ConditionLock condition")
         shared = self._place(buffer, offset)
         if initialize:
@@ -370,7 +371,7 @@ class Semaphore(_Memory):
     SIZE = 16
     _BOUNDED = False
 
-    def __init__(self, value: int = 1, buffer: Any = None, offset: int = 0, *, initialize: bool = True):
+    def __init__(self, value: int = 1, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
         if value < 0:
             raise ValueError("semaphore initial value must be >= 0")
         if value >= 1 << 32:
@@ -436,7 +437,7 @@ class Event(_Memory):
     _WORDS = 2
     SIZE = 8
 
-    def __init__(self, buffer: Any = None, offset: int = 0, *, initialize: bool = True):
+    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
         shared = self._place(buffer, offset)
         self._words = _words(self._cells)  # word 0: the flag (bit 0) and generation, read without a C call
         if initialize:
@@ -503,7 +504,7 @@ class Barrier(_Memory):
     SIZE = 32
 
     def __init__(self, parties: int, action: Optional[Callable[[], Any]] = None, timeout: Optional[float] = None,
-                 buffer: Any = None, offset: int = 0, *, initialize: bool = True):
+                 buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
         if not 1 <= parties < 1 << 32:
             raise ValueError("parties must be >= 1")
         shared = self._place(buffer, offset)

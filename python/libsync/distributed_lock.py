@@ -1,56 +1,85 @@
-"""A lock between processes and hosts on a shared file system (Apple's NSDistributedLock), in the
-style of ``filelock``, with stale-holder recovery::
+"""A lock between processes and hosts on a shared file system (Apple's NSDistributedLock), with
+stale-holder recovery; and, over the same core, a drop-in for ``filelock``::
 
-    from libsync.distributed_lock import DistributedLock, Timeout
+    from libsync.distributed_lock import FileLock, SoftFileLock, Timeout, AsyncFileLock
 
+    lock = FileLock("/shared/jobs.lock", timeout=10)   # filelock's interface (see _filelock.py)
+    with lock:                       # waits: other processes, other hosts, other threads
+        ...
+
+    from libsync.distributed_lock import DistributedLock
     lock = DistributedLock("/shared/jobs.lock", timeout=10)
     with lock:                       # polls; takes over a lock whose holder died on this host
-        ...                          # one process at a time, on any host sharing /shared
+        ...
     try:
         with lock.acquire(timeout=0.5):
             ...
     except Timeout:
         print("busy:", lock.holder)  # who holds it (host, pid, since when), readable by anyone
 
-NSDistributedLock's own calls are there too: ``try_lock()`` (never blocks), ``unlock()``,
-``break_lock()``, ``lock_date``. The acquire is one rename(2) of a prepared directory, which NFS
-servers perform atomically (never flock/fcntl). A holder on this host whose process is gone is
-stale: ``recover()`` (and every blocking acquire) takes its lock over atomically, so of two
-processes recovering at once exactly one gets it.
+``DistributedLock`` is NSDistributedLock's shape: ``try_lock()`` (never blocks), ``unlock()``,
+``break_lock()``, ``lock_date``, ``holder``, ``recover()``; not recursive, and strict about
+misuse. The acquire is one rename(2) of a prepared directory, which NFS servers perform
+atomically (never flock/fcntl). A holder on this host whose process is gone is stale:
+``recover()`` (and every blocking acquire) takes its lock over atomically, so of two processes
+recovering at once exactly one gets it.
+
+Holders: two objects for one path exclude each other, in one process or not. Through one
+object, the holder is the thread that acquired it: the object's other threads wait (without
+polling the disk). A forked child never holds its parent's lock: its ``release()`` raises
+NotLockedError and its finalizers touch nothing.
 
 Errors: creation raises FileNotFoundError (no parent directory), NotADirectoryError (the parent
 is not a directory), PermissionError (the parent is not writable), FileExistsError (something
-that is not a lock is at the path) or ValueError; acquire raises ``Timeout`` (a TimeoutError);
-release raises ``NotLockedError`` (this object does not hold it), ``LockBrokenError`` (it was
-broken meanwhile) or ``LockStolenError`` (broken, and someone else holds it now); acquiring
-twice through one object raises RuntimeError (it is not recursive, unlike filelock's).
+that is not a lock is at the path), OSError(ENAMETOOLONG) or ValueError; acquire raises
+``Timeout`` (a TimeoutError) or RuntimeError (the caller holds it already: waiting would never
+end); release raises ``NotLockedError`` (the caller does not hold it), ``LockBrokenError`` (it
+was broken meanwhile) or ``LockStolenError`` (broken, and someone else holds it now).
 """
 from __future__ import annotations
 
 import ctypes
 import errno
+import math
 import os
 import time
-from ctypes import POINTER, byref, c_bool, c_char, c_char_p, c_int, c_int32, c_int64, c_uint32, c_uint64, c_void_p
+from ctypes import POINTER, byref, c_bool, c_char, c_char_p, c_int, c_int32, c_int64, c_uint, c_uint32, c_uint64, c_void_p
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Optional, Union
 
 from ._lib import blocking, declare, nonblocking
 
-__all__ = ["DistributedLock", "Holder", "Timeout", "NotLockedError", "LockBrokenError", "LockStolenError"]
+__all__ = ["DistributedLock", "Holder", "Timeout", "NotLockedError", "LockBrokenError", "LockStolenError",
+           "FileLock", "SoftFileLock", "AsyncFileLock", "AsyncSoftFileLock", "BaseFileLock", "BaseAsyncFileLock",
+           "AcquireReturnProxy", "AsyncAcquireReturnProxy"]
 
 
 class Timeout(TimeoutError):
-    """The lock could not be acquired within the timeout (as filelock's Timeout)."""
+    """The lock could not be acquired within the timeout (filelock's Timeout: same message,
+    ``lock_file``, and it survives pickling)."""
 
     def __init__(self, lock_file: str) -> None:
-        super().__init__(f"the distributed lock {lock_file!r} could not be acquired")
-        self.lock_file = lock_file
+        super().__init__(lock_file)
+        self._lock_file = lock_file
+
+    def __reduce__(self):
+        return self.__class__, (self._lock_file,)
+
+    def __str__(self) -> str:
+        return f"The file lock '{self._lock_file}' could not be acquired."
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({self._lock_file!r})"
+
+    @property
+    def lock_file(self) -> str:
+        """The path of the lock."""
+        return self._lock_file
 
 
 class NotLockedError(RuntimeError):
-    """release() of a lock this object does not hold."""
+    """release() of a lock the caller does not hold through this object."""
 
 
 class LockBrokenError(RuntimeError):
@@ -77,25 +106,31 @@ class _CHolder(ctypes.Structure):
                 ("flags", c_uint32), ("host", c_char * 256)]
 
 
-# Calls that touch the file system release the GIL (an NFS server may be slow).
-_create = declare(blocking, "sync_distributed_lock_create", c_int, c_char_p, POINTER(c_void_p))
-_destroy = declare(nonblocking, "sync_distributed_lock_destroy", None, c_void_p)
+# Calls that touch the file system, or may wait for another thread's, release the GIL.
+_create = declare(blocking, "sync_distributed_lock_create_with", c_int, c_char_p, c_uint, c_int, POINTER(c_void_p))
+_destroy = declare(blocking, "sync_distributed_lock_destroy", None, c_void_p)
 _path = declare(nonblocking, "sync_distributed_lock_path", c_char_p, c_void_p)
 _try_lock = declare(blocking, "sync_distributed_lock_try_lock", c_int, c_void_p)
 _lock = declare(blocking, "sync_distributed_lock_lock", c_int, c_void_p, c_int64, c_int64)
 _unlock = declare(blocking, "sync_distributed_lock_unlock", c_int, c_void_p)
+_unlock_all = declare(blocking, "sync_distributed_lock_unlock_all", c_int, c_void_p)
+_count = declare(blocking, "sync_distributed_lock_count", c_int, c_void_p)
 _break = declare(blocking, "sync_distributed_lock_break", c_int, c_void_p)
 _recover = declare(blocking, "sync_distributed_lock_recover", c_int, c_void_p)
 _holder = declare(blocking, "sync_distributed_lock_holder", c_int, c_void_p, POINTER(_CHolder))
 _is_held = declare(blocking, "sync_distributed_lock_is_held", c_bool, c_void_p)
+
+# sync_distributed_lock_create_with flags
+_RECURSIVE, _PROCESS_OWNED, _MAKE_PARENTS, _RELEASE_ON_DESTROY = 1, 2, 4, 8
 
 _CREATE_ERRORS = {errno.ENOENT: "its parent directory does not exist",
                   errno.ENOTDIR: "its parent is not a directory",
                   errno.EACCES: "its parent directory is not writable by this process",
                   errno.EPERM: "its parent directory is not writable by this process",
                   errno.EROFS: "its parent directory is on a read-only file system",
-                  errno.EEXIST: "something that is not a lock is there (a file, or a directory with other content)",
+                  errno.EEXIST: "something that is not a lock is there (a file, a symbolic link, or a directory with other content)",
                   errno.ENAMETOOLONG: "its name is too long"}
+_NEVER = 2**63 - 1
 
 
 def _os_error(code: int, what: str, path: str) -> OSError:
@@ -103,11 +138,58 @@ def _os_error(code: int, what: str, path: str) -> OSError:
 
 
 def _seconds_to_ns(value: float, name: str) -> int:
+    """Seconds as ns for the C calls: < 0 (and +inf) is -1, "forever"; capped at 2**63-1."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
-    if value != value:
+    if math.isnan(value):
         raise ValueError(f"{name} must not be NaN")
-    return min(int(value * 1e9), 2**63 - 1) if value >= 0 else -1
+    if value < 0 or math.isinf(value):
+        return -1
+    return min(int(value * 1e9), _NEVER)
+
+
+def _poll_ns(value: float) -> int:
+    ns = _seconds_to_ns(value, "poll_interval")
+    if ns == -1 and value > 0:  # +inf: as long as C can sleep
+        return _NEVER
+    if ns <= 0:
+        raise ValueError("poll_interval must be > 0")
+    return ns
+
+
+class _Handle:
+    """One libsync.so lock object; destroyed with this (which, made with _RELEASE_ON_DESTROY,
+    releases a hold of this process: the core leaves a parent's hold alone in a forked child)."""
+    __slots__ = ("value", "__weakref__")
+
+    def __init__(self, path: Union[str, bytes, os.PathLike], flags: int, mode: int) -> None:
+        self.value = None
+        encoded = os.fsencode(path)
+        if b"\0" in encoded:
+            raise ValueError("the lock path contains a NUL byte")
+        handle = c_void_p()
+        code = _create(encoded, flags, mode, byref(handle))
+        if code == errno.EINVAL:
+            raise ValueError(f"invalid lock path {os.fsdecode(encoded)!r}: it names no file, or is not UTF-8")
+        if code:
+            raise _os_error(code, f"cannot make a lock there: {_CREATE_ERRORS.get(code, 'error')}", os.fsdecode(encoded))
+        self.value = handle.value
+
+    def __del__(self) -> None:
+        handle, self.value = self.value, None
+        if handle is not None:
+            _destroy(handle)
+
+
+def _wait(handle: int, timeout_ns: int, poll_ns: int) -> int:
+    """sync_distributed_lock_lock until it is not interrupted: a pending KeyboardInterrupt (or
+    another signal handler's exception) is raised between the calls."""
+    deadline = None if timeout_ns < 0 else time.monotonic_ns() + timeout_ns
+    while True:
+        remaining = -1 if deadline is None else max(0, deadline - time.monotonic_ns())
+        code = _lock(handle, remaining, poll_ns)
+        if code != errno.EINTR:
+            return code
 
 
 class _Acquired:
@@ -127,38 +209,28 @@ class _Acquired:
 class DistributedLock:
     """A distributed lock at ``path`` (see the module doc). ``timeout`` (seconds; < 0: forever)
     and ``poll_interval`` are the defaults of acquire() and of ``with``. Each object is one
-    would-be holder: two objects for one path exclude each other, in one process or not."""
+    would-be holder: two objects for one path exclude each other, in one process or not; one
+    object's threads take turns (the holder is the thread that acquired it). Not recursive."""
 
     def __init__(self, path: Union[str, bytes, os.PathLike], timeout: float = -1,
                  poll_interval: float = 0.05) -> None:
-        self._handle = None
-        encoded = os.fsencode(path)
-        if b"\0" in encoded:
-            raise ValueError("the lock path contains a NUL byte")
         _seconds_to_ns(timeout, "timeout")
-        if _seconds_to_ns(poll_interval, "poll_interval") <= 0:
-            raise ValueError("poll_interval must be > 0")
-        handle = c_void_p()
-        code = _create(encoded, byref(handle))
-        if code == errno.EINVAL:
-            raise ValueError(f"invalid lock path {os.fsdecode(encoded)!r}: it names no file")
-        if code:
-            raise _os_error(code, f"cannot make a lock there: {_CREATE_ERRORS.get(code, 'error')}", os.fsdecode(encoded))
-        self._handle = handle.value
+        _poll_ns(poll_interval)
+        self._handle = _Handle(path, _RELEASE_ON_DESTROY, -1)  # as filelock: going away releases
         self.timeout = timeout
         self.poll_interval = poll_interval
 
     @property
     def path(self) -> str:
         """The lock's absolute path."""
-        return os.fsdecode(_path(self._handle))
+        return os.fsdecode(_path(self._handle.value))
 
     lock_file = path  # filelock's name
 
     def try_lock(self) -> bool:
-        """Acquires the lock if it is free, without blocking: True if this object holds it now,
-        False if someone holds it."""
-        code = _try_lock(self._handle)
+        """Acquires the lock if it is free, without blocking: True if the caller holds it now,
+        False if someone else holds it."""
+        code = _try_lock(self._handle.value)
         if code == errno.EBUSY:
             return False
         self._check(code, "try_lock")
@@ -166,49 +238,34 @@ class DistributedLock:
 
     def acquire(self, timeout: Optional[float] = None, poll_interval: Optional[float] = None, *,
                 blocking: bool = True) -> _Acquired:
-        """Acquires the lock, polling every ``poll_interval`` seconds and taking over a stale
-        holder's lock; raises Timeout once ``timeout`` seconds (< 0: never) have passed.
-        ``blocking=False`` tries once. Ctrl-C interrupts the wait."""
+        """Acquires the lock: waits for another thread's hold through this object to end, polls
+        other holders every ``poll_interval`` seconds and takes over a stale holder's lock;
+        raises Timeout once ``timeout`` seconds (< 0: never) have passed. ``blocking=False``
+        tries once. Ctrl-C interrupts the wait."""
         timeout = self.timeout if timeout is None else timeout
-        poll = _seconds_to_ns(self.poll_interval if poll_interval is None else poll_interval, "poll_interval")
-        if poll <= 0:
-            raise ValueError("poll_interval must be > 0")
-        timeout_ns = 0 if not blocking else _seconds_to_ns(timeout, "timeout")
-        deadline = None if timeout_ns < 0 else time.monotonic_ns() + timeout_ns
-        while True:
-            remaining = -1 if deadline is None else max(0, deadline - time.monotonic_ns())
-            code = _lock(self._handle, remaining, poll)
-            if code != errno.EINTR:  # EINTR: a signal arrived; a pending KeyboardInterrupt is raised here
-                break
+        poll = _poll_ns(self.poll_interval if poll_interval is None else poll_interval)
+        code = _wait(self._handle.value, 0 if not blocking else _seconds_to_ns(timeout, "timeout"), poll)
         if code == errno.ETIMEDOUT:
             raise Timeout(self.path)
         self._check(code, "acquire")
         return _Acquired(self)
 
     def release(self) -> None:
-        """Releases the lock this object holds. Raises NotLockedError, LockBrokenError or
+        """Releases the lock the caller holds. Raises NotLockedError, LockBrokenError or
         LockStolenError (see the module doc)."""
-        code = _unlock(self._handle)
-        if code == errno.EPERM:
-            raise NotLockedError(f"release of the distributed lock {self.path!r}, which this object does not hold")
-        if code == errno.ESTALE:
-            raise LockBrokenError(f"the distributed lock {self.path!r} was broken while this object held it")
-        if code == errno.EBUSY:
-            raise LockStolenError(f"the distributed lock {self.path!r} was broken while this object held it, "
-                                  f"and is now held by {self.holder}")
-        self._check(code, "release")
+        _raise_release_error(_unlock(self._handle.value), self)
 
     unlock = release  # NSDistributedLock's name
 
     def break_lock(self) -> None:
         """Removes the lock whoever holds it (NSDistributedLock's breakLock): only for a holder
         known to be dead. Prefer recover(), which only takes a provably dead holder's lock."""
-        self._check(_break(self._handle), "break_lock")
+        self._check(_break(self._handle.value), "break_lock")
 
     def recover(self) -> bool:
         """If the holder is stale (on this host, its process gone), takes the lock over
         atomically and returns True: of several processes doing so at once, exactly one does."""
-        code = _recover(self._handle)
+        code = _recover(self._handle.value)
         if code in (errno.EBUSY, errno.ENOENT):
             return False
         self._check(code, "recover")
@@ -217,14 +274,7 @@ class DistributedLock:
     @property
     def holder(self) -> Optional[Holder]:
         """Who holds the lock now (any process may ask), or None."""
-        h = _CHolder()
-        code = _holder(self._handle, byref(h))
-        if code == errno.ENOENT:
-            return None
-        self._check(code, "holder")
-        return Holder(host=h.host.decode(errors="replace"), pid=h.pid, process_start=h.process_start,
-                      acquired=datetime.fromtimestamp(h.acquired_ns / 1e9, tz=timezone.utc),
-                      on_this_host=bool(h.flags & 1), stale=bool(h.flags & 2))
+        return _read_holder(self._handle.value, self.path)
 
     @property
     def lock_date(self) -> Optional[datetime]:
@@ -234,16 +284,12 @@ class DistributedLock:
 
     @property
     def is_locked(self) -> bool:
-        """Whether this object holds the lock now (checked on disk: False once it was broken)."""
-        return bool(_is_held(self._handle))
+        """Whether the caller holds the lock through this object now (checked on disk: False
+        once it was broken)."""
+        return bool(_is_held(self._handle.value))
 
     def _check(self, code: int, operation: str) -> None:
-        if code == errno.EDEADLK:
-            raise RuntimeError(f"{operation}: this DistributedLock object already holds {self.path!r} (it is not recursive)")
-        if code == errno.EEXIST:
-            raise _os_error(code, f"{operation}: something that is not a lock is there", self.path)
-        if code:
-            raise _os_error(code, operation, self.path)
+        _raise_error(code, operation, self.path, "this DistributedLock object (it is not recursive)")
 
     def __enter__(self) -> "DistributedLock":
         self.acquire()
@@ -252,15 +298,41 @@ class DistributedLock:
     def __exit__(self, *exc) -> None:
         self.release()
 
-    def __del__(self) -> None:
-        # As filelock's: an object that goes away releases what it holds.
-        handle, self._handle = getattr(self, "_handle", None), None
-        if handle is not None:
-            try:
-                if _is_held(handle):
-                    _unlock(handle)
-            finally:
-                _destroy(handle)
-
     def __repr__(self) -> str:
         return f"DistributedLock({self.path!r}, is_locked={self.is_locked})"
+
+
+def _raise_error(code: int, operation: str, path: str, through: str) -> None:
+    if code == errno.EDEADLK:
+        raise RuntimeError(f"{operation}: the caller already holds the lock {path!r} through {through}, "
+                           "or through another object: waiting would never end")
+    if code == errno.EEXIST:
+        raise _os_error(code, f"{operation}: something that is not a lock is there", path)
+    if code:
+        raise _os_error(code, operation, path)
+
+
+def _raise_release_error(code: int, lock) -> None:
+    if code == errno.EPERM:
+        raise NotLockedError(f"release of the distributed lock {lock.lock_file!r}, which the caller does not hold")
+    if code == errno.ESTALE:
+        raise LockBrokenError(f"the distributed lock {lock.lock_file!r} was broken while this object held it")
+    if code == errno.EBUSY:
+        raise LockStolenError(f"the distributed lock {lock.lock_file!r} was broken while this object held it, "
+                              f"and is now held by {lock.holder}")
+    _raise_error(code, "release", lock.lock_file, "this object")
+
+
+def _read_holder(handle: int, path: str) -> Optional[Holder]:
+    h = _CHolder()
+    code = _holder(handle, byref(h))
+    if code == errno.ENOENT:
+        return None
+    _raise_error(code, "holder", path, "this object")
+    return Holder(host=h.host.decode(errors="replace"), pid=h.pid, process_start=h.process_start,
+                  acquired=datetime.fromtimestamp(h.acquired_ns / 1e9, tz=timezone.utc),
+                  on_this_host=bool(h.flags & 1), stale=bool(h.flags & 2))
+
+
+from ._filelock import (AcquireReturnProxy, AsyncAcquireReturnProxy, AsyncFileLock,  # noqa: E402 (uses the above)
+                        AsyncSoftFileLock, BaseAsyncFileLock, BaseFileLock, FileLock, SoftFileLock)

@@ -15,12 +15,20 @@ value and their ``Orig`` forms the old one; compare-and-swap takes (old, new, va
 whether it swapped; TestAndSet/Clear number bits as Apple does (bit n is ``0x80 >> (n & 7)`` of
 byte ``n >> 3``) and return the old bit. ``Barrier`` forms are also full memory barriers.
 
-Errors: a wrong value type -> TypeError; an amount or mask that does not fit the C type ->
-OverflowError; a bit number beyond the object -> ValueError.
+Errors: a wrong value type, or an amount, mask, compared value or bit number that is not an
+int -> TypeError; an int that does not fit the C type (an address: 0 <= a < 2**64, or None)
+-> OverflowError; a bit number beyond the object -> ValueError.
+
+Queues (``OSQueueHead``, ``OSFifoQueueHead``): every element of a queue has its link field at
+the same offset, fixed by the first enqueue; an offset that is not an int -> TypeError; one that
+is negative, misaligned, outside the element or not the queue's, or an element already in the
+queue -> ValueError. The head keeps each element alive while it is queued; keep your own
+reference to use an element after dequeuing it (dequeue returns its address).
 """
 from __future__ import annotations
 
 import ctypes
+import operator
 from ctypes import byref, c_bool, c_int, c_int32, c_int64, c_long, c_size_t, c_uint32, c_void_p
 from typing import Any, Callable, Optional
 
@@ -31,7 +39,8 @@ __all__ = ["ref", "OSSpinLock", "OS_SPINLOCK_INIT", "OSQueueHead", "OSFifoQueueH
 
 _RANGES = {c_int32: (-(1 << 31), 1 << 31), c_int64: (-(1 << 63), 1 << 63),
            c_int: (-(1 << 31), 1 << 31), c_long: (-(1 << 63), 1 << 63),
-           c_uint32: (-(1 << 31), 1 << 32)}  # masks: any 32-bit pattern
+           c_uint32: (-(1 << 31), 1 << 32),  # masks: any 32-bit pattern
+           c_void_p: (0, 1 << 64)}           # addresses (None: NULL)
 _WIDE = (c_int64, c_long)  # operands a bare Python int can't carry (ctypes passes it as C int)
 
 # Speed: ctypes' own argument conversion (argtypes) costs more than the call itself, so these
@@ -46,6 +55,15 @@ def _export(name: str, function: Callable) -> None:
 
 def _wrong_type(name: str, value: Any, ctype: type) -> TypeError:
     return TypeError(f"{name}: expected a ctypes.{ctype.__name__} (or a ref() of one), not {type(value).__name__}")
+
+
+def _integer(name: str, operand: Any) -> int:
+    """operand as an int (anything with __index__); TypeError otherwise (ctypes would raise its
+    own ArgumentError, or pass a float's bits)."""
+    try:
+        return operator.index(operand)
+    except TypeError:
+        raise TypeError(f"{name}: expected an int, not {type(operand).__name__}") from None
 
 
 def _function(name: str, restype: type, handle: ctypes.CDLL = nonblocking):
@@ -63,6 +81,8 @@ def _operand(name: str, ctype: type):
     def operation(operand: int, value: Any) -> int:
         if value.__class__ is not ctype and not isinstance(value, ctype):
             raise _wrong_type(name, value, ctype)
+        if operand.__class__ is not int:
+            operand = _integer(name, operand)
         if not low <= operand < high:
             raise OverflowError(f"{name}: {operand} does not fit in {ctype.__name__}")
         return c(operand if wrap is None else wrap(operand), byref(value))
@@ -85,13 +105,20 @@ def _unary(name: str, ctype: type):
 def _compare_and_swap(name: str, ctype: type):
     """(old, new, value) -> bool."""
     c = _function(name, c_bool)
-    low, high = _RANGES.get(ctype, (None, None))
+    low, high = _RANGES[ctype]
     wrap = ctype if ctype in _WIDE or ctype is c_void_p else None
+    pointer = ctype is c_void_p
 
     def operation(old: Any, new: Any, value: Any) -> bool:
         if value.__class__ is not ctype and not isinstance(value, ctype):
             raise _wrong_type(name, value, ctype)
-        if low is not None and not (low <= old < high and low <= new < high):
+        if pointer:  # None is NULL
+            old, new = (0 if old is None else old), (0 if new is None else new)
+        if old.__class__ is not int:
+            old = _integer(name, old)
+        if new.__class__ is not int:
+            new = _integer(name, new)
+        if not (low <= old < high and low <= new < high):
             raise OverflowError(f"{name}: {old} or {new} does not fit in {ctype.__name__}")
         if wrap is None:
             return c(old, new, byref(value))
@@ -106,6 +133,8 @@ def _test_and(name: str):
 
     def operation(n: int, value: Any) -> bool:
         address = address_of(value)
+        if n.__class__ is not int:
+            n = _integer(name, n)
         if not 0 <= n < 8 * ctypes.sizeof(value):
             raise ValueError(f"{name}: bit {n} lies outside the {ctypes.sizeof(value)}-byte object")
         return c(n, address)
@@ -152,16 +181,35 @@ _spin("OSSpinLockLock", blocking, "Takes the lock, waiting (with the GIL release
 _spin("OSSpinLockUnlock", nonblocking, "Releases the lock.")
 
 # ---- Intrusive queues: elements are ctypes objects with a pointer-sized link field at `offset`.
-# The queue holds only addresses: keep every queued element alive yourself. -------------------
+# The head keeps each element alive while it is queued, and fixes the link offset at the first
+# enqueue: a dequeue can then only follow links that lie inside live elements. --------------
 
 
 class _AlignedHead:
-    """Zeroed, 16-byte aligned storage for a queue head (ctypes cannot align a Structure to 16)."""
+    """Zeroed, 16-byte aligned storage for a queue head (ctypes cannot align a Structure to 16),
+    and what the queue holds: {address: element}, and the link offset of every element."""
     _size = 16
 
     def __init__(self) -> None:
         self._storage = ctypes.create_string_buffer(self._size + 15)
         self.address = (ctypes.addressof(self._storage) + 15) & ~15
+        self._elements: dict = {}
+        self._link: dict = {}  # {"offset": n} from the first enqueue on (setdefault: atomic)
+
+    def _match_offset(self, name: str, offset: int, fix: bool) -> None:
+        fixed = self._link.setdefault("offset", offset) if fix else self._link.get("offset", offset)
+        if fixed != offset:
+            raise ValueError(f"{name}: offset {offset} differs from {fixed}, the offset this queue's elements were enqueued with")
+
+
+_LINK = ctypes.sizeof(c_void_p)
+
+
+def _check_offset(name: str, offset: Any) -> None:
+    if offset.__class__ is not int and (not isinstance(offset, int) or isinstance(offset, bool)):
+        raise TypeError(f"{name}: offset must be an int, not {type(offset).__name__}")
+    if offset < 0 or offset % _LINK:
+        raise ValueError(f"{name}: offset {offset} must be a non-negative multiple of {_LINK} (the link's alignment)")
 
 
 class OSQueueHead(_AlignedHead):
@@ -178,24 +226,36 @@ def _queue(name: str, head_type: type, enqueue: bool) -> None:
     c = declare(nonblocking, name, None if enqueue else c_void_p,
                 *((c_void_p, c_void_p, c_size_t) if enqueue else (c_void_p, c_size_t)))
 
-    def check(head: Any, offset: int) -> None:
+    def check_head(head: Any) -> None:
         if not isinstance(head, head_type):
             raise TypeError(f"{name}: expected {head_type.__name__}, not {type(head).__name__}")
-        if not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"{name}: offset must be a non-negative int")
 
     if enqueue:
         def operation(head: Any, element: Any, offset: int) -> None:
-            check(head, offset)
-            if offset + ctypes.sizeof(c_void_p) > ctypes.sizeof(element):
+            check_head(head)
+            _check_offset(name, offset)
+            address = address_of(element, ctypes.alignment(c_void_p))
+            if offset + _LINK > ctypes.sizeof(element):
                 raise ValueError(f"{name}: the link field at offset {offset} lies outside the element")
-            c(head.address, address_of(element, ctypes.alignment(c_void_p)), offset)
-        operation.__doc__ = f"{name}(head, element, offset): adds a ctypes element whose link field is at offset."
+            head._match_offset(name, offset, True)
+            entry = (element,)  # recorded before the C call, so that a dequeuer finds it
+            if head._elements.setdefault(address, entry) is not entry:
+                raise ValueError(f"{name}: the element at {address:#x} is already in the queue")
+            c(head.address, address, offset)
+        operation.__doc__ = (f"{name}(head, element, offset): adds a ctypes element whose link field is at "
+                             "offset (the same for every element of the queue); the head keeps it alive until "
+                             "it is dequeued.")
     else:
         def operation(head: Any, offset: int) -> Optional[int]:
-            check(head, offset)
-            return c(head.address, offset)
-        operation.__doc__ = f"{name}(head, offset) -> address or None; `T.from_address(a)` gets the element."
+            check_head(head)
+            _check_offset(name, offset)
+            head._match_offset(name, offset, False)
+            address = c(head.address, offset)
+            if address is not None:
+                head._elements.pop(address, None)
+            return address
+        operation.__doc__ = (f"{name}(head, offset) -> address or None; `T.from_address(a)` gets the element "
+                             "(keep a reference to it: the head drops its own).")
     _export(name, operation)
 
 

@@ -20,7 +20,8 @@ printed by ``threading.excepthook``, as an unhandled exception in a thread is.
 
 Errors: ``sync`` from work running on the same queue or executor (directly or through other
 ``sync`` calls) raises ``DeadlockError`` instead of deadlocking; using a closed queue or a
-stopped executor raises ``RuntimeError``.
+stopped executor raises ``RuntimeError``, as does ``sync``/``async_`` on an executor in a
+forked child (its thread stayed in the parent; ``stop`` there returns at once).
 
 Shutdown: ``close()`` on a queue never cancels work: what was submitted still runs (with
 ``wait=True``, the default, close returns after it has). ``stop()`` on an executor lets its
@@ -106,6 +107,9 @@ def _raise_for(code: int, what: str) -> None:
         raise DeadlockError(f"{what}: called from work running on it; it would wait forever")
     if code == errno.ECANCELED:
         raise RuntimeError(f"{what}: the executor is stopped")
+    if code == errno.ESRCH:
+        raise RuntimeError(f"{what}: the executor's thread is in the process this one was forked "
+                           "from; it does not exist in this child")
     raise OSError(code, f"{what}: {errno.errorcode.get(code, code)}")
 
 
@@ -260,13 +264,13 @@ class ThreadExecutor:
         self._handle = handle.value
 
     def async_(self, work: Callable[[], object]) -> None:
-        """Delivers work and returns at once. RuntimeError once stopped."""
+        """Delivers work and returns at once. RuntimeError once stopped, or in a forked child."""
         _call_async(_executor_async, self._handle, work, self, "ThreadExecutor.async_")
 
     def sync(self, work: Callable[[], T]) -> T:
         """Delivers work, waits until the executor's thread has run it, and returns its result
         (or raises its exception). DeadlockError from the executor's own work; RuntimeError
-        once stopped."""
+        once stopped, or in a forked child (the executor's thread is in the parent)."""
         return _call_sync(_executor_sync, self._handle, work, "ThreadExecutor.sync")
 
     def stop(self) -> None:

@@ -209,7 +209,7 @@ def test_throttler_context_manager_decorator_and_wait():
     # A waiter gets the slot when the holder leaves.
     t.enter()
     got = []
-    waiter = threading.Thread(target=lambda: got.append(t.enter(timeout=5)))
+    waiter = threading.Thread(target=lambda: got.append(t.enter(timeout=60)))  # a bound, not a time
     waiter.start()
     time.sleep(0.05)
     t.exit()

@@ -1,17 +1,25 @@
 """The distributed lock from Python, between PROCESSES: mutual exclusion and progress, try_lock
-busy, each release error, SIGKILLed holders recovered, racing breakers, bad paths, Ctrl-C."""
+busy, each release error, SIGKILLed holders recovered, racing breakers, bad paths, Ctrl-C; between
+the threads of one object; forked children (never the parent's holder); paths at PATH_MAX;
+Timeout's pickling."""
+import copy
 import errno
+import gc
 import multiprocessing
 import os
+import pickle
 import signal
+import subprocess
+import sys
 import threading
 import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from libsync.distributed_lock import (DistributedLock, Holder, LockBrokenError, LockStolenError,
-                                      NotLockedError, Timeout)
+from conftest import assert_ctrl_c_interrupts
+from libsync.distributed_lock import (DistributedLock, FileLock, Holder, LockBrokenError, LockStolenError,
+                                      NotLockedError, SoftFileLock, Timeout)
 
 fork = multiprocessing.get_context("fork")
 
@@ -271,3 +279,236 @@ def test_object_going_away_releases(path):
     lock.try_lock()
     del lock
     assert DistributedLock(path).holder is None
+
+
+# Threads of one object, fork, long paths, Timeout, bad input
+
+
+def test_threads_take_turns_through_one_object(path):
+    lock = DistributedLock(path, timeout=60)
+    inside, turns, overlaps = [0], [0], []
+
+    def work():
+        for _ in range(25):
+            with lock:
+                inside[0] += 1
+                if inside[0] != 1:
+                    overlaps.append(inside[0])
+                time.sleep(0)
+                turns[0] += 1
+                inside[0] -= 1
+
+    threads = [threading.Thread(target=work) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert overlaps == [] and turns[0] == 16 * 25
+    lock.acquire()
+    seen = {}
+
+    def other_thread():  # the holder is the thread: another may neither take nor release it
+        seen["is_locked"], seen["try_lock"] = lock.is_locked, lock.try_lock()
+        try:
+            lock.release()
+        except NotLockedError:
+            seen["release"] = "NotLockedError"
+        try:
+            lock.acquire(timeout=0.01)
+        except Timeout:
+            seen["acquire"] = "Timeout"
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    thread.join()
+    assert seen == {"is_locked": False, "try_lock": False, "release": "NotLockedError", "acquire": "Timeout"}
+    lock.release()
+
+
+def test_ctrl_c_interrupts_a_wait_for_the_objects_other_thread(path):
+    assert_ctrl_c_interrupts(f"""
+        import threading
+        from libsync.distributed_lock import DistributedLock
+        lock = DistributedLock({path!r})
+        held = threading.Event()
+        def hold():
+            lock.acquire()
+            held.set()
+            threading.Event().wait()
+        threading.Thread(target=hold, daemon=True).start()
+        held.wait()
+        """, "lock.acquire()")
+
+
+_FORK_SCRIPT = """
+import os, sys
+from libsync.distributed_lock import DistributedLock, FileLock, NotLockedError
+lock = {kind}({path!r})
+lock.acquire()
+pid = os.fork()
+if pid == 0:
+    if {call_release}:
+        try:
+            lock.release()
+            sys.exit(3)          # released the parent's lock
+        except NotLockedError:
+            pass
+    sys.exit(0 if not lock.is_locked else 4)   # a normal exit: the lock object's finalizer runs
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status), DistributedLock({path!r}).holder.pid == os.getpid(), lock.is_locked)
+lock.release()
+"""
+
+
+@pytest.mark.parametrize("kind", ["DistributedLock", "FileLock"])
+@pytest.mark.parametrize("call_release", [True, False])
+def test_forked_child_never_releases_the_parents_lock(path, kind, call_release):
+    """os.fork: the child's release() raises NotLockedError (FileLock's does nothing, as
+    filelock's), and its normal exit (finalizers, atexit) leaves the parent holding."""
+    script = _FORK_SCRIPT.format(kind=kind, path=path, call_release=call_release and kind == "DistributedLock")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=os.environ, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "True", "True"]
+
+
+def _child_touches(lock, result):
+    held = lock.is_locked
+    try:
+        lock.release()
+        outcome = "released"
+    except NotLockedError:
+        outcome = "NotLockedError"
+    result.put((held, outcome))
+    del lock
+    gc.collect()
+
+
+def test_forked_child_never_releases_with_multiprocessing(path):
+    lock = DistributedLock(path)
+    lock.acquire()
+    for _ in range(3):
+        result = fork.Queue()
+        child = fork.Process(target=_child_touches, args=(lock, result))
+        child.start()
+        assert result.get(timeout=60) == (False, "NotLockedError")
+        child.join(60)
+        assert child.exitcode == 0
+        assert lock.is_locked and lock.holder.pid == os.getpid()
+    lock.release()
+    assert lock.holder is None
+
+
+def _child_uses_inherited(lock, result):
+    held = lock.is_locked
+    try:
+        lock.release()
+        released = True
+    except NotLockedError:
+        released = False
+    with lock.acquire(timeout=30):  # the child may take the lock for itself
+        mine = lock.holder.pid == os.getpid()
+    result.put((held, released, mine))
+
+
+def test_fork_while_other_threads_use_the_object(path):
+    """Forks while the parent's threads are inside the object's operations: the child's calls
+    never hang on state a parent thread held at the fork, nor touch the parent's holds."""
+    lock, stop = DistributedLock(path), threading.Event()
+
+    def churn():
+        while not stop.is_set():
+            if lock.try_lock():
+                lock.release()
+
+    threads = [threading.Thread(target=churn) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        for _ in range(15):
+            result = fork.Queue()
+            child = fork.Process(target=_child_uses_inherited, args=(lock, result))
+            child.start()
+            assert result.get(timeout=60) == (False, False, True)
+            child.join(60)
+            assert child.exitcode == 0
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+
+
+def _long_lock_path(base, total):
+    """A lock path of exactly `total` bytes under `base`, its file name 150 bytes."""
+    parent = os.path.join(str(base), "long")
+    os.mkdir(parent)
+    while len(os.fsencode(parent)) + 1 + 200 + 1 + 150 <= total:
+        parent = os.path.join(parent, "d" * 200)
+        os.mkdir(parent)
+    parent = os.path.join(parent, "e" * (total - len(os.fsencode(parent)) - 2 - 150))
+    os.mkdir(parent)
+    lock_path = os.path.join(parent, "n" * 150)
+    assert len(os.fsencode(lock_path)) == total
+    return lock_path
+
+
+@pytest.mark.parametrize("beyond", [0, 60])
+def test_paths_at_path_max(tmp_path, beyond):
+    long = _long_lock_path(tmp_path, os.pathconf("/", "PC_PATH_MAX") - 1 + beyond)
+    a, b = DistributedLock(long), DistributedLock(long)
+    assert a.path == long
+    for _ in range(2):
+        assert a.try_lock() and not b.try_lock()
+        assert b.holder.pid == os.getpid()
+        a.release()
+        b.acquire(timeout=5)
+        a.break_lock()
+        with pytest.raises(LockBrokenError):
+            b.release()
+    with FileLock(long) as through_filelock:
+        assert through_filelock.is_locked and through_filelock.holder.pid == os.getpid()
+    with SoftFileLock(long):
+        pass
+
+
+def test_timeout_survives_pickling_and_copying():
+    timeout = Timeout("/path/to/lock")
+    assert str(timeout) == "The file lock '/path/to/lock' could not be acquired."
+    assert repr(timeout) == "Timeout('/path/to/lock')"
+    assert timeout.__reduce__() == (Timeout, ("/path/to/lock",))
+    for copied in (pickle.loads(pickle.dumps(timeout)), copy.copy(timeout), copy.deepcopy(timeout)):
+        assert type(copied) is Timeout and isinstance(copied, TimeoutError)
+        assert (str(copied), repr(copied), copied.lock_file) == (str(timeout), repr(timeout), timeout.lock_file)
+
+
+def _raise_timeout(path):
+    raise Timeout(path)
+
+
+def test_timeout_comes_back_from_a_process_pool(path):
+    with fork.Pool(1) as pool:
+        with pytest.raises(Timeout) as raised:
+            pool.apply(_raise_timeout, (path,))
+    assert str(raised.value) == f"The file lock '{path}' could not be acquired." and raised.value.lock_file == path
+
+
+def test_bad_input_is_refused_or_understood(path, tmp_path):
+    lock = DistributedLock(path, timeout=float("inf"), poll_interval=float("inf"))  # forever, as in threading
+    with lock.acquire():
+        assert lock.is_locked
+    with lock.acquire(timeout=float("inf")):
+        pass
+    for bad in (float("nan"),):
+        with pytest.raises(ValueError):
+            DistributedLock(path, timeout=bad)
+        with pytest.raises(ValueError):
+            lock.acquire(timeout=bad)
+    with pytest.raises(ValueError):
+        DistributedLock(os.fsencode(str(tmp_path)) + b"/not-utf8-\xff")  # refused, not silently renamed
+    with pytest.raises(ValueError):
+        DistributedLock(str(tmp_path) + "/nul\0byte")
+    with pytest.raises(OSError) as too_long:
+        DistributedLock(str(tmp_path / ("n" * 300)))
+    assert too_long.value.errno == errno.ENAMETOOLONG
+    with pytest.raises(TypeError):
+        lock.acquire(poll_interval="fast")
+    assert not lock.is_locked and lock.holder is None

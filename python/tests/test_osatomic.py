@@ -2,6 +2,8 @@
 import ctypes
 import mmap
 import multiprocessing
+import subprocess
+import sys
 import threading
 from ctypes import c_int, c_int32, c_int64, c_long, c_uint32, c_void_p
 from multiprocessing import shared_memory
@@ -112,6 +114,52 @@ def test_bad_input():
         ref(object())
 
 
+_VALUE_TYPES = {"32": c_int32, "64": c_int64, "Int": c_int, "Long": c_long, "Ptr": c_void_p}
+
+
+def _operand_functions():
+    """(name, function, value type, arity) of every OSAtomic function taking int operands."""
+    for name in osa.__all__:
+        if not name.startswith("OSAtomic") or "crement" in name or "queue" in name.lower():
+            continue
+        base = name.replace("Barrier", "").replace("Orig", "")
+        if base.startswith("OSAtomicCompareAndSwap"):
+            yield name, getattr(osa, name), _VALUE_TYPES[base[len("OSAtomicCompareAndSwap"):]], 2
+        elif base.startswith("OSAtomicTestAnd"):
+            yield name, getattr(osa, name), c_int64, 1
+        else:
+            yield name, getattr(osa, name), c_int64 if base.endswith("64") else (
+                c_uint32 if base[8:10] in ("Or", "An", "Xo") else c_int32), 1
+
+
+@pytest.mark.parametrize("bad", [1.5, 1.0, "1", b"1", object()])
+def test_operands_that_are_not_ints_raise_type_error(bad):
+    """Not ctypes.ArgumentError (a float used to reach ctypes' own conversion) and never a
+    silent conversion; ints of any kind (bool, __index__) are accepted."""
+    names = []
+    for name, function, ctype, arity in _operand_functions():
+        names.append(name)
+        value = ctype()
+        for position in range(arity):
+            operands = [0] * arity
+            operands[position] = bad
+            with pytest.raises(TypeError) as raised:
+                function(*operands, value)
+            assert raised.type is TypeError and name in str(raised.value)
+        assert function(*([True] * arity), value) is not None
+    assert len(names) == 2 * (2 + 6 + 5 + 2)  # (Barrier or not) Add32/64, Or/And/Xor(Orig), CAS x5, TestAnd x2
+
+
+def test_pointer_compare_and_swap_refuses_what_is_not_an_address():
+    p = c_void_p(None)
+    with pytest.raises(OverflowError):
+        osa.OSAtomicCompareAndSwapPtr(0, 2**64, p)   # used to be truncated silently
+    with pytest.raises(OverflowError):
+        osa.OSAtomicCompareAndSwapPtr(-1, 1, p)
+    assert osa.OSAtomicCompareAndSwapPtr(None, 2**64 - 8, p) and p.value == 2**64 - 8
+    assert osa.OSAtomicCompareAndSwapPtr(2**64 - 8, None, p) and p.value is None
+
+
 def test_ref_aliases_buffer():
     buf = bytearray(16)
     r = ref(buf, 8, c_int64)
@@ -164,6 +212,66 @@ def test_queues(fifo):
         enqueue(object(), nodes[0], 0)
     with pytest.raises(ValueError):
         enqueue(head, nodes[0], ctypes.sizeof(Node))
+
+
+_QUEUE_MISUSE = """
+import ctypes, gc, sys, weakref
+from ctypes import c_void_p
+import libsync.osatomic as osa
+
+class Node(ctypes.Structure):
+    _fields_ = [("value", ctypes.c_int), ("link", c_void_p)]
+
+fifo = sys.argv[1] == "fifo"
+head = osa.OSFifoQueueHead() if fifo else osa.OSQueueHead()
+enqueue = osa.OSAtomicFifoEnqueue if fifo else osa.OSAtomicEnqueue
+dequeue = osa.OSAtomicFifoDequeue if fifo else osa.OSAtomicDequeue
+link = Node.link.offset
+
+def refused(error, call):
+    try:
+        call()
+    except error:
+        return
+    raise AssertionError(f"not refused with {error.__name__}")
+
+kept = Node(7)
+enqueue(head, kept, link)
+for offset in (1 << 40, link + 8, 0, 2**64):        # past the element, or not the link
+    refused(ValueError, lambda: dequeue(head, offset))
+refused(ValueError, lambda: dequeue(head, link + 4))  # misaligned
+refused(ValueError, lambda: dequeue(head, -8))
+refused(TypeError, lambda: dequeue(head, 8.0))
+refused(ValueError, lambda: enqueue(head, Node(8), 0))  # not the queue's offset
+refused(ValueError, lambda: enqueue(head, kept, link))  # already queued: would make a cycle
+nine = Node(9)
+enqueue(head, nine, link)
+alive, nines = weakref.ref(nine), ctypes.addressof(nine)
+del nine
+gc.collect()
+assert alive() is not None                           # the head keeps a queued element alive
+litter = [Node(-1) for _ in range(1000)]
+values = [alive().value]
+while (address := dequeue(head, link)) is not None:
+    assert address in (ctypes.addressof(kept), nines)
+    values.append(address)
+gc.collect()
+assert alive() is None                               # and lets go of it once dequeued
+assert values == [9] + ([ctypes.addressof(kept), nines] if fifo else [nines, ctypes.addressof(kept)]), values
+enqueue(head, kept, link)                            # out again: may come back
+assert dequeue(head, link) == ctypes.addressof(kept)
+assert dequeue(head, link) is None
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("fifo", [False, True])
+def test_queue_misuse_raises_instead_of_crashing(fifo):
+    """A dequeue with an offset outside the elements used to follow a wild pointer (a crash
+    of the interpreter): run in a child interpreter so that a crash fails only this test."""
+    child = subprocess.run([sys.executable, "-c", _QUEUE_MISUSE, "fifo" if fifo else "lifo"],
+                           capture_output=True, text=True, timeout=60)
+    assert child.returncode == 0 and child.stdout.strip() == "ok", (child.returncode, child.stderr)
 
 
 def _add_in_child(name, count):

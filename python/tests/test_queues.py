@@ -1,5 +1,7 @@
 """Queues, executors and isolated values from Python: FIFO, barriers, results and exceptions,
 the async exception handler, re-entrancy, shutdown."""
+import os
+import signal
 import threading
 import time
 
@@ -163,6 +165,47 @@ def test_executor_stop_runs_pending_work_then_refuses():
     with pytest.raises(RuntimeError):
         e.sync(lambda: None)
     e.stop()
+
+
+def test_executor_in_a_forked_child_raises_instead_of_hanging():
+    """The child has no executor thread: sync/async_ raise (sync used to wait forever), stop
+    and the finalizer return at once; the parent's executor works on."""
+    e = ThreadExecutor()
+    for _ in range(50):
+        e.async_(lambda: time.sleep(0.0002))  # busy at the fork
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            for call in (lambda: e.sync(lambda: None), lambda: e.async_(lambda: None)):
+                try:
+                    call()
+                    os._exit(2)
+                except RuntimeError as error:
+                    if "fork" not in str(error):
+                        os._exit(3)
+            e.stop()
+            del e
+            code = 0
+        finally:
+            os._exit(code)
+    assert wait_for_exit(pid) == 0
+    assert e.sync(lambda: 42) == 42
+    e.stop()
+
+
+def wait_for_exit(pid, bound=10.0):
+    """The child's exit status; kills it and fails if it has not exited within `bound` seconds
+    (a guard against a hang, not a timing assertion)."""
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.001)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the child hung")
 
 
 def test_isolated_value_reads_see_whole_writes_in_order():

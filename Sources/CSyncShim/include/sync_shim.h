@@ -3,7 +3,10 @@
 #ifndef SYNC_SHIM_H
 #define SYNC_SHIM_H
 
+#include <signal.h>
 #include <stdint.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -17,6 +20,10 @@ int sync_futex_wait(uint32_t *addr, uint32_t expected, int64_t deadline_ns, int 
 
 /// Wakes up to count threads sleeping on addr. Returns the number woken.
 int sync_futex_wake(uint32_t *addr, int count, int process_shared);
+
+/// Whether thread `tid` belongs to process `tgid` (tgkill with signal 0): 0 if it does, else
+/// the errno (ESRCH: no such thread in that process; EPERM: it exists).
+int sync_tgkill_probe(int32_t tgid, int32_t tid);
 
 /// CLOCK_MONOTONIC now, in nanoseconds.
 int64_t sync_monotonic_now_ns(void);
@@ -132,6 +139,40 @@ static inline uint64_t sync_cpu_ticks_after_loads(void) {
     return (uint64_t)sync_monotonic_now_ns();
 #endif
 }
+
+
+/// rt_sigqueueinfo(2) and rt_tgsigqueueinfo(2) (no glibc wrapper): queue `info` to a process, or
+/// to one of its threads. Return 0 or an errno code.
+int sync_rt_sigqueueinfo(int32_t pid, int signo, siginfo_t *info);
+int sync_rt_tgsigqueueinfo(int32_t pid, int32_t tid, int signo, siginfo_t *info);
+
+/// Names the calling thread (pthread_setname_np: at most 15 characters), for ps and debuggers.
+void sync_thread_set_name(const char *name);
+
+/// The state the signal-forwarding handler reads; LibSync's SignalRouter writes it (with atomic
+/// stores) before it installs the handler and after it removes it.
+struct sync_signal_forwarding {
+    int32_t process;         ///< the routing process's pid (a fork()ed child differs: see the handler)
+    int32_t receiver;        ///< the kernel id of the routing thread (libsync's signal thread)
+    uint32_t in_flight;      ///< handlers running now (a futex word: woken when it drops to 0)
+    int32_t routed[65];      ///< 1 while signal n is routed (1..64)
+};
+struct sync_signal_forwarding *sync_signal_forwarding_state(void);
+
+/// si_errno of a signal forwarded to the routing thread: tells it from one the kernel queued.
+/// ..._CODE: sent as SI_QUEUE, its own si_code in si_value.sival_int (the kernel lets a thread
+/// queue codes >= 0 and SI_TKILL only to itself).
+#define SYNC_SIGNAL_FORWARDED 0x53594e43
+#define SYNC_SIGNAL_FORWARDED_CODE 0x53594e44
+
+/// The sa_sigaction of a routed signal, for threads that have it unblocked (threads that existed
+/// before routing, or that unblocked it): forwards it, siginfo intact, to the routing thread. In C
+/// because it runs in signal-handler context: atomics and system calls only (Swift's runtime is
+/// not async-signal-safe). Exactly once: routed -> the routing thread's queue; no longer routed
+/// (unrouted after the kernel picked this handler) -> raised again in this thread, for the
+/// action now in force; in a fork()ed child before its reset -> kept pending and blocked in this
+/// thread, for the action the reset restores.
+void sync_signal_forward(int signo, siginfo_t *info, void *ucontext);
 
 #ifdef __cplusplus
 }

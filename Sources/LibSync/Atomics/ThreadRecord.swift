@@ -31,7 +31,7 @@ import Synchronization
             guard let raw else { return }
             detach(raw)
         }
-        precondition(status == 0, "ThreadRecord: pthread_key_create failed (\(status))")
+        require(status == 0, "ThreadRecord: pthread_key_create failed (\(status))")
         return key
     }()
 

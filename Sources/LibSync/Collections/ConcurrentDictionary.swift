@@ -289,9 +289,13 @@ package final class ForeignDictionary: @unchecked Sendable {
         self.retain = retain; self.release = release; self.compare = compare; self.context = context
     }
 
-    /// A lookup key (borrowing an object key) or, with `storing`, one that retains it.
-    package func key(_ key: UnsafeRawPointer, _ length: Int, storing: Bool) -> ForeignKey {
-        guard let compare else { return ForeignKey(bytes: UnsafeRawBufferPointer(start: key, count: length), storing: storing) }
+    /// A lookup key (borrowing an object key) or, with `storing`, one that retains it; nil for
+    /// a byte key whose length is beyond Int.max (negative here): no buffer is that long.
+    package func key(_ key: UnsafeRawPointer, _ length: Int, storing: Bool) -> ForeignKey? {
+        guard let compare else {
+            guard length >= 0 else { return nil }
+            return ForeignKey(bytes: UnsafeRawBufferPointer(start: key, count: length), storing: storing)
+        }
         let object = UnsafeMutableRawPointer(mutating: key)
         return ForeignKey(object: object, hash: length, compare: compare, context: context,
                           owner: storing ? ForeignObject(retaining: object, retain, release) : nil)
@@ -302,6 +306,7 @@ package final class ForeignDictionary: @unchecked Sendable {
     package func get(_ key: UnsafeRawPointer, _ length: Int) -> UnsafeMutableRawPointer? {
         let retain = retain  // the closures capture the function, not self (no retain of self)
         guard let compare else {
+            guard length >= 0 else { return nil }
             let bytes = UnsafeRawBufferPointer(start: key, count: length)
             return map.withValue(hash: ForeignKey.hash(bytes), where: { $0.pointee == bytes }) { Self.retained($0, retain) }
         }

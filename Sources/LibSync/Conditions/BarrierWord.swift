@@ -56,7 +56,7 @@ import Synchronization
         /// Waits on the condition with the lock held (it is released while asleep).
         func wait(deadline: Int64, interruptible: Bool) -> Int32 {
             ConditionWord.wait(condition, deadline: deadline, interruptible: interruptible,
-                               unlock: unlock, relock: { LockWord.lock(lockWord, shared: shared) })
+                               unlock: unlock, relock: { LockWord.lock(lockWord, shared: shared); return 0 })
         }
         func wakeAll() { ConditionWord.broadcast(condition) }
         /// The last thread out of a drain or a reset refills the barrier.

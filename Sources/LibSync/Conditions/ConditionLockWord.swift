@@ -7,8 +7,9 @@ import Synchronization
 ///   bytes 16-23: the condition (Int64), read and written with the mutex held.
 /// Every unlock broadcasts, so that each waiter re-checks the value it waits for (waiters for
 /// different values share one condition variable; a broadcast with no waiter is one load).
-/// Words no condition lock can hold (an unowned mutex, a nonzero word 3, an impossible waiter
-/// count) make every operation but `initialize` return EINVAL and change nothing.
+/// Words no condition lock can hold (a mutex word with a bit outside the holder, SHARED and
+/// WAITERS: UNOWNED, ROBUST or its states; a nonzero word 3; an impossible waiter count) make
+/// every operation but `initialize` return EINVAL and change nothing.
 @usableFromInline package enum ConditionLockWord {
     @inlinable static func mutex(_ base: UnsafeMutableRawPointer) -> MutexWord.Word { atomic(base, as: UInt32.self) }
     @inlinable static func condition(_ base: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer { base + 4 }
@@ -26,7 +27,7 @@ import Synchronization
     @inlinable
     static func isPossible(_ base: UnsafeMutableRawPointer) -> Bool {
         let words = Words(base)
-        return words[0].pointee.load(ordering: .relaxed) & MutexWord.unowned == 0
+        return words[0].pointee.load(ordering: .relaxed) & ~(MutexWord.holderMask | MutexWord.shared | MutexWord.waiters) == 0
             && words[3].pointee.load(ordering: .relaxed) == 0 && !Words(condition(base)).hasImpossibleCount
     }
 

@@ -28,7 +28,8 @@ public final class ConditionVariable: @unchecked Sendable {
     public init() {}
 
     /// Releases `mutex` (held by the caller), waits for a signal, takes `mutex` again.
-    /// Throws `.notOwner` without waiting if the caller does not hold it.
+    /// Throws `.notOwner` without waiting if the caller does not hold it; a robust mutex may
+    /// also throw `.ownerDied` (taken again from a dead holder) or `.notRecoverable` (not held).
     public func wait(on mutex: SyncMutex) throws(LockError) {
         _ = try waited(ConditionWord.wait(memory.raw, mutex: mutex.word, deadline: -1, interruptible: false))
     }

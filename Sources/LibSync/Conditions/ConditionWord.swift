@@ -97,18 +97,19 @@ import Synchronization
     /// Enters, releases the caller's lock through `unlock`, sleeps until signalled, the
     /// monotonic `deadline` (ns, < 0: none) passes or (if `interruptible`) a signal handler runs,
     /// leaves, then takes the lock again through `relock`. Returns 0 (signalled), ETIMEDOUT or
-    /// EINTR; or EINVAL (an impossible word) without releasing the lock.
+    /// EINTR; or EINVAL (an impossible word) without releasing the lock; or what `relock` returns
+    /// if not 0 (a robust lock's EOWNERDEAD, taken, or ENOTRECOVERABLE, not taken).
     @inlinable
     package static func wait(_ base: UnsafeMutableRawPointer, deadline: Int64, interruptible: Bool,
-                             unlock: () -> Void, relock: () -> Void) -> Int32 {
+                             unlock: () -> Void, relock: () -> Int32) -> Int32 {
         Waiter.withTemporary { waiter in
             let entered = enter(base, waiter)
             guard entered == 0 else { return entered }
             unlock()
             let slept = sleep(waiter, deadline: deadline, interruptible: interruptible)
             let left = leave(waiter)
-            relock()
-            return left == 0 ? 0 : slept
+            let relocked = relock()
+            return relocked != 0 ? relocked : left == 0 ? 0 : slept
         }
     }
 
@@ -118,10 +119,11 @@ import Synchronization
     /// none), whichever comes first. Returns EINTR at the end of the slice or when a signal handler ran:
     /// the waiter then stays entered and the lock released, and the caller calls again with the
     /// same waiter (a signal meanwhile is not lost) or, to give up, with a deadline in the past.
-    /// Otherwise leaves, takes the lock again and returns 0 (signalled) or ETIMEDOUT.
+    /// Otherwise leaves, takes the lock again and returns 0 (signalled) or ETIMEDOUT, or what
+    /// `relock` returns if not 0 (as `wait`).
     @inlinable
     package static func waitSlice(_ base: UnsafeMutableRawPointer, _ waiter: Waiter, deadline: Int64, sliceEnd: Int64,
-                                  holds: () -> Bool, unlock: () -> Void, relock: () -> Void) -> Int32 {
+                                  holds: () -> Bool, unlock: () -> Void, relock: () -> Int32) -> Int32 {
         if waiter.isIdle {
             guard holds() else { return EPERM }
             let entered = enter(base, waiter)
@@ -134,8 +136,8 @@ import Synchronization
         let slept = sleep(waiter, deadline: end, interruptible: true)
         if slept == EINTR || (slept == ETIMEDOUT && end != deadline) { return EINTR }
         let left = leave(waiter)
-        relock()
-        return left == 0 ? 0 : ETIMEDOUT
+        let relocked = relock()
+        return relocked != 0 ? relocked : left == 0 ? 0 : ETIMEDOUT
     }
 
     // MARK: Signalling
@@ -172,18 +174,18 @@ extension ConditionWord {
     /// Waits with `mutex` held by the caller (unowned mode: held at all): releases it while
     /// asleep and holds it again on return, whatever the result. Returns 0 (signalled),
     /// ETIMEDOUT, EINTR (`interruptible` only); EPERM if the caller does not hold the mutex, or
-    /// EINVAL (an impossible word), both without waiting.
+    /// EINVAL (an impossible word), both without waiting. A robust mutex may also give
+    /// EOWNERDEAD (held again, from a dead holder) or ENOTRECOVERABLE (not held).
     @inlinable
     package static func wait(_ base: UnsafeMutableRawPointer, mutex: MutexWord.Word, deadline: Int64,
                              interruptible: Bool) -> Int32 {
         guard holds(mutex) else { return EPERM }
         return wait(base, deadline: deadline, interruptible: interruptible,
-                    unlock: { _ = MutexWord.unlock(mutex) },
-                    relock: { relock(mutex) })
+                    unlock: { _ = MutexWord.unlock(mutex) }, relock: { relock(mutex) })
     }
 
     /// As `wait(_:mutex:...)` with a recursive lock held at any depth: it is released entirely
-    /// while asleep, and taken again at the same depth.
+    /// while asleep, and taken again at the same depth (not at all on ENOTRECOVERABLE).
     @inlinable
     package static func wait(_ base: UnsafeMutableRawPointer, recursiveLock: RecursiveWord.Memory, deadline: Int64,
                              interruptible: Bool) -> Int32 {
@@ -225,8 +227,9 @@ extension ConditionWord {
 
     /// Takes the mutex again after a wait. (Spinning here or before sleeping was measured: it
     /// made a two-thread hand-off slower, as the spinner competes with the signaller.)
+    /// Returns 0, or for a robust mutex EOWNERDEAD (taken) or ENOTRECOVERABLE (not taken).
     @inlinable
-    static func relock(_ mutex: MutexWord.Word) { _ = MutexWord.lock(mutex) }
+    static func relock(_ mutex: MutexWord.Word) -> Int32 { MutexWord.lock(mutex) }
 
     @inlinable
     static func release(_ recursiveLock: RecursiveWord.Memory) {
@@ -234,10 +237,15 @@ extension ConditionWord {
         _ = MutexWord.unlock(RecursiveWord.word(recursiveLock))
     }
 
+    /// Takes a recursive lock again after a wait, at `depth` if it was taken (0 or EOWNERDEAD);
+    /// returns what `relock` does.
     @inlinable
-    static func reacquire(_ recursiveLock: RecursiveWord.Memory, depth: UInt32) {
-        relock(RecursiveWord.word(recursiveLock))
-        RecursiveWord.depth(recursiveLock).pointee.store(depth, ordering: .relaxed)
+    static func reacquire(_ recursiveLock: RecursiveWord.Memory, depth: UInt32) -> Int32 {
+        let relocked = relock(RecursiveWord.word(recursiveLock))
+        if relocked == 0 || relocked == EOWNERDEAD {
+            RecursiveWord.depth(recursiveLock).pointee.store(depth, ordering: .relaxed)
+        }
+        return relocked
     }
 
     /// Whether the caller may wait with this mutex: it holds it (owned mode) or it is held

@@ -17,7 +17,8 @@ import Synchronization
 
     /// 0 when the initializer has completed (now or before); `run` when the caller must run it
     /// and then call `end`; EDEADLK when the caller is running it (recursion); EINTR if
-    /// `interruptible` and a signal interrupts the wait for another thread's run.
+    /// `interruptible` and a signal interrupts the wait for another thread's run; EINVAL if the
+    /// word holds a value the library never writes (see `isImpossible`).
     @inlinable @inline(__always)
     package static func begin(_ word: Word, interruptible: Bool = false) -> Int32 {
         if word.pointee.load(ordering: .acquiring) == done { return 0 }
@@ -35,6 +36,7 @@ import Synchronization
                 continue
             }
             if value & ~sleepers == me { return EDEADLK }
+            if isImpossible(value) { return EINVAL }
             if value & sleepers == 0 {
                 if !word.pointee.compareExchange(expected: value, desired: value | sleepers, ordering: .acquiring).exchanged { continue }
             }
@@ -43,15 +45,23 @@ import Synchronization
         }
     }
 
+    /// Whether `value` is no state of the word: sleepers but no runner, or a runner that is no
+    /// thread id (`done` with sleepers included). Waiting on such a word would never end.
+    @inlinable
+    static func isImpossible(_ value: UInt32) -> Bool {
+        let runner = value & ~sleepers
+        return value != done && value != 0 && (runner == 0 || runner >= threadIDLimit)
+    }
+
     /// Ends the caller's run: `completed` publishes it (every later `begin` returns 0); otherwise
     /// the word returns to "not run" and one waiter (or a later caller) runs it instead.
-    /// 0, or EPERM if the caller is not running it.
+    /// 0, EPERM if the caller is not running it, or EINVAL (an impossible word: unchanged).
     @inlinable @discardableResult
     package static func end(_ word: Word, completed: Bool) -> Int32 {
         let me = threadID()
         var value = word.pointee.load(ordering: .relaxed)
         while true {
-            if value & ~sleepers != me { return EPERM }
+            if value & ~sleepers != me { return isImpossible(value) ? EINVAL : EPERM }
             let (exchanged, now) = word.pointee.compareExchange(
                 expected: value, desired: completed ? done : 0, ordering: .releasing)
             if exchanged { break }
@@ -69,7 +79,8 @@ import Synchronization
     package static func perform<E: Error>(_ word: Word, _ body: () throws(E) -> Void) throws(E) {
         let state = begin(word)
         if state == 0 { return }
-        precondition(state == run, "once: the initializer called itself (it would wait for itself)")
+        require(state == run, state == EINVAL ? "once: the once word holds an impossible value (memory corrupted?)"
+                                : "once: the initializer called itself (it would wait for itself)")
         do { try body() } catch { end(word, completed: false); throw error }
         end(word, completed: true)
     }

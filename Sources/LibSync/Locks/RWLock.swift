@@ -2,27 +2,46 @@ import CSyncShim
 import Glibc
 import Synchronization
 
-/// The writer-preferring read-write lock: three 32-bit words of caller memory (12 bytes).
+/// The writer-preferring read-write lock: four 32-bit words of caller memory (16 bytes).
 ///
-///     state   bits 0-17 readers holding it, bits 18-28 writers waiting, bit 29 WRITER (held
-///             for writing), bit 30 READERS_PARKED (a reader may sleep on `state`), bit 31
-///             SHARED mode (futexes in the shared namespace)
-///     wakeups a sequence writers sleep on (a writer's wake bumps it, so none is lost)
-///     writer  the kernel thread id of the writer holding it (owner checks), else 0
+///     state    bits 0-27 readers holding it, bit 28 WRITER (held for writing), bit 29
+///              WRITERS_WAITING (a writer waits: new readers wait too), bit 30 READERS_PARKED
+///              (a reader may sleep on `state`), bit 31 SHARED mode (futexes in the shared
+///              namespace)
+///     wakeups  a sequence writers sleep on (a writer's wake bumps it, so none is lost)
+///     writer   the kernel thread id of the writer holding it (owner checks), else 0
+///     waiting  how many writers wait: a hint, see below
 ///
-/// Writer preference (seed 000): while any writer waits, new readers wait too, so a stream of
-/// readers cannot starve writers. Readers' fast path is one CAS on `state`; both sides spin
-/// briefly before sleeping. A reader cannot upgrade to writer (it would wait for itself).
+/// Writer preference: while WRITERS_WAITING is set, new readers wait, so a stream of readers
+/// cannot starve writers. Readers' fast path is one CAS on `state`; both sides spin briefly
+/// before sleeping. A reader cannot upgrade; a writer can downgrade.
+///
+/// The writers' mark is a bit, not a count, so that a waiter that leaves (timeout, signal, or
+/// death in another process) never leaves a mark that nobody clears:
+/// - a writer sets it, only while the lock is held, before it sleeps;
+/// - whoever frees the lock clears it in the same CAS and wakes one writer, or the parked
+///   readers if no writer sleeps (the writers they waited for have gone);
+/// - a woken writer re-validates: it takes the lock (marking it again if other writers wait:
+///   they may sleep unmarked), or marks it and sleeps again.
+/// A writer that gives up leaves the mark for the next release, unless it was the last writer
+/// waiting: then it clears the mark and wakes a writer, so that one it did not count marks
+/// again. `waiting` only decides these two "others wait?" questions and is never trusted
+/// for liveness: it saturates at UInt32.max, a writer that died while waiting stays in it, and
+/// either only makes the answer "yes" more often.
+///
+/// Invariants (a state that breaks one is impossible: EINVAL): WRITER and readers are never
+/// both set; WRITERS_WAITING is set only while the lock is held.
 @usableFromInline package enum RWLockWords {
     @usableFromInline package typealias Memory = UnsafeMutableRawPointer
 
-    @usableFromInline static let readerMask: UInt32 = (1 << 18) - 1
-    @usableFromInline static let writerWaiting: UInt32 = 1 << 18
-    @usableFromInline static let waitingMask: UInt32 = ((1 << 11) - 1) << 18
-    @usableFromInline static let writer: UInt32 = 1 << 29
+    @usableFromInline static let readerMask: UInt32 = (1 << 28) - 1
+    @usableFromInline static let writer: UInt32 = 1 << 28
+    @usableFromInline static let writersWaiting: UInt32 = 1 << 29
     @usableFromInline static let readersParked: UInt32 = 1 << 30
     @usableFromInline static let shared: UInt32 = 1 << 31
     @usableFromInline static let spinLimit = 64
+    /// Bytes of caller memory (sync_rwlock_t).
+    package static let size = 16
 
     @inlinable @inline(__always)
     static func state(_ m: Memory) -> UnsafeMutablePointer<Atomic<UInt32>> { atomic(m, as: UInt32.self) }
@@ -30,32 +49,48 @@ import Synchronization
     static func wakeups(_ m: Memory) -> UnsafeMutablePointer<Atomic<UInt32>> { atomic(m + 4, as: UInt32.self) }
     @inlinable @inline(__always)
     static func owner(_ m: Memory) -> UnsafeMutablePointer<Atomic<UInt32>> { atomic(m + 8, as: UInt32.self) }
+    @inlinable @inline(__always)
+    static func waiting(_ m: Memory) -> UnsafeMutablePointer<Atomic<UInt32>> { atomic(m + 12, as: UInt32.self) }
 
-    /// The initial `state` word.
+    /// The initial `state` word (the other words start at 0).
     package static func initial(shared isShared: Bool) -> UInt32 { isShared ? shared : 0 }
+
+    /// Whether no sequence of operations leads to `value` (uninitialized or overwritten memory).
+    @inlinable @inline(__always)
+    static func isImpossible(_ value: UInt32) -> Bool {
+        value & readerMask != 0 ? value & writer != 0 : value & (writer | writersWaiting) == writersWaiting
+    }
+
+    /// `state` once its last holder leaves: the writers' mark cleared (a woken writer sets it
+    /// again), and READERS_PARKED too unless a writer is woken first.
+    @inlinable @inline(__always)
+    static func freed(_ value: UInt32) -> UInt32 {
+        value & writersWaiting != 0 ? value & (shared | readersParked) : value & shared
+    }
 
     // MARK: readers
 
-    /// 0, EBUSY (a writer holds or waits), or EAGAIN (too many readers).
+    /// 0, EBUSY (a writer holds or waits), EAGAIN (2^28-1 readers), or EINVAL.
     @inlinable @inline(__always)
     package static func tryReadLock(_ m: Memory) -> Int32 {
         var value = state(m).pointee.load(ordering: .relaxed)
-        while value & (writer | waitingMask) == 0 {
+        while value & (writer | writersWaiting) == 0 {
             if value & readerMask == readerMask { return EAGAIN }
             let (exchanged, now) = state(m).pointee.compareExchange(
-                expected: value, desired: value + 1, ordering: .acquiring)
+                expected: value, desired: value &+ 1, ordering: .acquiring)
             if exchanged { return 0 }
             value = now
         }
-        return EBUSY
+        return isImpossible(value) ? EINVAL : EBUSY
     }
 
-    /// 0, ETIMEDOUT, EINTR (interruptible), EAGAIN, or EDEADLK if the caller holds it for writing.
+    /// 0, ETIMEDOUT, EINTR (interruptible), EAGAIN, EINVAL, or EDEADLK if the caller holds it
+    /// for writing.
     @inlinable @inline(__always)
     package static func readLock(_ m: Memory, deadline: Int64 = -1, interruptible: Bool = false) -> Int32 {
         let value = state(m).pointee.load(ordering: .relaxed)
-        if value & (writer | waitingMask) == 0 && value & readerMask != readerMask,
-           state(m).pointee.compareExchange(expected: value, desired: value + 1, ordering: .acquiring).exchanged {
+        if value & (writer | writersWaiting) == 0 && value & readerMask != readerMask,
+           state(m).pointee.compareExchange(expected: value, desired: value &+ 1, ordering: .acquiring).exchanged {
             return 0
         }
         return readLockSlow(m, deadline: deadline, interruptible: interruptible)
@@ -63,8 +98,9 @@ import Synchronization
 
     @usableFromInline @inline(never)
     static func readLockSlow(_ m: Memory, deadline: Int64, interruptible: Bool) -> Int32 {
-        if state(m).pointee.load(ordering: .relaxed) & writer != 0
-            && owner(m).pointee.load(ordering: .relaxed) == threadID() { return EDEADLK }
+        let first = state(m).pointee.load(ordering: .relaxed)
+        if isImpossible(first) { return EINVAL }
+        if first & writer != 0 && owner(m).pointee.load(ordering: .relaxed) == threadID() { return EDEADLK }
         for _ in 0..<spinLimit {
             let result = tryReadLock(m)
             if result != EBUSY { return result }
@@ -72,11 +108,12 @@ import Synchronization
         }
         while true {
             let value = state(m).pointee.load(ordering: .relaxed)
-            if value & (writer | waitingMask) == 0 {
+            if value & (writer | writersWaiting) == 0 {
                 let result = tryReadLock(m)
                 if result != EBUSY { return result }
                 continue
             }
+            if isImpossible(value) { return EINVAL }
             if value & readersParked == 0 {
                 if !state(m).pointee.compareExchange(expected: value, desired: value | readersParked,
                                                      ordering: .relaxed).exchanged { continue }
@@ -84,34 +121,36 @@ import Synchronization
             let result = Futex.wait(UnsafeMutableRawPointer(state(m)), expected: value | readersParked,
                                     deadline: deadline, shared: value & shared != 0)
             if result == ETIMEDOUT || (result == EINTR && interruptible) {
-                return tryReadLock(m) == 0 ? 0 : result
+                let last = tryReadLock(m)
+                return last == EBUSY ? result : last
             }
         }
     }
 
-    /// 0, or EPERM if no reader holds it (or the caller holds it for writing).
+    /// 0, EPERM if no reader holds it (or the caller holds it for writing), or EINVAL.
     @inlinable @inline(__always)
     package static func readUnlock(_ m: Memory) -> Int32 {
         var value = state(m).pointee.load(ordering: .relaxed)
         while true {
-            if value & readerMask == 0 { return EPERM }
+            if value & readerMask == 0 || value & writer != 0 { return isImpossible(value) ? EINVAL : EPERM }
+            let next = value & readerMask == 1 ? freed(value) : value &- 1
             let (exchanged, now) = state(m).pointee.compareExchange(
-                expected: value, desired: value - 1, ordering: .releasing)
+                expected: value, desired: next, ordering: .sequentiallyConsistent)
             if exchanged { break }
             value = now
         }
-        // The last reader out lets a waiting writer in.
-        if value & readerMask == 1 && value & waitingMask != 0 { wakeWriter(m, value) }
+        // The last reader out wakes a waiting writer, or the readers parked behind a writer that left.
+        if value & readerMask == 1 && value & (writersWaiting | readersParked) != 0 { wakeAfterRelease(m, value) }
         return 0
     }
 
     // MARK: writers
 
-    /// 0, or EBUSY (held by anyone, the caller included).
+    /// 0, EBUSY (held by anyone, the caller included), or EINVAL.
     @inlinable @inline(__always)
     package static func tryWriteLock(_ m: Memory) -> Int32 {
         var value = state(m).pointee.load(ordering: .relaxed)
-        while value & (writer | readerMask) == 0 {
+        while value & (writer | readerMask | writersWaiting) == 0 {
             let (exchanged, now) = state(m).pointee.compareExchange(
                 expected: value, desired: value | writer, ordering: .acquiring)
             if exchanged {
@@ -120,10 +159,10 @@ import Synchronization
             }
             value = now
         }
-        return EBUSY
+        return isImpossible(value) ? EINVAL : EBUSY
     }
 
-    /// 0, ETIMEDOUT, EINTR (interruptible), or EDEADLK if the caller holds it for writing.
+    /// 0, ETIMEDOUT, EINTR (interruptible), EINVAL, or EDEADLK if the caller holds it for writing.
     @inlinable @inline(__always)
     package static func writeLock(_ m: Memory, deadline: Int64 = -1, interruptible: Bool = false) -> Int32 {
         if state(m).pointee.compareExchange(expected: 0, desired: writer, ordering: .acquiring).exchanged {
@@ -136,25 +175,32 @@ import Synchronization
     @usableFromInline @inline(never)
     static func writeLockSlow(_ m: Memory, deadline: Int64, interruptible: Bool) -> Int32 {
         let me = threadID()
-        if state(m).pointee.load(ordering: .relaxed) & writer != 0
-            && owner(m).pointee.load(ordering: .relaxed) == me { return EDEADLK }
+        let first = state(m).pointee.load(ordering: .relaxed)
+        if isImpossible(first) { return EINVAL }
+        if first & writer != 0 && owner(m).pointee.load(ordering: .relaxed) == me { return EDEADLK }
         for _ in 0..<spinLimit {
-            if tryWriteLock(m) == 0 { return 0 }
+            let result = tryWriteLock(m)
+            if result != EBUSY { return result }
             sync_cpu_relax()
         }
-        // Announce: from here on new readers wait.
-        let registered = state(m).pointee.wrappingAdd(writerWaiting, ordering: .relaxed).newValue
-        let isShared = registered & shared != 0
+        countWaiting(m, by: 1)
+        let isShared = first & shared != 0
         while true {
+            // The sequence before the state: a release between the two changes the sequence, so
+            // the sleep below returns at once instead of missing the wake.
             let sequence = wakeups(m).pointee.load(ordering: .sequentiallyConsistent)
             let value = state(m).pointee.load(ordering: .sequentiallyConsistent)
+            if isImpossible(value) {
+                countWaiting(m, by: UInt32.max)
+                return EINVAL
+            }
             if value & (writer | readerMask) == 0 {
-                if state(m).pointee.compareExchange(expected: value, desired: (value - writerWaiting) | writer,
-                                                    ordering: .acquiring).exchanged {
-                    owner(m).pointee.store(me, ordering: .relaxed)
-                    return 0
-                }
+                if takeAfterWaiting(m, value, me: me) { return 0 }
                 continue
+            }
+            if value & writersWaiting == 0 {
+                if !state(m).pointee.compareExchange(expected: value, desired: value | writersWaiting,
+                                                     ordering: .sequentiallyConsistent).exchanged { continue }
             }
             let result = Futex.wait(UnsafeMutableRawPointer(wakeups(m)), expected: sequence,
                                     deadline: deadline, shared: isShared)
@@ -164,76 +210,161 @@ import Synchronization
         }
     }
 
-    /// A waiting writer gives up (timeout, signal): it withdraws, or takes the lock if free.
+    /// A counted (waiting) writer takes the free lock `value`, marking it again if other
+    /// writers are counted: a release cleared the mark, and they may sleep behind it.
+    @usableFromInline
+    static func takeAfterWaiting(_ m: Memory, _ value: UInt32, me: UInt32) -> Bool {
+        let others = waiting(m).pointee.load(ordering: .sequentiallyConsistent) != 1
+        let next = value | writer | (others ? writersWaiting : 0)
+        guard state(m).pointee.compareExchange(expected: value, desired: next,
+                                               ordering: .sequentiallyConsistent).exchanged else { return false }
+        countWaiting(m, by: UInt32.max)
+        owner(m).pointee.store(me, ordering: .relaxed)
+        return true
+    }
+
+    /// A waiting writer gives up (timeout, signal): it takes the lock if free, else withdraws.
+    /// It needs to pass on no wake: a woken futex wait returns 0, never ETIMEDOUT or EINTR, so
+    /// a writer that was woken re-validated (and marked the lock again) before it gave up.
     @usableFromInline
     static func abandonWrite(_ m: Memory, me: UInt32, result: Int32) -> Int32 {
-        var value = state(m).pointee.load(ordering: .relaxed)
         while true {
-            let free = value & (writer | readerMask) == 0
-            var next = value - writerWaiting
-            if free { next |= writer } else if next & waitingMask == 0 { next &= ~readersParked }
-            let (exchanged, now) = state(m).pointee.compareExchange(expected: value, desired: next, ordering: .acquiring)
-            if exchanged {
-                if free { owner(m).pointee.store(me, ordering: .relaxed); return 0 }
-                // No writer waits any more: readers that slept behind us may go.
-                if next & waitingMask == 0 && value & readersParked != 0 {
-                    Futex.wake(UnsafeMutableRawPointer(state(m)), count: Int32.max, shared: value & shared != 0)
-                }
-                return result
+            let value = state(m).pointee.load(ordering: .sequentiallyConsistent)
+            if isImpossible(value) {
+                countWaiting(m, by: UInt32.max)
+                return EINVAL
             }
-            value = now
+            if value & (writer | readerMask) == 0 {
+                if takeAfterWaiting(m, value, me: me) { return 0 }
+                continue
+            }
+            // The last writer withdraws the mark, so that readers need not wait for the holders
+            // to leave. A writer counted in meanwhile may have seen the mark and be about to
+            // sleep unmarked: the wake makes it re-validate (and parked readers go).
+            if countWaiting(m, by: UInt32.max) == 0 {
+                state(m).pointee.bitwiseAnd(~writersWaiting, ordering: .sequentiallyConsistent)
+                wakeWriterOrReaders(m, shared: value & shared != 0)
+            }
+            return result
         }
     }
 
-    /// 0, or EPERM if the caller does not hold it for writing.
+    /// 0, or EPERM if the caller does not hold it for writing, or EINVAL.
     @inlinable @inline(__always)
     package static func writeUnlock(_ m: Memory) -> Int32 {
-        if owner(m).pointee.load(ordering: .relaxed) != threadID()
-            || state(m).pointee.load(ordering: .relaxed) & writer == 0 { return EPERM }
+        let value = state(m).pointee.load(ordering: .relaxed)
+        if value & writer == 0 || owner(m).pointee.load(ordering: .relaxed) != threadID() {
+            return isImpossible(value) ? EINVAL : EPERM
+        }
         owner(m).pointee.store(0, ordering: .relaxed)
         if state(m).pointee.compareExchange(expected: writer, desired: 0, ordering: .releasing).exchanged { return 0 }
-        writeUnlockSlow(m)
-        return 0
+        return writeUnlockSlow(m)
     }
 
     @usableFromInline @inline(never)
-    static func writeUnlockSlow(_ m: Memory) {
+    static func writeUnlockSlow(_ m: Memory) -> Int32 {
         var value = state(m).pointee.load(ordering: .relaxed)
         while true {
-            var next = value & ~writer
-            if next & waitingMask == 0 { next &= ~readersParked }
-            let (exchanged, now) = state(m).pointee.compareExchange(expected: value, desired: next, ordering: .releasing)
+            if value & writer == 0 || isImpossible(value) { return EINVAL }  // overwritten under its owner
+            let (exchanged, now) = state(m).pointee.compareExchange(
+                expected: value, desired: freed(value), ordering: .sequentiallyConsistent)
             if exchanged { break }
             value = now
         }
-        if value & waitingMask != 0 {
-            wakeWriter(m, value)  // writer preference: the next writer before the parked readers
+        wakeAfterRelease(m, value)
+        return 0
+    }
+
+    /// Turns the caller's write lock into a read lock in one CAS: no writer can take the lock
+    /// in between. Parked readers join it unless a writer waits (that writer goes next).
+    /// 0, EPERM if the caller does not hold it for writing, or EINVAL.
+    @usableFromInline package static func downgrade(_ m: Memory) -> Int32 {
+        var value = state(m).pointee.load(ordering: .relaxed)
+        if value & writer == 0 || owner(m).pointee.load(ordering: .relaxed) != threadID() {
+            return isImpossible(value) ? EINVAL : EPERM
+        }
+        owner(m).pointee.store(0, ordering: .relaxed)
+        while true {
+            if value & writer == 0 || isImpossible(value) { return EINVAL }
+            var next = (value & ~writer) &+ 1
+            if value & writersWaiting == 0 { next &= ~readersParked }
+            let (exchanged, now) = state(m).pointee.compareExchange(
+                expected: value, desired: next, ordering: .sequentiallyConsistent)
+            if exchanged { break }
+            value = now
+        }
+        if value & (writersWaiting | readersParked) == readersParked {
+            Futex.wake(UnsafeMutableRawPointer(state(m)), count: Int32.max, shared: value & shared != 0)
+        }
+        return 0
+    }
+
+    // MARK: wakeups
+
+    /// After a CAS from `value` to `freed(value)`: wakes the writer the mark announced, else
+    /// the parked readers.
+    @usableFromInline @inline(never)
+    static func wakeAfterRelease(_ m: Memory, _ value: UInt32) {
+        if value & writersWaiting != 0 {
+            wakeWriterOrReaders(m, shared: value & shared != 0)
         } else if value & readersParked != 0 {
             Futex.wake(UnsafeMutableRawPointer(state(m)), count: Int32.max, shared: value & shared != 0)
         }
     }
 
+    /// Wakes one sleeping writer; if none sleeps, the parked readers (the writers they waited
+    /// for have gone). A writer about to sleep sees the new sequence and re-validates.
     @usableFromInline
-    static func wakeWriter(_ m: Memory, _ value: UInt32) {
+    static func wakeWriterOrReaders(_ m: Memory, shared isShared: Bool) {
         wakeups(m).pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
-        Futex.wake(UnsafeMutableRawPointer(wakeups(m)), count: 1, shared: value & shared != 0)
+        if Futex.wake(UnsafeMutableRawPointer(wakeups(m)), count: 1, shared: isShared) > 0 { return }
+        if state(m).pointee.load(ordering: .sequentiallyConsistent) & readersParked != 0
+            && state(m).pointee.bitwiseAnd(~readersParked, ordering: .sequentiallyConsistent).oldValue & readersParked != 0 {
+            Futex.wake(UnsafeMutableRawPointer(state(m)), count: Int32.max, shared: isShared)
+        }
     }
+
+    /// Adds `delta` (1, or UInt32.max for -1) to `waiting` unless it is saturated (UInt32.max
+    /// stays: every writer then counts others). Returns the new count.
+    @usableFromInline @discardableResult
+    static func countWaiting(_ m: Memory, by delta: UInt32) -> UInt32 {
+        var count = waiting(m).pointee.load(ordering: .relaxed)
+        while count != .max {
+            let (exchanged, now) = waiting(m).pointee.compareExchange(
+                expected: count, desired: count &+ delta, ordering: .sequentiallyConsistent)
+            if exchanged { return count &+ delta }
+            count = now
+        }
+        return count
+    }
+
+    // MARK: queries
 
     /// Whether the calling thread holds it for writing.
     @inlinable package static func isWriteLockedByCaller(_ m: Memory) -> Bool {
         state(m).pointee.load(ordering: .relaxed) & writer != 0 && owner(m).pointee.load(ordering: .relaxed) == threadID()
     }
+
+    /// How many writers wait (a snapshot; a writer that died while waiting stays counted).
+    package static func waitingWriters(_ m: Memory) -> UInt32 {
+        waiting(m).pointee.load(ordering: .relaxed)
+    }
 }
 
 /// A writer-preferring read-write lock: many readers or one writer; while a writer waits, new
 /// readers wait, so writers never starve. A reader cannot upgrade (lock for writing while
-/// reading deadlocks: release the read lock first).
+/// reading deadlocks: release the read lock first); a writer can `downgrade()` to a reader
+/// without letting another writer in.
 ///
 ///     let table = SyncRWLock()
 ///     let v = table.withReadLock { dictionary[key] }
 ///     table.withWriteLock { dictionary[key] = v }
+///
+/// Misuse throws: `wouldDeadlock` when the write holder waits for either side (also with a
+/// timeout: it could only time out), `notOwner` when releasing a side not held. The `try`
+/// forms return false whoever holds it, the caller included.
 public final class SyncRWLock: @unchecked Sendable {
-    @usableFromInline let memory = LockMemory(size: 12)
+    @usableFromInline let memory = LockMemory(size: RWLockWords.size)
 
     public init() {}
 
@@ -250,6 +381,10 @@ public final class SyncRWLock: @unchecked Sendable {
         try taken(RWLockWords.writeLock(memory.raw, deadline: deadline(after: timeout)))
     }
     @inlinable public func writeUnlock() throws(LockError) { _ = try taken(RWLockWords.writeUnlock(memory.raw)) }
+
+    /// Turns the caller's write lock into a read lock atomically (no writer gets in between);
+    /// release it with `readUnlock()`. Throws `notOwner` if the caller does not hold the write lock.
+    @inlinable public func downgrade() throws(LockError) { _ = try taken(RWLockWords.downgrade(memory.raw)) }
 
     /// Runs `body` holding a read lock. Traps if the caller holds the write lock (a deadlock).
     @inlinable

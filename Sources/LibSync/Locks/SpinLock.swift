@@ -13,14 +13,17 @@ import Synchronization
     @usableFromInline static let yieldLimit = 8
     @usableFromInline static let longestNap: Int64 = 1_000_000
 
-    /// 0, or EBUSY if held (also by the caller).
+    /// 0, EBUSY if held (also by the caller), or EINVAL if the word names no thread (a value
+    /// the library never writes: it would never be released).
     @inlinable @inline(__always)
     package static func tryLock(_ word: Word) -> Int32 {
-        word.pointee.compareExchange(expected: 0, desired: threadID(), ordering: .acquiring).exchanged ? 0 : EBUSY
+        let (exchanged, seen) = word.pointee.compareExchange(expected: 0, desired: threadID(), ordering: .acquiring)
+        return exchanged ? 0 : seen < threadIDLimit ? EBUSY : EINVAL
     }
 
     /// 0; ETIMEDOUT once `deadline` (monotonic ns, < 0: none) passes; EDEADLK if the caller
-    /// holds it; EINTR if `interruptible` and a signal interrupts a nap.
+    /// holds it; EINTR if `interruptible` and a signal interrupts a nap; EINVAL if the word
+    /// names no thread.
     @inlinable @inline(__always)
     package static func lock(_ word: Word, deadline: Int64 = -1, interruptible: Bool = false) -> Int32 {
         let me = threadID()
@@ -28,15 +31,18 @@ import Synchronization
         return lockSlow(word, me, deadline: deadline, interruptible: interruptible)
     }
 
-    /// 0, or EPERM if the caller does not hold it.
+    /// 0, EPERM if the caller does not hold it, or EINVAL if the word names no thread.
     @inlinable @inline(__always)
     package static func unlock(_ word: Word) -> Int32 {
-        word.pointee.compareExchange(expected: threadID(), desired: 0, ordering: .releasing).exchanged ? 0 : EPERM
+        let (exchanged, seen) = word.pointee.compareExchange(expected: threadID(), desired: 0, ordering: .releasing)
+        return exchanged ? 0 : seen < threadIDLimit ? EPERM : EINVAL
     }
 
     @usableFromInline @inline(never)
     static func lockSlow(_ word: Word, _ me: UInt32, deadline: Int64, interruptible: Bool) -> Int32 {
-        if word.pointee.load(ordering: .relaxed) == me { return EDEADLK }
+        let seen = word.pointee.load(ordering: .relaxed)
+        if seen == me { return EDEADLK }
+        if seen >= threadIDLimit { return EINVAL }
         @inline(__always) func attempt() -> Bool {
             word.pointee.load(ordering: .relaxed) == 0
                 && word.pointee.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged
@@ -51,6 +57,7 @@ import Synchronization
         }
         var nap: Int64 = 1_000
         while true {
+            if word.pointee.load(ordering: .relaxed) >= threadIDLimit { return EINVAL }
             if deadline >= 0 && monotonicNow() >= deadline { return attempt() ? 0 : ETIMEDOUT }
             var request = timespec(tv_sec: 0, tv_nsec: Int(nap))
             if nanosleep(&request, nil) != 0 && errno == EINTR && interruptible { return attempt() ? 0 : EINTR }
@@ -78,7 +85,7 @@ public final class SyncSpinLock: @unchecked Sendable {
     @inlinable
     public func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         let result = SpinWord.lock(word)
-        precondition(result == 0, "SyncSpinLock.withLock: the calling thread already holds this spin lock")
+        require(result == 0, "SyncSpinLock.withLock: the calling thread already holds this spin lock")
         defer { _ = SpinWord.unlock(word) }
         return try body()
     }

@@ -46,7 +46,10 @@ import Synchronization
         var cursor = UnsafeMutableRawPointer(bitPattern: head(bucket).pointee.load(ordering: .acquiring))
         while let entry = cursor {
             if self.token(entry).pointee.load(ordering: .relaxed) == token {
-                var count = users(entry).pointee.load(ordering: .relaxed)
+                // Acquiring: a caller that finds the entry unused goes on to another entry (and
+                // lock) for this token, so it must see the last user's critical section, which
+                // that user's leave (a release) ended.
+                var count = users(entry).pointee.load(ordering: .acquiring)
                 while count > 0 {  // never revive an unused entry: only the bucket's lock may
                     let (exchanged, now) = users(entry).pointee.compareExchange(
                         expected: count, desired: count + 1, ordering: .acquiringAndReleasing)
@@ -127,7 +130,7 @@ public func synchronized<R, E: Error>(_ object: AnyObject, _ body: () throws(E) 
     try withExtendedLifetime(object) { () throws(E) -> R in
         let token = UInt(bitPattern: ObjectIdentifier(object).hashValue)
         let result = SynchronizedTable.enter(token)
-        precondition(result == 0, "synchronized: recursion depth overflow")
+        require(result == 0, "synchronized: recursion depth overflow")
         defer { _ = SynchronizedTable.exit(token) }
         return try body()
     }

@@ -31,7 +31,7 @@ import Glibc
             let stack = Unmanaged<Stack>.fromOpaque(raw).takeRetainedValue()
             stack.drain(to: 0)
         }
-        precondition(status == 0, "AutoreleasePool: pthread_key_create failed (\(status))")
+        require(status == 0, "AutoreleasePool: pthread_key_create failed (\(status))")
         return key
     }()
 

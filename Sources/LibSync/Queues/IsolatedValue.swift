@@ -96,7 +96,8 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
     @usableFromInline static let slotCount = 16
     @usableFromInline static let slotStride = 64          // one cache line per slot
 
-    /// The state word, then `slotCount` reader counts, each on its own cache line.
+    /// The state word and the holder word, then `slotCount` reader counts, each on its own
+    /// cache line.
     @usableFromInline let memory: UnsafeMutableRawPointer
     private let queue = Mutex<[@Sendable () -> Void]>([])
 
@@ -105,11 +106,18 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
         for index in 0...Self.slotCount {
             (memory + index * Self.slotStride).bindMemory(to: Atomic<UInt32>.self, capacity: 1).initialize(to: Atomic(0))
         }
+        (memory + 4).bindMemory(to: Atomic<UInt32>.self, capacity: 1).initialize(to: Atomic(0))
     }
     deinit { memory.deallocate() }
 
     @usableFromInline var state: UnsafeMutablePointer<Atomic<UInt32>> {
         memory.assumingMemoryBound(to: Atomic<UInt32>.self)
+    }
+
+    /// The kernel id of the thread holding the value through `beginWrite` (0: none), so that
+    /// `endWrite` from any other thread changes nothing.
+    var holder: UnsafeMutablePointer<Atomic<UInt32>> {
+        (memory + 4).assumingMemoryBound(to: Atomic<UInt32>.self)
     }
 
     /// The calling thread's slot (threads hashed by kernel id; sharing a slot is harmless).
@@ -136,12 +144,39 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
         }
     }
 
+    /// Releases the read share the caller took (`read` pairs them by construction). Were the
+    /// slot's count taken meanwhile by a release without a take (`endShared` misused on a
+    /// thread sharing the slot), the decrement is undone: a slot never stays wrapped below zero.
     @inlinable @inline(__always)
     package func unlockShared() {
-        slot.pointee.wrappingSubtract(1, ordering: .sequentiallyConsistent)
-        // Writes pending and nobody to apply them (a writer applies them when it releases):
-        // the last reader out does. Of readers leaving together, the last to decrement sees
-        // every slot at zero.
+        if _slowPath(slot.pointee.wrappingSubtract(1, ordering: .sequentiallyConsistent).oldValue == 0) {
+            slot.pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
+            return
+        }
+        readerLeft()
+    }
+
+    /// Releases a read share taken on the calling thread with `tryLockShared`, for callers that
+    /// do not pair the two by construction (C's try_begin/end). Returns false, changing nothing,
+    /// when the calling thread's slot counts no share.
+    package func endShared() -> Bool {
+        var count = slot.pointee.load(ordering: .relaxed)
+        while true {
+            guard count != 0 else { return false }
+            let (done, seen) = slot.pointee.weakCompareExchange(
+                expected: count, desired: count - 1, ordering: .sequentiallyConsistent)
+            if done { break }
+            count = seen
+        }
+        readerLeft()
+        return true
+    }
+
+    /// After a reader left: writes pending and nobody to apply them (a writer applies them when
+    /// it releases): the last reader out does. Of readers leaving together, the last to
+    /// decrement sees every slot at zero.
+    @inlinable @inline(__always)
+    func readerLeft() {
         if state.pointee.load(ordering: .sequentiallyConsistent) & (Self.writer | Self.pending) == Self.pending {
             lastReaderLeft()
         }
@@ -200,6 +235,23 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
         lockExclusive()
         defer { unlockExclusive() }
         return try body()
+    }
+
+    /// `tryLockExclusive` for a caller that releases with `endWrite` (C's try_begin/end pair,
+    /// where nothing ties the release to the take): records the calling thread as the holder.
+    package func beginWrite() -> Bool {
+        guard tryLockExclusive() else { return false }
+        holder.pointee.store(sync_thread_id(), ordering: .relaxed)
+        return true
+    }
+
+    /// Releases the value taken by `beginWrite` on the calling thread; returns false, changing
+    /// nothing, when the calling thread did not take it so.
+    package func endWrite() -> Bool {
+        guard holder.pointee.load(ordering: .relaxed) == sync_thread_id() else { return false }
+        holder.pointee.store(0, ordering: .relaxed)
+        unlockExclusive()
+        return true
     }
 
     /// Takes the value alone if nobody holds it and no write is pending (those come first).

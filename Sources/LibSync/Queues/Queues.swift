@@ -13,6 +13,9 @@ public enum QueueError: Error, Equatable, Sendable {
     case wouldDeadlock
     /// The executor was stopped: it takes no more work. C: ECANCELED.
     case stopped
+    /// The executor belongs to the process this one was fork()ed from: its thread does not
+    /// exist here, so nothing would run the work. C: ESRCH.
+    case forked
 }
 
 /// The queues and executors the calling thread is running work of, innermost first: a chain
@@ -25,7 +28,7 @@ package enum RunningWork {
 
     static let key: pthread_key_t = {
         var key = pthread_key_t()
-        precondition(pthread_key_create(&key, nil) == 0, "libsync: out of thread-specific keys")
+        require(pthread_key_create(&key, nil) == 0, "libsync: out of thread-specific keys")
         return key
     }()
 

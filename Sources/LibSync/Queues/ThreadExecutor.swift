@@ -4,12 +4,17 @@ import Synchronization
 /// A dedicated thread with a FIFO (Cocoa's "perform selector on a thread"): any thread delivers
 /// work to it, without waiting (`async`) or waiting until the item has run (`sync`); items run
 /// one at a time, in arrival order, all on that one thread. Ours entirely (libdispatch does
-/// not promise a thread).
+/// not promise a thread). The thread blocks asynchronous signals, as libdispatch's workers do.
 ///
 /// Shutdown: `stop()` (or releasing the last reference) refuses new work, lets the thread run
 /// every item already delivered, and returns once the thread has finished them and exited. From
 /// work running on the executor itself it cannot wait: the thread exits after finishing the
 /// items already delivered.
+///
+/// fork(): the child has none of the parent's threads, so an executor made before the fork has
+/// no thread there: in the child `async` and `sync` throw `QueueError.forked`, and `stop()` and
+/// releasing return at once (without touching the FIFO, whose lock a parent thread may have
+/// held at the fork).
 public final class ThreadExecutor: Sendable {
     private let core: Core
 
@@ -22,15 +27,17 @@ public final class ThreadExecutor: Sendable {
     deinit { core.stop(wait: !core.isCurrent) }
 
     /// Delivers `body` to the thread and returns at once. Throws `QueueError.stopped` after
-    /// `stop()`.
+    /// `stop()` (`QueueError.forked` in a fork()ed child).
     public func async(_ body: @escaping @Sendable () -> Void) throws {
+        guard core.isInThisProcess else { throw QueueError.forked }
         guard core.deliver(body) else { throw QueueError.stopped }
     }
 
     /// Delivers `body`, waits until the thread has run it, and returns its result or rethrows
     /// its error. Throws `QueueError.wouldDeadlock` from work running on this executor and
-    /// `QueueError.stopped` after `stop()`.
+    /// `QueueError.stopped` after `stop()` (`QueueError.forked` in a fork()ed child).
     public func sync<T>(_ body: () throws -> T) throws -> T {
+        guard core.isInThisProcess else { throw QueueError.forked }
         if core.isCurrent { throw QueueError.wouldDeadlock }
         return try withoutActuallyEscaping(body) { body in
             // The item runs as work of this executor on top of the caller's chain, so that a
@@ -62,10 +69,16 @@ public final class ThreadExecutor: Sendable {
         let wakeups = UnsafeMutablePointer<Atomic<UInt32>>.allocate(capacity: 2)
         var exited: UnsafeMutablePointer<Atomic<UInt32>> { wakeups + 1 }
 
+        /// The fork generation the thread was started in (see `ForkGeneration`).
+        let generation = ForkGeneration.current
+
         init() {
             wakeups.initialize(to: Atomic(0))
             exited.initialize(to: Atomic(0))
         }
+
+        /// Whether the thread is in this process (false in a fork()ed child).
+        var isInThisProcess: Bool { ForkGeneration.current == generation }
         deinit { wakeups.deinitialize(count: 2); wakeups.deallocate() }
 
         var identity: UnsafeRawPointer { UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque()) }
@@ -78,6 +91,7 @@ public final class ThreadExecutor: Sendable {
             defer { pthread_attr_destroy(&attributes) }
             pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
             let context = Unmanaged.passRetained(self).toOpaque()
+            let creatorMask = ThreadSignalMask.blockForNewThread(); defer { ThreadSignalMask.restore(creatorMask) }
             let status = pthread_create(&thread, &attributes, { context in
                 let core = Unmanaged<Core>.fromOpaque(context!).takeRetainedValue()
                 RunningWork.run(as: core.identity) { core.runLoop() }
@@ -126,6 +140,7 @@ public final class ThreadExecutor: Sendable {
         }
 
         func stop(wait: Bool) {
+            guard isInThisProcess else { return }  // no thread to stop or wait for here
             let wake = state.withLock { state -> Bool in
                 state.stopping = true
                 defer { state.sleeping = false }
@@ -137,6 +152,21 @@ public final class ThreadExecutor: Sendable {
                 _ = Futex.wait(UnsafeMutableRawPointer(exited), expected: 0, shared: false)
             }
         }
+    }
+}
+
+/// Counts the fork()s between the process that loaded libsync and this one: an object that
+/// records it at creation knows, by comparing, whether it is in a fork()ed child (without a
+/// system call: getpid() is not cached by the C library).
+enum ForkGeneration {
+    private static let count = Atomic<UInt32>(0)
+    private static let handler: Void = {
+        pthread_atfork(nil, nil) { ForkGeneration.count.add(1, ordering: .relaxed) }
+    }()
+
+    static var current: UInt32 {
+        _ = handler
+        return count.load(ordering: .relaxed)
     }
 }
 

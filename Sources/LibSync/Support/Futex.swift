@@ -31,6 +31,10 @@ package func threadID() -> UInt32 {
     return id != 0 ? id : sync_thread_id_slow()
 }
 
+/// Kernel thread ids are below 2^22 (Linux's PID_MAX_LIMIT on 64-bit systems): a word that
+/// names a holder at or above it was not written by the library.
+@usableFromInline let threadIDLimit: UInt32 = 1 << 22
+
 /// The cached id, or 0 before the thread's first threadID(): fast paths that see 0 leave the
 /// asking to their slow path, so that they need no call and no saved registers.
 @inlinable @inline(__always)

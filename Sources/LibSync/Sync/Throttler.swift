@@ -15,6 +15,8 @@ import Synchronization
 // Layout of C's sync_throttler_t (caller memory, 8-byte aligned):
 //   Int32 holders | Int32 waiters | Int32 limit | Int32 generation | Int64 rejections (timed-out
 //   waits, and refusals by threads whose 8 per-thread counters are taken)
+// A word the library never writes (limit < 1, holders outside 0...limit) gets EINVAL from every
+// operation that reads it, and is never changed.
 
 @usableFromInline package enum ThrottlerWord {
     package static let size = 24
@@ -46,7 +48,7 @@ import Synchronization
     }
 
     /// Takes a slot if fewer than `limit` hold one: 0, EBUSY (counted as a rejection), or
-    /// EINVAL (the limit is not >= 1).
+    /// EINVAL (the limit is not >= 1, or the holders are not within 0...limit).
     ///
     /// A full throttler's refusal runs straight through, without a taken branch: the one branch
     /// it passes that has ever been taken (the first refusal of a thread) is all the branch
@@ -57,7 +59,8 @@ import Synchronization
     package static func tryEnter(_ t: UnsafeMutableRawPointer) -> Int32 {
         let tag = t.load(fromByteOffset: 8, as: UInt64.self)  // limit | generation << 32: one load
         let limit = Int32(truncatingIfNeeded: tag), seen = holders(t).pointee.load(ordering: .relaxed)
-        if _slowPath(seen < limit) {
+        if _slowPath(seen != limit) {
+            guard seen >= 0 && seen < limit else { return EINVAL }
             if holders(t).pointee.compareExchange(expected: seen, desired: seen + 1, ordering: .acquiring).exchanged { return 0 }
             return admitOrRefuse(t)
         }
@@ -68,7 +71,14 @@ import Synchronization
     @usableFromInline @inline(never)
     static func admitOrRefuse(_ t: UnsafeMutableRawPointer) -> Int32 {
         if admit(t) { return 0 }
+        if !isValid(t) { return EINVAL }
         return refuse(t, tag: t.load(fromByteOffset: 8, as: UInt64.self))
+    }
+
+    /// Whether the limit and the holders are a state the library writes.
+    static func isValid(_ t: UnsafeMutableRawPointer) -> Bool {
+        let limit = limit(t), seen = holders(t).pointee.load(ordering: .relaxed)
+        return limit >= 1 && seen >= 0 && seen <= limit
     }
 
     /// Counts a refusal in the calling thread's own entry (no contended write): EBUSY. A hit also
@@ -92,12 +102,13 @@ import Synchronization
         return EBUSY
     }
 
-    /// Takes a slot while fewer than `limit` hold one, starting from `seen` holders.
+    /// Takes a slot while fewer than `limit` hold one, starting from `seen` holders (none if
+    /// the holders are negative: an impossible word).
     @inlinable @inline(__always)
     static func admit(_ t: UnsafeMutableRawPointer, limit: Int32, seen: Int32) -> Bool {
         let word = holders(t)
         var current = seen
-        while current < limit {
+        while current < limit && current >= 0 {
             let (taken, now) = word.pointee.compareExchange(expected: current, desired: current + 1, ordering: .acquiring)
             if taken { return true }
             current = now
@@ -117,10 +128,10 @@ import Synchronization
 
     /// Takes a slot, waiting until one frees or the CLOCK_MONOTONIC `deadline` (ns; < 0: none)
     /// passes: 0, ETIMEDOUT (counted as a rejection), EINTR (a signal interrupted the wait;
-    /// not counted, the caller may retry), or EINVAL.
+    /// not counted, the caller may retry), or EINVAL (an impossible word).
     package static func enter(_ t: UnsafeMutableRawPointer, deadline: Int64) -> Int32 {
         if admit(t) { return 0 }
-        if limit(t) < 1 { return EINVAL }
+        if !isValid(t) { return EINVAL }
         let word = holders(t)
         waiters(t).pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
         defer { waiters(t).pointee.wrappingSubtract(1, ordering: .sequentiallyConsistent) }
@@ -128,8 +139,10 @@ import Synchronization
             let seen = word.pointee.load(ordering: .sequentiallyConsistent)
             if seen < limit(t) {
                 if admit(t) { return 0 }
+                if !isValid(t) { return EINVAL }
                 continue
             }
+            if seen > limit(t) { return EINVAL }
             let result = Futex.wait(UnsafeMutableRawPointer(word), expected: UInt32(bitPattern: seen), deadline: deadline, shared: true)
             if result == EINTR { return EINTR }
             if result == ETIMEDOUT || (deadline >= 0 && monotonicNow() >= deadline) {
@@ -140,13 +153,14 @@ import Synchronization
         }
     }
 
-    /// Gives a slot back: 0, or EPERM if nobody holds one (the counter never goes negative).
+    /// Gives a slot back: 0, EPERM if nobody holds one (the counter never goes negative), or
+    /// EINVAL (an impossible word: unchanged).
     @inlinable
     package static func exit(_ t: UnsafeMutableRawPointer) -> Int32 {
-        let word = holders(t)
+        let word = holders(t), limit = limit(t)
         var current = word.pointee.load(ordering: .relaxed)
         while true {
-            guard current > 0 else { return EPERM }
+            guard current > 0 && current <= limit else { return current == 0 && limit >= 1 ? EPERM : EINVAL }
             let (released, now) = word.pointee.compareExchange(expected: current, desired: current - 1, ordering: .sequentiallyConsistent)
             if released { break }
             current = now
@@ -181,7 +195,7 @@ public final class Throttler: @unchecked Sendable {
 
     /// `limit` must be >= 1 (a precondition).
     public init(limit: Int) {
-        precondition(limit >= 1 && limit <= Int(Int32.max), "Throttler: the limit must be between 1 and \(Int32.max), not \(limit)")
+        require(limit >= 1 && limit <= Int(Int32.max), "Throttler: the limit must be between 1 and \(Int32.max), not \(limit)")
         storage = .allocate(byteCount: ThrottlerWord.size, alignment: 8)
         _ = ThrottlerWord.initialize(storage, limit: Int32(limit))
     }
@@ -198,7 +212,7 @@ public final class Throttler: @unchecked Sendable {
 
     /// Takes a slot, waiting up to `timeout` (nil: forever). Throws `ThrottlerError.timedOut`.
     public func enter(timeout: Duration? = nil) throws {
-        let deadline = ThrottlerWord.deadline(after: timeout.map { Int64($0.components.seconds) &* 1_000_000_000 &+ $0.components.attoseconds / 1_000_000_000 } ?? -1)
+        let deadline = timeout.map { LibSync.deadline(after: $0) } ?? -1  // a negative timeout: now
         while true {
             switch ThrottlerWord.enter(storage, deadline: deadline) {
             case 0: return
@@ -210,7 +224,7 @@ public final class Throttler: @unchecked Sendable {
 
     /// Gives the slot back. Calling it without holding a slot is a precondition failure.
     public func exit() {
-        precondition(ThrottlerWord.exit(storage) == 0, "Throttler.exit: no slot is held")
+        require(ThrottlerWord.exit(storage) == 0, "Throttler.exit: no slot is held")
     }
 
     /// Runs `body` if a slot is free and returns true; returns false at once otherwise.

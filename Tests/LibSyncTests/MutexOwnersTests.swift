@@ -1,0 +1,186 @@
+import Glibc
+import XCTest
+@testable import LibSync
+
+/// Owners of process-shared and robust mutexes: a thread id the kernel reused, fork, and robust
+/// mode with holders SIGKILLed (the C suite, test_mutex_owners.c, has more of the same).
+final class MutexOwnersTests: XCTestCase {
+    var mapping: UnsafeMutableRawPointer!
+    let size = 4096
+
+    override func setUp() {
+        mapping = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)
+        XCTAssertNotEqual(mapping, MAP_FAILED)
+    }
+
+    override func tearDown() { munmap(mapping, size) }
+
+    /// Forks a child that runs `body` (its exit status: 0 if it returns true) and returns its pid.
+    /// `holds` children report once they have run it, then wait to be killed.
+    func child(holds: Bool = false, _ body: () -> Bool) -> pid_t {
+        var ready: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&ready), 0)
+        let pid = fork()
+        if pid == 0 {
+            alarm(300)  // dies by itself if the test never kills it
+            var ok: UInt8 = body() ? 1 : 0
+            if !holds { _exit(ok == 1 ? 0 : 1) }
+            _ = write(ready[1], &ok, 1)
+            while true { pause() }
+        }
+        if holds {
+            var ok: UInt8 = 0
+            XCTAssertEqual(read(ready[0], &ok, 1), 1)
+            XCTAssertEqual(ok, 1)
+        }
+        close(ready[0])
+        close(ready[1])
+        return pid
+    }
+
+    func exitStatus(_ pid: pid_t) -> Int32 {
+        var status: Int32 = 0
+        XCTAssertEqual(waitpid(pid, &status, 0), pid)
+        return status
+    }
+
+    /// A dead holder left the caller's own thread id in a shared lock the caller never took.
+    func testRecycledThreadIDIsNotTheHolder() throws {
+        let mutex = try SyncMutex(at: mapping, options: .shared)
+        let word = mapping.assumingMemoryBound(to: UInt32.self)
+        word.pointee = MutexWord.shared | threadID()
+        XCTAssertFalse(mutex.isHeldByCurrentThread)
+        XCTAssertFalse(try mutex.tryLock())
+        XCTAssertFalse(try mutex.lock(timeout: .milliseconds(20)))  // waits: does not throw .wouldDeadlock
+        XCTAssertThrowsError(try mutex.unlock()) { XCTAssertEqual($0 as? LockError, .notOwner) }
+
+        let recursive = try SyncRecursiveLock(at: mapping + 8, options: .shared)
+        let words = (mapping + 8).assumingMemoryBound(to: UInt32.self)
+        words[0] = MutexWord.shared | threadID()
+        words[1] = 3
+        XCTAssertEqual(recursive.depth, 0)
+        XCTAssertFalse(try recursive.tryLock())
+        XCTAssertThrowsError(try recursive.unlock()) { XCTAssertEqual($0 as? LockError, .notOwner) }
+        XCTAssertEqual(words[1], 3)
+
+        let fresh = try SyncMutex(at: mapping, options: .shared)  // initialized again: usable
+        try fresh.lock()
+        XCTAssertTrue(fresh.isHeldByCurrentThread)
+        XCTAssertThrowsError(try fresh.lock()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
+        try fresh.unlock()
+    }
+
+    func testForkedChildDoesNotHoldSharedLocks() throws {
+        let mutex = try SyncMutex(at: mapping, options: .shared)
+        let robust = try SyncRecursiveLock(at: mapping + 16, options: [.shared, .robust])
+        try mutex.lock()
+        try robust.lock()
+        let pid = child {
+            guard let mine = try? SyncMutex(at: mapping, options: .shared, initialize: false),
+                  let theirs = try? SyncRecursiveLock(at: mapping + 16, options: [.shared, .robust], initialize: false)
+            else { return false }
+            var ok = !mine.isHeldByCurrentThread && (try? mine.tryLock()) == false
+            do { try mine.unlock(); ok = false } catch { ok = ok && (error as? LockError) == .notOwner }
+            ok = ok && theirs.depth == 0 && (try? theirs.tryLock()) == false  // its holder lives
+            do { try theirs.unlock(); ok = false } catch { ok = ok && (error as? LockError) == .notOwner }
+            return ok
+        }
+        XCTAssertEqual(exitStatus(pid), 0)
+        XCTAssertTrue(mutex.isHeldByCurrentThread)
+        try mutex.unlock()
+        try robust.unlock()
+    }
+
+    func testRobustHolderKilled() throws {
+        let mutex = try SyncMutex(at: mapping, options: [.shared, .robust])
+        let pid = child(holds: true) {
+            guard let theirs = try? SyncMutex(at: mapping, options: [.shared, .robust], initialize: false) else { return false }
+            return (try? theirs.lock()) != nil
+        }
+        XCTAssertFalse(try mutex.tryLock())
+        kill(pid, SIGKILL)
+        XCTAssertThrowsError(try mutex.lock()) { XCTAssertEqual($0 as? LockError, .ownerDied) }
+        XCTAssertTrue(mutex.isHeldByCurrentThread)  // held despite the error
+        XCTAssertThrowsError(try mutex.lock()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
+        try mutex.consistent()
+        XCTAssertThrowsError(try mutex.consistent()) { XCTAssertEqual($0 as? LockError, .other(EINVAL)) }
+        try mutex.unlock()
+        XCTAssertEqual(mutex.withLock { 7 }, 7)
+        _ = exitStatus(pid)
+    }
+
+    func testRobustUnlockWithoutConsistentIsNotRecoverable() throws {
+        let mutex = try SyncMutex(at: mapping, options: [.shared, .robust])
+        let pid = child(holds: true) {
+            guard let theirs = try? SyncMutex(at: mapping, options: [.shared, .robust], initialize: false) else { return false }
+            return (try? theirs.lock()) != nil
+        }
+        kill(pid, SIGKILL)
+        _ = exitStatus(pid)
+        XCTAssertThrowsError(try mutex.lock(timeout: .seconds(60))) { XCTAssertEqual($0 as? LockError, .ownerDied) }
+        let waiter = expectation(description: "waiter")
+        let word = atomic(mapping, as: UInt32.self)
+        Thread.detachNewThread {
+            do { try mutex.lock(); XCTFail("locked a lock that is not recoverable") } catch {
+                XCTAssertEqual(error as? LockError, .notRecoverable)
+            }
+            waiter.fulfill()
+        }
+        for _ in 0..<20_000 where word.pointee.load(ordering: .relaxed) & MutexWord.waiters == 0 { usleep(500) }  // it sleeps
+        try mutex.unlock()
+        wait(for: [waiter], timeout: 60)
+        XCTAssertThrowsError(try mutex.lock()) { XCTAssertEqual($0 as? LockError, .notRecoverable) }
+        XCTAssertThrowsError(try mutex.tryLock()) { XCTAssertEqual($0 as? LockError, .notRecoverable) }
+        XCTAssertThrowsError(try mutex.unlock()) { XCTAssertEqual($0 as? LockError, .notOwner) }
+    }
+
+    func testRobustRecursiveHolderKilledMidRecursion() throws {
+        let lock = try SyncRecursiveLock(at: mapping, options: [.shared, .robust])
+        let pid = child(holds: true) {
+            guard let theirs = try? SyncRecursiveLock(at: mapping, options: [.shared, .robust], initialize: false)
+            else { return false }
+            for _ in 0..<3 where (try? theirs.lock()) == nil { return false }
+            return theirs.depth == 3
+        }
+        XCTAssertEqual(lock.depth, 0)
+        kill(pid, SIGKILL)
+        XCTAssertThrowsError(try lock.lock()) { XCTAssertEqual($0 as? LockError, .ownerDied) }
+        XCTAssertEqual(lock.depth, 1)
+        try lock.lock()
+        XCTAssertEqual(lock.depth, 2)
+        try lock.consistent()
+        try lock.unlock()
+        try lock.unlock()
+        XCTAssertEqual(lock.depth, 0)
+        XCTAssertTrue(try lock.tryLock())
+        try lock.unlock()
+        _ = exitStatus(pid)
+    }
+
+    /// A thread that exits holding a private robust mutex.
+    func testRobustThreadExitsHolding() throws {
+        let mutex = SyncMutex(options: .robust)
+        let exited = expectation(description: "thread")
+        let thread = Thread { _ = try? mutex.lock(); exited.fulfill() }
+        thread.start()
+        wait(for: [exited], timeout: 60)
+        XCTAssertThrowsError(try mutex.lock(timeout: .seconds(60))) { XCTAssertEqual($0 as? LockError, .ownerDied) }
+        try mutex.consistent()
+        try mutex.unlock()
+    }
+
+    func testRobustErrors() throws {
+        XCTAssertThrowsError(try SyncMutex(at: mapping + 4, options: .robust)) { XCTAssertEqual($0 as? LockError, .other(EINVAL)) }
+        _ = try SyncMutex(at: mapping, options: .shared)
+        XCTAssertThrowsError(try SyncMutex(at: mapping, options: [.shared, .robust], initialize: false)) {
+            XCTAssertEqual($0 as? LockError, .other(EINVAL))  // not what the creator made
+        }
+        let plain = SyncMutex()
+        XCTAssertThrowsError(try plain.consistent()) { XCTAssertEqual($0 as? LockError, .other(EINVAL)) }
+        let robust = SyncMutex(options: .robust)
+        XCTAssertThrowsError(try robust.consistent()) { XCTAssertEqual($0 as? LockError, .notOwner) }
+        XCTAssertEqual(SyncMutex.byteCount(for: .robust), 16)
+        XCTAssertEqual(SyncMutex.byteCount(for: .shared), 4)
+        XCTAssertEqual(SyncRecursiveLock.byteCount(for: []), 8)
+    }
+}

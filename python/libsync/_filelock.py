@@ -1,0 +1,558 @@
+"""filelock's interface over libsync's distributed lock: replacing
+``from filelock import FileLock, SoftFileLock, Timeout`` (and ``AsyncFileLock``) with
+``from libsync.distributed_lock import ...`` keeps a filelock user's program working, while the
+lock becomes NFS-safe and a dead holder's lock is recovered.
+
+As filelock's: re-entrant (``lock_counter``), ``is_locked``, ``release(force=True)``,
+``lock_file``, ``timeout`` / ``blocking`` / ``poll_interval`` (read/write), ``mode``,
+``thread_local`` (default True: each thread holds for itself, and another thread of the same
+object waits; False: the process holds, and any of its threads re-enters), ``is_singleton``,
+use as a decorator and as a context manager (``with lock.acquire(timeout=1):``), missing parent
+directories made, filelock's Timeout and its messages, debug logging to the "filelock" logger,
+a finalizer that releases. The re-entrancy, the waiting of one object's threads and the
+deadlock check (RuntimeError "Deadlock" instead of waiting forever for oneself) are the core's.
+
+Differences, by design: the lock is a directory (NFS-safe), not a file, so nothing can be
+written into it and ``mode``'s read bits add search bits; ``release()`` raises LockBrokenError
+if the lock was broken while held (filelock cannot tell); a holder that died on this host is
+taken over, never waited for.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import os
+import threading
+import warnings
+import time
+from typing import Any, Callable, Optional, Union
+import weakref
+from weakref import WeakValueDictionary
+
+from .distributed_lock import (_MAKE_PARENTS, _PROCESS_OWNED, _RECURSIVE, _RELEASE_ON_DESTROY, Holder, Timeout,
+                               _count, _Handle, _is_held, _lock, _poll_ns, _raise_error, _raise_release_error,
+                               _read_holder, _seconds_to_ns, _unlock, _unlock_all, _wait)
+
+__all__ = ["BaseFileLock", "FileLock", "SoftFileLock", "BaseAsyncFileLock", "AsyncFileLock", "AsyncSoftFileLock",
+           "AcquireReturnProxy", "AsyncAcquireReturnProxy"]
+
+_LOGGER = logging.getLogger("filelock")  # filelock's, so that a user's logging configuration applies
+_UNSET_MODE = -1
+_REMOVE_ON_RELEASE = 16  # sync_distributed_lock_create_with: release removes the empty lock directory
+_singletons_lock = threading.RLock()
+os.register_at_fork(after_in_child=_singletons_lock._at_fork_reinit)
+
+
+def _canonical(path: Union[str, os.PathLike]) -> str:
+    """One key for equivalent spellings of a lock path: the parent resolved, the name kept."""
+    parent, name = os.path.split(os.fspath(path))
+    return os.path.join(os.path.realpath(parent or os.curdir), name)
+
+
+class _Settings:
+    """A lock's defaults; per thread (each thread starts from the constructor's) when thread_local."""
+
+    def __init__(self, timeout: float, blocking: bool, poll_interval: float) -> None:
+        self.timeout, self.blocking, self.poll_interval = timeout, blocking, poll_interval
+
+
+class _ThreadSettings(_Settings, threading.local):
+    pass
+
+
+class _FileLockMeta(type):
+    """is_singleton=True returns the live instance for the same canonical path (per class)."""
+
+    def __call__(cls, lock_file, *args, **kwargs):
+        if not kwargs.get("is_singleton", False):
+            return super().__call__(lock_file, *args, **kwargs)
+        key = _canonical(lock_file)
+        with _singletons_lock:
+            instance = cls._instances.get(key)
+            if instance is None:
+                instance = super().__call__(lock_file, *args, **kwargs)
+                cls._instances[key] = instance
+                return instance
+        passed = dict(zip(("timeout", "mode", "thread_local"), args), **kwargs)
+        current = {"timeout": instance.timeout, "mode": instance._mode, "thread_local": instance.is_thread_local(),
+                   "blocking": instance.blocking, "poll_interval": instance.poll_interval,
+                   "context_error_policy": instance.context_error_policy,
+                   "close_error_policy": instance.close_error_policy, "fallback_to_soft": instance.fallback_to_soft,
+                   "preserve_lock_file": instance.preserve_lock_file}
+        differing = {name: (value, current[name]) for name, value in passed.items()
+                     if name in current and value != current[name]}
+        if differing:
+            raise ValueError("Singleton lock instances cannot be initialized with differing arguments\n"
+                             "Non-matching arguments: " + "".join(
+                                 f"\n\t{name} (existing lock has {has} but {value} was passed)"
+                                 for name, (value, has) in differing.items()))
+        return instance
+
+
+class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
+    """filelock's lock object (see the module doc), over libsync's distributed lock."""
+
+    _instances: WeakValueDictionary = WeakValueDictionary()
+    _extra_flags = 0
+    _deadlock_holder = "FileLock instance in this thread"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._instances = WeakValueDictionary()
+
+    def __init__(self, lock_file: Union[str, os.PathLike], timeout: float = -1, mode: int = _UNSET_MODE,
+                 thread_local: bool = True, *, blocking: bool = True, is_singleton: bool = False,
+                 poll_interval: float = 0.05, lifetime: Optional[float] = None,
+                 context_error_policy: str = "chain", close_error_policy: str = "default",
+                 fallback_to_soft: bool = True, preserve_lock_file: bool = False,
+                 on_acquired: Optional[Callable[[int], None]] = None) -> None:
+        """``lock_file``: the lock's path (missing parent directories are made at the first
+        acquire); ``timeout``: acquire's default, seconds (< 0: forever, 0: one try);
+        ``mode``: the lock's permission bits (default: the umask decides); ``thread_local``:
+        each thread holds the lock for itself (True) or the process does (False);
+        ``blocking``: acquire's default; ``is_singleton``: one object per path and class;
+        ``poll_interval``: acquire's default, seconds between tries while another holds it;
+        ``context_error_policy``: "chain" (a failed release on leaving ``with`` propagates, the
+        body's error as its context) or "group" (both, in a BaseExceptionGroup).
+        filelock's descriptor options have nothing to act on here (the lock is a directory):
+        ``close_error_policy`` and ``fallback_to_soft`` are accepted and checked;
+        ``preserve_lock_file=True`` is what FileLock does anyway (SoftFileLock refuses it, as
+        filelock's); ``on_acquired`` (a descriptor hook) is refused; ``lifetime`` is ignored with
+        a warning (a dead holder's lock is recovered; a live holder's is never expired)."""
+        if context_error_policy not in ("chain", "group"):
+            raise ValueError(f"context_error_policy must be 'chain' or 'group', not {context_error_policy!r}")
+        if close_error_policy not in ("default", "raise", "suppress"):
+            raise ValueError(f"close_error_policy must be 'default', 'raise' or 'suppress', not {close_error_policy!r}")
+        if preserve_lock_file and self._extra_flags & _REMOVE_ON_RELEASE:
+            raise ValueError(f"{type(self).__name__} removes its lock on release: preserve_lock_file=True is not supported")
+        if on_acquired is not None:
+            raise TypeError(f"{type(self).__name__} has no lock file descriptor to lend: on_acquired is not supported")
+        if lifetime is not None:
+            warnings.warn("lifetime is ignored: libsync recovers a dead holder's lock and never expires a live one's",
+                          UserWarning, stacklevel=3)
+        self._context_error_policy, self._close_error_policy = context_error_policy, close_error_policy
+        self._fallback_to_soft, self._preserve_lock_file = bool(fallback_to_soft), bool(preserve_lock_file)
+        self._lock_file = os.fspath(lock_file)
+        if not isinstance(mode, int) or not (mode == _UNSET_MODE or 0 <= mode <= 0o777):
+            raise ValueError(f"mode must be file permission bits (0...0o777), not {mode!r}")
+        self._mode = mode
+        self._thread_local = bool(thread_local)
+        self._is_singleton = bool(is_singleton)
+        _seconds_to_ns(timeout, "timeout")
+        _poll_ns(poll_interval)
+        settings = _ThreadSettings if thread_local else _Settings
+        self._settings = settings(float(timeout), bool(blocking), poll_interval)
+
+    # The core object is made at the first use, so that making the lock object never touches
+    # the disk nor fails (as filelock's); two threads racing to make it keep one of the two.
+    def _handle(self) -> int:
+        made = self.__dict__.get("_core")
+        if made is None:
+            flags = _RECURSIVE | _MAKE_PARENTS | _RELEASE_ON_DESTROY | self._extra_flags
+            if not self._thread_local:
+                flags |= _PROCESS_OWNED
+            made = self.__dict__.setdefault("_core", _make_core(self._lock_file, flags, self._mode))
+        return made.value
+
+    def _made(self) -> Optional[int]:
+        made = self.__dict__.get("_core")
+        return None if made is None else made.value
+
+    @property
+    def lock_file(self) -> str:
+        """The lock's path, as given."""
+        return self._lock_file
+
+    @property
+    def timeout(self) -> float:
+        """The default timeout of acquire(), seconds (< 0: forever)."""
+        return self._settings.timeout
+
+    @timeout.setter
+    def timeout(self, value: Union[float, str]) -> None:
+        value = float(value)
+        _seconds_to_ns(value, "timeout")
+        self._settings.timeout = value
+
+    @property
+    def blocking(self) -> bool:
+        """The default of acquire()'s ``blocking``."""
+        return self._settings.blocking
+
+    @blocking.setter
+    def blocking(self, value: bool) -> None:
+        self._settings.blocking = bool(value)
+
+    @property
+    def poll_interval(self) -> float:
+        """The default interval between tries while another holds the lock, seconds."""
+        return self._settings.poll_interval
+
+    @poll_interval.setter
+    def poll_interval(self, value: float) -> None:
+        _poll_ns(value)
+        self._settings.poll_interval = value
+
+    @property
+    def mode(self) -> int:
+        """The lock's permission bits (0o644 when left to the umask, as filelock reports)."""
+        return 0o644 if self._mode == _UNSET_MODE else self._mode
+
+    @property
+    def has_explicit_mode(self) -> bool:
+        """Whether ``mode`` was given."""
+        return self._mode != _UNSET_MODE
+
+    def is_thread_local(self) -> bool:
+        """Whether each thread holds the lock for itself."""
+        return self._thread_local
+
+    @property
+    def is_singleton(self) -> bool:
+        """Whether this is the one object of its class for its path."""
+        return self._is_singleton
+
+    @property
+    def context_error_policy(self) -> str:
+        """How leaving ``with`` reports a failed release beside the body's error."""
+        return self._context_error_policy
+
+    @property
+    def close_error_policy(self) -> str:
+        """filelock's descriptor close policy (no descriptor here: no effect)."""
+        return self._close_error_policy
+
+    @property
+    def fallback_to_soft(self) -> bool:
+        """filelock's flock fallback switch (no flock here: no effect)."""
+        return self._fallback_to_soft
+
+    @property
+    def preserve_lock_file(self) -> bool:
+        """Whether release keeps the lock's path (FileLock always does)."""
+        return self._preserve_lock_file
+
+    @property
+    def on_acquired(self) -> None:
+        """filelock's descriptor hook: always None here."""
+        return None
+
+    @property
+    def lifetime(self) -> None:
+        """filelock's age-based expiry: never, here."""
+        return None
+
+    @property
+    def is_locked(self) -> bool:
+        """Whether the caller (this thread, or with thread_local=False this process) holds it."""
+        handle = self._made()
+        return handle is not None and bool(_is_held(handle))
+
+    @property
+    def holder(self) -> Optional[Holder]:
+        """Who holds the lock now, any process may ask (libsync's; not in filelock), or None."""
+        return _read_holder(self._handle(), self._lock_file)
+
+    @property
+    def lock_counter(self) -> int:
+        """How many of the caller's acquisitions are not yet released."""
+        handle = self._made()
+        return 0 if handle is None else _count(handle)
+
+    def acquire(self, timeout: Optional[float] = None, poll_interval: Optional[float] = None, *,
+                poll_intervall: Optional[float] = None, blocking: Optional[bool] = None,
+                cancel_check: Optional[Callable[[], bool]] = None) -> "AcquireReturnProxy":
+        """Acquires the lock (again, if the caller holds it: counted). Waits up to ``timeout``
+        seconds (None: the default; < 0: forever), trying every ``poll_interval`` seconds while
+        another process holds it, or until this object's other thread releases it; then raises
+        Timeout. ``blocking=False`` tries once; ``cancel_check`` (called between tries) returning
+        True raises Timeout too. Ctrl-C interrupts the wait. Raises RuntimeError ("Deadlock")
+        for an endless wait for a lock this thread holds through another object."""
+        settings = self._settings
+        timeout = settings.timeout if timeout is None else timeout
+        blocking = settings.blocking if blocking is None else blocking
+        if poll_intervall is not None:
+            warnings.warn("use poll_interval instead of poll_intervall", DeprecationWarning, stacklevel=2)
+            poll_interval = poll_intervall
+        poll = _poll_ns(settings.poll_interval if poll_interval is None else poll_interval)
+        timeout_ns = _seconds_to_ns(timeout, "timeout") if blocking else 0
+        handle = self._handle()
+        lock_id = id(self)
+        if _count(handle) == 0:
+            _LOGGER.debug("Attempting to acquire lock %s on %s", lock_id, self._lock_file)
+        code = _wait(handle, timeout_ns, poll) if cancel_check is None else self._wait_checking(
+            handle, timeout_ns, poll, cancel_check)
+        if code == errno.ETIMEDOUT:
+            _LOGGER.debug("Timeout on acquiring lock %s on %s", lock_id, self._lock_file)
+            raise Timeout(self._lock_file)
+        self._check(code, "acquire")
+        _LOGGER.debug("Lock %s acquired on %s", lock_id, self._lock_file)
+        return AcquireReturnProxy(self)
+
+    def _wait_checking(self, handle: int, timeout_ns: int, poll: int, cancel_check: Callable[[], bool]) -> int:
+        """The wait, one try at a time, asking cancel_check between the tries."""
+        deadline = None if timeout_ns < 0 else time.monotonic_ns() + timeout_ns
+        while True:
+            code = _wait(handle, 0, poll)
+            if code != errno.ETIMEDOUT or timeout_ns == 0:
+                return code
+            if cancel_check():
+                _LOGGER.debug("Cancellation requested for lock %s on %s", id(self), self._lock_file)
+                return code
+            remaining = None if deadline is None else deadline - time.monotonic_ns()
+            if remaining is not None and remaining <= 0:
+                return code
+            time.sleep((poll if remaining is None else min(poll, remaining)) / 1e9)
+
+    def release(self, force: bool = False) -> None:
+        """Ends one of the caller's acquisitions (``force``: all of them); the last releases the
+        lock. Nothing happens if the caller does not hold it. Raises LockBrokenError if the lock
+        was broken while held."""
+        handle = self._made()
+        if handle is None:
+            return
+        count = _count(handle)
+        if count == 0:
+            return
+        last = force or count == 1
+        if last:
+            _LOGGER.debug("Attempting to release lock %s on %s", id(self), self._lock_file)
+        code = (_unlock_all if force else _unlock)(handle)
+        if code == errno.EPERM:  # (released meanwhile by another of the process's threads)
+            return
+        _raise_release_error(code, self)
+        if last:
+            _LOGGER.debug("Lock %s released on %s", id(self), self._lock_file)
+
+    def _check(self, code: int, operation: str) -> None:
+        if code == errno.EDEADLK:
+            raise RuntimeError(f"Deadlock: lock '{self._lock_file}' is already held by a different "
+                               f"{self._deadlock_holder}. Use is_singleton=True to enable reentrant locking "
+                               "across instances.")
+        _raise_error(code, operation, self._lock_file, "this object")
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, exc_type, body_error, traceback) -> None:
+        _release_leaving(self.release, body_error, self._context_error_policy)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._lock_file!r} locked={self.is_locked} at {id(self):#x}>"
+
+
+def _release_leaving(release: Callable[[], None], body_error: Optional[BaseException], policy: str) -> None:
+    """Releases on leaving ``with``: a failed release beside the body's error propagates with it
+    as its context ("chain") or both in a BaseExceptionGroup ("group")."""
+    try:
+        release()
+    except BaseException as release_error:
+        if body_error is None or policy == "chain":
+            raise
+        group = ExceptionGroup if all(isinstance(e, Exception) for e in (body_error, release_error)) else BaseExceptionGroup
+        raise group("the with-block and the lock's release both failed", [body_error, release_error]) from None
+
+
+def _make_core(lock_file: str, flags: int, mode: int) -> _Handle:
+    """The core object, with the errors opening the path would give (as filelock reports them)."""
+    if "\0" in lock_file:
+        raise ValueError("embedded null byte")
+    if lock_file == "":
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), lock_file)
+    if os.path.basename(lock_file.rstrip("/")) in ("", ".", ".."):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), lock_file)
+    return _Handle(lock_file, flags, mode)
+
+
+class FileLock(BaseFileLock):
+    """filelock's FileLock (see the module doc)."""
+
+
+class SoftFileLock(BaseFileLock):
+    """filelock's SoftFileLock: the same lock (libsync's is NFS-safe already); releasing it
+    removes the lock's directory, as SoftFileLock removes its file."""
+    _extra_flags = _REMOVE_ON_RELEASE
+
+
+class AcquireReturnProxy:
+    """What acquire() returns: ``with lock.acquire(...):`` releases at the end."""
+
+    def __init__(self, lock: BaseFileLock) -> None:
+        self.lock = lock
+
+    def __enter__(self) -> BaseFileLock:
+        return self.lock
+
+    def __exit__(self, exc_type, body_error, traceback) -> None:
+        _release_leaving(self.lock.release, body_error, self.lock.context_error_policy)
+
+
+class AsyncAcquireReturnProxy:
+    """What the async acquire() returns: ``async with await lock.acquire(...):``."""
+
+    def __init__(self, lock: "BaseAsyncFileLock") -> None:
+        self.lock = lock
+
+    async def __aenter__(self) -> "BaseAsyncFileLock":
+        return self.lock
+
+    async def __aexit__(self, exc_type, body_error, traceback) -> None:
+        await self.lock.__aexit__(exc_type, body_error, traceback)
+
+
+_async_holders: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # task -> {canonical path: id of the object it holds it through}
+
+
+class BaseAsyncFileLock(BaseFileLock):
+    """filelock's asyncio lock: ``async with lock:``. Waiting never blocks the event loop: each
+    try runs in ``executor`` (run_in_executor=True, the default: the file system may be slow)
+    or in the loop, and the waits between tries are ``asyncio.sleep``. As filelock's, one
+    object is shared by the process by default (thread_local=False): tasks sharing one object
+    re-enter it; tasks with objects of their own exclude each other."""
+
+    _deadlock_holder = "BaseAsyncFileLock instance in this task"
+
+    def __init__(self, lock_file: Union[str, os.PathLike], timeout: float = -1, mode: int = _UNSET_MODE,
+                 thread_local: bool = False, *, blocking: bool = True, is_singleton: bool = False,
+                 poll_interval: float = 0.05, loop: Optional[asyncio.AbstractEventLoop] = None,
+                 run_in_executor: bool = True, executor=None, **options: Any) -> None:
+        """BaseFileLock's arguments (thread_local defaults to False), and ``loop``,
+        ``run_in_executor`` (tries run in ``executor``, default the loop's) as filelock's."""
+        if thread_local and run_in_executor:
+            raise ValueError("run_in_executor is not supported when thread_local is True")
+        super().__init__(lock_file, timeout, mode, thread_local, blocking=blocking, is_singleton=is_singleton,
+                         poll_interval=poll_interval, **options)
+        self._loop, self._run_in_executor, self._executor = loop, run_in_executor, executor
+
+    @property
+    def run_in_executor(self) -> bool:
+        """Whether the tries run in the executor."""
+        return self._run_in_executor
+
+    @property
+    def executor(self):
+        """The executor of the tries (None: the loop's default)."""
+        return self._executor
+
+    @property
+    def loop(self) -> Optional[asyncio.AbstractEventLoop]:
+        """The event loop given, if any."""
+        return self._loop
+
+    async def _call(self, function, *args):
+        if not self._run_in_executor:
+            return function(*args)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+
+    async def _try(self, handle: int, poll: int) -> bool:
+        """One try (re-entry, or acquire, or take over a stale holder's lock). Cancelled while
+        it runs in the executor, it is undone when it finishes."""
+        if not self._run_in_executor:
+            return self._tried(_lock(handle, 0, poll))
+        outcome = {"abandoned": False, "done": False, "code": None}
+        guard = threading.Lock()
+
+        def attempt() -> int:
+            code = _lock(handle, 0, poll)
+            with guard:
+                outcome["done"], outcome["code"] = True, code
+                if outcome["abandoned"] and code == 0:
+                    _unlock(handle)  # its task is gone: give the acquisition back
+            return code
+
+        try:
+            return self._tried(await asyncio.get_running_loop().run_in_executor(self._executor, attempt))
+        except asyncio.CancelledError:
+            with guard:
+                outcome["abandoned"] = True
+                if outcome["done"] and outcome["code"] == 0:
+                    _unlock(handle)
+            raise
+
+    def _tried(self, code: int) -> bool:
+        if code == errno.ETIMEDOUT:
+            return False
+        self._check(code, "acquire")
+        return True
+
+    async def acquire(self, timeout: Optional[float] = None, poll_interval: Optional[float] = None, *,
+                      blocking: Optional[bool] = None,
+                      cancel_check: Optional[Callable[[], bool]] = None) -> AsyncAcquireReturnProxy:
+        """Acquires the lock (see BaseFileLock.acquire), waiting with asyncio.sleep."""
+        settings = self._settings
+        timeout = settings.timeout if timeout is None else timeout
+        blocking = settings.blocking if blocking is None else blocking
+        poll_seconds = settings.poll_interval if poll_interval is None else poll_interval
+        poll = _poll_ns(poll_seconds)
+        timeout_ns = _seconds_to_ns(timeout, "timeout") if blocking else 0
+        # (what may touch the file system, or wait for a thread that does, runs off the loop)
+        handle, count, key = await self._call(lambda: (self._handle(), self.lock_counter, _canonical(self._lock_file)))
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        fresh = count == 0
+        if fresh:
+            _LOGGER.debug("Attempting to acquire lock %s on %s", id(self), self._lock_file)
+            if timeout_ns < 0 and _async_holders.get(task, {}).get(key, id(self)) != id(self):
+                self._check(errno.EDEADLK, "acquire")  # this task holds it through another object
+        deadline = None if timeout_ns < 0 else loop.time() + timeout_ns / 1e9
+        while not await self._try(handle, poll):
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                _LOGGER.debug("Timeout on acquiring lock %s on %s", id(self), self._lock_file)
+                raise Timeout(self._lock_file)
+            if cancel_check is not None and cancel_check():
+                _LOGGER.debug("Cancellation requested for lock %s on %s", id(self), self._lock_file)
+                raise Timeout(self._lock_file)
+            nap = poll_seconds if remaining is None else min(poll_seconds, remaining)
+            _LOGGER.debug("Lock %s not acquired on %s, waiting %s seconds ...", id(self), self._lock_file, nap)
+            await asyncio.sleep(nap)
+        if fresh and task is not None:
+            _async_holders.setdefault(task, {})[key] = id(self)
+            self._holder_key = (weakref.ref(task), key)
+        _LOGGER.debug("Lock %s acquired on %s", id(self), self._lock_file)
+        return AsyncAcquireReturnProxy(self)
+
+    async def release(self, force: bool = False) -> None:
+        """Ends one of the caller's acquisitions (``force``: all); the last releases the lock."""
+        def release() -> int:
+            BaseFileLock.release(self, force)
+            return self.lock_counter
+
+        if self._made() is None or await self._call(release) == 0:
+            task, key = self.__dict__.pop("_holder_key", (lambda: None, None))
+            held = _async_holders.get(task(), {}) if task() is not None else {}
+            if held.get(key) == id(self):
+                del held[key]
+
+    def __enter__(self):
+        raise NotImplementedError("Do not use `with` for asyncio locks, use `async with` instead.")
+
+    def __exit__(self, *exc) -> None:
+        raise NotImplementedError("Do not use `with` for asyncio locks, use `async with` instead.")
+
+    async def __aenter__(self) -> "BaseAsyncFileLock":
+        await self.acquire()
+        return self
+
+    async def __aexit__(self, exc_type, body_error, traceback) -> None:
+        try:
+            await self.release()
+        except BaseException as release_error:
+            if body_error is None or self._context_error_policy == "chain":
+                raise
+            _release_leaving(lambda: _reraise(release_error), body_error, "group")
+
+
+def _reraise(error: BaseException) -> None:
+    raise error
+
+
+class AsyncFileLock(BaseAsyncFileLock):
+    """filelock's AsyncFileLock."""
+
+
+class AsyncSoftFileLock(BaseAsyncFileLock):
+    """filelock's AsyncSoftFileLock (see SoftFileLock)."""
+    _extra_flags = _REMOVE_ON_RELEASE

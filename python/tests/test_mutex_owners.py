@@ -1,0 +1,248 @@
+"""Owners of process-shared and robust Mutex/RLock: a thread id the kernel reused, fork, and
+robust mode with holders SIGKILLed (OwnerDiedError with the lock held, mark_consistent,
+NotRecoverableError for everyone)."""
+import errno
+import gc
+import multiprocessing
+import os
+import signal
+import struct
+import threading
+from multiprocessing import shared_memory
+
+import pytest
+
+from libsync.locks import (DeadlockError, LockError, Mutex, NotOwnerError, NotRecoverableError,
+                           OwnerDiedError, RLock)
+
+SHARED = 0x40000000
+WAITERS = 0x80000000
+FORK = multiprocessing.get_context("fork")
+
+
+@pytest.fixture
+def shm():
+    memory = shared_memory.SharedMemory(create=True, size=64)
+    yield memory
+    gc.collect()  # the test's locks, some in reference cycles (tracebacks, Process objects)
+    memory.close()
+    memory.unlink()
+
+
+def _set_words(shm, *words, offset=0):
+    struct.pack_into(f"{len(words)}I", shm.buf, offset, *words)
+
+
+def _word(shm, offset=0):
+    return struct.unpack_from("I", shm.buf, offset)[0]
+
+
+def test_recycled_thread_id_is_not_the_holder(shm):
+    """A dead holder left this thread's own id in a shared lock it never took."""
+    mutex = Mutex(buffer=shm)
+    me = threading.get_native_id()
+    _set_words(shm, SHARED | me)
+    assert not mutex.owned()
+    assert mutex.acquire(timeout=0.02) is False  # waits; no DeadlockError
+    with pytest.raises(NotOwnerError):
+        mutex.release()
+    assert _word(shm) & 0xFFFFFF == me
+
+    rlock = RLock(buffer=shm, offset=8)
+    _set_words(shm, SHARED | me, 3, offset=8)
+    assert not rlock._is_owned()
+    assert rlock.acquire(timeout=0.02) is False  # not a fourth level
+    with pytest.raises(RuntimeError):
+        rlock.release()
+
+    mutex = Mutex(buffer=shm)  # initialized again: the owner checks still work
+    mutex.acquire()
+    with pytest.raises(DeadlockError):
+        mutex.acquire()
+    mutex.release()
+
+
+def test_forked_child_does_not_hold(shm):
+    mutex = Mutex(buffer=shm)
+    robust = Mutex(buffer=shm, offset=8, robust=True)
+    mutex.acquire()
+    robust.acquire()
+    pid = os.fork()
+    if pid == 0:
+        ok = not mutex.owned() and not robust.owned() and mutex.acquire(blocking=False) is False
+        ok = ok and robust.acquire(timeout=0.02) is False  # its holder lives
+        for lock in (mutex, robust):
+            try:
+                lock.release()
+                ok = False
+            except NotOwnerError:
+                pass
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert mutex.owned() and robust.owned()
+    mutex.release()
+    robust.release()
+
+
+def _hold(lock, depth, ready):
+    for _ in range(depth):
+        lock.acquire()
+    ready.set()
+    threading.Event().wait()  # until killed
+
+
+def _killed_holder(lock, depth=1, context=FORK):
+    """A child process that acquires `lock` depth times and is SIGKILLed holding it."""
+    ready = context.Event()
+    child = context.Process(target=_hold, args=(lock, depth, ready))
+    child.start()
+    assert ready.wait(60)
+    os.kill(child.pid, signal.SIGKILL)
+    return child
+
+
+def test_robust_owner_died(shm):
+    mutex = Mutex(buffer=shm, robust=True)
+    child = _killed_holder(mutex)
+    with pytest.raises(OwnerDiedError) as raised:
+        mutex.acquire()
+    assert isinstance(raised.value, LockError) and raised.value.errno == errno.EOWNERDEAD
+    assert mutex.owned()  # held despite the error
+    with pytest.raises(DeadlockError):
+        mutex.acquire()
+    mutex.mark_consistent()
+    mutex.release()
+    with mutex:
+        assert mutex.owned()
+    child.join()
+
+
+@pytest.mark.parametrize("kind", [Mutex, RLock])
+def test_robust_lock_pickled_to_a_spawned_process(shm, kind):
+    """The lock reaches a fresh interpreter pickled (through the SharedMemory's name), robust."""
+    lock = kind(buffer=shm, offset=8, robust=True)
+    child = _killed_holder(lock, context=multiprocessing.get_context("spawn"))
+    with pytest.raises(OwnerDiedError):
+        lock.acquire()
+    lock.mark_consistent()
+    lock.release()
+    child.join()
+
+
+def test_robust_owner_died_with_sleeping_waiters(shm):
+    """The holder dies while threads sleep in acquire: one gets OwnerDiedError, all get in."""
+    mutex = Mutex(buffer=shm, robust=True)
+    ready = FORK.Event()
+    holder = FORK.Process(target=_hold, args=(mutex, 1, ready))
+    holder.start()
+    assert ready.wait(60)
+    results = []
+
+    def waiter():
+        try:
+            mutex.acquire()
+            results.append("ok")
+        except OwnerDiedError:
+            results.append("died")
+            mutex.mark_consistent()
+        mutex.release()
+
+    threads = [threading.Thread(target=waiter) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for _ in range(20000):  # until one sleeps in the lock (bounded: only guards against hangs)
+        if _word(shm) & WAITERS:
+            break
+        threading.Event().wait(0.0005)
+    os.kill(holder.pid, signal.SIGKILL)
+    for t in threads:
+        t.join(60)
+    assert sorted(results) == ["died", "ok", "ok", "ok"]
+    holder.join()
+
+
+def test_robust_release_without_consistent_is_not_recoverable(shm):
+    mutex = Mutex(buffer=shm, robust=True)
+    _killed_holder(mutex).join()
+    with pytest.raises(OwnerDiedError):
+        mutex.acquire(timeout=60)
+    outcome = []
+
+    def waiter():
+        try:
+            mutex.acquire()
+            outcome.append("acquired")
+        except NotRecoverableError:
+            outcome.append("not recoverable")
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    for _ in range(20000):
+        if _word(shm) & WAITERS:
+            break
+        threading.Event().wait(0.0005)
+    mutex.release()  # without mark_consistent
+    thread.join(60)
+    assert outcome == ["not recoverable"]
+    with pytest.raises(NotRecoverableError):
+        mutex.acquire()
+    with pytest.raises(NotRecoverableError):
+        mutex.acquire(blocking=False)
+    with pytest.raises(NotOwnerError):
+        mutex.release()
+    other = Mutex(buffer=shm, robust=True, initialize=False)
+    with pytest.raises(NotRecoverableError):
+        other.acquire(timeout=1)
+
+
+def test_robust_rlock_holder_killed_mid_recursion(shm):
+    rlock = RLock(buffer=shm, robust=True)
+    child = _killed_holder(rlock, depth=3)
+    with pytest.raises(OwnerDiedError):
+        rlock.acquire()
+    assert rlock._recursion_count() == 1
+    rlock.acquire()
+    assert rlock._recursion_count() == 2
+    rlock.mark_consistent()
+    rlock.release()
+    rlock.release()
+    assert not rlock._is_owned()
+    with rlock:
+        pass
+    child.join()
+
+
+def test_robust_thread_exits_holding():
+    mutex = Mutex(robust=True)  # private memory: a thread's death
+    thread = threading.Thread(target=mutex.acquire)
+    thread.start()
+    thread.join()
+    with pytest.raises(OwnerDiedError):
+        mutex.acquire(timeout=60)
+    mutex.mark_consistent()
+    mutex.release()
+
+
+def test_robust_errors(shm):
+    with pytest.raises(LockError) as raised:
+        Mutex().mark_consistent()  # not robust
+    assert raised.value.errno == errno.EINVAL
+    with pytest.raises(NotOwnerError):
+        Mutex(robust=True).mark_consistent()
+    held = Mutex(robust=True)
+    held.acquire()
+    with pytest.raises(LockError):
+        held.mark_consistent()  # nothing to repair
+    held.release()
+    with pytest.raises(ValueError):
+        Mutex(buffer=shm, offset=4, robust=True)  # not 8-aligned
+    with pytest.raises(ValueError):
+        Mutex(buffer=shm, offset=56, robust=True)  # 16 bytes do not fit
+    Mutex(buffer=shm, offset=16)
+    with pytest.raises(ValueError):
+        Mutex(buffer=shm, offset=16, robust=True, initialize=False)  # the creator's is not robust
+    RLock(buffer=shm, offset=32, robust=True)
+    with pytest.raises(ValueError):
+        RLock(buffer=shm, offset=32, initialize=False)
+    assert RLock(buffer=shm, offset=32, robust=True, initialize=False).acquire()
