@@ -387,27 +387,50 @@ static void waits_that_span_calls(void) {
 
 /* fork(): the child's thread continues the forking thread, so it still holds the process-private
  * locks that thread held (it may unlock them, and wait on a condition with them); a lock in
- * shared memory stays the parent's. */
+ * shared memory stays the parent's, and a private robust lock is a dead holder's in the child
+ * (the owner checks of tracked words never accept an ancestor's id). */
 static void fork_keeps_the_forking_threads_locks(void) {
     sync_recursive_lock_t r = { 0, 0 };
     sync_mutex_t mine = SYNC_MUTEX_INIT;
+    sync_robust_mutex_t robust, robust_recursive;
     sync_mutex_t *shared = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     CHECK(shared != MAP_FAILED);
     CHECK_EQ(sync_mutex_init(shared, SYNC_PROCESS_SHARED), 0);
+    CHECK_EQ(sync_mutex_init(&robust.mutex, SYNC_MUTEX_ROBUST), 0);
+    CHECK_EQ(sync_recursive_lock_init(&robust_recursive.recursive, SYNC_MUTEX_ROBUST), 0);
     CHECK_EQ(sync_recursive_lock_lock(&r), 0);
     CHECK_EQ(sync_recursive_lock_lock(&r), 0);
     CHECK_EQ(sync_mutex_lock(&mine), 0);
     CHECK_EQ(sync_mutex_lock(shared), 0);
+    CHECK_EQ(sync_mutex_lock(&robust.mutex), 0);
+    CHECK_EQ(sync_recursive_lock_lock(&robust_recursive.recursive), 0);
+    CHECK_EQ(sync_recursive_lock_lock(&robust_recursive.recursive), 0);
     pid_t child = fork();
     if (child == 0) {
         int ok = sync_recursive_lock_depth(&r) == 2 && sync_mutex_is_owner(&mine)
             && sync_mutex_lock(&mine) == EDEADLK
+            /* the word still names the parent's thread: deeper, and back, through it */
+            && sync_recursive_lock_lock(&r) == 0 && sync_recursive_lock_trylock(&r) == 0
+            && sync_recursive_lock_depth(&r) == 4
+            && sync_recursive_lock_unlock(&r) == 0 && sync_recursive_lock_unlock(&r) == 0
             && sync_cond_wait_recursive_interruptible(&sc, &r, 0) == ETIMEDOUT
             && sync_recursive_lock_depth(&r) == 2
             && sync_recursive_lock_unlock(&r) == 0 && sync_recursive_lock_unlock(&r) == 0
             && sync_recursive_lock_unlock(&r) == EPERM
             && sync_mutex_unlock(&mine) == 0 && sync_mutex_unlock(&mine) == EPERM
-            && sync_mutex_unlock(shared) == EPERM && sync_mutex_trylock(shared) == EBUSY;
+            && sync_mutex_unlock(shared) == EPERM && sync_mutex_trylock(shared) == EBUSY
+            && sync_mutex_is_owner(shared) == 0;
+        /* Robust: not the child's (no owner, EPERM, no EDEADLK); its next locker is told. */
+        ok = ok && sync_mutex_is_owner(&robust.mutex) == 0 && sync_mutex_unlock(&robust.mutex) == EPERM
+            && sync_cond_wait_interruptible(&sc, &robust.mutex, 0) == EPERM
+            && sync_mutex_lock(&robust.mutex) == EOWNERDEAD && sync_mutex_consistent(&robust.mutex) == 0
+            && sync_mutex_unlock(&robust.mutex) == 0;
+        ok = ok && sync_recursive_lock_depth(&robust_recursive.recursive) == 0
+            && sync_recursive_lock_unlock(&robust_recursive.recursive) == EPERM
+            && sync_recursive_lock_trylock(&robust_recursive.recursive) == EOWNERDEAD
+            && sync_recursive_lock_depth(&robust_recursive.recursive) == 1
+            && sync_recursive_lock_consistent(&robust_recursive.recursive) == 0
+            && sync_recursive_lock_unlock(&robust_recursive.recursive) == 0;
         _exit(ok ? 0 : 1);
     }
     int status;
@@ -418,7 +441,109 @@ static void fork_keeps_the_forking_threads_locks(void) {
     CHECK_EQ(sync_recursive_lock_unlock(&r), 0);
     CHECK_EQ(sync_mutex_unlock(&mine), 0);
     CHECK_EQ(sync_mutex_unlock(shared), 0);
+    CHECK_EQ(sync_mutex_unlock(&robust.mutex), 0);
+    CHECK_EQ(sync_recursive_lock_depth(&robust_recursive.recursive), 2u);
+    CHECK_EQ(sync_recursive_lock_unlock(&robust_recursive.recursive), 0);
+    CHECK_EQ(sync_recursive_lock_unlock(&robust_recursive.recursive), 0);
     munmap(shared, sizeof *shared);
+}
+
+/* Robust locks through the exact (queued) waits of a process-private condition variable: taking
+ * the lock back after the wait passes EOWNERDEAD on (held, a recursive lock at its former depth)
+ * and ENOTRECOVERABLE (not held, no depth), in every form. The waiter is not the main thread, so
+ * that its wait is one piece (no slice ends). */
+enum { ROBUST_WAIT, ROBUST_RESUMABLE, ROBUST_RECURSIVE_RESUMABLE, ROBUST_RECURSIVE_INTERRUPTIBLE };
+static sync_robust_mutex_t robust_lock;
+static sync_cond_t robust_cv = SYNC_COND_INIT;
+static int robust_form, robust_holding;
+struct robust_outcome { int waited, owner; uint32_t depth; };
+
+static int robust_recursive(void) { return robust_form >= ROBUST_RECURSIVE_RESUMABLE; }
+static int robust_take(void) {
+    return robust_recursive() ? sync_recursive_lock_lock(&robust_lock.recursive) : sync_mutex_lock(&robust_lock.mutex);
+}
+static int robust_give(void) {
+    return robust_recursive() ? sync_recursive_lock_unlock(&robust_lock.recursive) : sync_mutex_unlock(&robust_lock.mutex);
+}
+
+static void *robust_waiter(void *arg) {
+    struct robust_outcome *out = arg;
+    sync_cond_waiter_t w = SYNC_COND_WAITER_INIT;
+    CHECK_EQ(robust_take(), 0);
+    if (robust_recursive()) CHECK_EQ(robust_take(), 0);   /* depth 2 */
+    __atomic_store_n(&robust_holding, 1, __ATOMIC_SEQ_CST);
+    switch (robust_form) {
+    case ROBUST_WAIT: out->waited = sync_cond_wait(&robust_cv, &robust_lock.mutex); break;
+    case ROBUST_RESUMABLE: out->waited = sync_cond_wait_resumable(&robust_cv, &robust_lock.mutex, &w, -1); break;
+    case ROBUST_RECURSIVE_RESUMABLE:
+        out->waited = sync_cond_wait_recursive_resumable(&robust_cv, &robust_lock.recursive, &w, -1);
+        break;
+    default: out->waited = sync_cond_wait_recursive_interruptible(&robust_cv, &robust_lock.recursive, -1); break;
+    }
+    out->owner = sync_mutex_is_owner(&robust_lock.mutex);
+    out->depth = robust_recursive() ? sync_recursive_lock_depth(&robust_lock.recursive) : 0;
+    if (out->waited == EOWNERDEAD) {
+        CHECK_EQ(sync_mutex_consistent(&robust_lock.mutex), 0);
+        for (uint32_t i = 0; i < (robust_recursive() ? out->depth : 1); i++) CHECK_EQ(robust_give(), 0);
+    }
+    return NULL;
+}
+
+/* Takes the lock once the waiter has released it by waiting, signals, and exits holding it. */
+static void *robust_signal_and_die(void *arg) {
+    (void)arg;
+    CHECK_EQ(robust_take(), 0);
+    CHECK_EQ(sync_cond_signal(&robust_cv), 0);
+    return NULL;
+}
+
+static void *robust_die_holding(void *arg) {
+    (void)arg;
+    CHECK_EQ(robust_take(), 0);
+    return NULL;
+}
+
+/* A thread takes the lock once the waiter has released it and dies holding it; this one gets
+ * EOWNERDEAD, signals, and unlocks without making it consistent: not recoverable. */
+static void *robust_spoil(void *arg) {
+    (void)arg;
+    pthread_t dying;
+    CHECK_EQ(pthread_create(&dying, NULL, robust_die_holding, NULL), 0);
+    CHECK_EQ(pthread_join(dying, NULL), 0);
+    CHECK_EQ(robust_take(), EOWNERDEAD);
+    CHECK_EQ(sync_cond_signal(&robust_cv), 0);
+    CHECK_EQ(robust_give(), 0);
+    return NULL;
+}
+
+static void robust_relocks(void) {
+    for (robust_form = ROBUST_WAIT; robust_form <= ROBUST_RECURSIVE_INTERRUPTIBLE; robust_form++) {
+        for (int spoil = 0; spoil < 2; spoil++) {
+            if (robust_recursive()) CHECK_EQ(sync_recursive_lock_init(&robust_lock.recursive, SYNC_MUTEX_ROBUST), 0);
+            else CHECK_EQ(sync_mutex_init(&robust_lock.mutex, SYNC_MUTEX_ROBUST), 0);
+            __atomic_store_n(&robust_holding, 0, __ATOMIC_SEQ_CST);
+            struct robust_outcome out = { -1, -1, 99 };
+            pthread_t waiter_thread, other;
+            CHECK_EQ(pthread_create(&waiter_thread, NULL, robust_waiter, &out), 0);
+            WAIT_UNTIL(__atomic_load_n(&robust_holding, __ATOMIC_SEQ_CST));
+            CHECK_EQ(pthread_create(&other, NULL, spoil ? robust_spoil : robust_signal_and_die, NULL), 0);
+            CHECK_EQ(pthread_join(other, NULL), 0);
+            CHECK_EQ(pthread_join(waiter_thread, NULL), 0);
+            if (spoil) {
+                CHECK_EQ(out.waited, ENOTRECOVERABLE);
+                CHECK_EQ(out.owner, 0);
+                CHECK_EQ(out.depth, 0u);
+                CHECK_EQ(robust_take(), ENOTRECOVERABLE);
+            } else {
+                CHECK_EQ(out.waited, EOWNERDEAD);
+                CHECK_EQ(out.owner, 1);
+                if (robust_recursive()) CHECK_EQ(out.depth, 2u);
+                CHECK_EQ(robust_take(), 0);   /* consistent again, and released by the waiter */
+                CHECK_EQ(robust_give(), 0);
+            }
+            CHECK_EQ(robust_cv._waiters, 0u);
+        }
+    }
 }
 
 /* Words no condition variable or condition lock holds: EINVAL, no change, no crash. */
@@ -445,6 +570,26 @@ static void impossible_words(void) {
     lock._cond[1] = 0xffffffffu;
     CHECK_EQ(sync_condition_lock_lock(&lock), EINVAL);
     CHECK_EQ(lock._mutex, 0u);
+    /* Its mutex word is a plain one: the UNOWNED, ROBUST and robust-state bits are impossible
+     * there (a robust word would be read as 16 bytes over the condition variable). */
+    static const uint32_t impossible_bits[] = { 1u << 24, 1u << 25, 1u << 26, 1u << 27, 1u << 28, 1u << 29 };
+    for (size_t i = 0; i < sizeof impossible_bits / sizeof impossible_bits[0]; i++) {
+        CHECK_EQ(sync_condition_lock_init(&lock, 3, 0), 0);
+        lock._mutex = impossible_bits[i];
+        CHECK_EQ(sync_condition_lock_lock(&lock), EINVAL);
+        CHECK_EQ(sync_condition_lock_trylock_when(&lock, 3), EINVAL);
+        CHECK_EQ(sync_condition_lock_unlock_with(&lock, 4), EINVAL);
+        CHECK_EQ(lock._mutex, impossible_bits[i]);
+        CHECK_EQ(sync_condition_lock_condition(&lock), 3);
+    }
+    /* One initialized SHARED stays valid (its word has the SHARED bit). */
+    CHECK_EQ(sync_condition_lock_init(&lock, 3, SYNC_PROCESS_SHARED), 0);
+    CHECK_EQ(sync_condition_lock_lock_when(&lock, 3), 0);
+    CHECK_EQ(sync_condition_lock_lock(&lock), EDEADLK);
+    CHECK_EQ(sync_condition_lock_unlock_with(&lock, 4), 0);
+    CHECK_EQ(sync_condition_lock_trylock_when(&lock, 4), 0);
+    CHECK_EQ(sync_condition_lock_unlock(&lock), 0);
+    CHECK_EQ(sync_condition_lock_unlock(&lock), EPERM);
 }
 
 int main(void) {
@@ -457,6 +602,7 @@ int main(void) {
     many_waiters_partial_signals();
     waits_that_span_calls();
     fork_keeps_the_forking_threads_locks();
+    robust_relocks();
     impossible_words();
     DONE();
 }
