@@ -519,7 +519,21 @@ static void test_churn_under_flood(void) {
 }
 
 /* fork(): the child starts unrouted (previous action, mask as before the route) and can route
- * afresh; the parent's route is untouched. */
+ * afresh; the parent's route is untouched. The library's other fork handler (the thread's
+ * ancestor ids, empty wait queues) runs too: the child's thread still holds the private mutex the
+ * forking thread held, and a parent thread's wait is not in the child's queue. */
+static sync_mutex_t fork_mutex = SYNC_MUTEX_INIT;
+static sync_cond_t fork_cond = SYNC_COND_INIT;
+static atomic_int fork_waiting, fork_done;
+static void *fork_cond_waiter(void *arg) {
+    (void)arg;
+    sync_mutex_lock(&fork_mutex);
+    atomic_store(&fork_waiting, 1);
+    while (!atomic_load(&fork_done)) sync_cond_wait(&fork_cond, &fork_mutex);
+    sync_mutex_unlock(&fork_mutex);
+    return NULL;
+}
+
 static void test_fork(void) {
     int signo = SIGRTMIN + 6;
     install_previous(signo);
@@ -528,9 +542,19 @@ static void test_fork(void) {
     CHECK_EQ(sync_executor_create(&log.executor), 0);
     sync_signal_target target = {log.executor, NULL, record, &log};
     CHECK_EQ(sync_signal_route(signo, &target), 0);
+    pthread_t waiter;
+    CHECK_EQ(pthread_create(&waiter, NULL, fork_cond_waiter, NULL), 0);
+    CHECK_EVENTUALLY(atomic_load(&fork_waiting));
+    CHECK_EQ(sync_mutex_lock(&fork_mutex), 0);  /* the waiter sleeps on fork_cond */
     pid_t child = fork();
     CHECK(child >= 0);
     if (child == 0) {
+        sync_mutex_t fresh = SYNC_MUTEX_INIT;  /* taken under the child's own id */
+        if (sync_mutex_lock(&fresh) != 0 || fresh._word != (uint32_t)getpid() || sync_mutex_unlock(&fresh) != 0) _exit(24);
+        if (sync_mutex_is_owner(&fork_mutex) != 1) _exit(20);
+        if (sync_cond_signal(&fork_cond) != 0) _exit(21);  /* no parent thread in the queue */
+        if (sync_cond_timedwait(&fork_cond, &fork_mutex, 1000000) != ETIMEDOUT) _exit(22);
+        if (sync_mutex_unlock(&fork_mutex) != 0 || sync_mutex_unlock(&fork_mutex) != EPERM) _exit(23);
         if (!action_is(signo, previous_handler)) _exit(10);
         if (is_blocked_here(signo)) _exit(11);
         long before = atomic_load(&previous_calls[signo]);
@@ -549,6 +573,11 @@ static void test_fork(void) {
         _exit(0);
     }
     reap(child);
+    CHECK_EQ(sync_mutex_is_owner(&fork_mutex), 1);
+    atomic_store(&fork_done, 1);
+    CHECK_EQ(sync_cond_broadcast(&fork_cond), 0);
+    CHECK_EQ(sync_mutex_unlock(&fork_mutex), 0);
+    CHECK_EQ(pthread_join(waiter, NULL), 0);
     union sigval value = {.sival_int = 42};
     CHECK_EQ(sigqueue(getpid(), signo, value), 0);
     CHECK_EVENTUALLY((atomic_load(&log.count) == 1));
