@@ -4,8 +4,8 @@ import LibSync
 import Synchronization
 
 // sync/locks.h: each function checks the pointer (EINVAL), converts arguments, and calls the
-// Swift core (Sources/LibSync/Locks). `_interruptible` forms pass interruptible: true and wait
-// in slices (Interruptible.swift).
+// Swift core (Sources/LibSync/Locks). `_interruptible` forms pass interruptible: true and, in
+// the main thread, wait in slices (Interruptible.swift).
 
 @inline(__always)
 func lockMemory(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {

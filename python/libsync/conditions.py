@@ -157,7 +157,9 @@ class Condition:
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Waits until notified or the timeout passes; True if notified, False if it timed out.
-        The caller must hold the lock (RuntimeError otherwise); it is released while waiting."""
+        The caller must hold the lock (RuntimeError otherwise); it is released while waiting.
+        Over a robust Mutex or RLock, taking it back may raise OwnerDiedError (held again, as
+        acquire raises it) or NotRecoverableError (not held)."""
         deadline = _deadline(timeout)
         memory = _Waiter()
         waiter = memory.p

@@ -12,7 +12,7 @@ from conftest import assert_ctrl_c_interrupts
 import libsync
 from libsync import (Barrier, BoundedSemaphore, BrokenBarrierError, Condition, ConditionLock, Event, Lock, RLock,
                      Semaphore)
-from libsync.locks import Mutex, NotOwnerError
+from libsync.locks import Mutex, NotOwnerError, OwnerDiedError
 
 
 def run(threads):
@@ -763,6 +763,37 @@ def test_fork_forgets_the_parents_waiters():
     parent_waiter.join()
     event_waiter.join()
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+@pytest.mark.parametrize("make_lock", [Mutex, RLock])
+def test_a_wait_over_a_robust_lock_reports_a_notifier_that_died_holding_it(make_lock):
+    """The wait's relock finds the lock's holder dead: OwnerDiedError, raised holding the lock
+    (an RLock at the depth it had), as acquire raises it; once marked consistent it serves on.
+    The main thread waits, in slices."""
+    lock = make_lock(robust=True)
+    cond = Condition(lock)
+
+    def notify_and_die():
+        wait_until(lambda: queued(cond) == 1, "the main thread waits")
+        lock.acquire()
+        cond.notify()  # and the thread ends holding the lock
+
+    depth = 2 if make_lock is RLock else 1
+    for _ in range(depth):
+        lock.acquire()
+    thread = threading.Thread(target=notify_and_die)
+    thread.start()
+    with pytest.raises(OwnerDiedError):
+        cond.wait(60)
+    thread.join()
+    assert cond._is_owned() and queued(cond) == 0
+    if make_lock is RLock:
+        assert lock._recursion_count() == 2
+    lock.mark_consistent()
+    for _ in range(depth):
+        lock.release()
+    assert lock.acquire(timeout=60)
+    lock.release()
 
 
 def test_condition_lock_conditions_are_int64():
