@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup.sh
+scripts/servers.sh install || true  # PostgreSQL and Redis for the distributed lock tests (which skip loudly without)
 
 echo "== C tests (ctest)"
 (cd build && ctest --output-on-failure)

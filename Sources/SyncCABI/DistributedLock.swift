@@ -70,7 +70,7 @@ public func c_sync_distributed_lock_error_message() -> UnsafePointer<CChar> {
     DistributedLockMessage.cString ?? UnsafePointer(emptyMessage)
 }
 
-private let emptyMessage: UnsafeMutablePointer<CChar> = strdup("")!
+nonisolated(unsafe) private let emptyMessage: UnsafeMutablePointer<CChar> = strdup("")!
 
 @_cdecl("sync_distributed_lock_unlock")
 public func c_sync_distributed_lock_unlock(_ lock: OpaquePointer?) -> Int32 {
