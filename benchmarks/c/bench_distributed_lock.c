@@ -1,8 +1,14 @@
 /* The distributed lock's acquire+release, and a busy try_lock, beside flock(2) on a lock file
  * (kept open, as a long-lived process would; and opened/closed each time, as filelock does) and
  * beside a bare mkdir+rmdir (the floor of any directory-based lock). One thread, uncontended:
- * the latency a process pays per critical section. The files live in $BENCH_DIR (default /tmp). */
+ * the latency a process pays per critical section. The files live in $BENCH_DIR (default /tmp).
+ *
+ * Servers (private ones from scripts/servers.sh, or $LIBSYNC_TEST_SERVERS's): the PostgreSQL and
+ * Redis backends' try_lock+unlock beside the floor, the two round trips the operation needs made
+ * with the same client library (libpq: two SELECT 1; hiredis: two PINGs), with the spread of the
+ * runs. The client libraries are opened with dlopen here too, as libsync does. */
 #include "bench.h"
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -26,6 +32,111 @@ BENCH_BODY(mkdir_rmdir, , check(mkdir(dir_path, 0777) == 0, "mkdir"); rmdir(dir_
 
 BENCH_BODY(dl_busy, , check(sync_distributed_lock_try_lock(other) == EBUSY, "busy try_lock"))
 BENCH_BODY(flock_busy, , check(flock(flock_other_fd, LOCK_EX | LOCK_NB) == -1, "busy flock"))
+
+/* ---- Servers ---- */
+
+typedef void *(*pq_connectdb)(const char *);
+typedef int (*pq_status)(const void *);
+typedef void *(*pq_exec)(void *, const char *);
+typedef void (*pq_clear)(void *);
+typedef void *(*redis_connect)(const char *, int);
+typedef void *(*redis_command)(void *, const char *, ...);
+typedef void (*redis_free_reply)(void *);
+static pq_exec pq_exec_fn;
+static pq_clear pq_clear_fn;
+static redis_command redis_command_fn;
+static redis_free_reply redis_free_reply_fn;
+static void *pg_conn, *redis_context;
+static sync_distributed_lock_t *pg_lock, *redis_lock;
+
+static void pg_select_twice(void) {
+    pq_clear_fn(pq_exec_fn(pg_conn, "SELECT 1"));
+    pq_clear_fn(pq_exec_fn(pg_conn, "SELECT 1"));
+}
+static void redis_ping_twice(void) {
+    redis_free_reply_fn(redis_command_fn(redis_context, "PING"));
+    redis_free_reply_fn(redis_command_fn(redis_context, "PING"));
+}
+static void pg_cycle(void) { check(sync_distributed_lock_try_lock(pg_lock) == 0, "pg try_lock"); sync_distributed_lock_unlock(pg_lock); }
+static void redis_cycle(void) { check(sync_distributed_lock_try_lock(redis_lock) == 0, "redis try_lock"); sync_distributed_lock_unlock(redis_lock); }
+
+struct server_row { const char *name; void (*op)(void); double samples[BENCH_REPEATS]; };
+
+/* Rows interleaved round-robin (drift hits all alike); median and min...max of BENCH_REPEATS runs. */
+static void server_table(const char *title, struct server_row *rows, int count, long iterations) {
+    for (int r = 0; r < BENCH_REPEATS; r++)
+        for (int i = 0; i < count; i++) {
+            double begin = bench_now();
+            for (long n = 0; n < iterations; n++) rows[i].op();
+            rows[i].samples[r] = (bench_now() - begin) / (double)iterations;
+        }
+    printf("\n%s — median of %d runs of %ld (spread: min...max)\n", title, BENCH_REPEATS, iterations);
+    printf("  %-44s %10s %21s %8s\n", "", "µs/op", "spread", "ratio");
+    double base = 0;
+    for (int i = 0; i < count; i++) {
+        double median = bench_median(rows[i].samples);  /* (sorts the samples) */
+        if (i == 0) base = median;
+        printf("  %-44s %10.1f %10.1f...%-8.1f %7.2fx\n", rows[i].name, median / 1e3, rows[i].samples[0] / 1e3,
+               rows[i].samples[BENCH_REPEATS - 1] / 1e3, median / base);
+    }
+    fflush(stdout);
+}
+
+static void read_line(const char *dir, const char *name, char *out, size_t size) {
+    char file[512];
+    snprintf(file, sizeof file, "%s/%s", dir, name);
+    FILE *f = fopen(file, "r");
+    check(f != NULL, file);
+    check(fgets(out, (int)size, f) != NULL, file);
+    out[strcspn(out, "\n")] = 0;
+    fclose(f);
+}
+
+static void servers(void) {
+    char dir[256], command[600], url[512], target[600];
+    const char *given = getenv("LIBSYNC_TEST_SERVERS");
+    if (given) snprintf(dir, sizeof dir, "%s", given);
+    else {
+        snprintf(dir, sizeof dir, "/tmp/libsync-bench-servers-XXXXXX");
+        check(mkdtemp(dir) != NULL, "mkdtemp");
+        snprintf(command, sizeof command, "scripts/servers.sh start %s", dir);
+        if (system(command) != 0) { printf("(no PostgreSQL/Redis servers: scripts/servers.sh could not start them)\n"); return; }
+    }
+    void *pq = dlopen("libpq.so.5", RTLD_NOW), *hiredis = dlopen("libhiredis.so.0.14", RTLD_NOW);
+    if (!hiredis) hiredis = dlopen("libhiredis.so.1.1.0", RTLD_NOW);
+    check(pq && hiredis, "dlopen libpq / hiredis");
+    pq_exec_fn = (pq_exec)dlsym(pq, "PQexec");
+    pq_clear_fn = (pq_clear)dlsym(pq, "PQclear");
+    redis_command_fn = (redis_command)dlsym(hiredis, "redisCommand");
+    redis_free_reply_fn = (redis_free_reply)dlsym(hiredis, "freeReplyObject");
+
+    read_line(dir, "postgres.url", url, sizeof url);
+    pg_conn = ((pq_connectdb)dlsym(pq, "PQconnectdb"))(url);
+    check(((pq_status)dlsym(pq, "PQstatus"))(pg_conn) == 0, "PQconnectdb");
+    snprintf(target, sizeof target, "%s?lock=bench-c", url);
+    check(sync_distributed_lock_create(target, &pg_lock) == 0, "create (PostgreSQL)");
+    struct server_row pg[] = {{"floor: 2 round trips (libpq SELECT 1 x2)", pg_select_twice, {0}},
+                              {"libsync try_lock+unlock (PostgreSQL)", pg_cycle, {0}}};
+    server_table("PostgreSQL: acquire+release, uncontended, loopback", pg, 2, 300);
+
+    char port[16];
+    read_line(dir, "redis.port", port, sizeof port);
+    redis_context = ((redis_connect)dlsym(hiredis, "redisConnect"))("127.0.0.1", atoi(port));
+    redis_free_reply_fn(redis_command_fn(redis_context, "AUTH secret"));
+    read_line(dir, "redis.url", url, sizeof url);
+    snprintf(target, sizeof target, "%s?lock=bench-c", url);
+    check(sync_distributed_lock_create(target, &redis_lock) == 0, "create (Redis)");
+    struct server_row redis[] = {{"floor: 2 round trips (hiredis PING x2)", redis_ping_twice, {0}},
+                                 {"libsync try_lock+unlock (Redis)", redis_cycle, {0}}};
+    server_table("Redis: acquire+release, uncontended, loopback", redis, 2, 300);
+
+    sync_distributed_lock_destroy(pg_lock);
+    sync_distributed_lock_destroy(redis_lock);
+    if (!given) {
+        snprintf(command, sizeof command, "scripts/servers.sh stop %s; rm -rf %s", dir, dir);
+        if (system(command) != 0) printf("(stopping the servers failed)\n");
+    }
+}
 
 int main(int argc, char **argv) {
     long iterations = 4000 * (argc > 1 ? atol(argv[1]) : 1);
@@ -54,5 +165,6 @@ int main(int argc, char **argv) {
     sync_distributed_lock_destroy(lock);
     sync_distributed_lock_destroy(other);
     unlink(flock_path);
+    if (!getenv("BENCH_NO_SERVERS")) servers();
     return 0;
 }

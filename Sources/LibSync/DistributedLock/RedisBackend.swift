@@ -169,7 +169,9 @@ final class RedisConnection {
     func run(_ arguments: [String], deadline: Int64) -> Result<RedisReply, Fault> {
         let connected = connect(deadline: deadline)
         if connected != 0 { return .failure(Fault(code: connected, message: DistributedLockMessage.detail ?? "cannot connect")) }
-        let wanted = max(1_000_000, min(address.ioTimeout, deadline - monotonicNow()))
+        // (the I/O timeout unless the deadline is sooner: a socket option set only when it changes)
+        let left = deadline - monotonicNow()
+        let wanted = left >= address.ioTimeout - 1_000_000 ? address.ioTimeout : max(1_000_000, left)
         if wanted != timeout {
             _ = hiredis.setTimeout(context, timeval(wanted))
             timeout = wanted
@@ -442,6 +444,8 @@ final class LeaseRenewer: ProcessBound, @unchecked Sendable {
     /// Under `mutex`: when the thread next wakes (-1: when a lease comes).
     private var nextWake: Int64 = -1
     private var started = false
+    /// Under `mutex`: the shortest renewal interval seen, the thread's nap while it has no lease.
+    private var shortest = Int64.max
     /// The thread's connections, per server.
     private var connections: [RedisAddress: RedisConnection] = [:]
 
@@ -460,7 +464,8 @@ final class LeaseRenewer: ProcessBound, @unchecked Sendable {
     private static func interval(_ lease: Lease) -> Int64 { lease.backend.ttlMilliseconds * 1_000_000 / 3 }
 
     func add(_ lease: Lease, for holder: UInt64) {
-        let due = monotonicNow() + Self.interval(lease)
+        let interval = Self.interval(lease)
+        let due = monotonicNow() + interval
         pthread_mutex_lock(mutex)
         leases[holder] = (lease, due)
         if !started {
@@ -470,7 +475,10 @@ final class LeaseRenewer: ProcessBound, @unchecked Sendable {
             pthread_create(&thread, nil, { LeaseRenewer.run(Unmanaged<LeaseRenewer>.fromOpaque($0!).takeUnretainedValue()); return nil }, me)
             pthread_detach(thread)
         }
+        // Wakes the thread only if it would sleep past this lease's renewal: a lease taken and
+        // released between two of its wakes costs no context switch.
         if nextWake < 0 || due < nextWake { pthread_cond_signal(wake) }
+        shortest = min(shortest, interval)
         pthread_mutex_unlock(mutex)
     }
 
@@ -494,7 +502,7 @@ final class LeaseRenewer: ProcessBound, @unchecked Sendable {
         let now = monotonicNow()
         let due = leases.filter { $0.value.due <= now }
         if due.isEmpty {
-            nextWake = leases.values.map(\.due).min() ?? -1
+            nextWake = leases.values.map(\.due).min() ?? (shortest == .max ? -1 : now + shortest)
             if nextWake < 0 {
                 pthread_cond_wait(wake, mutex)
             } else {
