@@ -81,6 +81,7 @@ static pid_t spawn_holder(const char *t) {
     pid_t child = fork();
     if (child == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        signal(SIGALRM, SIG_DFL);
         alarm(120);
         sync_distributed_lock_t *lock = make(t);
         char ok = sync_distributed_lock_try_lock(lock) == 0 ? 'y' : 'n';
@@ -211,6 +212,44 @@ static void test_killed_holder(enum backend b) {
     CHECK_EQ(sync_distributed_lock_token(a, &second), 0);
     CHECK(second > first + 1);  /* the dead holder's token came between */
     CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    sync_distributed_lock_destroy(a);
+}
+
+/* A holder that forked a child and then died: the child (alive, which never held the lock) does not
+ * keep the holder's lock (PostgreSQL: the child closed its copy of the session's socket at the
+ * fork, else the server would keep the dead holder's session and lock while the child lives). */
+static void test_dead_holders_child_keeps_nothing(enum backend b) {
+    char t[600];
+    target(b, NULL, t, sizeof t);
+    int ready[2];
+    CHECK_EQ(pipe(ready), 0);
+    pid_t holder = fork();
+    if (holder == 0) {
+        signal(SIGALRM, SIG_DFL);
+        alarm(120);
+        sync_distributed_lock_t *lock = make(t);
+        if (sync_distributed_lock_try_lock(lock) != 0) _exit(3);
+        pid_t child = fork();
+        if (child == 0) {
+            signal(SIGALRM, SIG_DFL);  /* (never outlives the test by much) */
+            alarm(60);
+            for (;;) pause();
+        }
+        if (write(ready[1], &child, sizeof child) != sizeof child) _exit(4);
+        for (;;) pause();
+    }
+    pid_t child = 0;
+    CHECK_EQ(read(ready[0], &child, sizeof child), (long)sizeof child);
+    close(ready[0]);
+    close(ready[1]);
+    sync_distributed_lock_t *a = make(t);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), EBUSY);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    CHECK_EQ(kill(child, 0), 0);  /* the holder's child lives on */
+    CHECK_EQ(sync_distributed_lock_lock_until(a, sync_monotonic_ns() + 20 * S, MS), 0);
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    kill(child, SIGKILL);
     sync_distributed_lock_destroy(a);
 }
 
@@ -522,6 +561,7 @@ int main(void) {
         test_basics_and_tokens(b);
         test_mutual_exclusion_and_fencing(b);
         test_killed_holder(b);
+        test_dead_holders_child_keeps_nothing(b);
         test_interruptible(b);
         test_fork(b);
         if (b != FILES) {

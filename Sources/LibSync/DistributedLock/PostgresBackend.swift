@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 // The PostgreSQL backend: a session advisory lock, `pg_advisory_lock(key)`, on the key
 // `stableHash(name)` (FNV-1a 64 of the lock name, as a signed bigint). Two names whose hashes
@@ -147,6 +148,8 @@ final class PostgresSession: LockSession {
     private let me: ProcessIdentity
     private var libpq: LibPQ { backend.libpq }
     private var conn: OpaquePointer?
+    /// `conn`'s socket, as registered with `InheritedSockets`.
+    private var socketNumber: Int32 = -1
     private var held = false
     var token: UInt64 = 0
 
@@ -208,6 +211,8 @@ final class PostgresSession: LockSession {
         }
         _ = libpq.setNoticeProcessor(made, { _, _ in }, nil)  // (the server's notices are not for stderr)
         conn = made
+        socketNumber = libpq.socket(made)
+        InheritedSockets.register(socketNumber)
         return 0
     }
 
@@ -226,7 +231,10 @@ final class PostgresSession: LockSession {
     }
 
     private func disconnect() {
-        if let conn { libpq.finish(conn) }
+        if let conn {
+            InheritedSockets.unregister(socketNumber)
+            libpq.finish(conn)
+        }
         conn = nil
     }
 
@@ -446,4 +454,42 @@ final class PostgresSession: LockSession {
 private func trimmed(_ message: String) -> String {
     message.split(separator: "\n").map { $0.trimmingPrefix("FATAL:  ").trimmingPrefix("ERROR:  ") }
         .map(String.init).joined(separator: "; ")
+}
+
+/// The sockets of this process's PostgreSQL sessions, closed in a forked child at once: the
+/// server keeps a session, and its locks, while any process has its socket open, so a child that
+/// kept its parent's would keep the parent's lock held after the parent died. (The child never
+/// uses its parent's sessions; closing its copy of the socket leaves the parent's intact.)
+enum InheritedSockets {
+    private static let capacity = 4096
+    /// Slots of open session sockets (0: free; else the socket + 1), lock-free for the fork handler.
+    nonisolated(unsafe) private static let slots: UnsafeMutablePointer<Atomic<Int32>> = {
+        let slots = UnsafeMutablePointer<Atomic<Int32>>.allocate(capacity: capacity)
+        for i in 0..<capacity { (slots + i).initialize(to: Atomic(0)) }
+        pthread_atfork(nil, nil) { InheritedSockets.closeAll() }
+        return slots
+    }()
+
+    static func register(_ socket: Int32) {
+        guard socket >= 0 else { return }
+        for i in 0..<capacity where slots[i].compareExchange(expected: 0, desired: socket + 1, ordering: .relaxed).exchanged {
+            return
+        }
+        // (full: this socket is not closed in a child; the lock is still released when every process holding it ends)
+    }
+
+    static func unregister(_ socket: Int32) {
+        guard socket >= 0 else { return }
+        for i in 0..<capacity where slots[i].compareExchange(expected: socket + 1, desired: 0, ordering: .relaxed).exchanged {
+            return
+        }
+    }
+
+    /// In a forked child (async-signal-safe: atomics and close only).
+    private static func closeAll() {
+        for i in 0..<capacity {
+            let value = slots[i].exchange(0, ordering: .relaxed)
+            if value != 0 { close(value - 1) }
+        }
+    }
 }
