@@ -9,6 +9,8 @@
  * runs. The client libraries are opened with dlopen here too, as libsync does. */
 #include "bench.h"
 #include <dlfcn.h>
+#include <poll.h>
+#include <sys/time.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -49,35 +51,85 @@ static redis_free_reply redis_free_reply_fn;
 static void *pg_conn, *redis_context;
 static sync_distributed_lock_t *pg_lock, *redis_lock;
 
+/* One round trip as libsync makes it: send, then poll() with a timeout (a thread that sleeps with
+ * a timer armed and one that sleeps without one wake at different speeds on some VMs: the floor
+ * and libsync must sleep alike), then read the result. */
+typedef int (*pq_send)(void *, const char *);
+typedef int (*pq_int)(void *);
+typedef void *(*pq_result)(void *);
+static pq_send pq_send_fn;
+static pq_int pq_socket_fn, pq_consume_fn, pq_busy_fn;
+static pq_result pq_get_result_fn;
+static void pg_round_trip(const char *sql) {
+    pq_send_fn(pg_conn, sql);
+    while (pq_busy_fn(pg_conn)) {
+        struct pollfd p = {pq_socket_fn(pg_conn), POLLIN, 0};
+        poll(&p, 1, 5000);
+        pq_consume_fn(pg_conn);
+    }
+    void *result;
+    while ((result = pq_get_result_fn(pg_conn)) != NULL) pq_clear_fn(result);
+}
 static void pg_select_twice(void) {
-    pq_clear_fn(pq_exec_fn(pg_conn, "SELECT 1"));
-    pq_clear_fn(pq_exec_fn(pg_conn, "SELECT 1"));
+    pg_round_trip("SELECT 1");
+    pg_round_trip("SELECT 1");
 }
 static void redis_ping_twice(void) {
     redis_free_reply_fn(redis_command_fn(redis_context, "PING"));
     redis_free_reply_fn(redis_command_fn(redis_context, "PING"));
 }
+/* libsync's own requests, made raw through the client library: what the server's work costs
+ * beyond a round trip (the token, the holder's name, the compare-and-delete), without libsync. */
+static char redis_acquire_sha[64], redis_release_sha[64];
+static void pg_same_statements(void) {
+    pg_round_trip("SELECT CASE WHEN pg_try_advisory_lock(4242) THEN nextval('libsync_fencing_token') END, "
+                  "set_config('application_name', 'libsync 1 1 1 bench', false)");
+    pg_round_trip("SELECT pg_advisory_unlock(4242)");
+}
+static void redis_same_scripts(void) {
+    redis_free_reply_fn(redis_command_fn(redis_context, "EVALSHA %s 2 bench-raw bench-raw:fence entry 10000", redis_acquire_sha));
+    redis_free_reply_fn(redis_command_fn(redis_context, "EVALSHA %s 1 bench-raw entry", redis_release_sha));
+}
+static void load_script(const char *script, char *sha) {
+    struct { int type; long long integer; size_t len; char *str; } *reply = redis_command_fn(redis_context, "SCRIPT LOAD %s", script);
+    snprintf(sha, 64, "%s", reply->str);  /* (hiredis 0.14's redisReply layout) */
+    redis_free_reply_fn(reply);
+}
+
 static void pg_cycle(void) { check(sync_distributed_lock_try_lock(pg_lock) == 0, "pg try_lock"); sync_distributed_lock_unlock(pg_lock); }
 static void redis_cycle(void) { check(sync_distributed_lock_try_lock(redis_lock) == 0, "redis try_lock"); sync_distributed_lock_unlock(redis_lock); }
 
-struct server_row { const char *name; void (*op)(void); double samples[BENCH_REPEATS]; };
+struct server_row { const char *name; void (*op)(void); double *samples; };
 
-/* Rows interleaved round-robin (drift hits all alike); median and min...max of BENCH_REPEATS runs. */
-static void server_table(const char *title, struct server_row *rows, int count, long iterations) {
-    for (int r = 0; r < BENCH_REPEATS; r++)
-        for (int i = 0; i < count; i++) {
-            double begin = bench_now();
-            for (long n = 0; n < iterations; n++) rows[i].op();
-            rows[i].samples[r] = (bench_now() - begin) / (double)iterations;
-        }
-    printf("\n%s — median of %d runs of %ld (spread: min...max)\n", title, BENCH_REPEATS, iterations);
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Every call timed alone, the rows taking turns in blocks of 50 calls (a round trip's cost on a
+ * VM swings with where the client and the server run: turns expose every row to the same swings;
+ * blocks keep each row's server process busy during its turn, as a loop of one row would); each
+ * row's median call and its spread (10th...90th percentile). */
+enum { BLOCK = 50 };
+static void server_table(const char *title, struct server_row *rows, int count, long calls) {
+    for (int i = 0; i < count; i++) rows[i].samples = calloc((size_t)calls, sizeof(double));
+    for (long block = 0; block < calls; block += BLOCK)
+        for (int i = 0; i < count; i++)
+            for (long n = block; n < block + BLOCK && n < calls; n++) {
+                double begin = bench_now();
+                rows[i].op();
+                rows[i].samples[n] = bench_now() - begin;
+            }
+    printf("\n%s — median of %ld calls, in turns of %d (spread: 10th...90th percentile)\n", title, calls, BLOCK);
     printf("  %-44s %10s %21s %8s\n", "", "µs/op", "spread", "ratio");
     double base = 0;
     for (int i = 0; i < count; i++) {
-        double median = bench_median(rows[i].samples);  /* (sorts the samples) */
+        qsort(rows[i].samples, (size_t)calls, sizeof(double), compare_doubles);
+        double median = rows[i].samples[calls / 2];
         if (i == 0) base = median;
-        printf("  %-44s %10.1f %10.1f...%-8.1f %7.2fx\n", rows[i].name, median / 1e3, rows[i].samples[0] / 1e3,
-               rows[i].samples[BENCH_REPEATS - 1] / 1e3, median / base);
+        printf("  %-44s %10.1f %10.1f...%-8.1f %7.2fx\n", rows[i].name, median / 1e3, rows[i].samples[calls / 10] / 1e3,
+               rows[i].samples[calls * 9 / 10] / 1e3, median / base);
+        free(rows[i].samples);
     }
     fflush(stdout);
 }
@@ -107,6 +159,11 @@ static void servers(void) {
     check(pq && hiredis, "dlopen libpq / hiredis");
     pq_exec_fn = (pq_exec)dlsym(pq, "PQexec");
     pq_clear_fn = (pq_clear)dlsym(pq, "PQclear");
+    pq_send_fn = (pq_send)dlsym(pq, "PQsendQuery");
+    pq_socket_fn = (pq_int)dlsym(pq, "PQsocket");
+    pq_consume_fn = (pq_int)dlsym(pq, "PQconsumeInput");
+    pq_busy_fn = (pq_int)dlsym(pq, "PQisBusy");
+    pq_get_result_fn = (pq_result)dlsym(pq, "PQgetResult");
     redis_command_fn = (redis_command)dlsym(hiredis, "redisCommand");
     redis_free_reply_fn = (redis_free_reply)dlsym(hiredis, "freeReplyObject");
 
@@ -115,20 +172,29 @@ static void servers(void) {
     check(((pq_status)dlsym(pq, "PQstatus"))(pg_conn) == 0, "PQconnectdb");
     snprintf(target, sizeof target, "%s?lock=bench-c", url);
     check(sync_distributed_lock_create(target, &pg_lock) == 0, "create (PostgreSQL)");
-    struct server_row pg[] = {{"floor: 2 round trips (libpq SELECT 1 x2)", pg_select_twice, {0}},
-                              {"libsync try_lock+unlock (PostgreSQL)", pg_cycle, {0}}};
-    server_table("PostgreSQL: acquire+release, uncontended, loopback", pg, 2, 300);
+    struct server_row pg[] = {{"floor: 2 round trips (libpq SELECT 1 x2)", pg_select_twice, NULL},
+                              {"libsync's 2 statements, raw through libpq", pg_same_statements, NULL},
+                              {"libsync try_lock+unlock (PostgreSQL)", pg_cycle, NULL}};
+    server_table("PostgreSQL: acquire+release, uncontended, loopback", pg, 3, 3000);
 
     char port[16];
     read_line(dir, "redis.port", port, sizeof port);
     redis_context = ((redis_connect)dlsym(hiredis, "redisConnect"))("127.0.0.1", atoi(port));
     redis_free_reply_fn(redis_command_fn(redis_context, "AUTH secret"));
+    ((int (*)(void *, struct timeval))dlsym(hiredis, "redisSetTimeout"))(redis_context, (struct timeval){5, 0});  /* (as libsync's) */
     read_line(dir, "redis.url", url, sizeof url);
     snprintf(target, sizeof target, "%s?lock=bench-c", url);
     check(sync_distributed_lock_create(target, &redis_lock) == 0, "create (Redis)");
-    struct server_row redis[] = {{"floor: 2 round trips (hiredis PING x2)", redis_ping_twice, {0}},
-                                 {"libsync try_lock+unlock (Redis)", redis_cycle, {0}}};
-    server_table("Redis: acquire+release, uncontended, loopback", redis, 2, 300);
+    load_script("local v = redis.call('get', KEYS[1]) if not v or v == ARGV[1] then redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2]) "
+                "local t = redis.call('time') local token = math.max(tonumber(redis.call('get', KEYS[2]) or '0') + 1, "
+                "tonumber(t[1]) * 1000000 + tonumber(t[2])) redis.call('set', KEYS[2], string.format('%.0f', token)) return token end return 0",
+                redis_acquire_sha);
+    load_script("local v = redis.call('get', KEYS[1]) if v == ARGV[1] then redis.call('del', KEYS[1]) return 1 "
+                "elseif v then return 2 else return 0 end", redis_release_sha);
+    struct server_row redis[] = {{"floor: 2 round trips (hiredis PING x2)", redis_ping_twice, NULL},
+                                 {"libsync's 2 scripts, raw through hiredis", redis_same_scripts, NULL},
+                                 {"libsync try_lock+unlock (Redis)", redis_cycle, NULL}};
+    server_table("Redis: acquire+release, uncontended, loopback", redis, 3, 3000);
 
     sync_distributed_lock_destroy(pg_lock);
     sync_distributed_lock_destroy(redis_lock);

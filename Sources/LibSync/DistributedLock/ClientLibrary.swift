@@ -50,27 +50,6 @@ func waitForSocket(_ fd: Int32, writable: Bool = false, deadline: Int64, interru
     }
 }
 
-/// Runs `body` with SIGPIPE blocked in the calling thread, and discards a SIGPIPE that `body`
-/// raised (a write to a connection the server closed), so that it never kills the process.
-/// `failed(result)` says whether to look for one.
-func withoutSIGPIPE<R>(_ body: () -> R, failed: (R) -> Bool) -> R {
-    var pipe = sigset_t(), saved = sigset_t()
-    sigemptyset(&pipe)
-    sigaddset(&pipe, SIGPIPE)
-    pthread_sigmask(SIG_BLOCK, &pipe, &saved)
-    let result = body()
-    if failed(result) && sigismember(&saved, SIGPIPE) == 0 {
-        var pending = sigset_t()
-        sigpending(&pending)
-        if sigismember(&pending, SIGPIPE) == 1 {
-            var zero = timespec()
-            sigtimedwait(&pipe, nil, &zero)
-        }
-    }
-    pthread_sigmask(SIG_SETMASK, &saved, nil)
-    return result
-}
-
 /// A URL's parts: `scheme://[user[:password]@]host[:port][/path][?query]`, percent-decoded.
 struct LockURL {
     var scheme = "", user: String?, password: String?, host = "", port: Int?, path = ""

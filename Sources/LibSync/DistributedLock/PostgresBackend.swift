@@ -160,8 +160,8 @@ final class PostgresSession: LockSession {
 
     /// What a query came to.
     private enum Outcome {
-        /// The last result's rows (NULL: nil).
-        case rows([[String?]])
+        /// The last result's first row (NULL: nil; no row: empty).
+        case rows([String?])
         /// The server refused it: SQLSTATE and message.
         case refused(String, String)
         /// No answer: the connection broke (errno EIO), the deadline passed (ETIMEDOUT), or a
@@ -244,7 +244,7 @@ final class PostgresSession: LockSession {
     private func run(_ sql: String, deadline: Int64, interruptible: Bool = false) -> Outcome {
         guard let conn else { return .lost(EIO, "not connected") }
         if libpq.sendQuery(conn, sql) == 0 { return broken() }
-        var rows: [[String?]] = []
+        var rows: [String?] = []
         var refusal: (String, String)?
         while true {
             while libpq.isBusy(conn) != 0 {
@@ -258,10 +258,8 @@ final class PostgresSession: LockSession {
             guard let result = libpq.getResult(conn) else { break }
             let status = libpq.resultStatus(result)
             if status == LibPQ.tuplesOK {
-                rows = (0..<libpq.ntuples(result)).map { r in
-                    (0..<libpq.nfields(result)).map { f in
-                        libpq.getisnull(result, r, f) != 0 ? nil : libpq.getvalue(result, r, f).map { String(cString: $0) }
-                    }
+                rows = libpq.ntuples(result) == 0 ? [] : (0..<libpq.nfields(result)).map { f in
+                    libpq.getisnull(result, 0, f) != 0 ? nil : libpq.getvalue(result, 0, f).map { String(cString: $0) }
                 }
             } else if status != LibPQ.commandOK && refusal == nil {
                 let state = libpq.resultErrorField(result, LibPQ.sqlstateField).map { String(cString: $0) } ?? ""
@@ -294,22 +292,26 @@ final class PostgresSession: LockSession {
 
     private var ioDeadline: Int64 { monotonicNow() + backend.ioTimeout }
 
-    /// This process as the holder's application_name: `libsync <pid> <start> <acquired ms> <host>` (63 bytes at most).
-    private func holderName() -> String {
-        let head = "libsync \(me.pid) \(me.start) \(wallClockNanoseconds() / 1_000_000) "
-        let host = me.host.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == "_") }
-        return head + host.prefix(max(0, 63 - head.utf8.count))
-    }
-
     private let tokenSequence = "libsync_fencing_token"
 
-    /// The acquire statement's tail: the token and the holder's name.
-    private func fenceAndName(acquired condition: String?) -> String {
-        let token = "nextval('\(tokenSequence)')"
-        let name = "set_config('application_name', '\(holderName())', false)"
-        if let condition { return "SELECT CASE WHEN \(condition) THEN \(token) END, \(name)" }
-        // (a subquery with a volatile target list is evaluated first, never flattened)
-        return "SELECT \(token), \(name) FROM (SELECT pg_advisory_lock(\(backend.key))) AS granted"
+    /// The host name as application_name carries it (letters, digits, '.', '-', '_').
+    private lazy var hostForName = me.host.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == "_") }
+    private lazy var tryStatement = "SELECT CASE WHEN pg_try_advisory_lock(\(backend.key)) THEN nextval('\(tokenSequence)') END, "
+    // (a subquery with a volatile target list is evaluated first, never flattened)
+    private lazy var waitStatement = "SELECT nextval('\(tokenSequence)'), "
+    private lazy var waitStatementEnd = " FROM (SELECT pg_advisory_lock(\(backend.key))) AS granted"
+    private lazy var releaseStatement = "SELECT pg_advisory_unlock(\(backend.key))"
+
+    /// Sets this process as the holder's application_name: `libsync <pid> <start> <acquired ms>
+    /// <host>` (63 bytes at most).
+    private func holderName() -> String {
+        let head = "libsync \(me.pid) \(me.start) \(wallClockNanoseconds() / 1_000_000) "
+        return "set_config('application_name', '" + head + hostForName.prefix(max(0, 63 - head.utf8.count)) + "', false)"
+    }
+
+    /// The acquire statement: a try, or a wait (`try` false); with the token and the holder's name.
+    private func acquireStatement(try: Bool) -> String {
+        `try` ? tryStatement + holderName() : waitStatement + holderName() + waitStatementEnd
     }
 
     /// After an acquire statement: 0 (held), EBUSY (try: not acquired), `retry` (the sequence
@@ -317,7 +319,7 @@ final class PostgresSession: LockSession {
     private func acquired(_ outcome: Outcome, _ doing: String) -> Int32? {
         switch outcome {
         case .rows(let rows):
-            guard let value = rows.first?[0] else { return EBUSY }
+            guard let value = rows.first ?? nil else { return EBUSY }
             guard let token = UInt64(value) else { return DistributedLockMessage.fail(EIO, "\(doing): bad token '\(value)' from \(server)") }
             (self.token, held) = (token, true)
             return 0
@@ -341,7 +343,7 @@ final class PostgresSession: LockSession {
             let answerBy = deadline >= 0 ? min(deadline, ioDeadline) : ioDeadline
             let code = connect(deadline: deadline, interruptible: false)
             if code != 0 { return code }
-            let outcome = run(fenceAndName(acquired: "pg_try_advisory_lock(\(backend.key))"), deadline: answerBy)
+            let outcome = run(acquireStatement(try: true), deadline: answerBy)
             if case .lost(ETIMEDOUT, _) = outcome {
                 if deadline >= 0 && monotonicNow() >= deadline {
                     return DistributedLockMessage.fail(ETIMEDOUT, "timed out waiting for the lock \(backend.name): \(server) did not answer")
@@ -371,7 +373,7 @@ final class PostgresSession: LockSession {
             let margin = min(slice / 4, 20_000_000)
             let milliseconds = max(1, (slice - margin) / 1_000_000)
             let answerBy = now + slice + backend.ioTimeout
-            let outcome = run("SET lock_timeout = \(milliseconds); " + fenceAndName(acquired: nil),
+            let outcome = run("SET lock_timeout = \(milliseconds); " + acquireStatement(try: false),
                               deadline: deadline >= 0 ? min(deadline, answerBy) : answerBy, interruptible: interruptible)
             switch outcome {
             case .refused("55P03", _): continue  // the slice ended
@@ -394,8 +396,8 @@ final class PostgresSession: LockSession {
         guard conn != nil else {
             return DistributedLockMessage.fail(ESTALE, "the lock \(backend.name) was lost: the connection to \(server) broke while it was held")
         }
-        switch run("SELECT pg_advisory_unlock(\(backend.key))", deadline: ioDeadline) {
-        case .rows(let rows) where rows.first?[0] == "t": return 0
+        switch run(releaseStatement, deadline: ioDeadline) {
+        case .rows(let row) where row.first == "t": return 0
         case .rows: return DistributedLockMessage.fail(ESTALE, "the lock \(backend.name) was lost: its session no longer held it")
         case .lost(_, let message):
             return DistributedLockMessage.fail(ESTALE, "the lock \(backend.name) was lost: \(message) (the server ends the session and its lock)")
@@ -423,7 +425,8 @@ final class PostgresSession: LockSession {
         let outcome = run("SELECT a.application_name, a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE \(backend.lockRow)",
                           deadline: ioDeadline)
         guard case .rows(let rows) = outcome else { return (nil, failure(outcome, "holder")) }
-        guard let row = rows.first else { return (nil, 0) }
+        guard !rows.isEmpty else { return (nil, 0) }
+        let row = rows
         let fields = (row[0] ?? "").split(separator: " ", maxSplits: 4)
         if fields.count == 5, fields[0] == "libsync", let pid = Int32(fields[1]), let start = UInt64(fields[2]),
            let milliseconds = Int64(fields[3]) {
@@ -440,7 +443,7 @@ final class PostgresSession: LockSession {
     func holds() -> Bool {
         guard held, conn != nil else { return false }
         let outcome = run("SELECT count(*) FROM pg_locks l WHERE l.pid = pg_backend_pid() AND \(backend.lockRow)", deadline: ioDeadline)
-        if case .rows(let rows) = outcome { return rows.first?[0].flatMap { Int($0) } ?? 0 > 0 }
+        if case .rows(let row) = outcome { return (row.first ?? nil).flatMap { Int($0) } ?? 0 > 0 }
         return false
     }
 

@@ -32,7 +32,9 @@ struct Hiredis: @unchecked Sendable {
     let connectWithTimeout: @convention(c) (UnsafePointer<CChar>?, Int32, timeval) -> OpaquePointer?
     let setTimeout: @convention(c) (OpaquePointer?, timeval) -> Int32
     let enableKeepAlive: @convention(c) (OpaquePointer?) -> Int32
-    let commandArgv: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int>?) -> UnsafeMutableRawPointer?
+    let formatCommandArgv: @convention(c) (UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int>?) -> Int32
+    let freeCommand: @convention(c) (UnsafeMutablePointer<CChar>?) -> Void
+    let getReply: @convention(c) (OpaquePointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32
     let freeReply: @convention(c) (UnsafeMutableRawPointer?) -> Void
     let free: @convention(c) (OpaquePointer?) -> Void
     /// 1.x's layouts (else 0.14's).
@@ -50,22 +52,30 @@ struct Hiredis: @unchecked Sendable {
         typealias Connect = @convention(c) (UnsafePointer<CChar>?, Int32, timeval) -> OpaquePointer?
         typealias SetTimeout = @convention(c) (OpaquePointer?, timeval) -> Int32
         typealias Context = @convention(c) (OpaquePointer?) -> Int32
-        typealias Command = @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int>?) -> UnsafeMutableRawPointer?
+        typealias Format = @convention(c) (UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int>?) -> Int32
+        typealias FreeCommand = @convention(c) (UnsafeMutablePointer<CChar>?) -> Void
+        typealias GetReply = @convention(c) (OpaquePointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32
         typealias FreeReply = @convention(c) (UnsafeMutableRawPointer?) -> Void
         typealias Free = @convention(c) (OpaquePointer?) -> Void
         guard let connect = library.function("redisConnectWithTimeout", Connect.self),
               let setTimeout = library.function("redisSetTimeout", SetTimeout.self),
               let keepAlive = library.function("redisEnableKeepAlive", Context.self),
-              let command = library.function("redisCommandArgv", Command.self),
+              let format = library.function("redisFormatCommandArgv", Format.self),
+              let freeCommand = library.function("redisFreeCommand", FreeCommand.self),
+              let getReply = library.function("redisGetReply", GetReply.self),
               let freeReply = library.function("freeReplyObject", FreeReply.self),
               let free = library.function("redisFree", Free.self)
         else { return (nil, "\(library.soname) lacks a hiredis function libsync needs: install \(packages)") }
         return (Hiredis(connectWithTimeout: connect, setTimeout: setTimeout, enableKeepAlive: keepAlive,
-                        commandArgv: command, freeReply: freeReply, free: free,
+                        formatCommandArgv: format, freeCommand: freeCommand, getReply: getReply, freeReply: freeReply, free: free,
                         isVersion1: library.soname.contains(".so.1")), "")
     }()
 
     // redisContext: (1.x: a function table pointer first) int err; char errstr[128]; int fd.
+    func socket(_ context: OpaquePointer) -> Int32 {
+        (UnsafeRawPointer(context) + (isVersion1 ? 8 : 0) + 4 + 128).load(as: Int32.self)
+    }
+
     func error(_ context: OpaquePointer) -> (code: Int32, text: String) {
         let base = UnsafeRawPointer(context) + (isVersion1 ? 8 : 0)
         let code = base.load(as: Int32.self)
@@ -176,12 +186,30 @@ final class RedisConnection {
             _ = hiredis.setTimeout(context, timeval(wanted))
             timeout = wanted
         }
+        // The command is sent with send(MSG_NOSIGNAL), never hiredis's write(), so that a server
+        // that closed the connection cannot raise SIGPIPE; hiredis reads and parses the reply.
         let strings = arguments.map { strdup($0) }
         defer { strings.forEach { Glibc.free($0) } }
         var pointers = strings.map { UnsafePointer($0) }
         let lengths = arguments.map { $0.utf8.count }
-        let reply = withoutSIGPIPE({ hiredis.commandArgv(context, Int32(arguments.count), &pointers, lengths) }, failed: { $0 == nil })
-        guard let reply else {
+        var command: UnsafeMutablePointer<CChar>?
+        let length = hiredis.formatCommandArgv(&command, Int32(arguments.count), &pointers, lengths)
+        guard length > 0, let command else { return .failure(Fault(code: ENOMEM, message: "out of memory")) }
+        defer { hiredis.freeCommand(command) }
+        var sent = 0
+        let fd = hiredis.socket(context!)
+        while sent < Int(length) {
+            let n = send(fd, command + sent, Int(length) - sent, Int32(MSG_NOSIGNAL))
+            if n > 0 { sent += n; continue }
+            if n < 0 && errno == EINTR { continue }
+            let timedOut = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
+            let text = n < 0 ? String(cString: strerror(errno)) : "closed"
+            disconnect()
+            return .failure(Fault(code: timedOut ? ETIMEDOUT : EIO,
+                                  message: timedOut ? "\(server) did not answer in time" : "the connection to \(server) broke: \(text)"))
+        }
+        var answer: UnsafeMutableRawPointer?
+        guard hiredis.getReply(context, &answer) == 0, let reply = answer else {
             let (_, text) = context.map { hiredis.error($0) } ?? (0, "not connected")
             disconnect()
             let timedOut = text.contains("temporarily unavailable") || text.contains("timed out")
@@ -306,6 +334,8 @@ final class RedisSession: LockSession {
     private let connection: RedisConnection
     /// Names this session's lease to the renewer.
     private let leaseID = ProcessIdentity.nextSerial()
+    /// The renewer of this session's process (a session belongs to one process).
+    private lazy var renewer = LeaseRenewer.renewers.current()
     /// The entry of this session's hold, while it holds the lock.
     private var entry: String?
     var token: UInt64 = 0
@@ -333,7 +363,7 @@ final class RedisSession: LockSession {
     private func took(_ entry: String, _ reply: Int64) {
         self.entry = entry
         token = UInt64(reply)
-        LeaseRenewer.renewers.current().add(Lease(backend: backend, entry: entry), for: leaseID)
+        renewer.add(Lease(backend: backend, entry: entry), for: leaseID)
     }
 
     func tryAcquire(deadline: Int64) -> Int32 {
@@ -361,7 +391,7 @@ final class RedisSession: LockSession {
         switch connection.eval(RedisScripts.release, keys: [backend.key], arguments: [mine], deadline: ioDeadline) {
         case .success(.integer(let result)):
             entry = nil
-            LeaseRenewer.renewers.current().remove(leaseID)
+            renewer.remove(leaseID)
             if result == 1 { return 0 }
             return DistributedLockMessage.fail(result == 2 ? EBUSY : ESTALE,
                 "the lock \(backend.name) was lost: its lease ended (expired, broken, or the server lost it)"
