@@ -4,7 +4,7 @@ user would pick, measured in the same run:
   Redis        redis-py's Lock (SET NX PX + a release script); the floor: two PINGs (redis-py)
   PostgreSQL   pg_try_advisory_lock + pg_advisory_unlock through psycopg; floor: two SELECT 1
 The servers are private ones (scripts/servers.sh), or $LIBSYNC_TEST_SERVERS's. Each row: the
-median of 7 runs and their spread (min...max). Targets: within 1.2x of the floor (the round
+median call and its spread (10th...90th percentile), the rows taking turns. Targets: within 1.2x of the floor (the round
 trips the operation needs), no slower than redis-py's Lock. Not a test: run it on a quiet machine."""
 import os
 import shutil
@@ -16,29 +16,32 @@ from pathlib import Path
 
 from libsync.distributed_lock import DistributedLock
 
-REPEATS = 7
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def runs_ns(function, number):
-    """Per-call ns of each of REPEATS runs of `number` calls."""
-    samples = []
-    for _ in range(REPEATS):
-        start = time.perf_counter_ns()
-        for _ in range(number):
-            function()
-        samples.append((time.perf_counter_ns() - start) / number)
-    return samples
+BLOCK = 50
 
 
-def table(title, rows, baseline=0):
-    """rows: (name, samples); ratios of medians to rows[baseline]."""
-    base = statistics.median(rows[baseline][1])
-    print(f"\n{title} — median of {REPEATS} runs (spread: min...max)")
+def table(title, rows, calls):
+    """Times every call of each row alone, the rows taking turns in blocks of BLOCK calls (a round
+    trip's cost on a VM swings with where client and server run: turns expose every row to the
+    same swings); prints each row's median call, its spread (10th...90th percentile), and the
+    ratio to the first row."""
+    samples = [[] for _ in rows]
+    clock = time.perf_counter_ns
+    for _ in range(0, calls, BLOCK):
+        for (name, function), times in zip(rows, samples):
+            for _ in range(BLOCK):
+                start = clock()
+                function()
+                times.append(clock() - start)
+    base = statistics.median(samples[0])
+    print(f"\n{title} — median of {calls} calls, in turns of {BLOCK} (spread: 10th...90th percentile)")
     print(f"  {'':50} {'µs/call':>9} {'spread':>17} {'ratio':>7}")
-    for name, samples in rows:
-        median = statistics.median(samples)
-        print(f"  {name:50} {median / 1e3:9.1f} {min(samples) / 1e3:8.1f}...{max(samples) / 1e3:<8.1f}"
+    for (name, _), times in zip(rows, samples):
+        times.sort()
+        median = statistics.median(times)
+        print(f"  {name:50} {median / 1e3:9.1f} {times[len(times) // 10] / 1e3:8.1f}...{times[len(times) * 9 // 10] / 1e3:<8.1f}"
               f" {median / base:6.2f}x")
 
 
@@ -61,7 +64,7 @@ def file_system():
     rows.append(("libsync DistributedLock acquire+release", lambda: (ours.acquire(), ours.release())))
     rows.append(("libsync DistributedLock try_lock+release", lambda: (ours.try_lock(), ours.release())))
     print(f"(lock files in {directory})")
-    table("File system: acquire+release, uncontended", [(name, runs_ns(f, 1000)) for name, f in rows])
+    table("File system: acquire+release, uncontended", rows, 2000)
     del ours
     shutil.rmtree(directory)
 
@@ -75,7 +78,7 @@ def redis_backend(url):
             ("redis-py Lock acquire(blocking=False)+release", lambda: (peer.acquire(blocking=False), peer.release())),
             ("libsync DistributedLock try_lock+release", lambda: (ours.try_lock(), ours.release())),
             ("libsync DistributedLock acquire+release", lambda: (ours.acquire(), ours.release()))]
-    table("Redis: acquire+release, uncontended (loopback)", [(name, runs_ns(f, 300)) for name, f in rows])
+    table("Redis: acquire+release, uncontended (loopback)", rows, 2000)
 
 
 def postgres_backend(url):
@@ -95,7 +98,7 @@ def postgres_backend(url):
             ("psycopg pg_try_advisory_lock+pg_advisory_unlock", advisory),
             ("libsync DistributedLock try_lock+release", lambda: (ours.try_lock(), ours.release())),
             ("libsync DistributedLock acquire+release", lambda: (ours.acquire(), ours.release()))]
-    table("PostgreSQL: acquire+release, uncontended (loopback)", [(name, runs_ns(f, 300)) for name, f in rows])
+    table("PostgreSQL: acquire+release, uncontended (loopback)", rows, 2000)
 
 
 def main():
