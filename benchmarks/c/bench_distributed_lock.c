@@ -185,8 +185,8 @@ static void servers(void) {
     read_line(dir, "redis.url", url, sizeof url);
     snprintf(target, sizeof target, "%s?lock=bench-c", url);
     check(sync_distributed_lock_create(target, &redis_lock) == 0, "create (Redis)");
-    load_script("local v = redis.call('get', KEYS[1]) if not v or v == ARGV[1] then redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2]) "
-                "local t = redis.call('time') local token = math.max(tonumber(redis.call('get', KEYS[2]) or '0') + 1, "
+    load_script("if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) or (redis.call('get', KEYS[1]) == ARGV[1] and "
+                "redis.call('pexpire', KEYS[1], ARGV[2]) == 1) then local t = redis.call('time') local token = math.max(tonumber(redis.call('get', KEYS[2]) or '0') + 1, "
                 "tonumber(t[1]) * 1000000 + tonumber(t[2])) redis.call('set', KEYS[2], string.format('%.0f', token)) return token end return 0",
                 redis_acquire_sha);
     load_script("local v = redis.call('get', KEYS[1]) if v == ARGV[1] then redis.call('del', KEYS[1]) return 1 "

@@ -279,6 +279,17 @@ def test_bad_targets(servers, backend):
         DistributedLock(f"postgresql://postgres:secret@127.0.0.1:{port}/postgres?lock=x")
 
 
+def test_postgres_scheme_alias_is_the_same_lock(servers):
+    url = (servers / "postgres.url").read_text().strip()
+    assert url.startswith("postgresql://")
+    long_form, short_form = DistributedLock(url + "?lock=alias"), DistributedLock(url.replace("postgresql://", "postgres://", 1) + "?lock=alias")
+    with long_form:
+        assert not short_form.try_lock()
+        assert short_form.holder.pid == os.getpid()
+    with short_form:
+        assert not long_form.try_lock()
+
+
 def test_missing_client_library_names_the_package(servers):
     script = textwrap.dedent("""
         import errno, sys

@@ -500,6 +500,7 @@ public final class DistributedLock: Sendable {
     /// this object), ENOENT (the lock is free), EDEADLK (the caller holds it), EEXIST, a
     /// backend's error, or a system errno.
     package func recoverStaleCode() -> Int32 {
+        DistributedLockMessage.clear()
         let side = sides.current()
         return side.state.withLock { s in
             if s.held { return heldByCaller(s) ? EDEADLK : EBUSY }
@@ -570,7 +571,6 @@ public final class DistributedLock: Sendable {
     /// Takes over the lock if its holder is stale (`holder?.isStale`), atomically: of several
     /// processes doing so at once exactly one returns true and holds the lock.
     public func recoverStale() throws(DistributedLockError) -> Bool {
-        DistributedLockMessage.clear()
         let code = recoverStaleCode()
         if code == EBUSY || code == ENOENT { return false }
         try check(code, "recoverStale")

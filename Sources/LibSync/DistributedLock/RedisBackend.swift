@@ -5,8 +5,9 @@ import Synchronization
 // (`<pid>.<start>.<acquired>.<serial>.<machine>@<host>`, as the file backend's: unique to one
 // acquisition), set with a time to live; the fencing counter is the key `NAME:fence`.
 //
-//   acquire   EVALSHA: SET NAME entry NX PX ttl, and if set, NAME:fence := max(last + 1, server
-//             time in µs), returned as the token                                one round trip
+//   acquire   EVALSHA: SET NAME entry NX PX ttl (or the key already holds this entry: a retry
+//             whose first answer was lost), and if set, NAME:fence := max(last + 1, server time
+//             in µs), returned as the token                                     one round trip
 //   release   EVALSHA: if GET NAME == entry then DEL (0), else the lease was lost: ESTALE if
 //             the key is gone, EBUSY if another entry is there                   one round trip
 //   renew     one thread per process renews every held lease (PEXPIRE if the value is still
@@ -249,9 +250,8 @@ enum RedisScripts {
     /// KEYS: lock, fence; ARGV: entry, ttl ms. The token, or 0 if held. (Held by the entry
     /// already, it is a retry of an acquisition whose answer was lost: acquired.)
     static let acquire = """
-        local v = redis.call('get', KEYS[1])
-        if not v or v == ARGV[1] then
-          redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+        if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) or
+           (redis.call('get', KEYS[1]) == ARGV[1] and redis.call('pexpire', KEYS[1], ARGV[2]) == 1) then
           local t = redis.call('time')
           local token = math.max(tonumber(redis.call('get', KEYS[2]) or '0') + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
           redis.call('set', KEYS[2], string.format('%.0f', token))
