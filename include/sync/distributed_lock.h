@@ -175,22 +175,26 @@ const char *sync_distributed_lock_path(const sync_distributed_lock_t *lock);
  *   EDEADLK  the caller holds it through this object, which is not RECURSIVE
  *   EAGAIN   RECURSIVE: the holder's count would pass INT32_MAX
  *   EEXIST   something that is not a lock is at the path
- *   another errno from open/mkdir/rename (EACCES, EROFS, ENOSPC, EIO...)
+ *   another errno from open/mkdir/rename or the fence file (EACCES, EROFS, ENOSPC, EIO...)
+ *   a server backend's code: ELIBACC, ECONNREFUSED, EACCES, EIO (the server did not answer
+ *            within connect_timeout, or the connection broke)
  */
 int sync_distributed_lock_try_lock(sync_distributed_lock_t *lock);
 
 /**
  * Acquires the lock. While another thread holds it through this object, sleeps until that hold
- * ends; while another holder has it, polls every poll_interval_ns, taking over a stale holder's
- * lock (see sync_distributed_lock_recover). timeout_ns < 0 waits forever; 0 tries once.
+ * ends; while another holder has it, polls every poll_interval_ns (Redis: backing off from 1 ms
+ * up to it), taking over a stale holder's lock (see sync_distributed_lock_recover), or, for
+ * PostgreSQL, waits in the server. timeout_ns < 0 waits forever; 0 tries once.
  * Returns 0, or:
- *   ETIMEDOUT  timeout_ns passed (CLOCK_MONOTONIC) and the lock is held
- *   EINTR      a signal handler ran while sleeping: call again (with the remaining time) to keep
- *              waiting
+ *   ETIMEDOUT  timeout_ns passed (CLOCK_MONOTONIC) and the lock is held (or the server did not
+ *              answer: the message says so)
+ *   EINTR      a signal handler ran while sleeping (file system, Redis): call again (with the
+ *              remaining time) to keep waiting
  *   EINVAL     poll_interval_ns <= 0
  *   EDEADLK    the caller holds it through this object, which is not RECURSIVE; or timeout_ns < 0
  *              and the calling thread holds it through another object of this process
- *   EAGAIN, EEXIST, or another errno as sync_distributed_lock_try_lock.
+ *   EAGAIN, EEXIST, a server backend's code, or another errno as sync_distributed_lock_try_lock.
  */
 int sync_distributed_lock_lock(sync_distributed_lock_t *lock, int64_t timeout_ns, int64_t poll_interval_ns);
 
