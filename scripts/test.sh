@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup.sh
+scripts/servers.sh install || true  # PostgreSQL and Redis for the distributed lock tests (which skip loudly without)
 
 # NAME COMMAND...: COMMAND must exit 0 and print nothing on stderr (no warning, no traceback).
 run_clean() {

@@ -45,6 +45,33 @@ public func c_sync_distributed_lock_lock(_ lock: OpaquePointer?, _ timeout: Int6
     return object(lock).lockCode(deadline: DistributedLock.deadline(afterNanoseconds: timeout), pollNanoseconds: poll)
 }
 
+@_cdecl("sync_distributed_lock_lock_until")
+public func c_sync_distributed_lock_lock_until(_ lock: OpaquePointer?, _ deadline: Int64, _ poll: Int64) -> Int32 {
+    guard let lock else { return EINVAL }
+    return object(lock).lockCode(deadline: cDeadline(deadline), pollNanoseconds: poll, interrupts: .retried)
+}
+
+@_cdecl("sync_distributed_lock_lock_interruptible")
+public func c_sync_distributed_lock_lock_interruptible(_ lock: OpaquePointer?, _ deadline: Int64, _ poll: Int64) -> Int32 {
+    guard let lock else { return EINVAL }
+    return object(lock).lockCode(deadline: cDeadline(deadline), pollNanoseconds: poll, interrupts: .sliced)
+}
+
+@_cdecl("sync_distributed_lock_token")
+public func c_sync_distributed_lock_token(_ lock: OpaquePointer?, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    guard let lock, let out else { return EINVAL }
+    let (token, code) = object(lock).tokenCode()
+    if code == 0 { out.pointee = token }
+    return code
+}
+
+@_cdecl("sync_distributed_lock_error_message")
+public func c_sync_distributed_lock_error_message() -> UnsafePointer<CChar> {
+    DistributedLockMessage.cString ?? UnsafePointer(emptyMessage)
+}
+
+nonisolated(unsafe) private let emptyMessage: UnsafeMutablePointer<CChar> = strdup("")!
+
 @_cdecl("sync_distributed_lock_unlock")
 public func c_sync_distributed_lock_unlock(_ lock: OpaquePointer?) -> Int32 {
     lock.map { object($0).unlockCode() } ?? EINVAL

@@ -1,38 +1,77 @@
 /*
  * sync/distributed_lock.h — a lock between processes and hosts (Apple's NSDistributedLock),
- * kept in a file system that every user of the lock can write, NFS included; with holder
- * information readable by anyone and atomic recovery of a lock whose holder died.
+ * kept in a store every user of the lock reaches: a file system (NFS included), a PostgreSQL
+ * server or a Redis server; with holder information readable by anyone, recovery of a lock
+ * whose holder died, and a fencing token per acquisition.
  *
  *   sync_distributed_lock_t *lock;
  *   int err = sync_distributed_lock_create("/shared/jobs.lock", &lock);   // ENOENT, EACCES...
  *   if (sync_distributed_lock_try_lock(lock) == 0) {                      // or EBUSY
+ *       uint64_t token;
+ *       sync_distributed_lock_token(lock, &token);  // pass it to the resource (fencing)
  *       ... use the shared resource ...
  *       sync_distributed_lock_unlock(lock);
  *   }
  *   sync_distributed_lock_destroy(lock);
  *
- * On disk the lock is a directory at the path, holding one entry that names its holder (host,
- * pid, process start time, acquisition time). Every step is one operation that NFS servers
- * perform atomically (mkdir, rename, rmdir), never flock/fcntl, which NFS mounts may ignore.
- * Acquiring renames a prepared directory onto the path: it appears with its holder's name.
+ * Targets (the backend follows from the target):
+ *   a path              the file system (below)
+ *   postgresql://user[:password]@host[:port]/db?lock=NAME[&connect_timeout=S][&libpq options]
+ *   postgres://...      the same: a session advisory lock on a 64-bit hash (FNV-1a) of NAME.
+ *                       The server releases it when the holder's session ends (a dead holder's
+ *                       lock is free at once); the holder is shown through its session's
+ *                       application_name. Waits happen in the server (pg_advisory_lock under
+ *                       lock_timeout), not by polling. Two names whose hashes collide share one
+ *                       lock (they exclude each other: never less safe).
+ *   redis://[[user]:password@]host[:port][/db]?lock=NAME[&ttl=S][&connect_timeout=S]
+ *                       a lease: the key NAME (SET NX PX ttl), renewed every ttl/3 by one
+ *                       thread per process while held (ttl: seconds, default 10, 0.1...86400);
+ *                       a holder that dies or stops for longer than ttl loses it. Waits poll
+ *                       with backoff (1 ms, doubling, up to the poll interval).
+ *   connect_timeout (seconds, default 5) bounds connecting and waiting for any answer.
+ *   libpq (libpq.so.5, Debian's libpq5) and hiredis (libhiredis.so.0.14 or .so.1.x, Debian's
+ *   libhiredis0.14 / libhiredis1.1.0) are loaded with dlopen when a lock of that backend is first
+ *   made; libsync.so does not depend on them (environment LIBSYNC_LIBPQ / LIBSYNC_HIREDIS name
+ *   another file to load). Each process's side of an object has its own connection.
  *
- * Holders. Two objects for one path, in one process or not, exclude each other. Through one
+ * Fencing token: every successful acquire gets a 64-bit token that is larger than every token
+ * any earlier acquisition of the lock got, whoever held it (sync_distributed_lock_token). A
+ * resource that remembers the largest token it saw and refuses smaller ones is safe from a
+ * holder that lost the lock without knowing (paused past its lease, or broken).
+ *
+ * Errors with a reason beyond their code (a server's message, a missing client library) leave it
+ * for sync_distributed_lock_error_message(). Server backends add these codes to every function
+ * that reaches the server: ELIBACC (the client library is missing: the message names the Debian
+ * package), ECONNREFUSED (cannot connect: refused, unknown or unreachable host, no answer within
+ * connect_timeout), EACCES (wrong password, unknown user, missing privilege), EIO (the server
+ * failed a request, did not answer within connect_timeout, or the connection broke).
+ *
+ * File system: the lock is a directory at the path, holding one entry that names its holder
+ * (host, pid, process start time, acquisition time). Every step is one operation that NFS
+ * servers perform atomically (mkdir, rename, rmdir), never flock/fcntl, which NFS mounts may
+ * ignore. Acquiring renames a prepared directory onto the path: it appears with its holder's
+ * name. The fencing counter is a file beside it, `.<name>.fence`.
+ *
+ * Holders. Two objects for one target, in one process or not, exclude each other. Through one
  * object, the holder is the THREAD that acquired it: the object's other threads wait for it in
- * sync_distributed_lock_lock (sleeping until its hold ends, without polling the disk) and may
+ * sync_distributed_lock_lock (sleeping until its hold ends, without touching the store) and may
  * not unlock it (EPERM); SYNC_DISTRIBUTED_LOCK_PROCESS_OWNED makes the process the holder. The
  * holder acquiring again gets EDEADLK, or, with SYNC_DISTRIBUTED_LOCK_RECURSIVE, a counted
- * re-entry (each needs its unlock). A thread that waits without a timeout for a lock it holds
- * through another object of its process gets EDEADLK instead of waiting forever.
+ * re-entry (each needs its unlock; the token stays). A thread that waits without a timeout for a
+ * lock it holds through another object of its process gets EDEADLK instead of waiting forever.
  *
  * Fork: the holder is the process that acquired the lock. A forked child never holds its
- * parent's lock: its unlock returns EPERM, its is_held false, and its destroy touches nothing on
- * disk; the child may acquire the lock for itself through its copy of the object.
+ * parent's lock: its unlock returns EPERM, its is_held false, and its destroy touches nothing of
+ * the parent's (no file, no connection); the child may acquire the lock for itself through its
+ * copy of the object (over a connection of its own).
  *
- * The lock outlives the object and the process: a holder that dies leaves it held. On the same
- * host (same host name, boot and pid namespace) such a holder is detected as stale (its process
- * is gone, a zombie, or its pid names a newer process) and sync_distributed_lock_recover takes
- * the lock over atomically. Holders on other hosts are never judged stale;
- * sync_distributed_lock_break removes any lock.
+ * The lock outlives the object: a file-system holder that dies leaves it held; on the same host
+ * (same host name, boot and pid namespace) such a holder is detected as stale (its process is
+ * gone, a zombie, or its pid names a newer process) and sync_distributed_lock_recover takes the
+ * lock over atomically (Redis too; PostgreSQL releases it itself). Holders on other hosts are
+ * never judged stale; sync_distributed_lock_break removes any lock. A server lock whose object
+ * is destroyed while held stays held until the process ends (PostgreSQL: its session is kept;
+ * Redis: its lease is still renewed).
  *
  * Paths: every operation works on any path that creation accepts (names are used relative to
  * the parent directory, so a path near PATH_MAX with a long file name works throughout).
@@ -93,7 +132,9 @@ typedef struct sync_distributed_lock_holder {
 int sync_distributed_lock_create(const char *path, sync_distributed_lock_t **lock);
 
 /**
- * Makes a lock object for `path` (UTF-8), stored in *lock. Nothing but missing parents (with
+ * Makes a lock object for `path` (UTF-8): a file-system path, or a postgresql://, postgres:// or
+ * redis:// URL (see the top of this file; flags MAKE_PARENTS and REMOVE_ON_RELEASE and mode
+ * apply to paths only), stored in *lock. A URL's server is connected to now. Nothing but missing parents (with
  * SYNC_DISTRIBUTED_LOCK_MAKE_PARENTS) is created on disk until the lock is first acquired. The
  * path's parent directory is resolved to an absolute path now. flags: 0 or the
  * SYNC_DISTRIBUTED_LOCK_* creation flags above. mode: -1 leaves the permission bits of the
@@ -111,6 +152,9 @@ int sync_distributed_lock_create(const char *path, sync_distributed_lock_t **loc
  *   EEXIST        something that is not this lock is at path: a file, a symbolic link, or a
  *                 directory with other content
  *   another errno of mkdir(2) (MAKE_PARENTS: ENOSPC, EIO...)
+ * URLs: EINVAL (malformed, no lock=NAME, an unknown parameter, a bad ttl or connect_timeout,
+ * an unsupported scheme), ELIBACC, ECONNREFUSED, EACCES, EIO (see the top); the reason is in
+ * sync_distributed_lock_error_message().
  * On failure *lock is NULL.
  */
 int sync_distributed_lock_create_with(const char *path, unsigned flags, int mode, sync_distributed_lock_t **lock);
@@ -131,33 +175,76 @@ const char *sync_distributed_lock_path(const sync_distributed_lock_t *lock);
  *   EDEADLK  the caller holds it through this object, which is not RECURSIVE
  *   EAGAIN   RECURSIVE: the holder's count would pass INT32_MAX
  *   EEXIST   something that is not a lock is at the path
- *   another errno from open/mkdir/rename (EACCES, EROFS, ENOSPC, EIO...)
+ *   another errno from open/mkdir/rename or the fence file (EACCES, EROFS, ENOSPC, EIO...)
+ *   a server backend's code: ELIBACC, ECONNREFUSED, EACCES, EIO (the server did not answer
+ *            within connect_timeout, or the connection broke)
  */
 int sync_distributed_lock_try_lock(sync_distributed_lock_t *lock);
 
 /**
  * Acquires the lock. While another thread holds it through this object, sleeps until that hold
- * ends; while another holder has it, polls every poll_interval_ns, taking over a stale holder's
- * lock (see sync_distributed_lock_recover). timeout_ns < 0 waits forever; 0 tries once.
+ * ends; while another holder has it, polls every poll_interval_ns (Redis: backing off from 1 ms
+ * up to it), taking over a stale holder's lock (see sync_distributed_lock_recover), or, for
+ * PostgreSQL, waits in the server. timeout_ns < 0 waits forever; 0 tries once.
  * Returns 0, or:
- *   ETIMEDOUT  timeout_ns passed (CLOCK_MONOTONIC) and the lock is held
- *   EINTR      a signal handler ran while sleeping: call again (with the remaining time) to keep
- *              waiting
+ *   ETIMEDOUT  timeout_ns passed (CLOCK_MONOTONIC) and the lock is held (or the server did not
+ *              answer: the message says so)
+ *   EINTR      a signal handler ran while sleeping (file system, Redis): call again (with the
+ *              remaining time) to keep waiting
  *   EINVAL     poll_interval_ns <= 0
  *   EDEADLK    the caller holds it through this object, which is not RECURSIVE; or timeout_ns < 0
  *              and the calling thread holds it through another object of this process
- *   EAGAIN, EEXIST, or another errno as sync_distributed_lock_try_lock.
+ *   EAGAIN, EEXIST, a server backend's code, or another errno as sync_distributed_lock_try_lock.
  */
 int sync_distributed_lock_lock(sync_distributed_lock_t *lock, int64_t timeout_ns, int64_t poll_interval_ns);
+
+/**
+ * As sync_distributed_lock_lock, until an absolute CLOCK_MONOTONIC deadline (sync_monotonic_ns):
+ * any negative deadline_ns waits forever, one in the past tries once (ETIMEDOUT if busy). Never
+ * returns EINTR (it retries). PostgreSQL waits in the server (poll_interval_ns unused, but still
+ * checked); a server that stops answering ends the wait at the deadline (ETIMEDOUT, the message
+ * says the server did not answer) or, without one, after connect_timeout (EIO). Returns 0,
+ * ETIMEDOUT, EINVAL, EDEADLK, EAGAIN, EEXIST, a server backend's code, or another errno.
+ */
+int sync_distributed_lock_lock_until(sync_distributed_lock_t *lock, int64_t deadline_ns, int64_t poll_interval_ns);
+
+/**
+ * As sync_distributed_lock_lock_until, and returns EINTR when a signal handler ran during the
+ * wait, and at least every 50 ms, so that an interpreter can run its signal handlers and call
+ * again. A wait in a PostgreSQL server is given back to the server at each EINTR (its
+ * connection is closed when a signal interrupts it). Returns the codes of lock_until and EINTR.
+ */
+int sync_distributed_lock_lock_interruptible(sync_distributed_lock_t *lock, int64_t deadline_ns, int64_t poll_interval_ns);
+
+/**
+ * The fencing token of the caller's hold into *token: strictly larger than the token of every
+ * earlier acquisition of the lock, by any holder (file system: max(last + 1, wall-clock ns),
+ * kept beside the lock; PostgreSQL: the sequence libsync_fencing_token, made on first use;
+ * Redis: max(last + 1, server time in µs), in the key NAME:fence). A recursive re-entry keeps
+ * the token. Returns 0, EPERM (the caller does not hold the lock through this object), EINVAL
+ * (NULL). Not checked in the store: a lost hold keeps its token, which the resource then refuses.
+ */
+int sync_distributed_lock_token(const sync_distributed_lock_t *lock, uint64_t *token);
+
+/**
+ * The reason for the calling thread's last failed distributed-lock call, when it gave one beyond
+ * its code (a server's message, a missing client library naming its Debian package, a malformed
+ * URL, "the server did not answer"), else "". Valid until the thread's next distributed-lock
+ * call; never NULL. Thread-local, so thread-safe.
+ */
+const char *sync_distributed_lock_error_message(void);
 
 /**
  * Ends one acquisition by the caller (the holder thread, or with PROCESS_OWNED any thread of the
  * holding process); the last one releases the lock. Returns 0, or:
  *   EPERM   the caller does not hold the lock through this object (nobody does, another thread
  *           does, or the hold is a parent process's: a forked child never releases it)
- *   ESTALE  the lock was broken since this object acquired it; nobody holds it now
- *   EBUSY   the lock was broken since this object acquired it, and someone else holds it now
- *   another errno from rename/rmdir (EIO...): the lock is still held; unlock may be retried
+ *   ESTALE  the hold was lost since this object acquired it (broken; Redis: the lease expired or
+ *           the server lost it; PostgreSQL: the session ended, e.g. the server restarted), and
+ *           nobody else is known to hold it now
+ *   EBUSY   the hold was lost since this object acquired it, and someone else holds it now
+ *   another errno (file system: of rename/rmdir; Redis: EIO, no answer): the lock is still
+ *           held; unlock may be retried
  * After ESTALE or EBUSY the object no longer holds the lock.
  */
 int sync_distributed_lock_unlock(sync_distributed_lock_t *lock);
@@ -179,6 +266,8 @@ int sync_distributed_lock_count(const sync_distributed_lock_t *lock);
  * Removes the lock whoever holds it (NSDistributedLock's breakLock): only for a holder known to
  * be dead, since the holder goes on as if it held the lock (its unlock reports ESTALE/EBUSY).
  * Prefer sync_distributed_lock_recover, which only takes a provably dead holder's lock.
+ * PostgreSQL: ends the holder's session (pg_terminate_backend: needs the privilege to signal
+ * it, else EACCES); Redis: deletes the key.
  * Returns 0 (removed, or it was free), EEXIST (not a lock at the path), or another errno.
  */
 int sync_distributed_lock_break(sync_distributed_lock_t *lock);
@@ -207,8 +296,9 @@ int sync_distributed_lock_holder(const sync_distributed_lock_t *lock, sync_distr
  */
 int sync_distributed_lock_date(const sync_distributed_lock_t *lock, int64_t *ns_since_epoch);
 
-/** Whether the caller holds the lock through this object now (checked on disk: false once it
- *  was broken; false in a forked child for its parent's hold). */
+/** Whether the caller holds the lock through this object now (checked in the store: false once
+ *  it was broken, its lease lost or its session ended; false in a forked child for its parent's
+ *  hold). */
 bool sync_distributed_lock_is_held(const sync_distributed_lock_t *lock);
 
 #ifdef __cplusplus

@@ -1,4 +1,5 @@
-"""filelock's interface over libsync's distributed lock: replacing
+"""filelock's interface over libsync's distributed lock (a path, or a postgresql:// or redis://
+URL: the server is connected to when the object is made): replacing
 ``from filelock import FileLock, SoftFileLock, Timeout`` (and ``AsyncFileLock``) with
 ``from libsync.distributed_lock import ...`` keeps a filelock user's program working, while the
 lock becomes NFS-safe and a dead holder's lock is recovered.
@@ -32,8 +33,9 @@ import weakref
 from weakref import WeakValueDictionary
 
 from .distributed_lock import (_MAKE_PARENTS, _PROCESS_OWNED, _RECURSIVE, _RELEASE_ON_DESTROY, Holder, Timeout,
-                               _count, _Handle, _is_held, _lock, _poll_ns, _raise_error, _raise_release_error,
-                               _read_holder, _seconds_to_ns, _unlock, _unlock_all, _wait)
+                               _count, _Handle, _is_held, _lock, _path, _poll_ns, _raise_error, _raise_release_error,
+                               _read_holder, _read_token, _seconds_to_ns, _timeout, _unlock, _unlock_all, _wait,
+                               is_url)
 
 __all__ = ["BaseFileLock", "FileLock", "SoftFileLock", "BaseAsyncFileLock", "AsyncFileLock", "AsyncSoftFileLock",
            "AcquireReturnProxy", "AsyncAcquireReturnProxy"]
@@ -46,7 +48,10 @@ os.register_at_fork(after_in_child=_singletons_lock._at_fork_reinit)
 
 
 def _canonical(path: Union[str, os.PathLike]) -> str:
-    """One key for equivalent spellings of a lock path: the parent resolved, the name kept."""
+    """One key for equivalent spellings of a lock path: the parent resolved, the name kept (a URL
+    is its own key)."""
+    if is_url(path):
+        return path
     parent, name = os.path.split(os.fspath(path))
     return os.path.join(os.path.realpath(parent or os.curdir), name)
 
@@ -144,6 +149,9 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         _poll_ns(poll_interval)
         settings = _ThreadSettings if thread_local else _Settings
         self._settings = settings(float(timeout), bool(blocking), poll_interval)
+        if is_url(self._lock_file):  # a server lock connects now, and is shown without its password
+            self._handle()
+            self._lock_file = os.fsdecode(_path(self._made()))
 
     # The core object is made at the first use, so that making the lock object never touches
     # the disk nor fails (as filelock's); two threads racing to make it keep one of the two.
@@ -256,6 +264,13 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         return _read_holder(self._handle(), self._lock_file)
 
     @property
+    def token(self) -> Optional[int]:
+        """The fencing token of the caller's hold (libsync's; None when it does not hold it):
+        larger than the token of every earlier acquisition of the lock, whoever held it."""
+        handle = self._made()
+        return None if handle is None else _read_token(handle)
+
+    @property
     def lock_counter(self) -> int:
         """How many of the caller's acquisitions are not yet released."""
         handle = self._made()
@@ -286,7 +301,7 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
             handle, timeout_ns, poll, cancel_check)
         if code == errno.ETIMEDOUT:
             _LOGGER.debug("Timeout on acquiring lock %s on %s", lock_id, self._lock_file)
-            raise Timeout(self._lock_file)
+            raise _timeout(self._lock_file)
         self._check(code, "acquire")
         _LOGGER.debug("Lock %s acquired on %s", lock_id, self._lock_file)
         return AcquireReturnProxy(self)
@@ -358,6 +373,8 @@ def _release_leaving(release: Callable[[], None], body_error: Optional[BaseExcep
 
 def _make_core(lock_file: str, flags: int, mode: int) -> _Handle:
     """The core object, with the errors opening the path would give (as filelock reports them)."""
+    if is_url(lock_file):
+        return _Handle(lock_file, flags & ~(_MAKE_PARENTS | _REMOVE_ON_RELEASE), -1)
     if "\0" in lock_file:
         raise ValueError("embedded null byte")
     if lock_file == "":

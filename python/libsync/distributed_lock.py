@@ -1,5 +1,6 @@
-"""A lock between processes and hosts on a shared file system (Apple's NSDistributedLock), with
-stale-holder recovery; and, over the same core, a drop-in for ``filelock``::
+"""A lock between processes and hosts (Apple's NSDistributedLock), kept in a shared file system
+(with stale-holder recovery), a PostgreSQL server or a Redis server, with a fencing token per
+acquisition; and, over the same core, a drop-in for ``filelock``::
 
     from libsync.distributed_lock import FileLock, SoftFileLock, Timeout, AsyncFileLock
 
@@ -17,6 +18,13 @@ stale-holder recovery; and, over the same core, a drop-in for ``filelock``::
     except Timeout:
         print("busy:", lock.holder)  # who holds it (host, pid, since when), readable by anyone
 
+Targets: a path (the file system), ``postgresql://user:password@host:port/db?lock=NAME``
+(``postgres://`` too; a session advisory lock, released by the server when the holder's
+connection ends), or ``redis://:password@host:port/db?lock=NAME&ttl=10`` (a lease renewed while
+held). Both URLs take ``connect_timeout=SECONDS`` (default 5). ``lock.token`` is the fencing
+token of the caller's hold: larger than every earlier acquisition's, so a resource that refuses
+smaller tokens is safe from a holder that lost the lock (see docs/distributed_lock.md).
+
 ``DistributedLock`` is NSDistributedLock's shape: ``try_lock()`` (never blocks), ``unlock()``,
 ``break_lock()``, ``lock_date``, ``holder``, ``recover()``; not recursive, and strict about
 misuse. The acquire is one rename(2) of a prepared directory, which NFS servers perform
@@ -33,8 +41,13 @@ Errors: creation raises FileNotFoundError (no parent directory), NotADirectoryEr
 is not a directory), PermissionError (the parent is not writable), FileExistsError (something
 that is not a lock is at the path), OSError(ENAMETOOLONG) or ValueError; acquire raises
 ``Timeout`` (a TimeoutError) or RuntimeError (the caller holds it already: waiting would never
-end); release raises ``NotLockedError`` (the caller does not hold it), ``LockBrokenError`` (it
-was broken meanwhile) or ``LockStolenError`` (broken, and someone else holds it now).
+end); release raises ``NotLockedError`` (the caller does not hold it), or a ``LockLostError``:
+``LockBrokenError`` (the hold was lost meanwhile: broken, lease expired, server session ended) or
+``LockStolenError`` (lost, and someone else holds it now). Server targets add ValueError (a
+malformed URL), OSError(ELIBACC) (the client library is missing: the message says which Debian
+package to install), ConnectionRefusedError (cannot connect), PermissionError (wrong password),
+and OSError(EIO) (the server failed or stopped answering); a server that stops answering during
+a wait ends it at its timeout with ``Timeout`` (its note says so).
 """
 from __future__ import annotations
 
@@ -50,7 +63,7 @@ from typing import Optional, Union
 
 from ._lib import blocking, declare, nonblocking
 
-__all__ = ["DistributedLock", "Holder", "Timeout", "NotLockedError", "LockBrokenError", "LockStolenError",
+__all__ = ["DistributedLock", "Holder", "Timeout", "NotLockedError", "LockLostError", "LockBrokenError", "LockStolenError",
            "FileLock", "SoftFileLock", "AsyncFileLock", "AsyncSoftFileLock", "BaseFileLock", "BaseAsyncFileLock",
            "AcquireReturnProxy", "AsyncAcquireReturnProxy"]
 
@@ -82,12 +95,17 @@ class NotLockedError(RuntimeError):
     """release() of a lock the caller does not hold through this object."""
 
 
-class LockBrokenError(RuntimeError):
-    """release(): the lock was broken since this object acquired it; nobody holds it now."""
+class LockLostError(RuntimeError):
+    """release(): the hold was lost since this object acquired it (broken, its Redis lease expired,
+    its PostgreSQL session ended): work done under it may have overlapped another holder's."""
+
+
+class LockBrokenError(LockLostError):
+    """release(): the hold was lost since this object acquired it; nobody else is known to hold it."""
 
 
 class LockStolenError(LockBrokenError):
-    """release(): the lock was broken since this object acquired it and someone else holds it now."""
+    """release(): the hold was lost since this object acquired it and someone else holds it now."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +130,9 @@ _destroy = declare(blocking, "sync_distributed_lock_destroy", None, c_void_p)
 _path = declare(nonblocking, "sync_distributed_lock_path", c_char_p, c_void_p)
 _try_lock = declare(blocking, "sync_distributed_lock_try_lock", c_int, c_void_p)
 _lock = declare(blocking, "sync_distributed_lock_lock", c_int, c_void_p, c_int64, c_int64)
+_lock_interruptible = declare(blocking, "sync_distributed_lock_lock_interruptible", c_int, c_void_p, c_int64, c_int64)
+_token = declare(blocking, "sync_distributed_lock_token", c_int, c_void_p, POINTER(c_uint64))
+_error_message = declare(nonblocking, "sync_distributed_lock_error_message", c_char_p)
 _unlock = declare(blocking, "sync_distributed_lock_unlock", c_int, c_void_p)
 _unlock_all = declare(blocking, "sync_distributed_lock_unlock_all", c_int, c_void_p)
 _count = declare(blocking, "sync_distributed_lock_count", c_int, c_void_p)
@@ -134,7 +155,20 @@ _NEVER = 2**63 - 1
 
 
 def _os_error(code: int, what: str, path: str) -> OSError:
+    detail = _detail()
+    if detail:  # a server's message, a missing client library: the core's reason says it all
+        return OSError(code, f"{what}: {detail}")
     return OSError(code, f"{what}: {os.strerror(code)}", path)
+
+
+def _detail() -> str:
+    """The core's reason for this thread's last failed call, or ""."""
+    return (_error_message() or b"").decode(errors="replace")
+
+
+def is_url(target) -> bool:
+    """Whether the target names a server (``scheme://...``) rather than a path."""
+    return isinstance(target, str) and "://" in target and target.split("://", 1)[0].replace("+", "").isalpha()
 
 
 def _seconds_to_ns(value: float, name: str) -> int:
@@ -169,6 +203,11 @@ class _Handle:
             raise ValueError("the lock path contains a NUL byte")
         handle = c_void_p()
         code = _create(encoded, flags, mode, byref(handle))
+        if code and is_url(path):
+            detail = _detail()
+            if code == errno.EINVAL:
+                raise ValueError(detail)
+            raise OSError(code, detail or os.strerror(code))
         if code == errno.EINVAL:
             raise ValueError(f"invalid lock path {os.fsdecode(encoded)!r}: it names no file, or is not UTF-8")
         if code:
@@ -182,14 +221,29 @@ class _Handle:
 
 
 def _wait(handle: int, timeout_ns: int, poll_ns: int) -> int:
-    """sync_distributed_lock_lock until it is not interrupted: a pending KeyboardInterrupt (or
-    another signal handler's exception) is raised between the calls."""
-    deadline = None if timeout_ns < 0 else time.monotonic_ns() + timeout_ns
+    """sync_distributed_lock_lock_interruptible until it is not interrupted: it returns at least
+    every 50 ms, so a pending KeyboardInterrupt (or another signal handler's exception) is raised
+    between the calls, also while a server waits for the lock. (time.monotonic_ns is the core's
+    CLOCK_MONOTONIC.)"""
+    deadline = -1 if timeout_ns < 0 else time.monotonic_ns() + timeout_ns
     while True:
-        remaining = -1 if deadline is None else max(0, deadline - time.monotonic_ns())
-        code = _lock(handle, remaining, poll_ns)
+        code = _lock_interruptible(handle, deadline, poll_ns)
         if code != errno.EINTR:
             return code
+
+
+def _read_token(handle: int) -> Optional[int]:
+    token = c_uint64()
+    return token.value if _token(handle, byref(token)) == 0 else None
+
+
+def _timeout(lock_file: str) -> "Timeout":
+    """Timeout for lock_file, noting the core's reason when it is not just a busy lock."""
+    error = Timeout(lock_file)
+    detail = _detail()
+    if "did not answer" in detail:
+        error.add_note(detail)
+    return error
 
 
 class _Acquired:
@@ -214,6 +268,7 @@ class DistributedLock:
 
     def __init__(self, path: Union[str, bytes, os.PathLike], timeout: float = -1,
                  poll_interval: float = 0.05) -> None:
+        """``path``: a path, or a postgresql:// / redis:// URL (the server is connected to now)."""
         _seconds_to_ns(timeout, "timeout")
         _poll_ns(poll_interval)
         self._handle = _Handle(path, _RELEASE_ON_DESTROY, -1)  # as filelock: going away releases
@@ -221,8 +276,14 @@ class DistributedLock:
         self.poll_interval = poll_interval
 
     @property
+    def token(self) -> Optional[int]:
+        """The fencing token of the caller's hold (None when it does not hold the lock): larger
+        than the token of every earlier acquisition of the lock, whoever held it."""
+        return _read_token(self._handle.value)
+
+    @property
     def path(self) -> str:
-        """The lock's absolute path."""
+        """The lock's absolute path (a URL target: the URL without its password)."""
         return os.fsdecode(_path(self._handle.value))
 
     lock_file = path  # filelock's name
@@ -246,7 +307,7 @@ class DistributedLock:
         poll = _poll_ns(self.poll_interval if poll_interval is None else poll_interval)
         code = _wait(self._handle.value, 0 if not blocking else _seconds_to_ns(timeout, "timeout"), poll)
         if code == errno.ETIMEDOUT:
-            raise Timeout(self.path)
+            raise _timeout(self.path)
         self._check(code, "acquire")
         return _Acquired(self)
 
@@ -308,6 +369,8 @@ def _raise_error(code: int, operation: str, path: str, through: str) -> None:
                            "or through another object: waiting would never end")
     if code == errno.EEXIST:
         raise _os_error(code, f"{operation}: something that is not a lock is there", path)
+    if code == errno.ETIMEDOUT:
+        raise _timeout(path)
     if code:
         raise _os_error(code, operation, path)
 
@@ -316,9 +379,11 @@ def _raise_release_error(code: int, lock) -> None:
     if code == errno.EPERM:
         raise NotLockedError(f"release of the distributed lock {lock.lock_file!r}, which the caller does not hold")
     if code == errno.ESTALE:
-        raise LockBrokenError(f"the distributed lock {lock.lock_file!r} was broken while this object held it")
+        raise LockBrokenError(_detail() or f"the distributed lock {lock.lock_file!r} was broken while this object held it")
     if code == errno.EBUSY:
-        raise LockStolenError(f"the distributed lock {lock.lock_file!r} was broken while this object held it, "
+        detail = _detail()
+        raise LockStolenError((detail + f"; the holder now: {lock.holder}") if detail else
+                              f"the distributed lock {lock.lock_file!r} was broken while this object held it, "
                               f"and is now held by {lock.holder}")
     _raise_error(code, "release", lock.lock_file, "this object")
 

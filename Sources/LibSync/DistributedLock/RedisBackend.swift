@@ -1,0 +1,562 @@
+import Glibc
+import Synchronization
+
+// The Redis backend: a lease. The lock is the key NAME, whose value is the holder's entry
+// (`<pid>.<start>.<acquired>.<serial>.<machine>@<host>`, as the file backend's: unique to one
+// acquisition), set with a time to live; the fencing counter is the key `NAME:fence`.
+//
+//   acquire   EVALSHA: SET NAME entry NX PX ttl (or the key already holds this entry: a retry
+//             whose first answer was lost), and if set, NAME:fence := max(last + 1, server time
+//             in µs), returned as the token                                     one round trip
+//   release   EVALSHA: if GET NAME == entry then DEL (0), else the lease was lost: ESTALE if
+//             the key is gone, EBUSY if another entry is there                   one round trip
+//   renew     one thread per process renews every held lease (PEXPIRE if the value is still
+//             its entry) every ttl/3, over a connection of its own per server; a lease it finds
+//             gone is dropped, and its holder learns it at release (ESTALE/EBUSY) or is_held
+//   recover   EVALSHA: if GET NAME == the stale entry (a holder on this host whose process is
+//             gone), SET NAME my entry, and a new token
+//   break     DEL NAME
+//
+// Waiting polls with backoff (1 ms, doubling, up to the poll interval): a lease can end by
+// expiry, which Redis announces only through keyspace notifications, which are off by default
+// and would need a server setting; polling needs nothing from the server, and the backoff keeps
+// an idle wait to a few requests per second.
+//
+// A lease is only as good as the clocks: a holder paused longer than the ttl (GC, SIGSTOP, a VM
+// migration) loses the lock without knowing until it asks; the fencing token is the defence. The
+// token is max(last + 1, server time): strictly increasing while the counter key lives, and still
+// increasing if Redis lost it (a restart without persistence), unless the server's clock went back.
+
+/// hiredis (hiredis.h), loaded on first use. The layouts of `redisContext` and `redisReply`
+/// differ between 0.14 (Debian 12) and 1.x (Debian 13): the soname loaded says which.
+struct Hiredis: @unchecked Sendable {
+    let connectWithTimeout: @convention(c) (UnsafePointer<CChar>?, Int32, timeval) -> OpaquePointer?
+    let setTimeout: @convention(c) (OpaquePointer?, timeval) -> Int32
+    let enableKeepAlive: @convention(c) (OpaquePointer?) -> Int32
+    let formatCommandArgv: @convention(c) (UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int>?) -> Int32
+    let freeCommand: @convention(c) (UnsafeMutablePointer<CChar>?) -> Void
+    let getReply: @convention(c) (OpaquePointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32
+    let freeReply: @convention(c) (UnsafeMutableRawPointer?) -> Void
+    let free: @convention(c) (OpaquePointer?) -> Void
+    /// 1.x's layouts (else 0.14's).
+    let isVersion1: Bool
+
+    static let packages = "`apt install libhiredis0.14` (Debian 12) or `apt install libhiredis1.1.0` (Debian 13)"
+
+    /// hiredis, or why it cannot be loaded (naming the Debian package). LIBSYNC_HIREDIS names
+    /// another file to load instead (a 1.x one if its name contains ".so.1").
+    static let loaded: (Hiredis?, String) = {
+        let (library, why) = ClientLibrary.open(["libhiredis.so.0.14", "libhiredis.so.1.1.0", "libhiredis.so.1.0.0"], override: "LIBSYNC_HIREDIS")
+        guard let library else {
+            return (nil, "hiredis, Redis's C client library, cannot be loaded (\(why)): install it with \(packages)")
+        }
+        typealias Connect = @convention(c) (UnsafePointer<CChar>?, Int32, timeval) -> OpaquePointer?
+        typealias SetTimeout = @convention(c) (OpaquePointer?, timeval) -> Int32
+        typealias Context = @convention(c) (OpaquePointer?) -> Int32
+        typealias Format = @convention(c) (UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int>?) -> Int32
+        typealias FreeCommand = @convention(c) (UnsafeMutablePointer<CChar>?) -> Void
+        typealias GetReply = @convention(c) (OpaquePointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32
+        typealias FreeReply = @convention(c) (UnsafeMutableRawPointer?) -> Void
+        typealias Free = @convention(c) (OpaquePointer?) -> Void
+        guard let connect = library.function("redisConnectWithTimeout", Connect.self),
+              let setTimeout = library.function("redisSetTimeout", SetTimeout.self),
+              let keepAlive = library.function("redisEnableKeepAlive", Context.self),
+              let format = library.function("redisFormatCommandArgv", Format.self),
+              let freeCommand = library.function("redisFreeCommand", FreeCommand.self),
+              let getReply = library.function("redisGetReply", GetReply.self),
+              let freeReply = library.function("freeReplyObject", FreeReply.self),
+              let free = library.function("redisFree", Free.self)
+        else { return (nil, "\(library.soname) lacks a hiredis function libsync needs: install \(packages)") }
+        return (Hiredis(connectWithTimeout: connect, setTimeout: setTimeout, enableKeepAlive: keepAlive,
+                        formatCommandArgv: format, freeCommand: freeCommand, getReply: getReply, freeReply: freeReply, free: free,
+                        isVersion1: library.soname.contains(".so.1")), "")
+    }()
+
+    // redisContext: (1.x: a function table pointer first) int err; char errstr[128]; int fd.
+    func socket(_ context: OpaquePointer) -> Int32 {
+        (UnsafeRawPointer(context) + (isVersion1 ? 8 : 0) + 4 + 128).load(as: Int32.self)
+    }
+
+    func error(_ context: OpaquePointer) -> (code: Int32, text: String) {
+        let base = UnsafeRawPointer(context) + (isVersion1 ? 8 : 0)
+        let code = base.load(as: Int32.self)
+        let text = String(cString: (base + 4).assumingMemoryBound(to: CChar.self))
+        return (code, text)
+    }
+
+    // redisReply: int type; long long integer; (1.x: double dval;) size_t len; char *str;
+    // (1.x: char vtype[4];) size_t elements; redisReply **element.
+    func reply(_ pointer: UnsafeRawPointer) -> RedisReply {
+        let type = pointer.load(as: Int32.self)
+        let integer = pointer.load(fromByteOffset: 8, as: Int64.self)
+        let length = pointer.load(fromByteOffset: isVersion1 ? 24 : 16, as: Int.self)
+        let string = pointer.load(fromByteOffset: isVersion1 ? 32 : 24, as: UnsafePointer<UInt8>?.self)
+        let count = pointer.load(fromByteOffset: isVersion1 ? 48 : 32, as: Int.self)
+        let elements = pointer.load(fromByteOffset: isVersion1 ? 56 : 40, as: UnsafePointer<UnsafeRawPointer>?.self)
+        let text = string.map { String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self) } ?? ""
+        switch type {
+        case 1, 5: return .string(text)
+        case 2: return .array((0..<count).map { reply(elements![$0]) })
+        case 3: return .integer(integer)
+        case 6: return .error(text)
+        default: return .null
+        }
+    }
+}
+
+enum RedisReply: Equatable {
+    case string(String), integer(Int64), array([RedisReply]), error(String), null
+}
+
+/// Where a Redis server is, and how to log in.
+struct RedisAddress: Hashable, Sendable {
+    let host: String, port: Int32, database: Int, user: String?, password: String?
+    /// The connect and answer timeout.
+    let ioTimeout: Int64
+}
+
+/// One connection to a Redis server (not thread-safe: its owner serializes its use).
+final class RedisConnection {
+    private let hiredis: Hiredis
+    private let address: RedisAddress
+    private var context: OpaquePointer?
+    private var timeout: Int64 = -1
+    private var scripts: [String: String] = [:]  // script -> its SHA1 on the server
+
+    init(_ hiredis: Hiredis, _ address: RedisAddress) {
+        self.hiredis = hiredis
+        self.address = address
+    }
+
+    deinit { disconnect() }
+
+    var server: String { "the Redis server at \(address.host):\(address.port)" }
+
+    private func disconnect() {
+        if let context { hiredis.free(context) }
+        context = nil
+        scripts = [:]
+    }
+
+    /// Connects unless connected (by `deadline`, monotonic ns): 0, or ECONNREFUSED, EACCES, EIO.
+    func connect(deadline: Int64) -> Int32 {
+        if context != nil { return 0 }
+        let limit = min(address.ioTimeout, max(1_000_000, deadline - monotonicNow()))
+        let made = hiredis.connectWithTimeout(address.host, address.port, timeval(limit))
+        guard let made else { return DistributedLockMessage.fail(ENOMEM, "out of memory connecting to \(server)") }
+        let (code, text) = hiredis.error(made)
+        if code != 0 {
+            hiredis.free(made)
+            return DistributedLockMessage.fail(ECONNREFUSED, "cannot connect to \(server): \(text)")
+        }
+        context = made
+        timeout = -1
+        _ = hiredis.enableKeepAlive(made)
+        var login: [[String]] = []
+        if let password = address.password { login.append(["AUTH"] + (address.user.map { [$0] } ?? []) + [password]) }
+        if address.database != 0 { login.append(["SELECT", String(address.database)]) }
+        for command in login {
+            switch run(command, deadline: monotonicNow() + address.ioTimeout) {
+            case .success(.error(let message)):
+                disconnect()
+                let denied = ["WRONGPASS", "NOAUTH", "invalid password", "invalid username", "NOPERM"].contains { message.contains($0) }
+                return DistributedLockMessage.fail(denied ? EACCES : EINVAL, "\(server) refused \(command[0]): \(message)")
+            case .success: continue
+            case .failure(let fault):
+                if fault.code == ETIMEDOUT {
+                    return DistributedLockMessage.fail(ECONNREFUSED, "cannot connect to \(server): no answer within connect_timeout")
+                }
+                return DistributedLockMessage.fail(fault.code, fault.message)
+            }
+        }
+        return 0
+    }
+
+    struct Fault: Error { let code: Int32, message: String }
+
+    /// Sends `arguments` and reads the reply by `deadline` (connecting first if need be). A
+    /// failed exchange (no answer in time: ETIMEDOUT; a broken connection: EIO) closes the
+    /// connection.
+    func run(_ arguments: [String], deadline: Int64) -> Result<RedisReply, Fault> {
+        let connected = connect(deadline: deadline)
+        if connected != 0 { return .failure(Fault(code: connected, message: DistributedLockMessage.detail ?? "cannot connect")) }
+        // (the I/O timeout unless the deadline is sooner: a socket option set only when it changes)
+        let left = deadline - monotonicNow()
+        let wanted = left >= address.ioTimeout - 1_000_000 ? address.ioTimeout : max(1_000_000, left)
+        if wanted != timeout {
+            _ = hiredis.setTimeout(context, timeval(wanted))
+            timeout = wanted
+        }
+        // The command is sent with send(MSG_NOSIGNAL), never hiredis's write(), so that a server
+        // that closed the connection cannot raise SIGPIPE; hiredis reads and parses the reply.
+        let strings = arguments.map { strdup($0) }
+        defer { strings.forEach { Glibc.free($0) } }
+        var pointers = strings.map { UnsafePointer($0) }
+        let lengths = arguments.map { $0.utf8.count }
+        var command: UnsafeMutablePointer<CChar>?
+        let length = hiredis.formatCommandArgv(&command, Int32(arguments.count), &pointers, lengths)
+        guard length > 0, let command else { return .failure(Fault(code: ENOMEM, message: "out of memory")) }
+        defer { hiredis.freeCommand(command) }
+        var sent = 0
+        let fd = hiredis.socket(context!)
+        while sent < Int(length) {
+            let n = send(fd, command + sent, Int(length) - sent, Int32(MSG_NOSIGNAL))
+            if n > 0 { sent += n; continue }
+            if n < 0 && errno == EINTR { continue }
+            let timedOut = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
+            let text = n < 0 ? String(cString: strerror(errno)) : "closed"
+            disconnect()
+            return .failure(Fault(code: timedOut ? ETIMEDOUT : EIO,
+                                  message: timedOut ? "\(server) did not answer in time" : "the connection to \(server) broke: \(text)"))
+        }
+        var answer: UnsafeMutableRawPointer?
+        guard hiredis.getReply(context, &answer) == 0, let reply = answer else {
+            let (_, text) = context.map { hiredis.error($0) } ?? (0, "not connected")
+            disconnect()
+            let timedOut = text.contains("temporarily unavailable") || text.contains("timed out")
+            return .failure(Fault(code: timedOut ? ETIMEDOUT : EIO,
+                                  message: timedOut ? "\(server) did not answer in time" : "the connection to \(server) broke: \(text)"))
+        }
+        defer { hiredis.freeReply(reply) }
+        return .success(hiredis.reply(reply))
+    }
+
+    /// Runs a Lua script (by its SHA1 once loaded).
+    func eval(_ script: String, keys: [String], arguments: [String], deadline: Int64) -> Result<RedisReply, Fault> {
+        for _ in 0..<2 {
+            if scripts[script] == nil {
+                switch run(["SCRIPT", "LOAD", script], deadline: deadline) {
+                case .success(.string(let sha)): scripts[script] = sha
+                case .success(let other): return .failure(Fault(code: EIO, message: "\(server) refused a script: \(other)"))
+                case .failure(let fault): return .failure(fault)
+                }
+            }
+            let outcome = run(["EVALSHA", scripts[script]!, String(keys.count)] + keys + arguments, deadline: deadline)
+            if case .success(.error(let message)) = outcome, message.hasPrefix("NOSCRIPT") {
+                scripts[script] = nil  // the server restarted or flushed its scripts
+                continue
+            }
+            return outcome
+        }
+        return .failure(Fault(code: EIO, message: "\(server) keeps forgetting libsync's scripts"))
+    }
+}
+
+private func timeval(_ nanoseconds: Int64) -> Glibc.timeval {
+    Glibc.timeval(tv_sec: Int(nanoseconds / 1_000_000_000), tv_usec: Int(nanoseconds % 1_000_000_000 / 1000))
+}
+
+enum RedisScripts {
+    /// KEYS: lock, fence; ARGV: entry, ttl ms. The token, or 0 if held. (Held by the entry
+    /// already, it is a retry of an acquisition whose answer was lost: acquired.)
+    static let acquire = """
+        if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) or
+           (redis.call('get', KEYS[1]) == ARGV[1] and redis.call('pexpire', KEYS[1], ARGV[2]) == 1) then
+          local t = redis.call('time')
+          local token = math.max(tonumber(redis.call('get', KEYS[2]) or '0') + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+          redis.call('set', KEYS[2], string.format('%.0f', token))
+          return token
+        end
+        return 0
+        """
+    /// KEYS: lock; ARGV: entry. 1 released, 0 gone, 2 another holds it.
+    static let release = """
+        local v = redis.call('get', KEYS[1])
+        if v == ARGV[1] then redis.call('del', KEYS[1]) return 1 elseif v then return 2 else return 0 end
+        """
+    /// KEYS: lock; ARGV: entry, ttl ms. 1 renewed, 0 lost.
+    static let renew = """
+        if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end
+        """
+    /// KEYS: lock, fence; ARGV: stale entry, new entry, ttl ms. The token; -1 another holds it, -2 free.
+    static let takeOver = """
+        local v = redis.call('get', KEYS[1])
+        if v == ARGV[1] then
+          redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
+          local t = redis.call('time')
+          local token = math.max(tonumber(redis.call('get', KEYS[2]) or '0') + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+          redis.call('set', KEYS[2], string.format('%.0f', token))
+          return token
+        elseif v then return -1 else return -2 end
+        """
+}
+
+struct RedisBackend: LockBackend {
+    let name: String
+    let address: RedisAddress
+    let key: String
+    let ttlMilliseconds: Int64
+    let hiredis: Hiredis
+    var fenceKey: String { key + ":fence" }
+    var waitsInStore: Bool { false }
+    var firstPollNanoseconds: Int64? { 1_000_000 }
+
+    /// `redis://[[user]:password@]host[:port][/db]?lock=NAME[&ttl=S][&connect_timeout=S]`.
+    static func make(url: String) -> ((any LockBackend)?, Int32) {
+        let shown = LockURL.redacted(url)
+        let (parsed, why) = LockURL.parse(url)
+        guard let parsed else { return (nil, DistributedLockMessage.fail(EINVAL, "bad Redis URL '\(shown)': \(why)")) }
+        guard let name = parsed.value("lock"), !name.isEmpty else {
+            return (nil, DistributedLockMessage.fail(EINVAL, "the Redis URL '\(shown)' names no lock: add ?lock=NAME"))
+        }
+        for parameter in parsed.query where !["lock", "ttl", "connect_timeout"].contains(parameter.name) {
+            return (nil, DistributedLockMessage.fail(EINVAL, "unknown parameter '\(parameter.name)' in the Redis URL '\(shown)' (known: lock, ttl, connect_timeout)"))
+        }
+        var ttl: Int64 = 10_000_000_000, timeout: Int64 = 5_000_000_000
+        if let text = parsed.value("ttl") {
+            guard let value = secondsParameter(text, 0.1...86_400) else {
+                return (nil, DistributedLockMessage.fail(EINVAL, "ttl=\(text) in '\(shown)' is not a number of seconds in 0.1...86400"))
+            }
+            ttl = value
+        }
+        if let text = parsed.value("connect_timeout") {
+            guard let value = secondsParameter(text, 0.001...86_400) else {
+                return (nil, DistributedLockMessage.fail(EINVAL, "connect_timeout=\(text) in '\(shown)' is not a number of seconds in 0.001...86400"))
+            }
+            timeout = value
+        }
+        let database = parsed.path.isEmpty ? 0 : Int(parsed.path) ?? -1
+        if database < 0 { return (nil, DistributedLockMessage.fail(EINVAL, "the database '\(parsed.path)' in '\(shown)' is not a number")) }
+        if parsed.host.isEmpty { return (nil, DistributedLockMessage.fail(EINVAL, "the Redis URL '\(shown)' names no host")) }
+        let (loaded, missing) = Hiredis.loaded
+        guard let hiredis = loaded else { return (nil, DistributedLockMessage.fail(ELIBACC, missing)) }
+        let address = RedisAddress(host: parsed.host, port: Int32(parsed.port ?? 6379), database: database,
+                                   user: parsed.user, password: parsed.password, ioTimeout: timeout)
+        return (RedisBackend(name: shown, address: address, key: name, ttlMilliseconds: max(1, ttl / 1_000_000), hiredis: hiredis), 0)
+    }
+
+    func makeSession(_ me: ProcessIdentity) -> any LockSession { RedisSession(self, me) }
+}
+
+final class RedisSession: LockSession {
+    private let backend: RedisBackend
+    private let me: ProcessIdentity
+    private let connection: RedisConnection
+    /// Names this session's lease to the renewer.
+    private let leaseID = ProcessIdentity.nextSerial()
+    /// The renewer of this session's process (a session belongs to one process).
+    private lazy var renewer = LeaseRenewer.renewers.current()
+    /// The entry of this session's hold, while it holds the lock.
+    private var entry: String?
+    var token: UInt64 = 0
+
+    init(_ backend: RedisBackend, _ me: ProcessIdentity) {
+        self.backend = backend
+        self.me = me
+        connection = RedisConnection(backend.hiredis, backend.address)
+    }
+
+    private var ioDeadline: Int64 { monotonicNow() + backend.address.ioTimeout }
+    private var ttl: String { String(backend.ttlMilliseconds) }
+
+    /// A failed exchange's errno, its message recorded; a timeout before `deadline` is EIO.
+    private func failure(_ fault: RedisConnection.Fault, _ doing: String, deadline: Int64 = -1) -> Int32 {
+        if fault.code == ETIMEDOUT && !(deadline >= 0 && monotonicNow() >= deadline) {
+            return DistributedLockMessage.fail(EIO, "\(doing): \(fault.message) (within connect_timeout)")
+        }
+        return DistributedLockMessage.fail(fault.code, "\(doing): \(fault.message)")
+    }
+
+    func open() -> Int32 { connection.connect(deadline: ioDeadline) }
+
+    /// Holds the lock as `entry` with `token` (a script's integer reply).
+    private func took(_ entry: String, _ reply: Int64) {
+        self.entry = entry
+        token = UInt64(reply)
+        renewer.add(Lease(backend: backend, entry: entry), for: leaseID)
+    }
+
+    func tryAcquire(deadline: Int64) -> Int32 {
+        let answerBy = deadline >= 0 ? min(deadline, ioDeadline) : ioDeadline
+        let mine = me.newEntry()
+        var retried = false
+        while true {
+            switch connection.eval(RedisScripts.acquire, keys: [backend.key, backend.fenceKey], arguments: [mine, ttl], deadline: answerBy) {
+            case .success(.integer(let token)) where token > 0:
+                took(mine, token)
+                return 0
+            case .success(.integer): return EBUSY
+            case .success(let other): return DistributedLockMessage.fail(EIO, "acquire: \(connection.server) answered \(other)")
+            case .failure(let fault) where fault.code == EIO && !retried:
+                retried = true  // an old connection broke (a restart?): once more, afresh (the same entry: idempotent)
+            case .failure(let fault): return failure(fault, "acquire", deadline: deadline)
+            }
+        }
+    }
+
+    func waitAcquire(deadline: Int64, interruptible: Bool) -> Int32 { EINVAL }  // (polled: never called)
+
+    func release() -> Int32 {
+        guard let mine = entry else { return EPERM }
+        switch connection.eval(RedisScripts.release, keys: [backend.key], arguments: [mine], deadline: ioDeadline) {
+        case .success(.integer(let result)):
+            entry = nil
+            renewer.remove(leaseID)
+            if result == 1 { return 0 }
+            return DistributedLockMessage.fail(result == 2 ? EBUSY : ESTALE,
+                "the lock \(backend.name) was lost: its lease ended (expired, broken, or the server lost it)"
+                + (result == 2 ? ", and another holder has it now" : ""))
+        case .success(let other): return DistributedLockMessage.fail(EIO, "release: \(connection.server) answered \(other)")
+        case .failure(let fault): return failure(fault, "release")  // still held (renewed): a retry may work
+        }
+    }
+
+    private func current() -> (String?, Int32) {
+        switch connection.run(["GET", backend.key], deadline: ioDeadline) {
+        case .success(.string(let value)): return (value, 0)
+        case .success(.null): return (nil, 0)
+        case .success(let other): return (nil, DistributedLockMessage.fail(EIO, "\(connection.server) answered \(other) to GET"))
+        case .failure(let fault): return (nil, failure(fault, "holder"))
+        }
+    }
+
+    func recoverStale() -> Int32 {
+        let (holding, code) = current()
+        guard let holding else { return code == 0 ? ENOENT : code }
+        if !me.isStale(entry: holding) { return EBUSY }
+        let mine = me.newEntry()
+        switch connection.eval(RedisScripts.takeOver, keys: [backend.key, backend.fenceKey], arguments: [holding, mine, ttl],
+                               deadline: ioDeadline) {
+        case .success(.integer(let token)) where token > 0:
+            took(mine, token)
+            return 0
+        case .success(.integer(let result)): return result == -1 ? EBUSY : ENOENT
+        case .success(let other): return DistributedLockMessage.fail(EIO, "recover: \(connection.server) answered \(other)")
+        case .failure(let fault): return failure(fault, "recover")
+        }
+    }
+
+    func breakLock() -> Int32 {
+        switch connection.run(["DEL", backend.key], deadline: ioDeadline) {
+        case .success(.error(let message)): return DistributedLockMessage.fail(EIO, "break: \(message)")
+        case .success: return 0
+        case .failure(let fault): return failure(fault, "break")
+        }
+    }
+
+    func holder() -> (DistributedLockHolder?, Int32) {
+        let (holding, code) = current()
+        guard let holding else { return (nil, code) }
+        guard let parsed = parseEntry(holding) else {
+            return (DistributedLockHolder(host: "(not a libsync holder: '\(holding)')", pid: 0, processStart: 0, acquired: .zero,
+                                          isOnThisHost: false, isStale: false), 0)
+        }
+        return (me.holder(parsed, entry: holding), 0)
+    }
+
+    func holds() -> Bool {
+        guard let mine = entry else { return false }
+        let (holding, _) = current()
+        return holding == mine
+    }
+
+    func close(releasing: Bool) {
+        if entry != nil && releasing { _ = release() }
+        // A hold kept (not releasing) stays renewed until the process ends: the lock outlives the object.
+    }
+}
+
+/// A lease to renew: the lock, and the entry that holds it.
+struct Lease {
+    let backend: RedisBackend
+    let entry: String
+}
+
+/// The process's lease renewer: one thread, started with the first lease, renewing each lease
+/// every ttl/3 over a connection of its own per server. A forked child has its own (and does
+/// not renew its parent's leases).
+final class LeaseRenewer: ProcessBound, @unchecked Sendable {
+    let pid: Int32
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let wake = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    /// Under `mutex`: the leases, and when each is due.
+    private var leases: [UInt64: (lease: Lease, due: Int64)] = [:]
+    /// Under `mutex`: when the thread next wakes (-1: when a lease comes).
+    private var nextWake: Int64 = -1
+    private var started = false
+    /// Under `mutex`: the shortest renewal interval seen, the thread's nap while it has no lease.
+    private var shortest = Int64.max
+    /// The thread's connections, per server.
+    private var connections: [RedisAddress: RedisConnection] = [:]
+
+    static let renewers = ProcessLocal<LeaseRenewer> { LeaseRenewer(pid: $0) }
+
+    init(pid: Int32) {
+        self.pid = pid
+        pthread_mutex_init(mutex, nil)
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(wake, &attributes)
+        pthread_condattr_destroy(&attributes)
+    }
+
+    private static func interval(_ lease: Lease) -> Int64 { lease.backend.ttlMilliseconds * 1_000_000 / 3 }
+
+    func add(_ lease: Lease, for holder: UInt64) {
+        let interval = Self.interval(lease)
+        let due = monotonicNow() + interval
+        pthread_mutex_lock(mutex)
+        leases[holder] = (lease, due)
+        if !started {
+            started = true
+            var thread = pthread_t()
+            let me = Unmanaged.passRetained(self).toOpaque()  // (the renewer lives as long as the process)
+            pthread_create(&thread, nil, { LeaseRenewer.run(Unmanaged<LeaseRenewer>.fromOpaque($0!).takeUnretainedValue()); return nil }, me)
+            pthread_detach(thread)
+        }
+        // Wakes the thread only if it would sleep past this lease's renewal: a lease taken and
+        // released between two of its wakes costs no context switch.
+        if nextWake < 0 || due < nextWake { pthread_cond_signal(wake) }
+        shortest = min(shortest, interval)
+        pthread_mutex_unlock(mutex)
+    }
+
+    func remove(_ holder: UInt64) {
+        pthread_mutex_lock(mutex)
+        leases[holder] = nil
+        pthread_mutex_unlock(mutex)
+    }
+
+    private static func run(_ renewer: LeaseRenewer) {
+        // Signals go to the application's threads, never here.
+        var all = sigset_t()
+        sigfillset(&all)
+        pthread_sigmask(SIG_BLOCK, &all, nil)
+        while true { renewer.renewDue() }
+    }
+
+    /// Sleeps until a lease is due, then renews the due ones (outside the mutex).
+    private func renewDue() {
+        pthread_mutex_lock(mutex)
+        let now = monotonicNow()
+        let due = leases.filter { $0.value.due <= now }
+        if due.isEmpty {
+            nextWake = leases.values.map(\.due).min() ?? (shortest == .max ? -1 : now + shortest)
+            if nextWake < 0 {
+                pthread_cond_wait(wake, mutex)
+            } else {
+                var until = timespec(tv_sec: Int(nextWake / 1_000_000_000), tv_nsec: Int(nextWake % 1_000_000_000))
+                pthread_cond_timedwait(wake, mutex, &until)
+            }
+            pthread_mutex_unlock(mutex)
+            return
+        }
+        for (holder, item) in due { leases[holder]?.due = now + Self.interval(item.lease) }
+        pthread_mutex_unlock(mutex)
+        for (holder, item) in due {
+            let backend = item.lease.backend
+            let connection = connections[backend.address] ?? RedisConnection(backend.hiredis, backend.address)
+            connections[backend.address] = connection
+            let deadline = monotonicNow() + min(backend.address.ioTimeout, Self.interval(item.lease))
+            let outcome = connection.eval(RedisScripts.renew, keys: [backend.key], arguments: [item.lease.entry, String(backend.ttlMilliseconds)],
+                                          deadline: deadline)
+            if case .success(.integer(0)) = outcome {  // lost: nothing left to renew
+                pthread_mutex_lock(mutex)
+                if leases[holder]?.lease.entry == item.lease.entry { leases[holder] = nil }
+                pthread_mutex_unlock(mutex)
+            }
+            // (a failed exchange is retried at the next interval: the server may be restarting)
+        }
+    }
+}

@@ -1,0 +1,582 @@
+/* The distributed lock's backends from C, each against a real store: the file system, and private
+ * PostgreSQL and Redis servers (scripts/servers.sh starts them, or LIBSYNC_TEST_SERVERS names
+ * running ones). The same tests for every backend: mutual exclusion between processes, fencing
+ * tokens, a SIGKILLed holder recovered; and for the servers: a stopped (SIGSTOP) server while
+ * waiting, a restart while held, a lost lease, bad URLs, a wrong password, an unreachable
+ * server, a missing client library, interruptible waits. */
+#define _GNU_SOURCE
+#include <sync.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+
+#include "check.h"
+
+#ifndef LIBSYNC_SOURCE_DIR
+#error "LIBSYNC_SOURCE_DIR: the source tree (for scripts/servers.sh)"
+#endif
+
+enum backend { FILES, POSTGRES, REDIS };
+static const char *names[] = {"file system", "PostgreSQL", "Redis"};
+static char servers[256];      /* the servers' directory */
+static char base[3][512];      /* per backend: the target without the lock's name */
+static char scratch[64];       /* a fresh directory for files */
+static int lock_serial;
+
+static const int64_t S = 1000000000LL, MS = 1000000LL;
+
+/* A fresh lock target of `backend` (extra: more URL parameters). */
+static void target(enum backend b, const char *extra, char *out, size_t size) {
+    int n = ++lock_serial;
+    if (b == FILES) snprintf(out, size, "%s/lock%d", scratch, n);
+    else snprintf(out, size, "%s%slock=test%d-%d%s", base[b], strchr(base[b], '?') ? "&" : "?", (int)getpid(), n, extra ? extra : "");
+}
+
+static sync_distributed_lock_t *make(const char *t) {
+    sync_distributed_lock_t *lock = NULL;
+    int err = sync_distributed_lock_create(t, &lock);
+    if (err) fprintf(stderr, "create %s: %d: %s\n", t, err, sync_distributed_lock_error_message());
+    CHECK_EQ(err, 0);
+    return lock;
+}
+
+static int create_error(const char *t) {
+    sync_distributed_lock_t *lock = (sync_distributed_lock_t *)1;
+    int err = sync_distributed_lock_create(t, &lock);
+    CHECK(lock == NULL);
+    return err;
+}
+
+static void wait_ok(pid_t child) {
+    int status;
+    CHECK_EQ(waitpid(child, &status, 0), child);
+    if (status != 0) fprintf(stderr, "child %d: status %#x\n", (int)child, status);
+    CHECK_EQ(status, 0);
+}
+
+static void control(const char *what, enum backend b) {
+    char command[600];
+    snprintf(command, sizeof command, "%s/scripts/servers.sh %s %s %s", LIBSYNC_SOURCE_DIR, what,
+             b == POSTGRES ? "postgres" : "redis", servers);
+    CHECK_EQ(system(command), 0);
+}
+
+/* A child that takes `t` and holds it until killed; returns its pid once it holds it. */
+static pid_t spawn_holder(const char *t) {
+    int ready[2];
+    CHECK_EQ(pipe(ready), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        signal(SIGALRM, SIG_DFL);
+        alarm(120);
+        sync_distributed_lock_t *lock = make(t);
+        char ok = sync_distributed_lock_try_lock(lock) == 0 ? 'y' : 'n';
+        if (write(ready[1], &ok, 1) != 1) _exit(3);
+        for (;;) pause();
+    }
+    char ok = 0;
+    CHECK_EQ(read(ready[0], &ok, 1), 1);
+    CHECK_EQ(ok, 'y');
+    close(ready[0]);
+    close(ready[1]);
+    return child;
+}
+
+/* Basics: busy, holder, tokens strictly increasing across holders and re-entries. */
+static void test_basics_and_tokens(enum backend b) {
+    char t[600];
+    target(b, NULL, t, sizeof t);
+    sync_distributed_lock_t *a = make(t), *c = make(t);
+    uint64_t token = 0, previous = 0;
+    CHECK_EQ(sync_distributed_lock_token(a, &token), EPERM);
+    CHECK_EQ(sync_distributed_lock_token(NULL, &token), EINVAL);
+    sync_distributed_lock_holder_t h;
+    CHECK_EQ(sync_distributed_lock_holder(a, &h), ENOENT);
+    for (int round = 0; round < 20; round++) {
+        sync_distributed_lock_t *holder = round % 2 ? c : a, *other = round % 2 ? a : c;
+        CHECK_EQ(sync_distributed_lock_try_lock(holder), 0);
+        CHECK_EQ(sync_distributed_lock_try_lock(other), EBUSY);
+        CHECK(sync_distributed_lock_is_held(holder));
+        CHECK(!sync_distributed_lock_is_held(other));
+        CHECK_EQ(sync_distributed_lock_token(holder, &token), 0);
+        CHECK(token > previous);
+        previous = token;
+        CHECK_EQ(sync_distributed_lock_token(other, &token), EPERM);
+        CHECK_EQ(sync_distributed_lock_holder(other, &h), 0);
+        CHECK_EQ(h.pid, getpid());
+        CHECK(h.flags & SYNC_DISTRIBUTED_LOCK_THIS_HOST);
+        CHECK(!(h.flags & SYNC_DISTRIBUTED_LOCK_STALE));
+        CHECK_EQ(sync_distributed_lock_unlock(holder), 0);
+        CHECK_EQ(sync_distributed_lock_unlock(holder), EPERM);
+    }
+    CHECK_EQ(sync_distributed_lock_holder(a, &h), ENOENT);
+    /* A bounded wait for a busy lock times out; lock_until with a past deadline tries once. */
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    CHECK_EQ(sync_distributed_lock_lock(c, 50 * MS, MS), ETIMEDOUT);
+    CHECK_EQ(sync_distributed_lock_lock_until(c, sync_monotonic_ns() - 1, MS), ETIMEDOUT);
+    CHECK_EQ(sync_distributed_lock_lock_until(c, 0, 0), EINVAL);  /* poll interval <= 0 */
+    CHECK_EQ(sync_distributed_lock_break(c), 0);
+    CHECK(!sync_distributed_lock_is_held(a));
+    CHECK_EQ(sync_distributed_lock_unlock(a), ESTALE);          /* lost: broken */
+    CHECK_EQ(sync_distributed_lock_lock_until(c, -5, MS), 0);   /* any negative deadline: none */
+    CHECK_EQ(sync_distributed_lock_token(c, &token), 0);
+    CHECK(token > previous);
+    CHECK_EQ(sync_distributed_lock_unlock(c), 0);
+    sync_distributed_lock_destroy(a);
+    sync_distributed_lock_destroy(c);
+}
+
+/* WORKERS processes take the lock ROUNDS times each (lock_until), logging "enter <token>" and
+ * "exit": one holder at a time, and the tokens strictly increase in the order of the log. */
+enum { WORKERS = 4, ROUNDS = 25 };
+
+static void test_mutual_exclusion_and_fencing(enum backend b) {
+    char t[600], log_path[128];
+    target(b, NULL, t, sizeof t);
+    snprintf(log_path, sizeof log_path, "%s/log%d", scratch, lock_serial);
+    int fd = open(log_path, O_CREAT | O_TRUNC | O_WRONLY | O_APPEND, 0644);
+    CHECK(fd >= 0);
+    pid_t workers[WORKERS];
+    for (int w = 0; w < WORKERS; w++) {
+        workers[w] = fork();
+        if (workers[w] != 0) continue;
+        alarm(120);
+        sync_distributed_lock_t *lock = make(t);
+        for (int r = 0; r < ROUNDS; r++) {
+            int err = sync_distributed_lock_lock_until(lock, sync_monotonic_ns() + 60 * S, MS);
+            if (err) { fprintf(stderr, "worker: %d %s\n", err, sync_distributed_lock_error_message()); _exit(7); }
+            uint64_t token;
+            if (sync_distributed_lock_token(lock, &token) != 0) _exit(8);
+            char line[64];
+            int n = snprintf(line, sizeof line, "E %d %llu\n", w, (unsigned long long)token);
+            if (write(fd, line, (size_t)n) != n) _exit(9);
+            sched_yield();
+            n = snprintf(line, sizeof line, "X %d 0\n", w);
+            if (write(fd, line, (size_t)n) != n) _exit(9);
+            if (sync_distributed_lock_unlock(lock) != 0) _exit(10);
+        }
+        _exit(0);
+    }
+    for (int w = 0; w < WORKERS; w++) wait_ok(workers[w]);
+    close(fd);
+    FILE *log = fopen(log_path, "r");
+    CHECK(log != NULL);
+    char kind;
+    int worker, holder = -1, entries = 0;
+    unsigned long long token, last = 0;
+    while (fscanf(log, " %c %d %llu", &kind, &worker, &token) == 3) {
+        if (kind == 'E') {
+            CHECK_EQ(holder, -1);
+            CHECK(token > last);
+            last = token;
+            holder = worker;
+            entries++;
+        } else {
+            CHECK_EQ(holder, worker);
+            holder = -1;
+        }
+    }
+    fclose(log);
+    CHECK_EQ(entries, WORKERS * ROUNDS);
+}
+
+/* A holder SIGKILLed: the lock is taken again (file system and Redis on this host: a stale
+ * holder, taken over; PostgreSQL: the server ended its session), with a larger token. */
+static void test_killed_holder(enum backend b) {
+    char t[600];
+    target(b, NULL, t, sizeof t);
+    sync_distributed_lock_t *a = make(t);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    uint64_t first, second;
+    CHECK_EQ(sync_distributed_lock_token(a, &first), 0);
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    pid_t holder = spawn_holder(t);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), EBUSY);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    CHECK_EQ(sync_distributed_lock_lock_until(a, sync_monotonic_ns() + 30 * S, MS), 0);
+    CHECK_EQ(sync_distributed_lock_token(a, &second), 0);
+    CHECK(second > first + 1);  /* the dead holder's token came between */
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    sync_distributed_lock_destroy(a);
+}
+
+/* A holder that forked a child and then died: the child (alive, which never held the lock) does not
+ * keep the holder's lock (PostgreSQL: the child closed its copy of the session's socket at the
+ * fork, else the server would keep the dead holder's session and lock while the child lives). */
+static void test_dead_holders_child_keeps_nothing(enum backend b) {
+    char t[600];
+    target(b, NULL, t, sizeof t);
+    int ready[2];
+    CHECK_EQ(pipe(ready), 0);
+    pid_t holder = fork();
+    if (holder == 0) {
+        signal(SIGALRM, SIG_DFL);
+        alarm(120);
+        sync_distributed_lock_t *lock = make(t);
+        if (sync_distributed_lock_try_lock(lock) != 0) _exit(3);
+        pid_t child = fork();
+        if (child == 0) {
+            signal(SIGALRM, SIG_DFL);  /* (never outlives the test by much) */
+            alarm(60);
+            for (;;) pause();
+        }
+        if (write(ready[1], &child, sizeof child) != sizeof child) _exit(4);
+        for (;;) pause();
+    }
+    pid_t child = 0;
+    CHECK_EQ(read(ready[0], &child, sizeof child), (long)sizeof child);
+    close(ready[0]);
+    close(ready[1]);
+    sync_distributed_lock_t *a = make(t);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), EBUSY);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    CHECK_EQ(kill(child, 0), 0);  /* the holder's child lives on */
+    CHECK_EQ(sync_distributed_lock_lock_until(a, sync_monotonic_ns() + 20 * S, MS), 0);
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    kill(child, SIGKILL);
+    sync_distributed_lock_destroy(a);
+}
+
+static void on_alarm(int signal) { (void)signal; }
+
+/* The interruptible wait returns EINTR at least every 50 ms (and when a signal handler ran), and
+ * ETIMEDOUT at its deadline; the plain wait never returns EINTR. */
+static void test_interruptible(enum backend b) {
+    char t[600];
+    target(b, NULL, t, sizeof t);
+    pid_t holder = spawn_holder(t);
+    sync_distributed_lock_t *a = make(t);
+    int64_t deadline = sync_monotonic_ns() + 400 * MS;
+    int interruptions = 0, err;
+    while ((err = sync_distributed_lock_lock_interruptible(a, deadline, 5 * MS)) == EINTR) interruptions++;
+    CHECK_EQ(err, ETIMEDOUT);
+    CHECK(sync_monotonic_ns() >= deadline);
+    CHECK(interruptions >= 2);  /* 400 ms in slices of at most 50 ms */
+    /* no deadline: EINTR, not a wait forever */
+    CHECK_EQ(sync_distributed_lock_lock_interruptible(a, -1, 5 * MS), EINTR);
+    /* a signal handler during the plain wait: it goes on to its deadline */
+    struct sigaction action = {0};
+    action.sa_handler = on_alarm;
+    sigaction(SIGALRM, &action, NULL);
+    struct itimerval timer = {{0, 0}, {0, 50000}};
+    setitimer(ITIMER_REAL, &timer, NULL);
+    CHECK_EQ(sync_distributed_lock_lock_until(a, sync_monotonic_ns() + 300 * MS, 5 * MS), ETIMEDOUT);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    CHECK_EQ(sync_distributed_lock_lock_interruptible(a, sync_monotonic_ns() + 30 * S, 5 * MS) == 0 ||
+             sync_distributed_lock_lock_until(a, sync_monotonic_ns() + 30 * S, 5 * MS) == 0, 1);
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    sync_distributed_lock_destroy(a);
+}
+
+/* The server stops (SIGSTOP) while a process waits: the wait ends at its deadline with ETIMEDOUT
+ * and a message saying the server did not answer; the lock works again once it resumes. */
+static void test_server_paused_while_waiting(enum backend b) {
+    char t[600];
+    target(b, "&connect_timeout=2", t, sizeof t);
+    pid_t holder = spawn_holder(t);
+    sync_distributed_lock_t *a = make(t);
+    int64_t start = sync_monotonic_ns();
+    pid_t pauser = fork();
+    if (pauser == 0) {
+        usleep(200000);  /* (when it pauses does not matter: the wait must end at its deadline either way) */
+        control("pause", b);
+        _exit(0);
+    }
+    int64_t deadline = start + 1500 * MS;
+    int err = sync_distributed_lock_lock_until(a, deadline, 5 * MS);
+    int64_t end = sync_monotonic_ns();
+    wait_ok(pauser);
+    printf("%s: paused server: %d after %lld ms: %s\n", names[b], err, (long long)((end - start) / MS),
+           sync_distributed_lock_error_message());
+    CHECK_EQ(err, ETIMEDOUT);
+    CHECK(end >= deadline);
+    CHECK(end < deadline + 10 * S);  /* (a hang guard, not a measurement) */
+    CHECK(strstr(sync_distributed_lock_error_message(), "did not answer") != NULL);
+    /* try_lock meanwhile: EIO within connect_timeout, not a hang */
+    err = sync_distributed_lock_try_lock(a);
+    CHECK(err == EIO || err == ECONNREFUSED);
+    control("resume", b);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    CHECK_EQ(sync_distributed_lock_lock_until(a, sync_monotonic_ns() + 30 * S, MS), 0);
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    sync_distributed_lock_destroy(a);
+}
+
+/* The server restarts while the lock is held: the holder learns it lost the lock (unlock ESTALE:
+ * PostgreSQL's session ended, Redis forgot the key), and the object goes on working. */
+static void test_server_restarted_while_held(enum backend b) {
+    char t[600];
+    target(b, NULL, t, sizeof t);
+    sync_distributed_lock_t *a = make(t), *c = make(t);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    uint64_t before, after;
+    CHECK_EQ(sync_distributed_lock_token(a, &before), 0);
+    control("restart", b);
+    CHECK(!sync_distributed_lock_is_held(a));
+    CHECK_EQ(sync_distributed_lock_lock_until(c, sync_monotonic_ns() + 30 * S, MS), 0);  /* free again */
+    CHECK_EQ(sync_distributed_lock_token(c, &after), 0);
+    CHECK(after > before);  /* tokens survive the restart */
+    int err = sync_distributed_lock_unlock(a);
+    printf("%s: unlock after a restart: %d: %s\n", names[b], err, sync_distributed_lock_error_message());
+    CHECK(err == ESTALE || err == EBUSY);
+    CHECK_EQ(sync_distributed_lock_unlock(c), 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    sync_distributed_lock_destroy(a);
+    sync_distributed_lock_destroy(c);
+}
+
+/* Redis: a holder stopped longer than its lease loses the lock to another, and learns it at
+ * unlock (EBUSY); a live holder keeps it however long it holds it (renewal). */
+static void test_redis_lease(void) {
+    char t[600];
+    target(REDIS, "&ttl=0.3", t, sizeof t);
+    sync_distributed_lock_t *a = make(t), *c = make(t);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    for (int i = 0; i < 12; i++) {  /* 1.2 s: four leases long */
+        usleep(100000);
+        CHECK_EQ(sync_distributed_lock_try_lock(c), EBUSY);
+    }
+    CHECK(sync_distributed_lock_is_held(a));
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+
+    int report[2];
+    CHECK_EQ(pipe(report), 0);
+    int ready[2];
+    CHECK_EQ(pipe(ready), 0);
+    pid_t holder = fork();
+    if (holder == 0) {
+        alarm(60);
+        sync_distributed_lock_t *mine = make(t);
+        char ok = sync_distributed_lock_try_lock(mine) == 0 ? 'y' : 'n';
+        if (write(ready[1], &ok, 1) != 1) _exit(3);
+        raise(SIGSTOP);                                  /* longer than the lease */
+        int code = sync_distributed_lock_unlock(mine);   /* after SIGCONT */
+        if (write(report[1], &code, sizeof code) != sizeof code) _exit(4);
+        _exit(0);
+    }
+    char ok = 0;
+    CHECK_EQ(read(ready[0], &ok, 1), 1);
+    CHECK_EQ(ok, 'y');
+    int status;
+    CHECK_EQ(waitpid(holder, &status, WUNTRACED), holder);
+    CHECK(WIFSTOPPED(status));
+    CHECK_EQ(sync_distributed_lock_lock_until(c, sync_monotonic_ns() + 30 * S, MS), 0);  /* the lease ran out */
+    kill(holder, SIGCONT);
+    int code = 0;
+    CHECK_EQ(read(report[0], &code, sizeof code), (long)sizeof code);
+    CHECK_EQ(code, EBUSY);  /* lost, and held by another now */
+    wait_ok(holder);
+    CHECK(sync_distributed_lock_is_held(c));
+    CHECK_EQ(sync_distributed_lock_unlock(c), 0);
+    sync_distributed_lock_destroy(a);
+    sync_distributed_lock_destroy(c);
+}
+
+/* Bad URLs, a wrong password, nothing listening, a stopped server: a clear error at creation. */
+static void test_bad_targets(enum backend b) {
+    char t[700];
+    const char *scheme = b == POSTGRES ? "postgresql" : "redis";
+    snprintf(t, sizeof t, "%s://127.0.0.1:5432/x", scheme);                  /* no lock name */
+    CHECK_EQ(create_error(t), EINVAL);
+    CHECK(strstr(sync_distributed_lock_error_message(), "lock=NAME") != NULL);
+    snprintf(t, sizeof t, "%s://127.0.0.1:99999/?lock=x", scheme);           /* a bad port */
+    CHECK_EQ(create_error(t), EINVAL);
+    CHECK_EQ(create_error("ftp://host/x"), EINVAL);                          /* an unknown scheme */
+    if (b == REDIS) {
+        snprintf(t, sizeof t, "redis://127.0.0.1/?lock=x&ttl=0");
+        CHECK_EQ(create_error(t), EINVAL);
+        snprintf(t, sizeof t, "redis://127.0.0.1/?lock=x&color=red");
+        CHECK_EQ(create_error(t), EINVAL);
+    }
+    /* a wrong password */
+    char wrong[600];
+    snprintf(wrong, sizeof wrong, "%s", base[b]);
+    char *secret = strstr(wrong, "secret");
+    CHECK(secret != NULL);
+    memcpy(secret, "wrong!", 6);
+    snprintf(t, sizeof t, "%s?lock=x", wrong);
+    CHECK_EQ(create_error(t), EACCES);
+    printf("%s: wrong password: %s\n", names[b], sync_distributed_lock_error_message());
+    CHECK(strstr(sync_distributed_lock_error_message(), "secret") == NULL);  /* never shown */
+    /* nothing listens there (a port just released) */
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t length = sizeof address;
+    CHECK_EQ(bind(s, (struct sockaddr *)&address, sizeof address), 0);
+    CHECK_EQ(getsockname(s, (struct sockaddr *)&address, &length), 0);
+    close(s);
+    snprintf(t, sizeof t, "%s://%s127.0.0.1:%d/%s?lock=x", scheme, b == POSTGRES ? "postgres:secret@" : "",
+             ntohs(address.sin_port), b == POSTGRES ? "postgres" : "");
+    CHECK_EQ(create_error(t), ECONNREFUSED);
+    printf("%s: nothing listening: %s\n", names[b], sync_distributed_lock_error_message());
+    /* the server stopped: connecting ends at connect_timeout */
+    control("pause", b);
+    snprintf(t, sizeof t, "%s?lock=x&connect_timeout=1", base[b]);
+    int64_t start = sync_monotonic_ns();
+    int err = create_error(t);
+    int64_t took = sync_monotonic_ns() - start;
+    control("resume", b);
+    printf("%s: stopped server: %d after %lld ms: %s\n", names[b], err, (long long)(took / MS), sync_distributed_lock_error_message());
+    CHECK(err == ECONNREFUSED || err == EIO);
+    CHECK(took < 10 * S);  /* (a hang guard) */
+}
+
+/* The client libraries are loaded only when a lock of their backend is made, and a missing one is
+ * ELIBACC with a message naming the Debian package (in children of a process that has loaded
+ * neither: the loading is once per process). */
+static int maps_contain(const char *name) {
+    char command[128];
+    snprintf(command, sizeof command, "grep -q '%s' /proc/%d/maps", name, (int)getpid());
+    return system(command) == 0;
+}
+
+static void test_client_libraries(void) {
+    pid_t child = fork();
+    if (child == 0) {
+        char t[600];
+        target(FILES, NULL, t, sizeof t);
+        sync_distributed_lock_t *lock = make(t);
+        int ok = !maps_contain("libpq") && !maps_contain("libhiredis");
+        sync_distributed_lock_destroy(lock);
+        target(POSTGRES, NULL, t, sizeof t);
+        lock = make(t);
+        ok = ok && maps_contain("libpq.so.5") && !maps_contain("libhiredis");
+        sync_distributed_lock_destroy(lock);
+        target(REDIS, NULL, t, sizeof t);
+        lock = make(t);
+        ok = ok && maps_contain("libhiredis");
+        sync_distributed_lock_destroy(lock);
+        if (!ok) fprintf(stderr, "the client libraries were loaded before their first use, or not at it\n");
+        _exit(ok ? 0 : 1);
+    }
+    wait_ok(child);
+    child = fork();
+    if (child == 0) {
+        setenv("LIBSYNC_HIREDIS", "/nonexistent/libhiredis.so.0.14", 1);
+        setenv("LIBSYNC_LIBPQ", "/nonexistent/libpq.so.5", 1);
+        char t[600];
+        target(REDIS, NULL, t, sizeof t);
+        int ok = create_error(t) == ELIBACC && strstr(sync_distributed_lock_error_message(), "apt install libhiredis0.14");
+        printf("missing hiredis: %s\n", sync_distributed_lock_error_message());
+        target(POSTGRES, NULL, t, sizeof t);
+        ok = ok && create_error(t) == ELIBACC && strstr(sync_distributed_lock_error_message(), "apt install libpq5");
+        printf("missing libpq: %s\n", sync_distributed_lock_error_message());
+        fflush(stdout);
+        _exit(ok ? 0 : 1);
+    }
+    wait_ok(child);
+}
+
+/* A forked child never holds its parent's server lock, and takes it over its own connection. */
+static void test_fork(enum backend b) {
+    char t[600];
+    target(b, NULL, t, sizeof t);
+    sync_distributed_lock_t *a = make(t);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        alarm(60);
+        int ok = sync_distributed_lock_unlock(a) == EPERM && !sync_distributed_lock_is_held(a)
+                 && sync_distributed_lock_try_lock(a) == EBUSY;
+        sync_distributed_lock_destroy(a);
+        _exit(ok ? 0 : 1);
+    }
+    wait_ok(child);
+    CHECK(sync_distributed_lock_is_held(a));  /* the child's exit touched nothing of ours */
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    child = fork();
+    if (child == 0) {
+        alarm(60);
+        int ok = sync_distributed_lock_try_lock(a) == 0 && sync_distributed_lock_unlock(a) == 0;
+        _exit(ok ? 0 : 1);
+    }
+    wait_ok(child);
+    sync_distributed_lock_destroy(a);
+}
+
+static void stop_servers(void) {
+    char command[600];
+    snprintf(command, sizeof command, "%s/scripts/servers.sh stop %s; rm -rf %s", LIBSYNC_SOURCE_DIR, servers, servers);
+    if (system(command) != 0) fprintf(stderr, "stopping the servers failed\n");
+}
+
+static void read_url(const char *name, char *out, size_t size) {
+    char file[400];
+    snprintf(file, sizeof file, "%s/%s.url", servers, name);
+    FILE *f = fopen(file, "r");
+    CHECK(f != NULL);
+    CHECK(fgets(out, (int)size, f) != NULL);
+    out[strcspn(out, "\n")] = 0;
+    fclose(f);
+}
+
+int main(void) {
+    snprintf(scratch, sizeof scratch, "/tmp/libsync-backends-XXXXXX");
+    CHECK(mkdtemp(scratch) != NULL);
+    int have_servers = 1;
+    const char *given = getenv("LIBSYNC_TEST_SERVERS");
+    if (given) {
+        snprintf(servers, sizeof servers, "%s", given);
+    } else {
+        snprintf(servers, sizeof servers, "/tmp/libsync-servers-XXXXXX");
+        CHECK(mkdtemp(servers) != NULL);
+        char command[600];
+        snprintf(command, sizeof command, "%s/scripts/servers.sh start %s", LIBSYNC_SOURCE_DIR, servers);
+        int status = system(command);
+        if (status != 0) {
+            have_servers = 0;
+            fprintf(stderr, "\n!!!!!! SKIPPING the PostgreSQL and Redis backends: their servers could not be "
+                            "installed or started (scripts/servers.sh: status %d) !!!!!!\n\n", status);
+        } else {
+            atexit(stop_servers);
+        }
+    }
+    if (have_servers) {
+        read_url("postgres", base[POSTGRES], sizeof base[POSTGRES]);
+        read_url("redis", base[REDIS], sizeof base[REDIS]);
+    }
+    if (have_servers) test_client_libraries();  /* first: this process has loaded neither yet */
+    for (int b = FILES; b <= (have_servers ? REDIS : FILES); b++) {
+        printf("== %s\n", names[b]);
+        fflush(stdout);
+        test_basics_and_tokens(b);
+        test_mutual_exclusion_and_fencing(b);
+        test_killed_holder(b);
+        test_dead_holders_child_keeps_nothing(b);
+        test_interruptible(b);
+        test_fork(b);
+        if (b != FILES) {
+            test_bad_targets(b);
+            test_server_paused_while_waiting(b);
+            test_server_restarted_while_held(b);
+        }
+    }
+    if (have_servers) test_redis_lease();
+    char command[128];
+    snprintf(command, sizeof command, "rm -rf %s", scratch);
+    CHECK_EQ(system(command), 0);
+    if (!have_servers) {
+        printf("test_distributed_lock_backends: the server backends were SKIPPED\n");
+        return 77;
+    }
+    DONE();
+}

@@ -1,0 +1,307 @@
+"""The distributed lock's backends from Python, each against a real store: the file system, and
+private PostgreSQL and Redis servers (scripts/servers.sh starts them, or LIBSYNC_TEST_SERVERS
+names running ones). The same tests for every backend: mutual exclusion between processes with
+fencing tokens, a SIGKILLed holder, Ctrl-C during a wait, filelock's face; for the servers: a
+stopped (SIGSTOP) server while waiting, a restart while held, a lost lease, bad targets, a
+missing client library."""
+import errno
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_ctrl_c_interrupts
+from libsync.distributed_lock import (DistributedLock, FileLock, LockLostError, LockStolenError, Timeout)
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVERS_SCRIPT = ROOT / "scripts" / "servers.sh"
+_serial = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def servers():
+    """The servers' directory (with postgres.url and redis.url), or a loud skip where they cannot
+    be installed."""
+    given = os.environ.get("LIBSYNC_TEST_SERVERS")
+    if given:
+        yield Path(given)
+        return
+    directory = Path(tempfile.mkdtemp(prefix="libsync-servers-py-"))
+    started = subprocess.run([str(SERVERS_SCRIPT), "start", str(directory)])
+    if started.returncode != 0:
+        message = (f"!!!!!! SKIPPING the PostgreSQL and Redis backends: scripts/servers.sh could not install or "
+                   f"start the servers (status {started.returncode}) !!!!!!")
+        print("\n" + message, file=sys.stderr)
+        pytest.skip(message)
+    try:
+        yield directory
+    finally:
+        subprocess.run([str(SERVERS_SCRIPT), "stop", str(directory)])
+        subprocess.run(["rm", "-rf", str(directory)])
+
+
+def control(servers, what: str, backend: str) -> None:
+    subprocess.run([str(SERVERS_SCRIPT), what, backend, str(servers)], check=True)
+
+
+@pytest.fixture(params=["file", "postgres", "redis"])
+def backend(request):
+    return request.param
+
+
+@pytest.fixture
+def make_target(request, backend, tmp_path):
+    """A function returning a fresh lock target of the backend (extra: more URL parameters)."""
+    base = None
+    if backend != "file":
+        servers = request.getfixturevalue("servers")
+        base = (servers / f"{backend}.url").read_text().strip()
+
+    def make(extra: str = "") -> str:
+        n = next(_serial)
+        if backend == "file":
+            return str(tmp_path / f"lock{n}")
+        return f"{base}?lock=py{os.getpid()}-{n}{extra}"
+    make.backend = backend
+    return make
+
+
+HOLDER = """
+import sys, time
+from libsync.distributed_lock import DistributedLock
+lock = DistributedLock(sys.argv[1])
+lock.try_lock() or sys.exit(3)
+print("holding", lock.token, flush=True)
+time.sleep(600)
+"""
+
+
+def spawn_holder(target: str) -> subprocess.Popen:
+    """A process holding `target` (until killed)."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, target], stdout=subprocess.PIPE, text=True, env=os.environ)
+    line = proc.stdout.readline().split()
+    assert line and line[0] == "holding", line
+    return proc
+
+
+WORKER = """
+import sys
+from libsync.distributed_lock import DistributedLock
+target, log, worker, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+lock = DistributedLock(target, timeout=60, poll_interval=0.002)
+with open(log, "a", buffering=1) as out:
+    for _ in range(rounds):
+        with lock:
+            out.write(f"E {worker} {lock.token}\\n")
+            out.write(f"X {worker} 0\\n")
+"""
+
+
+def test_mutual_exclusion_and_fencing_between_processes(make_target, tmp_path):
+    target, log = make_target(), tmp_path / "log"
+    workers = [subprocess.Popen([sys.executable, "-c", WORKER, target, str(log), str(w), "15"], env=os.environ)
+               for w in range(4)]
+    assert [w.wait(timeout=300) for w in workers] == [0] * 4
+    holder, last, entries = None, 0, 0
+    for line in log.read_text().splitlines():
+        kind, worker, token = line.split()
+        if kind == "E":
+            assert holder is None
+            assert int(token) > last  # the fencing tokens strictly increase from holder to holder
+            holder, last, entries = worker, int(token), entries + 1
+        else:
+            assert holder == worker
+            holder = None
+    assert entries == 60
+
+
+def test_tokens_holder_and_release_errors(make_target):
+    target = make_target()
+    a, b = DistributedLock(target), DistributedLock(target)
+    assert a.token is None and a.holder is None
+    tokens = []
+    for holder, other in [(a, b), (b, a), (a, b)]:
+        with holder:
+            assert not other.try_lock()
+            tokens.append(holder.token)
+            assert other.token is None
+            assert other.holder.pid == os.getpid() and other.holder.on_this_host
+    assert tokens == sorted(set(tokens))
+    assert a.try_lock()
+    b.break_lock()
+    with pytest.raises(LockLostError):
+        a.release()
+    with pytest.raises(Timeout):
+        with b:
+            a.acquire(timeout=0.05)
+    assert "://" not in target or "secret" not in a.path  # never shows the password
+
+
+def test_killed_holder_is_recovered(make_target):
+    target = make_target()
+    holder = spawn_holder(target)
+    lock = DistributedLock(target)
+    assert not lock.try_lock()
+    holder.kill()
+    holder.wait()
+    with lock.acquire(timeout=30):  # stale (file, Redis on this host) or its session ended (PostgreSQL)
+        assert lock.holder.pid == os.getpid()
+
+
+def test_ctrl_c_interrupts_a_wait(make_target):
+    target = make_target()
+    holder = spawn_holder(target)
+    try:
+        assert_ctrl_c_interrupts(f"""
+            from libsync.distributed_lock import DistributedLock
+            lock = DistributedLock({target!r})
+            """, "lock.acquire(timeout=60)")  # PostgreSQL: a wait in the server
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_filelock_face_takes_urls(make_target):
+    target = make_target()
+    lock, other = FileLock(target, timeout=5), FileLock(target, timeout=0.05)
+    with lock:
+        with lock.acquire():
+            assert lock.lock_counter == 2 and lock.token is not None
+        with pytest.raises(Timeout):
+            other.acquire()
+        first = lock.token
+    assert not lock.is_locked
+    with other.acquire(timeout=5):
+        assert other.token > first
+    if make_target.backend != "file":
+        assert "secret" not in lock.lock_file
+
+
+servers_only = pytest.mark.parametrize("backend", ["postgres", "redis"])
+
+
+@servers_only
+def test_server_paused_while_waiting(make_target, servers, backend):
+    target = make_target("&connect_timeout=2")
+    holder = spawn_holder(target)
+    lock = DistributedLock(target)
+    pauser = threading.Timer(0.2, control, (servers, "pause", backend))
+    pauser.start()
+    start = time.monotonic()
+    try:
+        with pytest.raises(Timeout) as caught:
+            lock.acquire(timeout=1.5)
+        assert time.monotonic() - start < 12  # (a hang guard)
+        assert any("did not answer" in note for note in getattr(caught.value, "__notes__", []))
+    finally:
+        pauser.join()
+        control(servers, "resume", backend)
+        holder.kill()
+        holder.wait()
+    with lock.acquire(timeout=30):
+        pass
+
+
+@servers_only
+def test_server_restarted_while_held(make_target, servers, backend):
+    target = make_target()
+    lock = DistributedLock(target)
+    lock.acquire()
+    before = lock.token
+    control(servers, "restart", backend)
+    assert not lock.is_locked
+    with pytest.raises(LockLostError):
+        lock.release()
+    with lock.acquire(timeout=30):
+        assert lock.token > before
+
+
+LEASED = """
+import os, signal, sys
+from libsync.distributed_lock import DistributedLock, LockStolenError
+lock = DistributedLock(sys.argv[1])
+lock.try_lock() or sys.exit(3)
+print("holding", flush=True)
+os.kill(os.getpid(), signal.SIGSTOP)    # longer than the lease
+try:
+    lock.release()
+except LockStolenError as error:
+    print("lost:", error, flush=True)
+    sys.exit(0)
+sys.exit(4)
+"""
+
+
+@pytest.mark.parametrize("backend", ["redis"])
+def test_redis_lease_lost_by_a_stopped_holder(make_target, servers):
+    target = make_target("&ttl=0.3")
+    lock = DistributedLock(target)
+    with lock:  # a live holder keeps it (renewed) however long it holds it
+        time.sleep(1.0)
+        assert lock.is_locked and not DistributedLock(target).try_lock()
+    proc = subprocess.Popen([sys.executable, "-c", LEASED, target], stdout=subprocess.PIPE, text=True, env=os.environ)
+    assert proc.stdout.readline().strip() == "holding"
+    os.waitpid(proc.pid, os.WUNTRACED)
+    with lock.acquire(timeout=30):  # the lease ran out
+        proc.send_signal(signal.SIGCONT)
+        assert proc.wait(timeout=30) == 0
+        assert proc.stdout.read().startswith("lost:")
+
+
+@pytest.mark.parametrize("backend", ["redis"])
+def test_bad_targets(servers, backend):
+    with pytest.raises(ValueError, match="lock=NAME"):
+        DistributedLock("redis://127.0.0.1:6379/0")
+    with pytest.raises(ValueError, match="ttl"):
+        FileLock("redis://127.0.0.1/?lock=x&ttl=-1")
+    with pytest.raises(ValueError, match="scheme"):
+        DistributedLock("gopher://127.0.0.1/?lock=x")
+    for name in ("redis", "postgres"):
+        url = (servers / f"{name}.url").read_text().strip().replace("secret", "wrong!")
+        with pytest.raises(PermissionError) as caught:
+            DistributedLock(url + "?lock=x")
+        assert "wrong!" not in str(caught.value)
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ConnectionRefusedError):
+        DistributedLock(f"redis://127.0.0.1:{port}?lock=x")
+    with pytest.raises(ConnectionRefusedError):
+        DistributedLock(f"postgresql://postgres:secret@127.0.0.1:{port}/postgres?lock=x")
+
+
+def test_postgres_scheme_alias_is_the_same_lock(servers):
+    url = (servers / "postgres.url").read_text().strip()
+    assert url.startswith("postgresql://")
+    long_form, short_form = DistributedLock(url + "?lock=alias"), DistributedLock(url.replace("postgresql://", "postgres://", 1) + "?lock=alias")
+    with long_form:
+        assert not short_form.try_lock()
+        assert short_form.holder.pid == os.getpid()
+    with short_form:
+        assert not long_form.try_lock()
+
+
+def test_missing_client_library_names_the_package(servers):
+    script = textwrap.dedent("""
+        import errno, sys
+        from libsync.distributed_lock import DistributedLock
+        try:
+            DistributedLock(sys.argv[1])
+        except OSError as error:
+            assert error.errno == errno.ELIBACC, error
+            print(error)
+        """)
+    env = dict(os.environ, LIBSYNC_HIREDIS="/nonexistent/libhiredis.so.0.14", LIBSYNC_LIBPQ="/nonexistent/libpq.so.5")
+    for name, package in (("redis", "apt install libhiredis0.14"), ("postgres", "apt install libpq5")):
+        url = (servers / f"{name}.url").read_text().strip() + "?lock=x"
+        out = subprocess.run([sys.executable, "-c", script, url], capture_output=True, text=True, env=env, check=True).stdout
+        assert package in out

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Private PostgreSQL and Redis servers for the distributed lock's tests: on 127.0.0.1, free
+# ports, data in a directory of the caller's, each with a password ("secret").
+#
+#   scripts/servers.sh install               apt-installs postgresql, redis-server, libpq5 and
+#                                            libhiredis0.14 if missing (exit 3 if impossible)
+#   scripts/servers.sh start DIR             installs if need be, starts both; writes
+#                                            DIR/postgres.url and DIR/redis.url
+#   scripts/servers.sh stop DIR              stops both (idempotent)
+#   scripts/servers.sh pause|resume|restart|kill postgres|redis DIR
+#                                            faults: SIGSTOP/SIGCONT every process of the server,
+#                                            restart it (sessions and unsaved data gone), stop it
+#   scripts/servers.sh run -- COMMAND...     start in a temporary directory, run COMMAND with
+#                                            LIBSYNC_TEST_SERVERS=DIR, stop (also on failure)
+#
+# PostgreSQL's initdb and pg_ctl refuse to run as root: as root they run as the `postgres` user
+# (which Debian's package makes).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
+
+as_postgres() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+install() {
+  local need=()
+  [ -n "$pg_bin" ] && [ -x "$pg_bin/initdb" ] || need+=(postgresql)
+  command -v redis-server >/dev/null || need+=(redis-server)
+  ldconfig -p | grep 'libpq\.so\.5 ' >/dev/null || need+=(libpq5)
+  ldconfig -p | grep -E 'libhiredis\.so\.(0\.14|1\.)' >/dev/null || need+=(libhiredis0.14)
+  [ ${#need[@]} -eq 0 ] && return 0
+  echo "== installing ${need[*]} (for the distributed lock's server tests)" >&2
+  local sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+  if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}"; } >/dev/null 2>&1; then
+    echo "!! cannot install ${need[*]} with apt: the PostgreSQL and Redis tests will be SKIPPED" >&2
+    return 3
+  fi
+  pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+}
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+start_postgres() {
+  local dir=$1 port; port=$(free_port)
+  mkdir -p "$dir/postgres"
+  echo secret > "$dir/postgres.password"
+  touch "$dir/postgres.log"
+  if [ "$(id -u)" = 0 ]; then chown -R postgres "$dir/postgres" "$dir/postgres.password" "$dir/postgres.log"; fi
+  as_postgres "$pg_bin/initdb" -D "$dir/postgres" -U postgres --auth-local=trust --auth-host=scram-sha-256 \
+    --pwfile="$dir/postgres.password" >"$dir/postgres.initdb.log" 2>&1
+  echo "$port" > "$dir/postgres.port"
+  pg_ctl_start "$dir"
+  echo "postgresql://postgres:secret@127.0.0.1:$port/postgres" > "$dir/postgres.url"
+}
+
+pg_ctl_start() {
+  local dir=$1
+  as_postgres "$pg_bin/pg_ctl" -D "$dir/postgres" -l "$dir/postgres.log" -w -t 60 start \
+    -o "-c listen_addresses=127.0.0.1 -c port=$(cat "$dir/postgres.port") -c unix_socket_directories='' -c fsync=off" >/dev/null
+}
+
+start_redis() {
+  local dir=$1 port; port=$(free_port)
+  mkdir -p "$dir/redis"
+  echo "$port" > "$dir/redis.port"
+  redis_start "$dir"
+  echo "redis://:secret@127.0.0.1:$port" > "$dir/redis.url"
+}
+
+redis_start() {
+  local dir=$1
+  redis-server --bind 127.0.0.1 --port "$(cat "$dir/redis.port")" --requirepass secret --save '' --appendonly no \
+    --dir "$dir/redis" --daemonize yes --pidfile "$dir/redis/redis.pid" --logfile "$dir/redis.log" >/dev/null
+  for _ in $(seq 200); do
+    redis-cli -p "$(cat "$dir/redis.port")" -a secret --no-auth-warning ping 2>/dev/null | grep -q PONG && return 0
+    sleep 0.05
+  done
+  echo "redis-server did not start (see $dir/redis.log)" >&2; return 1
+}
+
+# Every process of a server: the postmaster and its children, or redis-server.
+processes() {
+  local what=$1 dir=$2 pid
+  if [ "$what" = postgres ]; then
+    [ -f "$dir/postgres/postmaster.pid" ] || return 0
+    pid=$(head -1 "$dir/postgres/postmaster.pid")
+    echo "$pid" $(pgrep -P "$pid" || true)
+  else
+    [ -f "$dir/redis/redis.pid" ] && cat "$dir/redis/redis.pid" || true
+  fi
+}
+
+stop_one() {
+  local what=$1 dir=$2 pids
+  pids=$(processes "$what" "$dir")
+  [ -n "$pids" ] && kill -CONT $pids 2>/dev/null || true
+  if [ "$what" = postgres ]; then
+    [ -f "$dir/postgres/postmaster.pid" ] && as_postgres "$pg_bin/pg_ctl" -D "$dir/postgres" -m immediate -w stop >/dev/null 2>&1 || true
+  else
+    redis-cli -p "$(cat "$dir/redis.port" 2>/dev/null || echo 0)" -a secret --no-auth-warning shutdown nosave >/dev/null 2>&1 || true
+    for pid in $pids; do while kill -0 "$pid" 2>/dev/null; do sleep 0.02; done; done
+    rm -f "$dir/redis/redis.pid"
+  fi
+}
+
+command=${1:-}
+case "$command" in
+  install) install ;;
+  start)
+    dir=$2; install || exit 3
+    mkdir -p "$dir"; chmod 755 "$dir"
+    start_postgres "$dir"; start_redis "$dir" ;;
+  stop) [ -d "$2" ] && { stop_one postgres "$2"; stop_one redis "$2"; } ;;
+  pause|resume|restart|kill)
+    what=$2 dir=$3
+    case "$command" in
+      pause) kill -STOP $(processes "$what" "$dir") ;;
+      resume) kill -CONT $(processes "$what" "$dir") ;;
+      kill) stop_one "$what" "$dir" ;;
+      restart)
+        stop_one "$what" "$dir"
+        if [ "$what" = postgres ]; then pg_ctl_start "$dir"; else redis_start "$dir"; fi ;;
+    esac ;;
+  run)
+    shift; [ "${1:-}" = -- ] && shift
+    dir=$(mktemp -d /tmp/libsync-servers.XXXXXX)
+    trap '"$here/servers.sh" stop "$dir"; rm -rf "$dir"' EXIT
+    if "$here/servers.sh" start "$dir"; then export LIBSYNC_TEST_SERVERS=$dir; fi
+    "$@" ;;
+  *) sed -n '2,18p' "$0" >&2; exit 2 ;;
+esac
