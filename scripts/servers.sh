@@ -16,6 +16,7 @@
 # PostgreSQL's initdb and pg_ctl refuse to run as root: as root they run as the `postgres` user
 # (which Debian's package makes).
 set -euo pipefail
+export PATH="$PATH:/usr/sbin:/sbin"  # ldconfig, runuser
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
 
