@@ -21,7 +21,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
 
 as_postgres() {
-  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+  # (from /, which the postgres user may enter: the caller's directory may be private)
+  if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
 
 install() {
@@ -110,11 +111,11 @@ case "$command" in
   install) install ;;
   start)
     dir=$2; install || exit 3
-    mkdir -p "$dir"; chmod 755 "$dir"
+    mkdir -p "$dir"; chmod 755 "$dir"; dir=$(cd "$dir" && pwd)  # absolute: as_postgres runs from /
     start_postgres "$dir"; start_redis "$dir" ;;
-  stop) [ -d "$2" ] && { stop_one postgres "$2"; stop_one redis "$2"; } ;;
+  stop) [ -d "$2" ] && { dir=$(cd "$2" && pwd); stop_one postgres "$dir"; stop_one redis "$dir"; } ;;
   pause|resume|restart|kill)
-    what=$2 dir=$3
+    what=$2 dir=$(cd "$3" && pwd)
     case "$command" in
       pause) kill -STOP $(processes "$what" "$dir") ;;
       resume) kill -CONT $(processes "$what" "$dir") ;;
