@@ -290,6 +290,30 @@ def test_postgres_scheme_alias_is_the_same_lock(servers):
         assert not long_form.try_lock()
 
 
+def _first_users(url: str, barrier) -> None:
+    lock = DistributedLock(url)  # connects now
+    barrier.wait(30)
+    lock.acquire(timeout=30)
+    lock.release()
+
+
+def test_postgres_first_users_race_to_make_the_token_sequence(servers):
+    """Processes that use a server for the first time at once all make the token sequence
+    (CREATE SEQUENCE IF NOT EXISTS fails with a unique violation when two run together)."""
+    import multiprocessing
+    url = (servers / "postgres.url").read_text().strip()
+    context = multiprocessing.get_context("fork")
+    for round in range(3):
+        subprocess.run(["psql", "-q", url, "-c", "DROP SEQUENCE IF EXISTS libsync_fencing_token"], check=True)
+        barrier = context.Barrier(8)
+        workers = [context.Process(target=_first_users, args=(f"{url}?lock=first{round}", barrier)) for _ in range(8)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(60)
+        assert [w.exitcode for w in workers] == [0] * 8
+
+
 def test_missing_client_library_names_the_package(servers):
     script = textwrap.dedent("""
         import errno, sys

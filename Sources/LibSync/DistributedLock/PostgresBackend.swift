@@ -326,6 +326,10 @@ final class PostgresSession: LockSession {
         case .refused("42P01", _):  // no sequence yet: make it (any lock the statement took goes)
             let made = run("SELECT pg_advisory_unlock_all(); CREATE SEQUENCE IF NOT EXISTS \(tokenSequence)", deadline: ioDeadline)
             if case .refused(let state, let message) = made {
+                // Two sessions making it at once: IF NOT EXISTS does not serialize them, and the
+                // later one fails on the catalog's unique index (23505) or as a duplicate (42P07).
+                // The sequence exists then: try again.
+                if state == "23505" || state == "42P07" { return nil }
                 return DistributedLockMessage.fail(state == "42501" ? EACCES : EIO,
                     "\(server) has no sequence \(tokenSequence) for fencing tokens, and this user cannot make it (\(message)): run `CREATE SEQUENCE \(tokenSequence)` once as its owner")
             }
