@@ -178,6 +178,38 @@ static void *sigquit_thread(void *unused) {
     return NULL;
 }
 
+static int start_sigquit_thread(void) {
+    pthread_t thread;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    // The thread blocks every signal from its start: SIGQUIT must not be sent to it.
+    sigset_t all, saved;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &saved);
+    int made = pthread_create(&thread, &attr, sigquit_thread, NULL);
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    pthread_attr_destroy(&attr);
+    return made;
+}
+
+// A fork()ed child has the handler but not the thread: it gets one of its own when it next
+// uses lock-order checking (sync_lock_order_sigquit_check), not in the fork handler, as most
+// children exec at once.
+static int sigquit_thread_missing;
+static void sigquit_after_fork_in_child(void) {
+    pthread_mutex_init(&sigquit_install_lock, NULL);
+    sem_init(&sigquit_wakeup, 0, 0);
+    __atomic_store_n(&sigquit_thread_missing, 1, __ATOMIC_RELAXED);
+}
+
+void sync_lock_order_sigquit_check(void) {
+    if (!__atomic_load_n(&sigquit_thread_missing, __ATOMIC_RELAXED)) return;
+    pthread_mutex_lock(&sigquit_install_lock);
+    if (sigquit_thread_missing && start_sigquit_thread() == 0) __atomic_store_n(&sigquit_thread_missing, 0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&sigquit_install_lock);
+}
+
 int sync_lock_order_install_sigquit(void (*dump)(void)) {
     pthread_mutex_lock(&sigquit_install_lock);
     int result = 1;
@@ -188,17 +220,7 @@ int sync_lock_order_install_sigquit(void (*dump)(void)) {
         } else {
             sigquit_dump = dump;
             sem_init(&sigquit_wakeup, 0, 0);
-            pthread_t thread;
-            pthread_attr_t attr;
-            pthread_attr_init(&attr);
-            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-            // The thread blocks every signal from its start: SIGQUIT must not be sent to it.
-            sigset_t all, saved;
-            sigfillset(&all);
-            pthread_sigmask(SIG_BLOCK, &all, &saved);
-            int made = pthread_create(&thread, &attr, sigquit_thread, NULL);
-            pthread_sigmask(SIG_SETMASK, &saved, NULL);
-            pthread_attr_destroy(&attr);
+            int made = start_sigquit_thread();
             if (made != 0) {
                 result = -1;
             } else {
@@ -209,6 +231,7 @@ int sync_lock_order_install_sigquit(void (*dump)(void)) {
                 action.sa_flags = SA_RESTART;
                 sigaction(SIGQUIT, &action, NULL);
                 sigquit_installed = 1;
+                pthread_atfork(NULL, NULL, sigquit_after_fork_in_child);
             }
         }
     }

@@ -31,13 +31,13 @@ private struct CHandler: @unchecked Sendable {
 }
 
 @_cdecl("sync_debug_lock_order")
-public func c_sync_debug_lock_order(_ on: Int32) {
-    LockOrderChecking.isEnabled = on != 0
+public func c_sync_debug_lock_order(_ on: Bool) {
+    LockOrderChecking.isEnabled = on
 }
 
 @_cdecl("sync_debug_lock_order_enabled")
-public func c_sync_debug_lock_order_enabled() -> Int32 {
-    LockOrderChecking.isEnabled ? 1 : 0
+public func c_sync_debug_lock_order_enabled() -> Bool {
+    LockOrderChecking.isEnabled
 }
 
 @_cdecl("sync_debug_lock_order_set_action")

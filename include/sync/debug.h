@@ -19,7 +19,7 @@
  *
  * Turning it on: LIBSYNC_CHECK_LOCK_ORDER=1 in the environment (read once, when libsync.so is
  * loaded; =abort also aborts after a report; any other value except 0 prints a warning and leaves
- * it off), or sync_debug_lock_order(1). Off, each lock and unlock costs one load and one branch
+ * it off), or sync_debug_lock_order(true). Off, each lock and unlock costs one load and one branch
  * not taken; on, every lock and unlock takes an internal mutex (see docs/lock_order.md for the
  * measured cost), and a new order captures a backtrace.
  *
@@ -37,6 +37,7 @@
 #ifndef SYNC_DEBUG_H
 #define SYNC_DEBUG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -74,12 +75,12 @@ typedef size_t (*sync_lock_order_site_hook)(char *buffer, size_t size, void *con
 #define SYNC_LOCK_ORDER_REPORT 0 /**< sync_debug_lock_order_set_action: report, go on (default) */
 #define SYNC_LOCK_ORDER_ABORT 1  /**< report, then abort() */
 
-/** Turns lock-order checking on (`on` nonzero: true) or off (0: false). Orders already recorded
- * stay; locks already held when it is turned on are not on the stacks. */
-void sync_debug_lock_order(int on);
+/** Turns lock-order checking on or off. Orders already recorded stay; locks already held when
+ * it is turned on are not on the stacks. */
+void sync_debug_lock_order(bool on);
 
-/** Whether lock-order checking is on: 1 or 0. */
-int sync_debug_lock_order_enabled(void);
+/** Whether lock-order checking is on. */
+bool sync_debug_lock_order_enabled(void);
 
 /** What a report does after it is delivered: SYNC_LOCK_ORDER_REPORT or SYNC_LOCK_ORDER_ABORT.
  * @return 0, or EINVAL for another value. */

@@ -201,6 +201,10 @@ char **sync_backtrace_symbols(void *const *frames, int count);
 /// another disposition (left alone), or -1 if the thread could not be made.
 int sync_lock_order_install_sigquit(void (*dump)(void));
 
+/// In a fork()ed child of a process that installed it: starts the child's SIGQUIT thread (the
+/// parent's did not survive the fork). Cheap when there is nothing to do.
+void sync_lock_order_sigquit_check(void);
+
 #ifdef __cplusplus
 }
 #endif

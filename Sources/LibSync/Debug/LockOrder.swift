@@ -131,6 +131,7 @@ import Glibc
 
     static func withState<R>(_ body: (inout State) -> R) -> R {
         _ = started
+        sync_lock_order_sigquit_check()
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return body(&state)
