@@ -123,7 +123,7 @@ import Glibc
 
     nonisolated(unsafe) static var state = State()
 
-    static let mutex: UnsafeMutablePointer<pthread_mutex_t> = {
+    nonisolated(unsafe) static let mutex: UnsafeMutablePointer<pthread_mutex_t> = {
         let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
         pthread_mutex_init(mutex, nil)
         return mutex
