@@ -89,6 +89,12 @@ public func c_sync_debug_lock_forget(_ lock: UnsafeRawPointer?) -> Int32 {
     return 0
 }
 
+@_cdecl("sync_debug_lock_order_promote")
+public func c_sync_debug_lock_order_promote(_ lock: UnsafeRawPointer?) -> Int32 {
+    guard let lock else { return EINVAL }
+    return LockOrder.promote(lock)
+}
+
 @_cdecl("sync_debug_lock_order_reset")
 public func c_sync_debug_lock_order_reset() {
     LockOrderChecking.reset()

@@ -100,6 +100,14 @@ void sync_debug_lock_order_set_site_hook(sync_lock_order_site_hook hook, void *c
  */
 int sync_debug_lock_forget(const void *lock);
 
+/**
+ * The calling thread's latest successful trylock of `lock` (still held) was the first attempt of
+ * a blocking acquire (an interpreter binding that tries before it waits): it counts as a lock,
+ * with the orders from the locks held before it. Does nothing while checking is off.
+ * @return 0; EINVAL for NULL; EPERM if the caller holds no trylock of `lock` (checking on).
+ */
+int sync_debug_lock_order_promote(const void *lock);
+
 /** Forgets every order recorded and every cycle reported (the held locks stay held). */
 void sync_debug_lock_order_reset(void);
 

@@ -265,6 +265,7 @@ _cl_trylock_when = _c(_nonblocking, "sync_condition_lock_trylock_when")
 _cl_unlock = _c(_nonblocking, "sync_condition_lock_unlock")
 _cl_unlock_with = _c(_nonblocking, "sync_condition_lock_unlock_with")
 _cl_condition = _c(_nonblocking, "sync_condition_lock_condition", c_int64)
+_cl_take, _cl_take_when = _cl_trylock, _cl_trylock_when  # see libsync.locks._mutex_take
 
 
 class ConditionLock(_Memory):
@@ -306,7 +307,7 @@ class ConditionLock(_Memory):
     def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
         """Takes the lock whatever the condition (NSConditionLock lock / lockBeforeDate:); False
         if not blocking or timed out first."""
-        if not _cl_trylock(self._p):
+        if not (_cl_take if blocking else _cl_trylock)(self._p):
             return True
         return self._take(None, timeout) if blocking else False
 
@@ -314,7 +315,7 @@ class ConditionLock(_Memory):
         """Takes the lock once the condition equals `condition` (lockWhenCondition:[beforeDate:]);
         False if not blocking or timed out first."""
         wanted = _int64(condition, "ConditionLock condition")
-        if not _cl_trylock_when(self._p, wanted):
+        if not (_cl_take_when if blocking else _cl_trylock_when)(self._p, wanted):
             return True
         return self._take(wanted, timeout) if blocking else False
 

@@ -49,6 +49,7 @@ import time
 from ctypes import c_int, c_int64, c_uint32, c_uint64, c_void_p
 from typing import Any, Callable, Optional
 
+from . import debug as _debug
 from ._lib import blocking as _blocking, nonblocking as _nonblocking
 from ._memory import PRIVATE, ref as _ref
 
@@ -166,6 +167,8 @@ class _Memory:
             self._cells = cells.from_buffer(buffer, offset)
         self._p = c_void_p(ctypes.addressof(self._cells))
         self._shared = buffer is not PRIVATE
+        if _debug.tracking:  # lock-order checking: the lock's orders go with its memory
+            _debug.track(self)
         return self._shared
 
     def __reduce__(self):
@@ -197,6 +200,9 @@ _mutex_unlock = _c(_nonblocking, "sync_mutex_unlock")
 _mutex_is_locked = _c(_nonblocking, "sync_mutex_is_locked")
 _mutex_wait = _c(_blocking, "sync_mutex_lock_interruptible")
 _mutex_consistent = _c(_nonblocking, "sync_mutex_consistent")
+# `_take` names: the trylock that opens a blocking acquire. Lock-order checking (libsync.debug)
+# rebinds them so that a lock taken at that first try counts as a lock, not as a trylock.
+_mutex_take = _mutex_trylock
 _SHARED, _UNOWNED, _ROBUST = 1, 2, 4
 _ROBUST_CELLS = c_uint64 * 2  # a robust lock's 16 bytes, 8-aligned
 _ROBUST_MODE = 0x10000000  # the ROBUST bit of the word at offset 0 (sync/locks.h)
@@ -223,9 +229,9 @@ class Lock(_Memory):
         """Acquires the lock, as threading.Lock.acquire: True if acquired, False on timeout or
         if non-blocking and held."""
         if blocking is True and timeout == -1:  # the common call: nothing to check, one C call
-            return not _mutex_trylock(self._p) or _wait(_mutex_wait, self._p, _FOREVER, self._WHAT)
+            return not _mutex_take(self._p) or _wait(_mutex_wait, self._p, _FOREVER, self._WHAT)
         deadline = _deadline(blocking, timeout)
-        code = _mutex_trylock(self._p)
+        code = (_mutex_trylock if deadline is None else _mutex_take)(self._p)
         if code == 0:
             return True
         if deadline is None:
@@ -291,14 +297,14 @@ class Mutex(Lock):
         """As Lock.acquire; DeadlockError if the caller holds it; robust: OwnerDiedError (held),
         NotRecoverableError."""
         if blocking is True and timeout == -1:
-            code = _mutex_trylock(self._p)
+            code = _mutex_take(self._p)
             if code == 0:
                 return True
             if code == _EBUSY:
                 return _wait(_mutex_wait, self._p, _FOREVER, self._WHAT)
             raise _error(code, self._WHAT)
         deadline = _deadline(blocking, timeout)
-        code = _mutex_trylock(self._p)
+        code = (_mutex_trylock if deadline is None else _mutex_take)(self._p)
         if code == 0:
             return True
         if code != _EBUSY:
@@ -348,6 +354,7 @@ _rlock_unlock = _c(_nonblocking, "sync_recursive_lock_unlock")
 _rlock_depth = _c(_nonblocking, "sync_recursive_lock_depth", c_uint32)
 _rlock_wait = _c(_blocking, "sync_recursive_lock_lock_interruptible")
 _rlock_consistent = _c(_nonblocking, "sync_recursive_lock_consistent")
+_rlock_take = _rlock_trylock  # see _mutex_take
 
 
 class RLock(_Memory):
@@ -381,14 +388,14 @@ class RLock(_Memory):
         """Acquires the lock (again, if the calling thread holds it), as threading.RLock.acquire:
         True if acquired, False on timeout or if non-blocking and held by another thread."""
         if blocking is True and timeout == -1:
-            code = _rlock_trylock(self._p)
+            code = _rlock_take(self._p)
             if code == 0:
                 return True
             if code == _EBUSY:
                 return _wait(_rlock_wait, self._p, _FOREVER, "RLock.acquire")
             raise _error(code, "RLock.acquire")
         deadline = _deadline(blocking, timeout)
-        code = _rlock_trylock(self._p)
+        code = (_rlock_trylock if deadline is None else _rlock_take)(self._p)
         if code == 0:
             return True
         if code != errno.EBUSY:
@@ -461,14 +468,15 @@ _rw_wrunlock = _c(_nonblocking, "sync_rwlock_wrunlock")
 _rw_wrwait = _c(_blocking, "sync_rwlock_wrlock_interruptible")
 _rw_downgrade = _c(_nonblocking, "sync_rwlock_downgrade")
 _rw_waiting = _c(_nonblocking, "sync_rwlock_waiting_writers", c_uint32)
+_rw_takerd, _rw_takewr = _rw_tryrd, _rw_trywr  # see _mutex_take
 _RELEASE_UNLOCKED = "release unlocked lock"  # threading.Lock's message
 
 
-def _acquire_bounded(p, try_lock, wait, what: str, blocking: Any, timeout: Any) -> bool:
+def _acquire_bounded(p, try_lock, take, wait, what: str, blocking: Any, timeout: Any) -> bool:
     """An acquire with a timeout or non-blocking. The write holder's own attempt returns False
     at once: its wait could only time out (the C functions say EBUSY or EDEADLK)."""
     deadline = _deadline(blocking, timeout)
-    code = try_lock(p)
+    code = (try_lock if deadline is None else take)(p)
     if code == 0:
         return True
     if code != errno.EBUSY:
@@ -483,8 +491,8 @@ def _acquire_bounded(p, try_lock, wait, what: str, blocking: Any, timeout: Any) 
 
 def _acquire_read(p, blocking: Any = True, timeout: Any = -1) -> bool:
     if timeout == -1 and blocking is True:
-        return not _rw_tryrd(p) or _wait(_rw_rdwait, p, _FOREVER, "RWLock.acquire_read")
-    return _acquire_bounded(p, _rw_tryrd, _rw_rdwait, "RWLock.acquire_read", blocking, timeout)
+        return not _rw_takerd(p) or _wait(_rw_rdwait, p, _FOREVER, "RWLock.acquire_read")
+    return _acquire_bounded(p, _rw_tryrd, _rw_takerd, _rw_rdwait, "RWLock.acquire_read", blocking, timeout)
 
 
 def _release_read(p) -> None:
@@ -495,8 +503,8 @@ def _release_read(p) -> None:
 
 def _acquire_write(p, blocking: Any = True, timeout: Any = -1) -> bool:
     if timeout == -1 and blocking is True:
-        return not _rw_trywr(p) or _wait(_rw_wrwait, p, _FOREVER, "RWLock.acquire_write")
-    return _acquire_bounded(p, _rw_trywr, _rw_wrwait, "RWLock.acquire_write", blocking, timeout)
+        return not _rw_takewr(p) or _wait(_rw_wrwait, p, _FOREVER, "RWLock.acquire_write")
+    return _acquire_bounded(p, _rw_trywr, _rw_takewr, _rw_wrwait, "RWLock.acquire_write", blocking, timeout)
 
 
 def _release_write(p) -> None:
@@ -684,6 +692,7 @@ class WriteLock:
 _spin_trylock = _c(_nonblocking, "sync_spinlock_trylock")
 _spin_unlock = _c(_nonblocking, "sync_spinlock_unlock")
 _spin_wait = _c(_blocking, "sync_spinlock_lock_interruptible")
+_spin_take = _spin_trylock  # see _mutex_take
 
 
 class SpinLock(_Memory):
@@ -698,11 +707,11 @@ class SpinLock(_Memory):
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         if timeout == -1 and blocking is True:
-            if not _spin_trylock(self._p):
+            if not _spin_take(self._p):
                 return True
             return _wait(_spin_wait, self._p, _FOREVER, "SpinLock.acquire")
         deadline = _deadline(blocking, timeout)
-        if _spin_trylock(self._p) == 0:
+        if (_spin_trylock if deadline is None else _spin_take)(self._p) == 0:
             return True
         if deadline is None:
             return False

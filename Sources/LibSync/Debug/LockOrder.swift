@@ -260,6 +260,26 @@ import Glibc
         }
     }
 
+    /// The caller's latest held trylock of `lock` opened a blocking acquire (an interpreter's
+    /// first attempt): it counts as a lock, with the orders from the locks held before it.
+    /// 0, or EPERM if the caller holds no trylock of it. Nothing (0) while checking is off.
+    package static func promote(_ lock: UnsafeRawPointer) -> Int32 {
+        guard sync_lock_order_flag != 0 else { return 0 }
+        let (result, missing, provider) = withState { state -> (Int32, [(Int, Int)], (() -> String?)?) in
+            let record = current(&state)
+            let (address, _) = resolve(state, lock, .mutex)
+            guard let i = record.held.lastIndex(where: { $0.address == address }), record.held[i].tried else {
+                return (EPERM, [], nil)
+            }
+            record.held[i].tried = false
+            let below = ThreadRecord(tid: record.tid)
+            below.held = Array(record.held[..<i])
+            return (0, missingEdges(&state, below, address, record.held[i].kind), state.siteProvider)
+        }
+        if !missing.isEmpty { add(missing, provider) }
+        return result
+    }
+
     @usableFromInline @inline(never)
     static func noteAlias(_ lock: UnsafeRawPointer, _ token: UInt) {
         withState { state in state.aliases[UInt(bitPattern: lock)] = token }
