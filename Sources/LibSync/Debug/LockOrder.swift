@@ -121,7 +121,12 @@ import Glibc
         var abortOnCycle = sync_lock_order_env == 2
     }
 
-    nonisolated(unsafe) static var state = State()
+    /// The state, only under `mutex` (through a pointer: no dynamic exclusivity checks).
+    nonisolated(unsafe) static let state: UnsafeMutablePointer<State> = {
+        let state = UnsafeMutablePointer<State>.allocate(capacity: 1)
+        state.initialize(to: State())
+        return state
+    }()
 
     nonisolated(unsafe) static let mutex: UnsafeMutablePointer<pthread_mutex_t> = {
         let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
@@ -134,7 +139,7 @@ import Glibc
         sync_lock_order_sigquit_check()
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
-        return body(&state)
+        return body(&state.pointee)
     }
 
     /// Once per process, the first time checking is used: fork handlers, and SIGQUIT's dump.
@@ -142,10 +147,10 @@ import Glibc
         pthread_atfork({ pthread_mutex_lock(LockOrder.mutex) }, { pthread_mutex_unlock(LockOrder.mutex) }, {
             // The child has only the forking thread: the other records and their stacks go.
             let mine = pthread_getspecific(LockOrder.key).map { Unmanaged<ThreadRecord>.fromOpaque($0).takeUnretainedValue() }
-            LockOrder.state.threads = [:]
+            LockOrder.state.pointee.threads = [:]
             if let mine {
                 mine.tid = threadID()
-                LockOrder.state.threads[ObjectIdentifier(mine)] = mine
+                LockOrder.state.pointee.threads[ObjectIdentifier(mine)] = mine
             }
             pthread_mutex_unlock(LockOrder.mutex)
         })
@@ -159,7 +164,7 @@ import Glibc
             guard let raw else { return }
             let record = Unmanaged<ThreadRecord>.fromOpaque(raw)
             pthread_mutex_lock(LockOrder.mutex)
-            LockOrder.state.threads[ObjectIdentifier(record.takeUnretainedValue())] = nil
+            LockOrder.state.pointee.threads[ObjectIdentifier(record.takeUnretainedValue())] = nil
             pthread_mutex_unlock(LockOrder.mutex)
             record.release()
         }
@@ -177,9 +182,9 @@ import Glibc
     }
 
     /// The lock's identity: a synchronized entry's token, else its address.
-    static func resolve(_ state: State, _ lock: UnsafeRawPointer, _ kind: LockKind) -> (UInt, LockKind) {
+    static func resolve(_ state: inout State, _ lock: UnsafeRawPointer, _ kind: LockKind) -> (UInt, LockKind) {
         let address = UInt(bitPattern: lock)
-        if let token = state.aliases[address] { return (token, .synchronized) }
+        if !state.aliases.isEmpty, let token = state.aliases[address] { return (token, .synchronized) }
         return (address, kind)
     }
 
@@ -211,7 +216,7 @@ import Glibc
     static func noteAcquired(_ lock: UnsafeRawPointer, _ kind: LockKind, tried: Bool) {
         let (missing, provider) = withState { state -> ([(Int, Int)], (() -> String?)?) in
             let record = current(&state)
-            let (address, kind) = resolve(state, lock, kind)
+            let (address, kind) = resolve(&state, lock, kind)
             let missing = tried ? [] : missingEdges(&state, record, address, kind)
             record.held.append(Held(address: address, kind: kind, tried: tried))
             record.waitingFor = nil
@@ -224,7 +229,7 @@ import Glibc
     static func noteWaiting(_ lock: UnsafeRawPointer, _ kind: LockKind) {
         let (missing, provider) = withState { state -> ([(Int, Int)], (() -> String?)?) in
             let record = current(&state)
-            let (address, kind) = resolve(state, lock, kind)
+            let (address, kind) = resolve(&state, lock, kind)
             record.waitingFor = Held(address: address, kind: kind, tried: false)
             return (missingEdges(&state, record, address, kind), state.siteProvider)
         }
@@ -244,7 +249,7 @@ import Glibc
         let anyThread = kind == .readLock
             || (kind == .mutex && UnsafeRawPointer(lock).load(as: UInt32.self) & MutexWord.unowned != 0)
         withState { state in
-            let (address, _) = resolve(state, lock, kind)
+            let (address, _) = resolve(&state, lock, kind)
             let record = current(&state)
             if let i = record.held.lastIndex(where: { $0.address == address }) {
                 record.held.remove(at: i)
@@ -267,7 +272,7 @@ import Glibc
         guard sync_lock_order_flag != 0 else { return 0 }
         let (result, missing, provider) = withState { state -> (Int32, [(Int, Int)], (() -> String?)?) in
             let record = current(&state)
-            let (address, _) = resolve(state, lock, .mutex)
+            let (address, _) = resolve(&state, lock, .mutex)
             guard let i = record.held.lastIndex(where: { $0.address == address }), record.held[i].tried else {
                 return (EPERM, [], nil)
             }
