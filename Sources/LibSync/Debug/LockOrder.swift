@@ -72,6 +72,14 @@ import Glibc
         return result
     }
 
+    /// A mutex unlock while checking is on: off the fast path (which then keeps no value
+    /// across a call), the hook and then the unlock itself.
+    @usableFromInline @inline(never)
+    package static func unlockingMutex(_ word: MutexWord.Word) -> Int32 {
+        noteReleasing(word, .mutex)
+        return MutexWord.unlock(word, hooked: true)
+    }
+
     /// The `synchronized` entry lock at `lock` now stands for `token` (while it has users).
     @inlinable @inline(__always)
     package static func alias(_ lock: UnsafeRawPointer, to token: UInt) {

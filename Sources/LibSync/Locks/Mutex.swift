@@ -143,8 +143,8 @@ func deadline(after timeout: Duration) -> Int64 {
 
     /// 0, or EPERM if the caller does not hold it (unowned mode: if it is not held).
     @inlinable @inline(__always)
-    package static func unlock(_ word: Word) -> Int32 {
-        LockOrder.releasing(word, .mutex)
+    package static func unlock(_ word: Word, hooked: Bool = false) -> Int32 {
+        if !hooked && _slowPath(sync_lock_order_flag != 0) { return LockOrder.unlockingMutex(word) }
         let me = cachedThreadID()
         if me != 0 && word.pointee.compareExchange(expected: me, desired: 0, ordering: .releasing).exchanged { return 0 }
         return unlockSlow(word, me)
