@@ -126,7 +126,7 @@ tracking = False
 
 def track(lock: Any) -> None:
     """Forgets the lock's orders when the object goes (its memory may then hold another lock)."""
-    weakref.finalize(lock, _forget, lock._p.value)
+    weakref.finalize(lock, _forget, lock._p.value).atexit = False
 
 
 def _counting(trylock: Callable[..., int]) -> Callable[..., int]:

@@ -1,5 +1,6 @@
 import CSyncShim
 import Glibc
+import Synchronization
 
 /// The kinds of lock that lock-order checking tells apart. A recursive lock, a condition and a
 /// condition lock are reported as the mutex that is their first word.
@@ -89,11 +90,11 @@ import Glibc
     /// The lock at `lock` was initialized or destroyed: its edges go.
     @inlinable @inline(__always)
     package static func forget(_ lock: UnsafeRawPointer) {
-        if _slowPath(sync_lock_order_flag != 0 || graphUsed) { forgetNode(UInt(bitPattern: lock)) }
+        if _slowPath(sync_lock_order_flag != 0 || graphUsed.load(ordering: .relaxed)) { forgetNode(UInt(bitPattern: lock)) }
     }
 
     /// Whether the graph has ever had a node (so a forget must look, even with checking off).
-    @usableFromInline nonisolated(unsafe) static var graphUsed = false
+    @usableFromInline static let graphUsed = Atomic<Bool>(false)
 
     // MARK: state
 
@@ -202,7 +203,7 @@ import Glibc
         state.nextID += 1
         state.ids[address] = id
         state.nodes[id] = (address, kind)
-        graphUsed = true
+        graphUsed.store(true, ordering: .relaxed)
         return id
     }
 
