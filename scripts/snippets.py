@@ -19,8 +19,9 @@ Every ```c, ```python and ```swift block of the given Markdown files is one of t
             `with C(...) as x`) every attribute used is one the class (or its libsync bases)
             defines; keyword arguments of a call to a libsync class or function are parameters
             of it (unless it takes **kwargs);
-    Swift   every type-like name (capitalized identifier) is declared by the LibSync module or
-            is one of the standard library's names below; every `.member` is a public member or
+    Swift   every capitalized name (a type, or a function such as OSAtomicAdd32) is declared
+            by the LibSync module or the fragment itself, or is one of the standard library's
+            names below; every `.member` is a public member or
             enum case of LibSync, or one of the standard library's members below.
 
 Inline code spans of the prose are checked too: each C name of the library quoted in `...`
@@ -196,6 +197,8 @@ def py_lookup(module: str, name: str):
         if names is None:
             return None
         value = names.get(name)
+        if value is None and module == "libsync.osatomic" and name.startswith("OS") and name in c_declared():
+            return ("generated", name)  # the module makes one function per declaration of the header
         if value is None:
             return ("module", f"{module}.{name}") if py_module(f"{module}.{name}") is not None else None
         if isinstance(value, tuple) and value[0] == "import":
@@ -357,7 +360,7 @@ def check_swift(code: str) -> list[str]:
     problems = []
     for match in re.finditer(r"(?<![\w.])([A-Z]\w*)", code):
         name = match[1]
-        if name in types or name in SWIFT_STANDARD_TYPES or re.fullmatch(r"SIG[A-Z0-9]+|E[A-Z0-9]+|[A-Z_0-9]+", name):
+        if name in types or name in members or name in SWIFT_STANDARD_TYPES or re.fullmatch(r"SIG[A-Z0-9]+|E[A-Z0-9]+|[A-Z_0-9]+", name):
             continue
         problems.append(f"type `{name}` is not declared by LibSync")
     for match in re.finditer(r"\.(\w+)", code):
