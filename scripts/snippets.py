@@ -22,7 +22,8 @@ Every ```c, ```python and ```swift block of the given Markdown files is one of t
     Swift   every capitalized name (a type, or a function such as OSAtomicAdd32) is declared
             by the LibSync module or the fragment itself, or is one of the standard library's
             names below; every `.member` is a public member or
-            enum case of LibSync, or one of the standard library's members below.
+            enum case of LibSync or a member the fragment declares, or one of the standard library's
+            members below.
 
 Inline code spans of the prose are checked too: each C name of the library quoted in `...`
 (sync_*, SYNC_*, OSAtomic*...) must be declared in include/ (or be a Swift type of LibSync,
@@ -357,6 +358,7 @@ def check_swift(code: str) -> list[str]:
     types, members = swift_declared()
     local = set(re.findall(r"\b(?:class|struct|enum|protocol|typealias|actor)\s+(\w+)", code))
     types = types | local
+    members = members | set(re.findall(r"\b(?:let|var|func|case)\s+(\w+)", code))  # the fragment's own
     problems = []
     for match in re.finditer(r"(?<![\w.])([A-Z]\w*)", code):
         name = match[1]
