@@ -91,7 +91,7 @@ def check_inline_c(text: str) -> list[str]:
     problems = []
     for span in re.findall(r"`([^`\n]+)`", text):
         for token in re.findall(r"[\w*]+", span):
-            if "*" not in token and C_LIBRARY_NAME.match(token) and token not in c_declared() \
+            if "*" not in token and not token.endswith("_") and C_LIBRARY_NAME.match(token) and token not in c_declared() \
                     and token not in swift_declared()[0]:
                 problems.append(f"`{token}` (in the text) is not declared in include/")
     return list(dict.fromkeys(problems))
