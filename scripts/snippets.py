@@ -32,6 +32,7 @@ such as OSAtomicStorage).
     python3 scripts/snippets.py README.md docs/*.md     # check: exit 1 and say where, on any problem
     python3 scripts/snippets.py --write README.md       # copy each example file into its block
     python3 scripts/snippets.py --list docs/*.md        # list the fragments (blocks that are no example)
+    python3 scripts/snippets.py --swift-modules .build/debug/Modules docs/*.md   # also compile Swift fragments
 """
 from __future__ import annotations
 
@@ -373,6 +374,22 @@ def check_swift(code: str) -> list[str]:
     return list(dict.fromkeys(problems))
 
 
+def typecheck_swift(code: str, modules: Path) -> list[str]:
+    """Compiles a Swift fragment as a program's main file against the built LibSync module
+    (swiftc -typecheck): its types, labels and throwing calls must be right, not only its names."""
+    import subprocess
+    import tempfile
+    if "import LibSync" not in code:
+        code = "import LibSync\n" + code
+    with tempfile.TemporaryDirectory() as directory:
+        main = Path(directory) / "main.swift"
+        main.write_text(code, encoding="utf-8")
+        result = subprocess.run(["swiftc", "-typecheck", "-I", str(modules), "-I", str(ROOT / "Sources/CSyncShim/include"),
+                                 str(main)], capture_output=True, text=True)
+    return [f"swiftc: {line.split('main.swift:', 1)[-1].strip()}" for line in result.stderr.splitlines()
+            if "main.swift:" in line and ("error:" in line or "warning:" in line)]
+
+
 CHECKERS = {"c": check_c, "python": check_python, "swift": check_swift}
 
 
@@ -381,8 +398,12 @@ def main() -> int:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="copy each example file into its block")
     mode.add_argument("--list", action="store_true", help="list the fragments (blocks that are no example)")
+    parser.add_argument("--swift-modules", type=Path, metavar="DIR",
+                        help="also type-check Swift fragments against the LibSync module built in DIR (.build/debug/Modules)")
     parser.add_argument("markdown", nargs="+", type=Path)
     args = parser.parse_args()
+    if args.swift_modules and not (args.swift_modules / "LibSync.swiftmodule").exists():
+        parser.error(f"{args.swift_modules} holds no LibSync.swiftmodule (run swift build first)")
     problems, fragments = [], []
     for doc in args.markdown:
         text = doc.read_text(encoding="utf-8")
@@ -394,7 +415,11 @@ def main() -> int:
                 continue
             if path is None:
                 fragments.append(f"{where}: a ```{lang} fragment (names checked, not run)")
-                for problem in CHECKERS[lang]("\n".join(lines[start + 1:end])):
+                code = "\n".join(lines[start + 1:end])
+                found = CHECKERS[lang](code)
+                if lang == "swift" and args.swift_modules and not found:
+                    found = typecheck_swift(code, args.swift_modules)
+                for problem in found:
                     problems.append(f"{where}: {problem}")
                 continue
             example = ROOT / path

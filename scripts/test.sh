@@ -34,7 +34,7 @@ export LIBSYNC_DEBUG_PATH="$PWD/.build/debug/libsync.so"
 LIBSYNC_TEST_INSTALLED=1 "$PYTHON" -m pytest -q python/tests
 
 echo "== Examples: the docs' code is example files or checked fragments; examples run clean"
-"$PYTHON" scripts/snippets.py README.md docs/*.md python/README.md
+"$PYTHON" scripts/snippets.py --swift-modules .build/debug/Modules README.md docs/*.md python/README.md
 for src in examples/python/*.py; do run_clean "$src" "$PYTHON" -X dev -W error "$src"; done
 for product in sync-demo quickstart; do run_clean "$product (Swift)" ".build/debug/$product"; done
 
