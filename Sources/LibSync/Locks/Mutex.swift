@@ -2,59 +2,6 @@ import CSyncShim
 import Glibc
 import Synchronization
 
-/// The errors of the lock family, each the Swift face of the errno code the C API returns.
-public enum LockError: Error, Equatable, Sendable {
-    /// EDEADLK: the caller already holds the lock; waiting would never end.
-    case wouldDeadlock
-    /// EPERM: the caller does not hold the lock (or the side of it) it tried to release.
-    case notOwner
-    /// EAGAIN: a count would overflow (recursion depth, readers).
-    case overflow
-    /// EINTR: a signal interrupted an interruptible wait.
-    case interrupted
-    /// EOWNERDEAD (robust locks): the previous holder died holding the lock. The caller now holds
-    /// it; the state it guards may be half-updated. Repair it and call `consistent()` before
-    /// unlocking, or the unlock makes the lock `.notRecoverable`.
-    case ownerDied
-    /// ENOTRECOVERABLE (robust locks): a holder that got `.ownerDied` unlocked without calling
-    /// `consistent()`. Every later lock fails so, until the lock is initialized again.
-    case notRecoverable
-    /// Any other code.
-    case other(Int32)
-
-    @usableFromInline package init(code: Int32) {
-        switch code {
-        case EDEADLK: self = .wouldDeadlock
-        case EPERM: self = .notOwner
-        case EAGAIN: self = .overflow
-        case EINTR: self = .interrupted
-        case EOWNERDEAD: self = .ownerDied
-        case ENOTRECOVERABLE: self = .notRecoverable
-        default: self = .other(code)
-        }
-    }
-}
-
-/// Throws the code as a LockError unless it is 0 (or ETIMEDOUT/EBUSY, which the caller maps to
-/// `false`); returns whether the lock was taken.
-@inlinable @inline(__always)
-func taken(_ code: Int32) throws(LockError) -> Bool {
-    if code == 0 { return true }
-    if code == ETIMEDOUT || code == EBUSY { return false }
-    throw LockError(code: code)
-}
-
-/// A monotonic deadline `timeout` seconds from now (saturating; negative timeouts are now).
-@inlinable
-func deadline(after timeout: Duration) -> Int64 {
-    let (seconds, attoseconds) = timeout.components
-    if seconds < 0 { return monotonicNow() }
-    let ns = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-    if ns.overflow { return Int64.max }
-    let total = ns.partialValue.addingReportingOverflow(attoseconds / 1_000_000_000 + monotonicNow())
-    return total.overflow ? Int64.max : total.partialValue
-}
-
 /// The mutex: one 32-bit word of caller memory.
 ///
 ///     bits 0-23  holder: 0 free, else the holder's kernel thread id (ids fit: pid_max <= 2^22),
@@ -794,27 +741,6 @@ enum ThreadStat {
 
 // MARK: Swift types
 
-/// Memory for a lock, with a stable address: zeroed or set to an initial word and freed on
-/// deinit, or the caller's (`borrowing`), which it neither initializes nor frees.
-@usableFromInline final class LockMemory: @unchecked Sendable {
-    @usableFromInline let raw: UnsafeMutableRawPointer
-    let size: Int
-    let owned: Bool
-    init(size: Int, first: UInt32 = 0) {
-        self.size = size
-        owned = true
-        raw = .allocate(byteCount: size, alignment: 64)
-        raw.initializeMemory(as: UInt8.self, repeating: 0, count: size)
-        raw.storeBytes(of: first, as: UInt32.self)
-    }
-    init(borrowing raw: UnsafeMutableRawPointer, size: Int) {
-        self.raw = raw
-        self.size = size
-        owned = false
-    }
-    deinit { if owned { raw.deallocate() } }
-}
-
 /// The modes of a mutex or recursive lock (the C flags' values).
 public struct LockOptions: OptionSet, Sendable {
     public let rawValue: Int32
@@ -849,17 +775,6 @@ func makeLockMemory(_ memory: UnsafeMutableRawPointer?, size: Int, options: Lock
         guard word & (MutexWord.robust | MutexWord.shared | MutexWord.unowned) == modes else { throw .other(EINVAL) }
     }
     return LockMemory(borrowing: memory, size: size)
-}
-
-/// Traps with a message for what `withLock` cannot return.
-@usableFromInline func lockFailed(_ code: Int32, _ caller: StaticString) -> Never {
-    switch code {
-    case EDEADLK: preconditionFailure("\(caller): the calling thread already holds this lock")
-    case EAGAIN: preconditionFailure("\(caller): recursion depth overflow")
-    case EOWNERDEAD: preconditionFailure("\(caller): the previous holder died holding this robust lock; use lock() and handle LockError.ownerDied")
-    case ENOTRECOVERABLE: preconditionFailure("\(caller): this robust lock is not recoverable")
-    default: preconditionFailure("\(caller): lock failed (\(code))")
-    }
 }
 
 /// A mutual-exclusion lock that knows its owner: locking it again from the owning thread throws
