@@ -8,6 +8,11 @@
  *
  * Thread safety: every function may be called from any thread at any time, except the
  * *_init and *_destroy functions, which need the object not to be in use by other threads.
+ *
+ * Pointers (sync.h's rule): the atomic values and references have no error channel, so a valid,
+ * aligned pointer is their precondition (a debug build of the library traps with a message);
+ * the throttler, autorelease and dictionary functions return EINVAL for a NULL or misaligned
+ * object (queries: 0).
  * Every operation on the atomic values is sequentially consistent (Java's volatile).
  */
 #ifndef SYNC_ATOMICS_H
@@ -119,14 +124,15 @@ bool sync_atomic_ref_compare_and_set(sync_atomic_ref_t *r, void *expected, void 
 
 /* ---- Throttler (seed 004) -------------------------------------------------------------------
  * At most `limit` concurrent holders. try_enter fails fast (never blocks); enter may wait with a
- * timeout. holders never exceeds limit, even transiently, and exit never takes it below zero.
+ * timeout or a deadline (sync.h's time model). holders never exceeds limit, even transiently, and exit never takes it below zero.
  * Rejections count fail-fast refusals and timed-out waits; a refusal only reads the throttler
  * and bumps the calling thread's own count in thread-local storage (summed, exactly, by
  * sync_throttler_rejections), so refusals on several cores never contend. Caller memory, 24
  * bytes, 8-byte aligned; works in memory shared between processes (each process sums its own
  * threads' refusals, plus every process's timed-out waits). Waiting is not FIFO. None of these
  * functions is async-signal-safe. Memory the library never wrote (limit < 1, or holders outside
- * 0...limit) gets EINVAL from try_enter, enter and exit, which leave it unchanged. */
+ * 0...limit) gets EINVAL from try_enter, the enter forms and exit, which leave it unchanged; so
+ * does a NULL or not 8-aligned t (holders and rejections return 0 for it). */
 
 typedef struct sync_throttler {
     int32_t holders;
@@ -140,8 +146,8 @@ typedef struct sync_throttler {
  * (static initializers share generation 0, so they would inherit the earlier one's refusals). */
 #define SYNC_THROTTLER_INIT(limit) { 0, 0, (limit), 0, 0 }
 
-/** Initializes t with zero holders and rejections. Returns 0, or EINVAL if t is NULL or
- *  limit < 1. */
+/** Initializes t with zero holders and rejections. Returns 0, or EINVAL if t is NULL, not
+ *  8-aligned, or limit < 1. */
 int sync_throttler_init(sync_throttler_t *t, int32_t limit);
 /** Takes a slot if fewer than limit hold one. Returns 0 (admitted: call sync_throttler_exit),
  *  EBUSY (full; counted as a rejection), or EINVAL (see above). Never blocks. */
@@ -149,14 +155,23 @@ int sync_throttler_try_enter(sync_throttler_t *t);
 /** Takes a slot, waiting up to timeout_ns nanoseconds (< 0: without limit). Returns 0, ETIMEDOUT
  *  (counted as a rejection), EINTR (a signal handler ran; retry with the time left), or EINVAL. */
 int sync_throttler_enter(sync_throttler_t *t, int64_t timeout_ns);
+/** Takes a slot unless CLOCK_MONOTONIC reaches deadline_ns first (< 0: none, waits until
+ *  admitted; at or before now: one try). Retries after a signal. Returns 0, ETIMEDOUT (counted
+ *  as a rejection), or EINVAL. */
+int sync_throttler_enter_until(sync_throttler_t *t, int64_t deadline_ns);
+/** As sync_throttler_enter_until, and returns EINTR (not counted as a rejection) when a signal
+ *  handler ran during the wait and, in the process's main thread, at least every 50 ms, so that
+ *  a caller such as an interpreter can handle its signals and call again with the same
+ *  deadline. Returns 0, ETIMEDOUT (counted), EINTR, or EINVAL. */
+int sync_throttler_enter_interruptible(sync_throttler_t *t, int64_t deadline_ns);
 /** Gives a slot back. Returns 0, EPERM if no slot is held (nothing changes), or EINVAL. */
 int sync_throttler_exit(sync_throttler_t *t);
 /** The seed's throttledExec: if a slot is free, runs body(context), gives the slot back and
  *  returns true; otherwise (also for a NULL body or an EINVAL throttler) returns false at once. */
 bool sync_throttler_exec(sync_throttler_t *t, void (*body)(void *context), void *context);
-/** Current holders. */
+/** Current holders (0 for a NULL or misaligned t). */
 int32_t sync_throttler_holders(const sync_throttler_t *t);
-/** Rejections so far. */
+/** Rejections so far (0 for a NULL or misaligned t). */
 int64_t sync_throttler_rejections(const sync_throttler_t *t);
 
 /* ---- Autorelease pools (seed 002's "retain and autorelease") ---------------------------------

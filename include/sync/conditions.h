@@ -11,7 +11,8 @@
  *   - `*_wait`: as long as it takes;
  *   - `*_timedwait(x, timeout_ns)`: a relative timeout in nanoseconds;
  *   - `*_wait_until(x, deadline_ns)`: an absolute CLOCK_MONOTONIC deadline (sync_monotonic_ns;
- *     < 0: none; one in the past returns ETIMEDOUT at once unless the wait is already satisfied);
+ *     sync.h's time model: < 0: none; one at or before now returns ETIMEDOUT at once unless the
+ *     wait is already satisfied);
  *   - `*_interruptible(x, deadline_ns)`: as `_until`, and also returns EINTR when a signal
  *     handler ran during the wait; called from the process's main thread, also at least every
  *     50 ms (a signal that arrives while the waiter is not asleep in the kernel, or that the

@@ -8,19 +8,19 @@
  * sync_rwlock_t 16, sync_spinlock_t 4, sync_once_t 4.
  *
  * Return codes: 0 on success, else an errno code documented per function. A NULL or misaligned
- * lock pointer returns EINVAL. Misuse is reported, never undefined: releasing a lock the caller
+ * lock pointer returns EINVAL (queries: 0), as everywhere in sync.h. Misuse is reported, never undefined: releasing a lock the caller
  * does not hold returns EPERM; waiting for a lock the caller already holds returns EDEADLK.
  * Owners are kernel thread ids: a thread that exits while holding a lock leaves it held, unless
  * the lock is a robust mutex or recursive lock (SYNC_MUTEX_ROBUST, below), which reports it.
  *
- * Timeouts: the `timed` forms take a relative timeout in nanoseconds, the `_until` forms an
- * absolute CLOCK_MONOTONIC deadline in nanoseconds (a deadline in the past tries once and
- * returns ETIMEDOUT at once). Neither is affected by changes of the wall clock. The
- * `_interruptible` forms (deadline < 0: none) also return EINTR when a signal handler runs
- * during the wait, and, in the process's main thread, at least every 50 ms (a signal that
- * arrives while the waiter is not asleep in the kernel interrupts nothing), so that a caller such
- * as an interpreter can handle pending signals and retry; all other forms retry internally and
- * never return EINTR.
+ * Timeouts, as everywhere in sync.h: the `timed` forms take a relative timeout in nanoseconds,
+ * the `_until` forms an absolute CLOCK_MONOTONIC deadline in nanoseconds (< 0: none, wait until
+ * taken; at or before now: one try, ETIMEDOUT at once if the lock is not free). Neither is
+ * affected by changes of the wall clock. The `_interruptible` forms (the same deadline) also
+ * return EINTR when a signal handler runs during the wait, and, in the process's main thread,
+ * at least every 50 ms (a signal that arrives while the waiter is not asleep in the kernel
+ * interrupts nothing), so that a caller such as an interpreter can handle pending signals and
+ * retry; all other forms retry internally and never return EINTR.
  *
  * Thread safety: every function may be called from any thread at any time.
  */

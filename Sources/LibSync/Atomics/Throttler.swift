@@ -119,17 +119,17 @@ import Synchronization
     @inlinable @inline(__always)
     static func admit(_ t: UnsafeMutableRawPointer) -> Bool { admit(t, limit: limit(t), seen: holders(t).pointee.load(ordering: .relaxed)) }
 
-    /// The monotonic deadline `timeout` ns from now (-1, none, for a negative or huge timeout).
-    package static func deadline(after timeout: Int64) -> Int64 {
-        guard timeout >= 0 else { return -1 }
-        let now = monotonicNow()
-        return timeout > Int64.max - now ? -1 : now + timeout
+    /// Takes a slot, waiting until one frees or `deadline` (a `Deadline`) passes: 0, ETIMEDOUT
+    /// (counted as a rejection), EINTR (`interruptible` and a signal handler ran: not counted,
+    /// the caller may retry), or EINVAL (an impossible word).
+    package static func enter(_ t: UnsafeMutableRawPointer, deadline: Int64, interruptible: Bool) -> Int32 {
+        let result = wait(t, deadline: deadline, interruptible: interruptible)
+        return result == ETIMEDOUT ? timedOut(t) : result
     }
 
-    /// Takes a slot, waiting until one frees or the CLOCK_MONOTONIC `deadline` (ns; < 0: none)
-    /// passes: 0, ETIMEDOUT (counted as a rejection), EINTR (a signal interrupted the wait;
-    /// not counted, the caller may retry), or EINVAL (an impossible word).
-    package static func enter(_ t: UnsafeMutableRawPointer, deadline: Int64) -> Int32 {
+    /// `enter` without counting a timeout: ETIMEDOUT is left to the caller, which counts it with
+    /// `timedOut` once its own deadline (not a slice of it) has passed.
+    package static func wait(_ t: UnsafeMutableRawPointer, deadline: Int64, interruptible: Bool) -> Int32 {
         if admit(t) { return 0 }
         if !isValid(t) { return EINVAL }
         let word = holders(t)
@@ -144,13 +144,15 @@ import Synchronization
             }
             if seen > limit(t) { return EINVAL }
             let result = Futex.wait(UnsafeMutableRawPointer(word), expected: UInt32(bitPattern: seen), deadline: deadline, shared: true)
-            if result == EINTR { return EINTR }
-            if result == ETIMEDOUT || (deadline >= 0 && monotonicNow() >= deadline) {
-                if admit(t) { return 0 }
-                rejections(t).pointee.wrappingAdd(1, ordering: .relaxed)
-                return ETIMEDOUT
-            }
+            if result == EINTR && interruptible { return admit(t) ? 0 : EINTR }
+            if result == ETIMEDOUT || Deadline.hasPassed(deadline) { return admit(t) ? 0 : ETIMEDOUT }
         }
+    }
+
+    /// Counts a wait that timed out as a rejection: ETIMEDOUT.
+    package static func timedOut(_ t: UnsafeMutableRawPointer) -> Int32 {
+        rejections(t).pointee.wrappingAdd(1, ordering: .relaxed)
+        return ETIMEDOUT
     }
 
     /// Gives a slot back: 0, EPERM if nobody holds one (the counter never goes negative), or
@@ -212,14 +214,8 @@ public final class Throttler: @unchecked Sendable {
 
     /// Takes a slot, waiting up to `timeout` (nil: forever). Throws `ThrottlerError.timedOut`.
     public func enter(timeout: Duration? = nil) throws {
-        let deadline = timeout.map { LibSync.deadline(after: $0) } ?? -1  // a negative timeout: now
-        while true {
-            switch ThrottlerWord.enter(storage, deadline: deadline) {
-            case 0: return
-            case EINTR: continue
-            default: throw ThrottlerError.timedOut
-            }
-        }
+        let deadline = timeout.map { Deadline.after($0) } ?? Deadline.none
+        if ThrottlerWord.enter(storage, deadline: deadline, interruptible: false) != 0 { throw ThrottlerError.timedOut }
     }
 
     /// Gives the slot back. Calling it without holding a slot is a precondition failure.

@@ -132,7 +132,7 @@ import Synchronization
         } else if waiter.key != base {
             return EINVAL
         }
-        let end = sliceEnd < 0 || (deadline >= 0 && deadline <= sliceEnd) ? deadline : sliceEnd
+        let end = Deadline.earliest(deadline, sliceEnd)
         let slept = sleep(waiter, deadline: end, interruptible: true)
         if slept == EINTR || (slept == ETIMEDOUT && end != deadline) { return EINTR }
         let left = leave(waiter)

@@ -533,14 +533,14 @@ enum ThreadStat {
             if !wait { return EBUSY }
             if stop != 0 { return stop }
             let now = monotonicNow()
-            if deadline >= 0 && now >= deadline { return ETIMEDOUT }
+            if Deadline.hasPassed(deadline, now: now) { return ETIMEDOUT }
             if word & MutexWord.waiters == 0 {
                 let marked = pack(word | MutexWord.waiters, start(of: state))
                 let (exchanged, current) = bits(memory).pointee.compareExchange(expected: state, desired: marked, ordering: .relaxed)
                 state = current
                 if !exchanged { continue }
             }
-            let until = deadline >= 0 ? min(deadline, now + slice) : now + slice
+            let until = Deadline.earliest(deadline, now + slice)
             let result = Futex.wait(memory, expected: word | MutexWord.waiters, deadline: until,
                                     shared: word & MutexWord.shared != 0)
             slept = true
@@ -822,7 +822,7 @@ public final class SyncMutex: @unchecked Sendable {
     @inlinable public func tryLock() throws(LockError) -> Bool { try taken(MutexWord.tryLock(word)) }
     /// Takes the lock unless `timeout` passes first (monotonic clock); returns whether it did.
     @inlinable public func lock(timeout: Duration) throws(LockError) -> Bool {
-        try taken(MutexWord.lock(word, deadline: deadline(after: timeout)))
+        try taken(MutexWord.lock(word, deadline: Deadline.after(timeout)))
     }
     /// Takes the lock unless the monotonic clock reaches `deadline` (ns) first.
     @inlinable public func lock(deadlineNanoseconds: Int64) throws(LockError) -> Bool {
@@ -880,7 +880,7 @@ public final class SyncRecursiveLock: @unchecked Sendable {
     @inlinable public func lock() throws(LockError) { _ = try taken(RecursiveWord.lock(memory.raw)) }
     @inlinable public func tryLock() throws(LockError) -> Bool { try taken(RecursiveWord.tryLock(memory.raw)) }
     @inlinable public func lock(timeout: Duration) throws(LockError) -> Bool {
-        try taken(RecursiveWord.lock(memory.raw, deadline: deadline(after: timeout)))
+        try taken(RecursiveWord.lock(memory.raw, deadline: Deadline.after(timeout)))
     }
     @inlinable public func unlock() throws(LockError) { _ = try taken(RecursiveWord.unlock(memory.raw)) }
     /// Robust: as `SyncMutex.consistent()`.

@@ -371,14 +371,14 @@ public final class SyncRWLock: @unchecked Sendable {
     @inlinable public func readLock() throws(LockError) { _ = try taken(RWLockWords.readLock(memory.raw)) }
     @inlinable public func tryReadLock() -> Bool { RWLockWords.tryReadLock(memory.raw) == 0 }
     @inlinable public func readLock(timeout: Duration) throws(LockError) -> Bool {
-        try taken(RWLockWords.readLock(memory.raw, deadline: deadline(after: timeout)))
+        try taken(RWLockWords.readLock(memory.raw, deadline: Deadline.after(timeout)))
     }
     @inlinable public func readUnlock() throws(LockError) { _ = try taken(RWLockWords.readUnlock(memory.raw)) }
 
     @inlinable public func writeLock() throws(LockError) { _ = try taken(RWLockWords.writeLock(memory.raw)) }
     @inlinable public func tryWriteLock() -> Bool { RWLockWords.tryWriteLock(memory.raw) == 0 }
     @inlinable public func writeLock(timeout: Duration) throws(LockError) -> Bool {
-        try taken(RWLockWords.writeLock(memory.raw, deadline: deadline(after: timeout)))
+        try taken(RWLockWords.writeLock(memory.raw, deadline: Deadline.after(timeout)))
     }
     @inlinable public func writeUnlock() throws(LockError) { _ = try taken(RWLockWords.writeUnlock(memory.raw)) }
 

@@ -58,7 +58,7 @@ import Synchronization
         var nap: Int64 = 1_000
         while true {
             if word.pointee.load(ordering: .relaxed) >= threadIDLimit { return EINVAL }
-            if deadline >= 0 && monotonicNow() >= deadline { return attempt() ? 0 : ETIMEDOUT }
+            if Deadline.hasPassed(deadline) { return attempt() ? 0 : ETIMEDOUT }
             var request = timespec(tv_sec: 0, tv_nsec: Int(nap))
             if nanosleep(&request, nil) != 0 && errno == EINTR && interruptible { return attempt() ? 0 : EINTR }
             if attempt() { return 0 }
@@ -78,7 +78,7 @@ public final class SyncSpinLock: @unchecked Sendable {
     @inlinable public func lock() throws(LockError) { _ = try taken(SpinWord.lock(word)) }
     @inlinable public func tryLock() -> Bool { SpinWord.tryLock(word) == 0 }
     @inlinable public func lock(timeout: Duration) throws(LockError) -> Bool {
-        try taken(SpinWord.lock(word, deadline: deadline(after: timeout)))
+        try taken(SpinWord.lock(word, deadline: Deadline.after(timeout)))
     }
     @inlinable public func unlock() throws(LockError) { _ = try taken(SpinWord.unlock(word)) }
 
