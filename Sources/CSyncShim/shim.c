@@ -43,7 +43,6 @@ int64_t sync_monotonic_now_ns(void) {
 __thread uint32_t sync_thread_id_cache __attribute__((tls_model("initial-exec")));
 __thread void *sync_thread_record_cache __attribute__((tls_model("initial-exec")));
 __thread intptr_t sync_thread_hazard_depth __attribute__((tls_model("initial-exec")));
-__thread struct sync_spin_estimate sync_thread_spin_estimate __attribute__((tls_model("initial-exec")));
 __thread struct sync_counter_cache sync_thread_counter_cache __attribute__((tls_model("initial-exec"), aligned(64)));
 
 __thread uint32_t sync_thread_ancestor_ids[SYNC_ANCESTOR_IDS] __attribute__((tls_model("initial-exec")));

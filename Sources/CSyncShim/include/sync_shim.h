@@ -116,31 +116,6 @@ static inline void sync_cpu_relax(void) {
 #endif
 }
 
-/// How far the lock words the calling thread spins on are, as last measured: the cycles a read
-/// of one took (0: near), and how many contended locks to go before measuring again. A hint only.
-struct sync_spin_estimate { uint32_t far_read; uint32_t countdown; };
-extern __thread struct sync_spin_estimate sync_thread_spin_estimate SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
-
-/// The CPU's cycle counter (x86 TSC; elsewhere the monotonic clock in ns), and the same read
-/// only once earlier loads have completed (RDTSCP): together they time one load, to tell a cache
-/// line held by a near core from one held by a far one.
-static inline uint64_t sync_cpu_ticks(void) {
-#if defined(__x86_64__)
-    return __builtin_ia32_rdtsc();
-#else
-    return (uint64_t)sync_monotonic_now_ns();
-#endif
-}
-static inline uint64_t sync_cpu_ticks_after_loads(void) {
-#if defined(__x86_64__)
-    unsigned int aux;
-    return __builtin_ia32_rdtscp(&aux);
-#else
-    return (uint64_t)sync_monotonic_now_ns();
-#endif
-}
-
-
 /// rt_sigqueueinfo(2) and rt_tgsigqueueinfo(2) (no glibc wrapper): queue `info` to a process, or
 /// to one of its threads. Return 0 or an errno code.
 int sync_rt_sigqueueinfo(int32_t pid, int signo, siginfo_t *info);

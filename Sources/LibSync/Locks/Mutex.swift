@@ -41,11 +41,6 @@ import Synchronization
     /// The holder recorded by an unowned-mode lock (never a kernel thread id).
     @usableFromInline static let anonymous: UInt32 = holderMask
     @usableFromInline static let spinLimit = 3
-    /// A read of the word slower than this (cycles, ~150 ns at this EPYC's 2.6 GHz counter; ns
-    /// where there is no cycle counter) found the line at a far core; longer ones count as the
-    /// limit (~400 ns), so that a read a preemption stretched cannot make spinners wait long.
-    static let farRead: UInt64 = 400
-    static let farReadLimit: UInt64 = 1024
 
     @usableFromInline package typealias Word = UnsafeMutablePointer<Atomic<UInt32>>
 
@@ -179,17 +174,8 @@ import Synchronization
         var value = word.pointee.load(ordering: .relaxed)
         let mine = holder(for: value, me: me)
         let isShared = value & shared != 0
-        // Spin while the holder is running and nobody sleeps: read before writing, and back off
-        // (1, 2, 4 PAUSEs between reads, ~200 ns in all), so that a spinner seldom pulls the
-        // line from the holder. Where the line lives at a far core (~450 ns round trips when
-        // this VM's vCPUs sit on different CCDs, as across sockets), every read costs the
-        // holder as much again: there, once a read finds the lock held, wait blind for 16 such
-        // reads (at most ~6 us), look once more, and sleep if it is still held, so that the
-        // holder runs whole bursts with its line at hand. How far is measured by timing the
-        // reads of one contended lock in 8 (timing every read cost the near case ~10%). A timed
-        // lock does not wait blind: its deadline may be near.
-        let measuring = sync_thread_spin_estimate.countdown == 0
-        if !measuring { sync_thread_spin_estimate.countdown -= 1 }
+        // Spin while nobody sleeps: read before writing, and back off between reads, so that a
+        // spinner seldom pulls the line from the holder.
         var spins = 0
         while true {
             if value & holderMask == 0 {
@@ -202,24 +188,7 @@ import Synchronization
             if spins >= spinLimit || value & waiters != 0 { break }
             for _ in 0..<(1 << spins) { sync_cpu_relax() }
             spins += 1
-            let far: UInt64
-            if measuring {
-                let start = sync_cpu_ticks()
-                value = word.pointee.load(ordering: .relaxed)
-                let took = sync_cpu_ticks_after_loads() &- start
-                far = took > farRead ? min(took, farReadLimit) : 0
-                sync_thread_spin_estimate.far_read = UInt32(far)
-                if far != 0 || spins == spinLimit { sync_thread_spin_estimate.countdown = 8 }
-            } else {
-                value = word.pointee.load(ordering: .relaxed)
-                far = UInt64(sync_thread_spin_estimate.far_read)
-            }
-            if far != 0 && value & holderMask != 0 && value & waiters == 0 && deadline < 0 {
-                let now = sync_cpu_ticks(), until = now &+ far &* 16
-                while case let ticks = sync_cpu_ticks(), ticks < until && ticks >= now { sync_cpu_relax() }
-                value = word.pointee.load(ordering: .relaxed)
-                spins = spinLimit
-            }
+            value = word.pointee.load(ordering: .relaxed)
         }
         // Sleep. A thread that has slept takes the lock with WAITERS set: others may still
         // sleep, and one spurious wake costs less than a lost one.
