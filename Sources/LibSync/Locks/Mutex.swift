@@ -16,8 +16,8 @@ import Synchronization
 ///
 /// A default mutex is 0, so the fast paths are one CAS each: 0 -> tid to lock, tid -> 0 to
 /// unlock. Any other value (held, waiters, a mode bit) takes the slow path, where the owner
-/// checks (EDEADLK, EPERM) cost nothing on the fast path. Contended, a locker spins a little
-/// (the holder usually leaves within a couple of hundred ns), then sleeps on the futex. Unlock does
+/// checks (EDEADLK, EPERM) cost nothing on the fast path. Contended, a locker spins (`SpinWait`)
+/// while no thread sleeps on the word, then sleeps on the futex. Unlock does
 /// not hand the lock to the woken thread: a running thread may take it first (barging), which
 /// keeps the lock busy instead of idle while the woken thread is scheduled.
 ///
@@ -40,7 +40,6 @@ import Synchronization
     @usableFromInline static let tracked: UInt32 = robust | shared
     /// The holder recorded by an unowned-mode lock (never a kernel thread id).
     @usableFromInline static let anonymous: UInt32 = holderMask
-    @usableFromInline static let spinLimit = 3
 
     @usableFromInline package typealias Word = UnsafeMutablePointer<Atomic<UInt32>>
 
@@ -174,9 +173,8 @@ import Synchronization
         var value = word.pointee.load(ordering: .relaxed)
         let mine = holder(for: value, me: me)
         let isShared = value & shared != 0
-        // Spin while nobody sleeps: read before writing, and back off between reads, so that a
-        // spinner seldom pulls the line from the holder.
-        var spins = 0
+        // Spin (SpinWait) while nobody sleeps, reading before writing.
+        var spin = SpinWait()
         while true {
             if value & holderMask == 0 {
                 let (exchanged, now) = word.pointee.compareExchange(
@@ -185,9 +183,7 @@ import Synchronization
                 value = now
                 continue
             }
-            if spins >= spinLimit || value & waiters != 0 { break }
-            for _ in 0..<(1 << spins) { sync_cpu_relax() }
-            spins += 1
+            if value & waiters != 0 || !spin.spin() { break }
             value = word.pointee.load(ordering: .relaxed)
         }
         // Sleep. A thread that has slept takes the lock with WAITERS set: others may still

@@ -3,14 +3,12 @@ import Glibc
 import Synchronization
 
 /// The library's spin lock: one 32-bit word holding 0 or the holder's kernel thread id. No
-/// futex: unlock is one CAS and never a system call. Contended, a locker spins with
-/// exponential backoff (bounded), then yields, then sleeps in growing naps (up to 1 ms), so a
+/// futex: unlock is one CAS and never a system call. Contended, a locker spins (`SpinWait`:
+/// exponential backoff, then yields), then sleeps in growing naps (up to 1 ms), so a
 /// descheduled holder never makes its waiters burn the CPU it needs (OSSpinLock's livelock).
 /// Works unchanged in memory shared by processes (kernel thread ids are unique).
 @usableFromInline package enum SpinWord {
     @usableFromInline package typealias Word = UnsafeMutablePointer<Atomic<UInt32>>
-    @usableFromInline static let spinRounds = 10   // backoff 1, 2, 4 ... 512 pauses
-    @usableFromInline static let yieldLimit = 8
     @usableFromInline static let longestNap: Int64 = 1_000_000
 
     /// 0, EBUSY if held (also by the caller), or EINVAL if the word names no thread (a value
@@ -47,12 +45,8 @@ import Synchronization
             word.pointee.load(ordering: .relaxed) == 0
                 && word.pointee.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged
         }
-        for round in 0..<spinRounds {
-            for _ in 0..<(1 << round) { sync_cpu_relax() }
-            if attempt() { return 0 }
-        }
-        for _ in 0..<yieldLimit {
-            sched_yield()
+        var spin = SpinWait()
+        while spin.spin() {
             if attempt() { return 0 }
         }
         var nap: Int64 = 1_000

@@ -91,7 +91,8 @@ import Synchronization
         refill(record, key: 0, tag: exitedTag, slot: nil, count: 0)
         let gate = gate(record)
         gate.pointee.bitwiseOr(closed, ordering: .sequentiallyConsistent)
-        while gate.pointee.load(ordering: .sequentiallyConsistent) != closed { sched_yield() }
+        var spin = SpinWait()
+        while gate.pointee.load(ordering: .sequentiallyConsistent) != closed { spin.spinOrYield() }
         cache(record).pointee.store(0, ordering: .relaxed)
         sync_thread_record_cache = nil
         atomic(record + 80, as: Int.self).pointee.store(0, ordering: .releasing)
@@ -299,9 +300,10 @@ import Synchronization
     /// read between two equal even sequence values.
     static func sumCounters(_ record: UnsafeMutableRawPointer, _ key: UInt, _ generation: Int32, tag: UInt64) -> Int64 {
         let sequence = sequence(record)
+        var spin = SpinWait()
         while true {
             let before = sequence.pointee.load(ordering: .acquiring)
-            if before & 1 != 0 { sched_yield(); continue }  // the owner is folding: a few loads
+            if before & 1 != 0 { spin.spinOrYield(); continue }  // the owner is folding: a few loads
             var sum: Int64 = 0
             for i in 0..<counterCount {
                 let entry = record + 128 + i * 32
