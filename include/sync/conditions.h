@@ -174,7 +174,7 @@ int sync_condition_broadcast(sync_condition_t *condition);
 
 /* ---- Condition lock (24 bytes, 8-byte aligned): Foundation's NSConditionLock.
  * An owner-checked lock carrying an integer condition: lock_when waits until the condition has
- * a value, unlock_with sets it and wakes the threads waiting for values. The seed's consumer:
+ * a value, unlock_with sets it and wakes the threads waiting for values. A consumer:
  *
  *     sync_condition_lock_lock_when(&lock, HAS_DATA);
  *     ... take the data ...

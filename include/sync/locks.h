@@ -37,11 +37,9 @@ extern "C" {
 
 /**
  * A mutual-exclusion lock in 4 bytes that knows its owner. Uncontended lock and unlock are one
- * compare-and-swap each; contended, a locker spins briefly, then sleeps on a futex. Where the
- * lock's cache line sits at a far core (another CCD or socket, as the thread measures), a locker
- * that finds it held waits up to ~6 us without touching it before sleeping, so the holder keeps
- * its line. Not FIFO: a running thread may take the lock before a woken one (throughput over
- * order).
+ * compare-and-swap each; contended, a locker spins with a bounded backoff (reading, never
+ * writing, the word while it is held), then sleeps on a futex. Not FIFO: a running thread may
+ * take the lock before a woken one (throughput over order).
  *
  * Owners of process-shared locks. The word records its holder's kernel thread id, and the kernel
  * gives the id of a dead thread to a new one, in any process. So each thread also lists, in

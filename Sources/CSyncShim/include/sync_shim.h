@@ -92,8 +92,7 @@ extern __thread uint64_t sync_thread_counter_cache[SYNC_COUNTER_CACHE_WORDS] SYN
 /// Does nothing, out of the Swift optimizer's sight: no retain or release is moved across a call
 /// to it (the call might release anything). ReferenceCell.unprotect calls it before clearing a
 /// hazard slot; otherwise ARC may sink a reader's retain past the slot's release store, after
-/// which a writer may already have freed the object (seen: a dictionary snapshot freed under a
-/// reader, in an optimized build).
+/// which a writer may already have freed the object.
 void sync_arc_barrier(void);
 
 /// One spin-wait hint to the CPU (x86 PAUSE); inline so that spin loops stay tight.

@@ -1,16 +1,17 @@
 import Glibc
 import Synchronization
 
-// The seed-004 throttler: at most `limit` holders at once; `tryEnter` fails fast and never
-// blocks; `enter` may wait for a slot until a deadline. Unlike the seed's increment-then-undo,
-// admission is a compare-and-swap that only succeeds below the limit, so `holders` never
+// The throttler: at most `limit` holders at once; `tryEnter` fails fast and never blocks;
+// `enter` may wait for a slot until a deadline. Admission is a compare-and-swap that only
+// succeeds below the limit (never an increment undone after the fact), so `holders` never
 // exceeds the limit even transiently, and `exit` refuses to go below zero: the counter cannot
 // drift.
 //
 // A full throttler's fail-fast path only reads (like sem_trywait): one load of `holders`, then
 // one increment of the calling thread's own rejection count (ThreadRecord, in TLS), summed on
-// read, so refusals on several cores never contend. Counters are keyed by the throttler's address and a
-// generation given at initialisation (memory reused by a new throttler starts from zero).
+// read, so refusals on several cores never contend. Counters are keyed by the throttler's
+// address and a generation given at initialisation (memory reused by a new throttler starts
+// from zero).
 //
 // Layout of C's sync_throttler_t (caller memory, 8-byte aligned):
 //   Int32 holders | Int32 waiters | Int32 limit | Int32 generation | Int64 rejections (timed-out
@@ -50,11 +51,9 @@ import Synchronization
     /// Takes a slot if fewer than `limit` hold one: 0, EBUSY (counted as a rejection), or
     /// EINVAL (the limit is not >= 1, or the holders are not within 0...limit).
     ///
-    /// A full throttler's refusal runs straight through, without a taken branch: the one branch
-    /// it passes that has ever been taken (the first refusal of a thread) is all the branch
-    /// predictor tracks on it, as on sem_trywait's refusal. Laid out the other way (admission
-    /// straight, refusal jumped to), the refusal cost a cycle more, ~1.1x sem_trywait; admission
-    /// pays one jump beside its compare-and-swap.
+    /// A full throttler's refusal runs straight through, without a taken branch (admission pays
+    /// one jump beside its compare-and-swap): the refusal is the path that must stay cheap
+    /// under overload.
     @inlinable @inline(__always)
     package static func tryEnter(_ t: UnsafeMutableRawPointer) -> Int32 {
         let tag = t.load(fromByteOffset: 8, as: UInt64.self)  // limit | generation << 32: one load
@@ -184,20 +183,20 @@ import Synchronization
 
 // MARK: Swift front
 
-/// Errors of `Throttler.enter(timeout:)`.
+/// Errors of `SyncThrottler.enter(timeout:)`.
 public enum ThrottlerError: Error, Equatable {
     /// No slot freed before the timeout.
     case timedOut
 }
 
-/// At most `limit` concurrent holders (seed 004's `Throttler`). `throttledExec` fails fast:
+/// At most `limit` concurrent holders. `throttledExec` fails fast:
 /// it returns false at once when the throttler is full, never blocking.
-public final class Throttler: @unchecked Sendable {
+public final class SyncThrottler: @unchecked Sendable {
     @usableFromInline let storage: UnsafeMutableRawPointer
 
     /// `limit` must be >= 1 (a precondition).
     public init(limit: Int) {
-        require(limit >= 1 && limit <= Int(Int32.max), "Throttler: the limit must be between 1 and \(Int32.max), not \(limit)")
+        require(limit >= 1 && limit <= Int(Int32.max), "SyncThrottler: the limit must be between 1 and \(Int32.max), not \(limit)")
         storage = .allocate(byteCount: ThrottlerWord.size, alignment: 8)
         _ = ThrottlerWord.initialize(storage, limit: Int32(limit))
     }
@@ -220,7 +219,7 @@ public final class Throttler: @unchecked Sendable {
 
     /// Gives the slot back. Calling it without holding a slot is a precondition failure.
     public func exit() {
-        require(ThrottlerWord.exit(storage) == 0, "Throttler.exit: no slot is held")
+        require(ThrottlerWord.exit(storage) == 0, "SyncThrottler.exit: no slot is held")
     }
 
     /// Runs `body` if a slot is free and returns true; returns false at once otherwise.
@@ -239,3 +238,7 @@ public final class Throttler: @unchecked Sendable {
         return try body()
     }
 }
+
+/// The former name of `SyncThrottler`.
+@available(*, deprecated, renamed: "SyncThrottler")
+public typealias Throttler = SyncThrottler

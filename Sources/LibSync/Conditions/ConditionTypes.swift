@@ -22,7 +22,7 @@ public struct SemaphoreOverflow: Error, Equatable, Sendable {}
 /// mutex first and change the state between the signal and the waiter's return.
 ///
 ///     mutex.lock(); while !ready { try cond.wait(on: mutex) }; ...; mutex.unlock()
-public final class ConditionVariable: @unchecked Sendable {
+public final class SyncConditionVariable: @unchecked Sendable {
     @usableFromInline let memory = LockMemory(size: 8)
 
     public init() {}
@@ -88,7 +88,7 @@ public final class SyncCondition: @unchecked Sendable {
     public func tryLock() -> Bool { MutexWord.tryLock(mutex) == 0 }
     public func unlock() throws(LockError) { _ = try taken(MutexWord.unlock(mutex)) }
     /// Waits for a signal (the caller holds the lock). Returns only when signalled: no spurious
-    /// wakeups (see `ConditionVariable`).
+    /// wakeups (see `SyncConditionVariable`).
     public func wait() throws(LockError) {
         _ = try waited(ConditionWord.wait(condition, mutex: mutex, deadline: -1, interruptible: false))
     }
@@ -113,7 +113,7 @@ public final class SyncCondition: @unchecked Sendable {
     }
 }
 
-/// A lock carrying an integer condition (Foundation's `NSConditionLock`). The seed's consumer:
+/// A lock carrying an integer condition (Foundation's `NSConditionLock`). A consumer:
 ///
 ///     try lock.lock(whenCondition: HAS_DATA); ...; try lock.unlock(withCondition: empty ? NO_DATA : HAS_DATA)
 public final class SyncConditionLock: @unchecked Sendable {
@@ -249,3 +249,7 @@ public final class SyncBarrier: @unchecked Sendable {
         return status
     }
 }
+
+/// The former name of `SyncConditionVariable`.
+@available(*, deprecated, renamed: "SyncConditionVariable")
+public typealias ConditionVariable = SyncConditionVariable

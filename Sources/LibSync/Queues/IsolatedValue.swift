@@ -2,7 +2,8 @@ import CSyncShim
 import Glibc
 import Synchronization
 
-/// Seed 003's property pattern, packaged: a value whose reads run concurrently with each other
+/// The isolated-property pattern (a concurrent queue guarding a value), packaged: a value whose
+/// reads run concurrently with each other
 /// (the concurrent queue's `sync`) and whose writes run alone (barrier `async`, or `update` to
 /// wait), in the order they were issued. Ours entirely: a queue hop per access would cost more
 /// than the access, so no libdispatch here.
