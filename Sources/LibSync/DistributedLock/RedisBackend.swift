@@ -495,7 +495,7 @@ final class LeaseRenewer: ProcessBound, @unchecked Sendable {
 
     func add(_ lease: Lease, for holder: UInt64) {
         let interval = Self.interval(lease)
-        let due = monotonicNow() + interval
+        let due = Deadline.after(nanoseconds: interval)
         pthread_mutex_lock(mutex)
         leases[holder] = (lease, due)
         if !started {
@@ -548,7 +548,7 @@ final class LeaseRenewer: ProcessBound, @unchecked Sendable {
             let backend = item.lease.backend
             let connection = connections[backend.address] ?? RedisConnection(backend.hiredis, backend.address)
             connections[backend.address] = connection
-            let deadline = monotonicNow() + min(backend.address.ioTimeout, Self.interval(item.lease))
+            let deadline = Deadline.after(nanoseconds: min(backend.address.ioTimeout, Self.interval(item.lease)))
             let outcome = connection.eval(RedisScripts.renew, keys: [backend.key], arguments: [item.lease.entry, String(backend.ttlMilliseconds)],
                                           deadline: deadline)
             if case .success(.integer(0)) = outcome {  // lost: nothing left to renew
