@@ -22,9 +22,6 @@ import Glibc
     /// ABI's `_interruptible` forms slice so in the process's main thread (sync/locks.h).
     package static let interruptSlice: Int64 = 50_000_000
 
-    /// Now, on the clock of every deadline.
-    @inlinable package static var now: Int64 { monotonicNow() }
-
     /// The deadline `timeout` from now: a negative timeout is now (one try).
     @inlinable
     package static func after(_ timeout: Duration) -> Int64 {
