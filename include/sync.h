@@ -16,10 +16,12 @@
  *                        wait lasts until it succeeds); a deadline at or before now (0 included)
  *                        is one try (success if possible at once, else ETIMEDOUT, no sleep);
  *       `_interruptible` the same deadline, and EINTR when a signal handler runs during the
- *                        wait and, in the process's main thread, at least every 50 ms, so that
- *                        a caller such as an interpreter can handle its signals and call again.
- *     The other forms retry after a signal and never return EINTR (sync_throttler_enter, which
- *     predates this model, returns EINTR as documented there).
+ *                        wait and, in the process's main thread, at least every 50 ms (the
+ *                        distributed lock: in every thread), so that a caller such as an
+ *                        interpreter can handle its signals and call again with the same
+ *                        deadline.
+ *     The other forms retry after a signal and never return EINTR, except sync_throttler_enter,
+ *     whose header documents its EINTR.
  *   - Pointers: a NULL or misaligned object pointer is reported, never undefined behaviour,
  *     wherever the function has a way to report it: functions that return an errno code return
  *     EINVAL and change nothing; queries (is_locked, holders, depth, ...) return 0. Only the
