@@ -43,13 +43,11 @@ int64_t sync_monotonic_now_ns(void) {
 __thread uint32_t sync_thread_id_cache __attribute__((tls_model("initial-exec")));
 __thread void *sync_thread_record_cache __attribute__((tls_model("initial-exec")));
 __thread intptr_t sync_thread_hazard_depth __attribute__((tls_model("initial-exec")));
-__thread struct sync_spin_estimate sync_thread_spin_estimate __attribute__((tls_model("initial-exec")));
-__thread struct sync_counter_cache sync_thread_counter_cache __attribute__((tls_model("initial-exec"), aligned(64)));
+__thread uint64_t sync_thread_counter_cache[SYNC_COUNTER_CACHE_WORDS] __attribute__((tls_model("initial-exec"), aligned(64)));
 
 __thread uint32_t sync_thread_ancestor_ids[SYNC_ANCESTOR_IDS] __attribute__((tls_model("initial-exec")));
 uint32_t sync_process_id;
-struct sync_wait_bucket sync_wait_buckets[SYNC_WAIT_BUCKETS];
-_Static_assert(sizeof(struct sync_wait_bucket) == 64, "LibSync's WaitQueue steps through the buckets 64 bytes at a time");
+unsigned char sync_wait_buckets[SYNC_WAIT_BUCKETS * SYNC_WAIT_BUCKET_SIZE] __attribute__((aligned(64)));
 
 // In the child of fork(), the only thread continues the parent's forking thread under a new
 // kernel id: it forgets the cached id and remembers the old one among its ancestors' (newest

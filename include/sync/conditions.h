@@ -11,7 +11,8 @@
  *   - `*_wait`: as long as it takes;
  *   - `*_timedwait(x, timeout_ns)`: a relative timeout in nanoseconds;
  *   - `*_wait_until(x, deadline_ns)`: an absolute CLOCK_MONOTONIC deadline (sync_monotonic_ns;
- *     < 0: none; one in the past returns ETIMEDOUT at once unless the wait is already satisfied);
+ *     sync.h's time model: < 0: none; one at or before now returns ETIMEDOUT at once unless the
+ *     wait is already satisfied);
  *   - `*_interruptible(x, deadline_ns)`: as `_until`, and also returns EINTR when a signal
  *     handler ran during the wait; called from the process's main thread, also at least every
  *     50 ms (a signal that arrives while the waiter is not asleep in the kernel, or that the
@@ -173,7 +174,7 @@ int sync_condition_broadcast(sync_condition_t *condition);
 
 /* ---- Condition lock (24 bytes, 8-byte aligned): Foundation's NSConditionLock.
  * An owner-checked lock carrying an integer condition: lock_when waits until the condition has
- * a value, unlock_with sets it and wakes the threads waiting for values. The seed's consumer:
+ * a value, unlock_with sets it and wakes the threads waiting for values. A consumer:
  *
  *     sync_condition_lock_lock_when(&lock, HAS_DATA);
  *     ... take the data ...

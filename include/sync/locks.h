@@ -8,19 +8,19 @@
  * sync_rwlock_t 16, sync_spinlock_t 4, sync_once_t 4.
  *
  * Return codes: 0 on success, else an errno code documented per function. A NULL or misaligned
- * lock pointer returns EINVAL. Misuse is reported, never undefined: releasing a lock the caller
+ * lock pointer returns EINVAL (queries: 0), as everywhere in sync.h. Misuse is reported, never undefined: releasing a lock the caller
  * does not hold returns EPERM; waiting for a lock the caller already holds returns EDEADLK.
  * Owners are kernel thread ids: a thread that exits while holding a lock leaves it held, unless
  * the lock is a robust mutex or recursive lock (SYNC_MUTEX_ROBUST, below), which reports it.
  *
- * Timeouts: the `timed` forms take a relative timeout in nanoseconds, the `_until` forms an
- * absolute CLOCK_MONOTONIC deadline in nanoseconds (a deadline in the past tries once and
- * returns ETIMEDOUT at once). Neither is affected by changes of the wall clock. The
- * `_interruptible` forms (deadline < 0: none) also return EINTR when a signal handler runs
- * during the wait, and, in the process's main thread, at least every 50 ms (a signal that
- * arrives while the waiter is not asleep in the kernel interrupts nothing), so that a caller such
- * as an interpreter can handle pending signals and retry; all other forms retry internally and
- * never return EINTR.
+ * Timeouts, as everywhere in sync.h: the `timed` forms take a relative timeout in nanoseconds,
+ * the `_until` forms an absolute CLOCK_MONOTONIC deadline in nanoseconds (< 0: none, wait until
+ * taken; at or before now: one try, ETIMEDOUT at once if the lock is not free). Neither is
+ * affected by changes of the wall clock. The `_interruptible` forms (the same deadline) also
+ * return EINTR when a signal handler runs during the wait, and, in the process's main thread,
+ * at least every 50 ms (a signal that arrives while the waiter is not asleep in the kernel
+ * interrupts nothing), so that a caller such as an interpreter can handle pending signals and
+ * retry; all other forms retry internally and never return EINTR.
  *
  * Thread safety: every function may be called from any thread at any time.
  */
@@ -37,11 +37,9 @@ extern "C" {
 
 /**
  * A mutual-exclusion lock in 4 bytes that knows its owner. Uncontended lock and unlock are one
- * compare-and-swap each; contended, a locker spins briefly, then sleeps on a futex. Where the
- * lock's cache line sits at a far core (another CCD or socket, as the thread measures), a locker
- * that finds it held waits up to ~6 us without touching it before sleeping, so the holder keeps
- * its line. Not FIFO: a running thread may take the lock before a woken one (throughput over
- * order).
+ * compare-and-swap each; contended, a locker spins with a bounded backoff (reading, never
+ * writing, the word while it is held), then sleeps on a futex. Not FIFO: a running thread may
+ * take the lock before a woken one (throughput over order).
  *
  * Owners of process-shared locks. The word records its holder's kernel thread id, and the kernel
  * gives the id of a dead thread to a new one, in any process. So each thread also lists, in

@@ -141,7 +141,7 @@ final class RedisConnection {
     /// Connects unless connected (by `deadline`, monotonic ns): 0, or ECONNREFUSED, EACCES, EIO.
     func connect(deadline: Int64) -> Int32 {
         if context != nil { return 0 }
-        let limit = min(address.ioTimeout, max(1_000_000, deadline - monotonicNow()))
+        let limit = min(address.ioTimeout, max(1_000_000, Deadline.remaining(deadline, now: monotonicNow()) ?? address.ioTimeout))
         let made = hiredis.connectWithTimeout(address.host, address.port, timeval(limit))
         guard let made else { return DistributedLockMessage.fail(ENOMEM, "out of memory connecting to \(server)") }
         let (code, text) = hiredis.error(made)
@@ -156,7 +156,7 @@ final class RedisConnection {
         if let password = address.password { login.append(["AUTH"] + (address.user.map { [$0] } ?? []) + [password]) }
         if address.database != 0 { login.append(["SELECT", String(address.database)]) }
         for command in login {
-            switch run(command, deadline: monotonicNow() + address.ioTimeout) {
+            switch run(command, deadline: Deadline.after(nanoseconds: address.ioTimeout)) {
             case .success(.error(let message)):
                 disconnect()
                 let denied = ["WRONGPASS", "NOAUTH", "invalid password", "invalid username", "NOPERM"].contains { message.contains($0) }
@@ -181,7 +181,7 @@ final class RedisConnection {
         let connected = connect(deadline: deadline)
         if connected != 0 { return .failure(Fault(code: connected, message: DistributedLockMessage.detail ?? "cannot connect")) }
         // (the I/O timeout unless the deadline is sooner: a socket option set only when it changes)
-        let left = deadline - monotonicNow()
+        let left = Deadline.remaining(deadline, now: monotonicNow()) ?? address.ioTimeout
         let wanted = left >= address.ioTimeout - 1_000_000 ? address.ioTimeout : max(1_000_000, left)
         if wanted != timeout {
             _ = hiredis.setTimeout(context, timeval(wanted))
@@ -346,12 +346,12 @@ final class RedisSession: LockSession {
         connection = RedisConnection(backend.hiredis, backend.address)
     }
 
-    private var ioDeadline: Int64 { monotonicNow() + backend.address.ioTimeout }
+    private var ioDeadline: Int64 { Deadline.after(nanoseconds: backend.address.ioTimeout) }
     private var ttl: String { String(backend.ttlMilliseconds) }
 
     /// A failed exchange's errno, its message recorded; a timeout before `deadline` is EIO.
     private func failure(_ fault: RedisConnection.Fault, _ doing: String, deadline: Int64 = -1) -> Int32 {
-        if fault.code == ETIMEDOUT && !(deadline >= 0 && monotonicNow() >= deadline) {
+        if fault.code == ETIMEDOUT && !Deadline.hasPassed(deadline) {
             return DistributedLockMessage.fail(EIO, "\(doing): \(fault.message) (within connect_timeout)")
         }
         return DistributedLockMessage.fail(fault.code, "\(doing): \(fault.message)")
@@ -367,7 +367,7 @@ final class RedisSession: LockSession {
     }
 
     func tryAcquire(deadline: Int64) -> Int32 {
-        let answerBy = deadline >= 0 ? min(deadline, ioDeadline) : ioDeadline
+        let answerBy = Deadline.earliest(deadline, ioDeadline)
         let mine = me.newEntry()
         var retried = false
         while true {
@@ -495,7 +495,7 @@ final class LeaseRenewer: ProcessBound, @unchecked Sendable {
 
     func add(_ lease: Lease, for holder: UInt64) {
         let interval = Self.interval(lease)
-        let due = monotonicNow() + interval
+        let due = Deadline.after(nanoseconds: interval)
         pthread_mutex_lock(mutex)
         leases[holder] = (lease, due)
         if !started {
@@ -548,7 +548,7 @@ final class LeaseRenewer: ProcessBound, @unchecked Sendable {
             let backend = item.lease.backend
             let connection = connections[backend.address] ?? RedisConnection(backend.hiredis, backend.address)
             connections[backend.address] = connection
-            let deadline = monotonicNow() + min(backend.address.ioTimeout, Self.interval(item.lease))
+            let deadline = Deadline.after(nanoseconds: min(backend.address.ioTimeout, Self.interval(item.lease)))
             let outcome = connection.eval(RedisScripts.renew, keys: [backend.key], arguments: [item.lease.entry, String(backend.ttlMilliseconds)],
                                           deadline: deadline)
             if case .success(.integer(0)) = outcome {  // lost: nothing left to renew

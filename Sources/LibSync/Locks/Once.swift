@@ -2,7 +2,8 @@ import CSyncShim
 import Glibc
 import Synchronization
 
-/// Run-once: the safe form of the double-checked lock that seed 000 discourages. One 32-bit
+/// Run-once: the safe form of double-checked locking (whose naive form may publish a
+/// half-initialized value). One 32-bit
 /// word: 0 not run, `done`, or the running thread's id (with `sleepers` when others wait).
 /// The fast path is one acquiring load: when it reads `done`, the initializer's writes are
 /// visible (its `end` stored `done` with release ordering). A failed run (an error, an

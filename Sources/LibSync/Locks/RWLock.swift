@@ -13,8 +13,8 @@ import Synchronization
 ///     waiting  how many writers wait: a hint, see below
 ///
 /// Writer preference: while WRITERS_WAITING is set, new readers wait, so a stream of readers
-/// cannot starve writers. Readers' fast path is one CAS on `state`; both sides spin briefly
-/// before sleeping. A reader cannot upgrade; a writer can downgrade.
+/// cannot starve writers. Readers' fast path is one CAS on `state`; both sides spin
+/// (`SpinWait`) before sleeping. A reader cannot upgrade; a writer can downgrade.
 ///
 /// The writers' mark is a bit, not a count, so that a waiter that leaves (timeout, signal, or
 /// death in another process) never leaves a mark that nobody clears:
@@ -39,7 +39,6 @@ import Synchronization
     @usableFromInline static let writersWaiting: UInt32 = 1 << 29
     @usableFromInline static let readersParked: UInt32 = 1 << 30
     @usableFromInline static let shared: UInt32 = 1 << 31
-    @usableFromInline static let spinLimit = 64
     /// Bytes of caller memory (sync_rwlock_t).
     package static let size = 16
 
@@ -101,11 +100,11 @@ import Synchronization
         let first = state(m).pointee.load(ordering: .relaxed)
         if isImpossible(first) { return EINVAL }
         if first & writer != 0 && owner(m).pointee.load(ordering: .relaxed) == threadID() { return EDEADLK }
-        for _ in 0..<spinLimit {
+        var spin = SpinWait()
+        repeat {
             let result = tryReadLock(m)
             if result != EBUSY { return result }
-            sync_cpu_relax()
-        }
+        } while spin.spin()
         while true {
             let value = state(m).pointee.load(ordering: .relaxed)
             if value & (writer | writersWaiting) == 0 {
@@ -178,11 +177,11 @@ import Synchronization
         let first = state(m).pointee.load(ordering: .relaxed)
         if isImpossible(first) { return EINVAL }
         if first & writer != 0 && owner(m).pointee.load(ordering: .relaxed) == me { return EDEADLK }
-        for _ in 0..<spinLimit {
+        var spin = SpinWait()
+        repeat {
             let result = tryWriteLock(m)
             if result != EBUSY { return result }
-            sync_cpu_relax()
-        }
+        } while spin.spin()
         countWaiting(m, by: 1)
         let isShared = first & shared != 0
         while true {
@@ -371,14 +370,14 @@ public final class SyncRWLock: @unchecked Sendable {
     @inlinable public func readLock() throws(LockError) { _ = try taken(RWLockWords.readLock(memory.raw)) }
     @inlinable public func tryReadLock() -> Bool { RWLockWords.tryReadLock(memory.raw) == 0 }
     @inlinable public func readLock(timeout: Duration) throws(LockError) -> Bool {
-        try taken(RWLockWords.readLock(memory.raw, deadline: deadline(after: timeout)))
+        try taken(RWLockWords.readLock(memory.raw, deadline: Deadline.after(timeout)))
     }
     @inlinable public func readUnlock() throws(LockError) { _ = try taken(RWLockWords.readUnlock(memory.raw)) }
 
     @inlinable public func writeLock() throws(LockError) { _ = try taken(RWLockWords.writeLock(memory.raw)) }
     @inlinable public func tryWriteLock() -> Bool { RWLockWords.tryWriteLock(memory.raw) == 0 }
     @inlinable public func writeLock(timeout: Duration) throws(LockError) -> Bool {
-        try taken(RWLockWords.writeLock(memory.raw, deadline: deadline(after: timeout)))
+        try taken(RWLockWords.writeLock(memory.raw, deadline: Deadline.after(timeout)))
     }
     @inlinable public func writeUnlock() throws(LockError) { _ = try taken(RWLockWords.writeUnlock(memory.raw)) }
 

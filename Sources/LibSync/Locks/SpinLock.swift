@@ -3,14 +3,12 @@ import Glibc
 import Synchronization
 
 /// The library's spin lock: one 32-bit word holding 0 or the holder's kernel thread id. No
-/// futex: unlock is one CAS and never a system call. Contended, a locker spins with
-/// exponential backoff (bounded), then yields, then sleeps in growing naps (up to 1 ms), so a
+/// futex: unlock is one CAS and never a system call. Contended, a locker spins (`SpinWait`:
+/// exponential backoff, then yields), then sleeps in growing naps (up to 1 ms), so a
 /// descheduled holder never makes its waiters burn the CPU it needs (OSSpinLock's livelock).
 /// Works unchanged in memory shared by processes (kernel thread ids are unique).
 @usableFromInline package enum SpinWord {
     @usableFromInline package typealias Word = UnsafeMutablePointer<Atomic<UInt32>>
-    @usableFromInline static let spinRounds = 10   // backoff 1, 2, 4 ... 512 pauses
-    @usableFromInline static let yieldLimit = 8
     @usableFromInline static let longestNap: Int64 = 1_000_000
 
     /// 0, EBUSY if held (also by the caller), or EINVAL if the word names no thread (a value
@@ -47,18 +45,14 @@ import Synchronization
             word.pointee.load(ordering: .relaxed) == 0
                 && word.pointee.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged
         }
-        for round in 0..<spinRounds {
-            for _ in 0..<(1 << round) { sync_cpu_relax() }
-            if attempt() { return 0 }
-        }
-        for _ in 0..<yieldLimit {
-            sched_yield()
+        var spin = SpinWait()
+        while spin.spin() {
             if attempt() { return 0 }
         }
         var nap: Int64 = 1_000
         while true {
             if word.pointee.load(ordering: .relaxed) >= threadIDLimit { return EINVAL }
-            if deadline >= 0 && monotonicNow() >= deadline { return attempt() ? 0 : ETIMEDOUT }
+            if Deadline.hasPassed(deadline) { return attempt() ? 0 : ETIMEDOUT }
             var request = timespec(tv_sec: 0, tv_nsec: Int(nap))
             if nanosleep(&request, nil) != 0 && errno == EINTR && interruptible { return attempt() ? 0 : EINTR }
             if attempt() { return 0 }
@@ -78,7 +72,7 @@ public final class SyncSpinLock: @unchecked Sendable {
     @inlinable public func lock() throws(LockError) { _ = try taken(SpinWord.lock(word)) }
     @inlinable public func tryLock() -> Bool { SpinWord.tryLock(word) == 0 }
     @inlinable public func lock(timeout: Duration) throws(LockError) -> Bool {
-        try taken(SpinWord.lock(word, deadline: deadline(after: timeout)))
+        try taken(SpinWord.lock(word, deadline: Deadline.after(timeout)))
     }
     @inlinable public func unlock() throws(LockError) { _ = try taken(SpinWord.unlock(word)) }
 

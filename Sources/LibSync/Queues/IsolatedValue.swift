@@ -2,7 +2,8 @@ import CSyncShim
 import Glibc
 import Synchronization
 
-/// Seed 003's property pattern, packaged: a value whose reads run concurrently with each other
+/// The isolated-property pattern (a concurrent queue guarding a value), packaged: a value whose
+/// reads run concurrently with each other
 /// (the concurrent queue's `sync`) and whose writes run alone (barrier `async`, or `update` to
 /// wait), in the order they were issued. Ours entirely: a queue hop per access would cost more
 /// than the access, so no libdispatch here.
@@ -199,7 +200,7 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
     @usableFromInline @inline(never)
     func lockSharedSlow() {
         unlockShared()
-        var attempt = 0
+        var spin = SpinWait()
         while true {
             let now = state.pointee.load(ordering: .relaxed)
             if now & (Self.writer | Self.pending) == 0 {
@@ -207,7 +208,7 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
             } else if now & Self.writer == 0 {
                 applyPending()  // pending writes and nobody applying them: apply them ourselves
             } else {
-                wait(whileAny: Self.writer, attempt: &attempt)
+                wait(whileAny: Self.writer, spin: &spin)
             }
         }
     }
@@ -276,14 +277,14 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
     /// applies the pending writes, which precede the caller's.
     @usableFromInline
     func lockExclusive() {
-        var attempt = 0
+        var spin = SpinWait()
         while true {
             let now = state.pointee.load(ordering: .relaxed)
             if now & Self.writer == 0 {
                 if state.pointee.weakCompareExchange(
                     expected: now, desired: now | Self.writer, ordering: .sequentiallyConsistent).exchanged { break }
             } else {
-                wait(whileAny: Self.writer, attempt: &attempt)
+                wait(whileAny: Self.writer, spin: &spin)
             }
         }
         waitForReaders()
@@ -323,13 +324,11 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
         return false
     }
 
-    /// With the writer flag held: spins, then yields, until no reader is inside.
+    /// With the writer flag held: spins, then yields (`SpinWait`), until no reader is inside.
+    /// Readers leave without waking anyone, so there is nothing to park on.
     func waitForReaders() {
-        var attempt = 0
-        while !readersGone() {
-            attempt += 1
-            if attempt < 100 { sync_cpu_relax() } else { sched_yield() }
-        }
+        var spin = SpinWait()
+        while !readersGone() { spin.spinOrYield() }
     }
 
     /// Applies the pending writes in FIFO order; clears `pending` when none is left. Called
@@ -350,12 +349,12 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
 
     // MARK: Sleeping
 
-    /// Spins, yields, then sleeps while any of `mask` is set in the state word.
+    /// One step of waiting while any of `mask` is set in the state word: a round of `spin`,
+    /// or once its rounds are spent, a sleep on the word (after which `spin` starts again).
     @usableFromInline
-    func wait(whileAny mask: UInt32, attempt: inout Int) {
-        attempt += 1
-        if attempt < 100 { sync_cpu_relax(); return }
-        if attempt < 104 { sched_yield(); return }
+    func wait(whileAny mask: UInt32, spin: inout SpinWait) {
+        if spin.spin() { return }
+        spin.reset()
         var now = state.pointee.load(ordering: .relaxed)
         while now & mask != 0 && now & Self.sleepers == 0 {
             let (done, seen) = state.pointee.weakCompareExchange(
