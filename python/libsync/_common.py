@@ -18,21 +18,15 @@ import time
 from ctypes import POINTER, byref, c_int, c_int64, c_size_t, c_uint32
 from typing import Any, Callable, Optional
 
-from ._lib import blocking as _blocking, nonblocking as _nonblocking
+from ._lib import blocking as _blocking, declare as _declare, nonblocking as _nonblocking
 
 EBUSY, EDEADLK, EINTR, ETIMEDOUT = errno.EBUSY, errno.EDEADLK, errno.EINTR, errno.ETIMEDOUT
 
 
 def declare(name: str, restype: Any = c_int, *argtypes: Any, blocking: bool = False) -> Any:
-    """The C function `name` with its result type set. ``blocking=True`` for a call that may wait:
-    it comes from the handle that releases the GIL; others keep it (cheaper). With `argtypes`
-    ctypes converts and checks the arguments; without, the caller passes ctypes objects or ints
-    that fit a C int (conversion is most of a short call's cost)."""
-    function = getattr(_blocking if blocking else _nonblocking, name)
-    function.restype = restype
-    if argtypes:
-        function.argtypes = argtypes
-    return function
+    """The C function `name` (see _lib.declare for `argtypes`). ``blocking=True`` for a call that
+    may wait: it comes from the handle that releases the GIL; others keep it (cheaper)."""
+    return _declare(_blocking if blocking else _nonblocking, name, restype, *argtypes)
 
 
 # ---- Errors --------------------------------------------------------------------------------
@@ -116,7 +110,8 @@ def deadline(timeout: Optional[float]) -> c_int64:
     0 or less, do not wait (one try)."""
     if timeout is None or timeout == math.inf:
         return FOREVER
-    return deadline_ns(max(0, int(timeout * 1e9)))
+    ns = timeout * 1e9
+    return deadline_ns(_LATEST if ns >= _LATEST else max(0, int(ns)))
 
 
 _probe = threading.Lock()

@@ -262,7 +262,7 @@ _cl_condition = declare("sync_condition_lock_condition", c_int64)
 class ConditionLock(_Memory):
     """Foundation's NSConditionLock: a lock (owner-checked) carrying an integer condition.
     ``acquire_when(c)`` waits until the condition is c; ``release_with(c)`` sets it and wakes the
-    threads waiting for values. The seed's consumer::
+    threads waiting for values. A consumer::
 
         lock.acquire_when(HAS_DATA)
         ... take the data ...
