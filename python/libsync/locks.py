@@ -436,23 +436,39 @@ class RWLock(_Memory):
         return _rw_waiting(self._p)
 
 
-class ReadLock:
+class _SideLock:
+    """One side of an RWLock as a lock object, taken by _TAKE; it counts the holds taken through
+    it in _holds (one item per hold: list append/pop are atomic, so threads may share it)."""
+    __slots__ = ("_rwlock", "_p", "_holds")
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Takes the side; arguments and result as threading.Lock.acquire."""
+        if not self._TAKE(self._p, blocking, timeout):
+            return False
+        self._holds.append(None)
+        return True
+
+    def locked(self) -> bool:
+        """Whether this object holds the side."""
+        return bool(self._holds)
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+class ReadLock(_SideLock):
     """The read side of an RWLock as a lock object, readerwriterlock's ``gen_rlock()``:
     ``acquire(blocking, timeout)``, ``release()``, ``locked()`` and ``with``. ``locked()`` and
     ``release()`` concern the holds taken through this object; releasing one it does not hold
     raises RuntimeError("release unlocked lock"), as threading.Lock does."""
-    __slots__ = ("_rwlock", "_p", "_holds")
+    __slots__ = ()
+    _TAKE = staticmethod(_acquire_read)
 
     def __init__(self, rwlock: RWLock, holds: int = 0):
         self._rwlock, self._p = rwlock, rwlock._p
-        self._holds = [None] * holds  # one item per hold: list append/pop are atomic, so threads may share it
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        """Takes a read lock; arguments and result as threading.Lock.acquire."""
-        if not _acquire_read(self._p, blocking, timeout):
-            return False
-        self._holds.append(None)
-        return True
+        self._holds = [None] * holds
 
     def release(self) -> None:
         """Releases a read lock taken through this object."""
@@ -462,31 +478,16 @@ class ReadLock:
             raise RuntimeError(_RELEASE_UNLOCKED) from None
         _release_read(self._p)
 
-    def locked(self) -> bool:
-        """Whether this object holds a read lock."""
-        return bool(self._holds)
 
-    __enter__ = acquire
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
-
-
-class WriteLock:
+class WriteLock(_SideLock):
     """The write side of an RWLock as a lock object, readerwriterlock's ``gen_wlock()``: as
     ReadLock, and ``downgrade()``."""
-    __slots__ = ("_rwlock", "_p", "_holds")
+    __slots__ = ()
+    _TAKE = staticmethod(_acquire_write)
 
     def __init__(self, rwlock: RWLock):
         self._rwlock, self._p = rwlock, rwlock._p
         self._holds: list = []
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        """Takes the write lock; arguments and result as threading.Lock.acquire."""
-        if not _acquire_write(self._p, blocking, timeout):
-            return False
-        self._holds.append(None)
-        return True
 
     def release(self) -> None:
         """Releases the write lock taken through this object; NotOwnerError from another thread."""
@@ -508,15 +509,6 @@ class WriteLock:
         except LockError:
             self._holds.append(None)  # still held (by the thread that took it)
             raise
-
-    def locked(self) -> bool:
-        """Whether this object holds the write lock."""
-        return bool(self._holds)
-
-    __enter__ = acquire
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
 
 
 # ---- SpinLock ------------------------------------------------------------------------------

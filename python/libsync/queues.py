@@ -164,8 +164,18 @@ _try_begin_read, _end_read, _try_begin_write, _end_write = (declare(name) for na
     "sync_isolated_end_write"))
 
 
-class _Queue:
+class _Owner:
+    """Owns a C object, `_handle` (None once released), which _DESTROY frees when this goes:
+    work not yet run keeps its owner alive, so nothing is pending then."""
+
+    def __del__(self) -> None:
+        if getattr(self, "_handle", None) is not None:
+            self._DESTROY(self._handle)
+
+
+class _Queue(_Owner):
     _kind = 0
+    _DESTROY = _queue_destroy
 
     def __init__(self, label: Optional[str] = None) -> None:
         handle = c_void_p()
@@ -206,10 +216,6 @@ class _Queue:
     def __exit__(self, *exc_info) -> None:
         self.close()
 
-    def __del__(self) -> None:
-        if getattr(self, "_handle", None) is not None:
-            _queue_destroy(self._handle)  # nothing is pending: pending work keeps us alive
-
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.label!r}{' closed' if self._handle is None else ''}>"
 
@@ -233,9 +239,10 @@ class ConcurrentQueue(_Queue):
         _call_async(_queue_barrier_async, self._live(), work, self, "ConcurrentQueue.barrier_async")
 
 
-class ThreadExecutor:
+class ThreadExecutor(_Owner):
     """A dedicated thread running delivered work one item at a time, in arrival order (Cocoa's
     "perform selector on a thread")."""
+    _DESTROY = _executor_destroy
 
     def __init__(self) -> None:
         handle = c_void_p()
@@ -270,10 +277,6 @@ class ThreadExecutor:
     def __exit__(self, *exc_info) -> None:
         self.stop()
 
-    def __del__(self) -> None:
-        if getattr(self, "_handle", None) is not None:
-            _executor_destroy(self._handle)
-
 
 # The isolated value's work also receives the C value pointer (unused: the value lives here).
 _read_trampoline = _VALUE_WORK(lambda _value, key: _run_sync(key))
@@ -282,11 +285,13 @@ _write_trampoline = _VALUE_WORK(lambda _value, key: _run_async(key))
 _write_address = ctypes.cast(_write_trampoline, c_void_p).value
 
 
-class IsolatedValue:
+class IsolatedValue(_Owner):
     """A value read concurrently and written alone, in issue order: a concurrent queue with
     barrier writes, packaged. ``write``/``set`` do not wait (a write may run at once, on
     the caller's thread, or later, on the thread that frees the value); ``update`` waits. A read
     issued after a write returned sees that write. Work must not use the same IsolatedValue."""
+
+    _DESTROY = _isolated_destroy
 
     def __init__(self, value: Any = None) -> None:
         handle = c_void_p()
@@ -340,10 +345,6 @@ class IsolatedValue:
             self._value = work(self._value)
             return self._value
         return _call_sync(_isolated_write_sync, self._handle, apply, "IsolatedValue.update", _read_address)
-
-    def __del__(self) -> None:
-        if getattr(self, "_handle", None) is not None:
-            _isolated_destroy(self._handle)
 
     def __repr__(self) -> str:
         return f"<IsolatedValue {self.get()!r}>"
