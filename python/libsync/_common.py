@@ -85,7 +85,8 @@ def error(code: int, what: str) -> LockError:
 
 
 def check(code: int, what: str) -> None:
-    """Raises the exception for `code` unless it is 0."""
+    """Raises the exception for `code` unless it is 0. (Releases and other hot paths test the
+    code inline instead: the call would cost more than the test.)"""
     if code:
         raise error(code, what)
 
@@ -128,7 +129,7 @@ def lock_deadline(blocking: Any, timeout: Any) -> Optional[c_int64]:
         return None
     if timeout == -1 or endless:
         return FOREVER
-    return deadline(timeout)
+    return deadline_ns(int(timeout * 1e9))  # threading's checks: 0 <= timeout <= TIMEOUT_MAX
 
 
 def interruptible(function: Callable[..., int], *args: Any) -> int:

@@ -30,8 +30,9 @@ from ctypes import byref, c_bool, c_int, c_int64, c_uint32, c_uint64
 from typing import Any, Callable, Optional
 
 from ._common import ETIMEDOUT, check, deadline as _deadline, declare, error, interruptible, layout, wait, word
+from ._common import NotOwnerError  # noqa: F401 (what ConditionLock raises, importable here)
 from ._memory import PRIVATE
-from .locks import Lock, Mutex, RLock, _Memory, _attach, _init, _qualname
+from .locks import Lock, Mutex, RLock, _Memory, _qualname
 
 __all__ = ["Condition", "ConditionLock", "Semaphore", "BoundedSemaphore", "Event", "Barrier",
            "BrokenBarrierError"]
@@ -312,7 +313,9 @@ class ConditionLock(_Memory):
     def release(self) -> None:
         """Releases the lock, keeping the condition (unlock); NotOwnerError if the caller does not
         hold it."""
-        check(_cl_unlock(self._p), "ConditionLock.release")
+        code = _cl_unlock(self._p)
+        if code:
+            raise error(code, "ConditionLock.release")
 
     def release_with(self, condition: int) -> None:
         """Sets the condition and releases the lock (unlockWithCondition:); NotOwnerError (and no
@@ -393,7 +396,8 @@ class Semaphore(_Memory):
             if self._BOUNDED:
                 raise ValueError("Semaphore released too many times")
             raise OverflowError("semaphore value would exceed 2**32 - 1")
-        check(code, "Semaphore.release")
+        if code:
+            raise error(code, "Semaphore.release")
 
     def __exit__(self, *exc: Any) -> None:
         self.release()
@@ -442,7 +446,9 @@ class Event(_Memory):
 
     def set(self) -> None:
         """Sets the flag and wakes every waiting thread."""
-        check(_event_set(self._p), "Event.set")
+        code = _event_set(self._p)
+        if code:
+            raise error(code, "Event.set")
 
     def clear(self) -> None:
         """Clears the flag: later wait()s block until the next set()."""

@@ -215,12 +215,16 @@ class Mutex(_Robust, Lock):
 
     def release(self) -> None:
         """Releases the lock; NotOwnerError if the calling thread does not hold it."""
-        check(_mutex_unlock(self._p), "Mutex.release")
+        code = _mutex_unlock(self._p)
+        if code:
+            raise error(code, "Mutex.release")
 
     release_lock = release
 
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
-        check(_mutex_unlock(self._p), "Mutex.release")
+        code = _mutex_unlock(self._p)
+        if code:
+            raise error(code, "Mutex.release")
 
     def mark_consistent(self) -> None:
         """Robust: the state the lock guards is repaired after OwnerDiedError, so that release()
@@ -336,7 +340,9 @@ def _acquire_read(p, blocking: Any = True, timeout: Any = -1) -> bool:
 
 
 def _release_read(p) -> None:
-    check(_rw_rdunlock(p), "RWLock.release_read")
+    code = _rw_rdunlock(p)
+    if code:
+        raise error(code, "RWLock.release_read")
 
 
 def _acquire_write(p, blocking: Any = True, timeout: Any = -1) -> bool:
@@ -344,7 +350,9 @@ def _acquire_write(p, blocking: Any = True, timeout: Any = -1) -> bool:
 
 
 def _release_write(p) -> None:
-    check(_rw_wrunlock(p), "RWLock.release_write")
+    code = _rw_wrunlock(p)
+    if code:
+        raise error(code, "RWLock.release_write")
 
 
 def _downgrade(p) -> None:
@@ -531,7 +539,9 @@ class SpinLock(_Acquirable):
             self._cells[0] = 0
 
     def release(self) -> None:
-        check(_spin_unlock(self._p), "SpinLock.release")
+        code = _spin_unlock(self._p)
+        if code:
+            raise error(code, "SpinLock.release")
 
     def __exit__(self, *exc: Any) -> None:
         self.release()
@@ -610,7 +620,9 @@ class synchronized:
         wait(_sync_enter, self._token, FOREVER, what="synchronized")
 
     def __exit__(self, *exc: Any) -> None:
-        check(_sync_exit(self._token), "synchronized exit")
+        code = _sync_exit(self._token)
+        if code:
+            raise error(code, "synchronized exit")
 
     def __call__(self, function: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(function)
