@@ -3,10 +3,10 @@ for the library's ``_interruptible`` functions, the try-then-wait acquire, and t
 the library reports (sync/layout.h).
 
 Waiting: every blocking C function the package calls takes a CLOCK_MONOTONIC deadline in ns
-(``FOREVER``: none) as its last argument and returns EINTR at least every 50 ms in the main
-thread, so that signal handlers (Ctrl-C) run between its calls. ``wait`` and ``interruptible``
-are the one loop around such a function; a C function that takes the time left instead of a
-deadline is adapted by ``until``.
+(``FOREVER``: none) and returns EINTR when a signal handler is due (in the main thread at least
+every 50 ms), so that handlers (Ctrl-C) run between its calls. ``interruptible`` and ``wait``
+are the one loop around such a function; ``until`` adapts one that takes the time left instead
+of a deadline, so that its deadline form can replace it in its declaration alone.
 """
 from __future__ import annotations
 
