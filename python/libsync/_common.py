@@ -208,3 +208,8 @@ layout = _layout()
 def word(offset: int) -> int:
     """The index, in a view of 32-bit words, of the word at byte `offset`."""
     return offset // 4
+
+
+def words(cells: Any) -> memoryview:
+    """The 32-bit words of ctypes memory, read from Python (cheaper than indexing the array)."""
+    return memoryview(cells).cast("B").cast("I")

@@ -29,7 +29,8 @@ import time
 from ctypes import byref, c_bool, c_int, c_int64, c_uint32, c_uint64
 from typing import Any, Callable, Optional
 
-from ._common import ETIMEDOUT, check, deadline as _deadline, declare, error, interruptible, layout, wait, word
+from ._common import (ETIMEDOUT, check, deadline as _deadline, declare, error, interruptible, layout, wait, word,
+                      words as _words)
 from ._common import NotOwnerError  # noqa: F401 (what ConditionLock raises, importable here)
 from ._memory import PRIVATE
 from .locks import Lock, Mutex, RLock, _Memory, _qualname
@@ -91,11 +92,6 @@ class _AnyThread:
 
 _me = _ThreadID()
 os.register_at_fork(after_in_child=lambda: setattr(_me, "value", threading.get_native_id()))
-
-
-def _words(cells: Any) -> memoryview:
-    """The 32-bit words of ctypes memory, read from Python (cheaper than indexing the array)."""
-    return memoryview(cells).cast("B").cast("I")
 
 
 class Condition:

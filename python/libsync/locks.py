@@ -47,7 +47,7 @@ from ctypes import c_int, c_uint32, c_uint64, c_void_p
 from typing import Any, Callable, Optional
 
 from ._common import (FOREVER, DeadlockError, LockError, NotOwnerError, NotRecoverableError, OwnerDiedError, acquire,
-                      acquired, check, declare, error, interruptible, layout, wait, word)
+                      acquired, check, declare, error, interruptible, layout, wait, word, words)
 from ._memory import PRIVATE, ref as _ref
 
 __all__ = ["Lock", "RLock", "Mutex", "RWLock", "SpinLock", "Once", "once", "synchronized",
@@ -119,7 +119,7 @@ _ROBUST_CELLS = c_uint64 * 2  # a robust lock's 16 bytes, 8-aligned
 
 def _check_robust(cells: Any, robust: bool) -> None:
     """Attaching (initialize=False): `robust` must be what the creator chose, as it sizes the view."""
-    if bool(memoryview(cells).cast("B").cast("I")[0] & layout.mutex_robust) != robust:
+    if bool(words(cells)[0] & layout.mutex_robust) != robust:
         raise ValueError(f"the lock in this memory is {'not ' if robust else ''}robust: pass robust={not robust}")
 
 
@@ -305,7 +305,7 @@ class RLock(_Robust):
         # threading's format, without the owner (the word keeps a kernel id, not threading's ident).
         locked = _mutex_is_locked(self._p)
         depth = _ROBUST_DEPTH if self._robust() else _DEPTH  # the holder's depth
-        count = memoryview(self._cells).cast("B").cast("I")[depth] if locked else 0
+        count = words(self._cells)[depth] if locked else 0
         return f"<{'locked' if locked else 'unlocked'} {_qualname(self)} object count={count} at {id(self):#x}>"
 
 
