@@ -335,24 +335,22 @@ def _rw_acquire(p, try_lock, wait_function, what: str, blocking: Any, timeout: A
         return False
 
 
-def _acquire_read(p, blocking: Any = True, timeout: Any = -1) -> bool:
-    return _rw_acquire(p, _rw_tryrd, _rw_rdwait, "RWLock.acquire_read", blocking, timeout)
+def _side(name: str, try_lock, wait_function, unlock) -> tuple:
+    """The acquire(p, blocking, timeout) and release(p) of the side `name` of an RWLock."""
+    acquiring, releasing = f"RWLock.acquire_{name}", f"RWLock.release_{name}"
+
+    def acquire_side(p, blocking: Any = True, timeout: Any = -1) -> bool:
+        return _rw_acquire(p, try_lock, wait_function, acquiring, blocking, timeout)
+
+    def release_side(p) -> None:
+        code = unlock(p)
+        if code:
+            raise error(code, releasing)
+    return acquire_side, release_side
 
 
-def _release_read(p) -> None:
-    code = _rw_rdunlock(p)
-    if code:
-        raise error(code, "RWLock.release_read")
-
-
-def _acquire_write(p, blocking: Any = True, timeout: Any = -1) -> bool:
-    return _rw_acquire(p, _rw_trywr, _rw_wrwait, "RWLock.acquire_write", blocking, timeout)
-
-
-def _release_write(p) -> None:
-    code = _rw_wrunlock(p)
-    if code:
-        raise error(code, "RWLock.release_write")
+_acquire_read, _release_read = _side("read", _rw_tryrd, _rw_rdwait, _rw_rdunlock)
+_acquire_write, _release_write = _side("write", _rw_trywr, _rw_wrwait, _rw_wrunlock)
 
 
 def _downgrade(p) -> None:
