@@ -323,12 +323,9 @@ _rw_waiting = declare("sync_rwlock_waiting_writers", c_uint32)
 _RELEASE_UNLOCKED = "release unlocked lock"  # threading.Lock's message
 
 
-def _rw_acquire(p, try_lock, wait_function, what: str, blocking: Any, timeout: Any) -> bool:
-    """One side's acquire. The write holder's own bounded attempt returns False at once: its
-    wait could only time out (the C functions say EBUSY or EDEADLK)."""
-    if timeout == -1 and blocking is True:
-        code = try_lock(p)
-        return not code or acquired(code, p, wait_function, FOREVER, what)
+def _rw_bounded(p, try_lock, wait_function, what: str, blocking: Any, timeout: Any) -> bool:
+    """A side's acquire with a timeout or non-blocking. The write holder's own attempt returns
+    False at once: its wait could only time out (the C functions say EBUSY or EDEADLK)."""
     try:
         return acquire(p, try_lock, wait_function, what, blocking, timeout)
     except DeadlockError:
@@ -340,7 +337,10 @@ def _side(name: str, try_lock, wait_function, unlock) -> tuple:
     acquiring, releasing = f"RWLock.acquire_{name}", f"RWLock.release_{name}"
 
     def acquire_side(p, blocking: Any = True, timeout: Any = -1) -> bool:
-        return _rw_acquire(p, try_lock, wait_function, acquiring, blocking, timeout)
+        if timeout == -1 and blocking is True:  # the common call: one C call
+            code = try_lock(p)
+            return not code or acquired(code, p, wait_function, FOREVER, acquiring)
+        return _rw_bounded(p, try_lock, wait_function, acquiring, blocking, timeout)
 
     def release_side(p) -> None:
         code = unlock(p)
