@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import errno
 import logging
+import operator
 import os
 import threading
 import warnings
@@ -94,6 +95,11 @@ class _FileLockMeta(type):
                                  f"\n\t{name} (existing lock has {has} but {value} was passed)"
                                  for name, (value, has) in differing.items()))
         return instance
+
+
+def _read_only(attribute: str, doc: str) -> property:
+    """A property that reads `attribute`."""
+    return property(operator.attrgetter(attribute), doc=doc)
 
 
 class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
@@ -217,30 +223,13 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         """Whether each thread holds the lock for itself."""
         return self._thread_local
 
-    @property
-    def is_singleton(self) -> bool:
-        """Whether this is the one object of its class for its path."""
-        return self._is_singleton
-
-    @property
-    def context_error_policy(self) -> str:
-        """How leaving ``with`` reports a failed release beside the body's error."""
-        return self._context_error_policy
-
-    @property
-    def close_error_policy(self) -> str:
-        """filelock's descriptor close policy (no descriptor here: no effect)."""
-        return self._close_error_policy
-
-    @property
-    def fallback_to_soft(self) -> bool:
-        """filelock's flock fallback switch (no flock here: no effect)."""
-        return self._fallback_to_soft
-
-    @property
-    def preserve_lock_file(self) -> bool:
-        """Whether release keeps the lock's path (FileLock always does)."""
-        return self._preserve_lock_file
+    is_singleton = _read_only("_is_singleton", "Whether this is the one object of its class for its path.")
+    context_error_policy = _read_only("_context_error_policy",
+                                      "How leaving ``with`` reports a failed release beside the body's error.")
+    close_error_policy = _read_only("_close_error_policy",
+                                    "filelock's descriptor close policy (no descriptor here: no effect).")
+    fallback_to_soft = _read_only("_fallback_to_soft", "filelock's flock fallback switch (no flock here: no effect).")
+    preserve_lock_file = _read_only("_preserve_lock_file", "Whether release keeps the lock's path (FileLock always does).")
 
     @property
     def on_acquired(self) -> None:

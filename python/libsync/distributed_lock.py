@@ -55,13 +55,12 @@ import ctypes
 import errno
 import math
 import os
-import time
 from ctypes import POINTER, byref, c_bool, c_char, c_char_p, c_int, c_int32, c_int64, c_uint, c_uint32, c_uint64, c_void_p
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Optional, Union
 
-from ._lib import blocking, declare, nonblocking
+from ._common import declare, deadline_ns, interruptible
 
 __all__ = ["DistributedLock", "Holder", "Timeout", "NotLockedError", "LockLostError", "LockBrokenError", "LockStolenError",
            "FileLock", "SoftFileLock", "AsyncFileLock", "AsyncSoftFileLock", "BaseFileLock", "BaseAsyncFileLock",
@@ -125,21 +124,22 @@ class _CHolder(ctypes.Structure):
 
 
 # Calls that touch the file system, or may wait for another thread's, release the GIL.
-_create = declare(blocking, "sync_distributed_lock_create_with", c_int, c_char_p, c_uint, c_int, POINTER(c_void_p))
-_destroy = declare(blocking, "sync_distributed_lock_destroy", None, c_void_p)
-_path = declare(nonblocking, "sync_distributed_lock_path", c_char_p, c_void_p)
-_try_lock = declare(blocking, "sync_distributed_lock_try_lock", c_int, c_void_p)
-_lock = declare(blocking, "sync_distributed_lock_lock", c_int, c_void_p, c_int64, c_int64)
-_lock_interruptible = declare(blocking, "sync_distributed_lock_lock_interruptible", c_int, c_void_p, c_int64, c_int64)
-_token = declare(blocking, "sync_distributed_lock_token", c_int, c_void_p, POINTER(c_uint64))
-_error_message = declare(nonblocking, "sync_distributed_lock_error_message", c_char_p)
-_unlock = declare(blocking, "sync_distributed_lock_unlock", c_int, c_void_p)
-_unlock_all = declare(blocking, "sync_distributed_lock_unlock_all", c_int, c_void_p)
-_count = declare(blocking, "sync_distributed_lock_count", c_int, c_void_p)
-_break = declare(blocking, "sync_distributed_lock_break", c_int, c_void_p)
-_recover = declare(blocking, "sync_distributed_lock_recover", c_int, c_void_p)
-_holder = declare(blocking, "sync_distributed_lock_holder", c_int, c_void_p, POINTER(_CHolder))
-_is_held = declare(blocking, "sync_distributed_lock_is_held", c_bool, c_void_p)
+_create = declare("sync_distributed_lock_create_with", c_int, c_char_p, c_uint, c_int, POINTER(c_void_p),
+                  blocking=True)
+_destroy = declare("sync_distributed_lock_destroy", None, c_void_p, blocking=True)
+_path = declare("sync_distributed_lock_path", c_char_p, c_void_p)
+_try_lock = declare("sync_distributed_lock_try_lock", c_int, c_void_p, blocking=True)
+_lock = declare("sync_distributed_lock_lock", c_int, c_void_p, c_int64, c_int64, blocking=True)
+_lock_interruptible = declare("sync_distributed_lock_lock_interruptible", c_int, c_void_p, c_int64, c_int64, blocking=True)
+_token = declare("sync_distributed_lock_token", c_int, c_void_p, POINTER(c_uint64), blocking=True)
+_error_message = declare("sync_distributed_lock_error_message", c_char_p)
+_unlock = declare("sync_distributed_lock_unlock", c_int, c_void_p, blocking=True)
+_unlock_all = declare("sync_distributed_lock_unlock_all", c_int, c_void_p, blocking=True)
+_count = declare("sync_distributed_lock_count", c_int, c_void_p, blocking=True)
+_break = declare("sync_distributed_lock_break", c_int, c_void_p, blocking=True)
+_recover = declare("sync_distributed_lock_recover", c_int, c_void_p, blocking=True)
+_holder = declare("sync_distributed_lock_holder", c_int, c_void_p, POINTER(_CHolder), blocking=True)
+_is_held = declare("sync_distributed_lock_is_held", c_bool, c_void_p, blocking=True)
 
 # sync_distributed_lock_create_with flags
 _RECURSIVE, _PROCESS_OWNED, _MAKE_PARENTS, _RELEASE_ON_DESTROY = 1, 2, 4, 8
@@ -221,15 +221,10 @@ class _Handle:
 
 
 def _wait(handle: int, timeout_ns: int, poll_ns: int) -> int:
-    """sync_distributed_lock_lock_interruptible until it is not interrupted: it returns at least
-    every 50 ms, so a pending KeyboardInterrupt (or another signal handler's exception) is raised
-    between the calls, also while a server waits for the lock. (time.monotonic_ns is the core's
-    CLOCK_MONOTONIC.)"""
-    deadline = -1 if timeout_ns < 0 else time.monotonic_ns() + timeout_ns
-    while True:
-        code = _lock_interruptible(handle, deadline, poll_ns)
-        if code != errno.EINTR:
-            return code
+    """Acquires, waiting up to timeout_ns (< 0: forever; 0: one try); returns the C code. It
+    returns at least every 50 ms, so a pending KeyboardInterrupt (or another signal handler's
+    exception) is raised between the calls, also while a server waits for the lock."""
+    return interruptible(_lock_interruptible, handle, deadline_ns(timeout_ns), poll_ns)
 
 
 def _read_token(handle: int) -> Optional[int]:

@@ -32,7 +32,7 @@ import operator
 from ctypes import byref, c_bool, c_int, c_int32, c_int64, c_long, c_size_t, c_uint32, c_void_p
 from typing import Any, Callable, Optional
 
-from ._lib import blocking, declare, nonblocking
+from ._common import declare
 from ._memory import address_of, ref
 
 __all__ = ["ref", "OSSpinLock", "OS_SPINLOCK_INIT", "OSQueueHead", "OSFifoQueueHead"]
@@ -66,15 +66,9 @@ def _integer(name: str, operand: Any) -> int:
         raise TypeError(f"{name}: expected an int, not {type(operand).__name__}") from None
 
 
-def _function(name: str, restype: type, handle: ctypes.CDLL = nonblocking):
-    c = getattr(handle, name)
-    c.restype = restype
-    return c
-
-
 def _operand(name: str, ctype: type):
     """(amount-or-mask, value) -> int: Add32/64, Or/And/Xor32 and their variants."""
-    c = _function(name, c_int64 if ctype is c_int64 else c_int32)
+    c = declare(name, c_int64 if ctype is c_int64 else c_int32)
     low, high = _RANGES[ctype]
     wrap = ctype if ctype in _WIDE else None
 
@@ -92,7 +86,7 @@ def _operand(name: str, ctype: type):
 
 def _unary(name: str, ctype: type):
     """(value) -> int: Increment/Decrement32/64."""
-    c = _function(name, ctype)
+    c = declare(name, ctype)
 
     def operation(value: Any) -> int:
         if value.__class__ is not ctype and not isinstance(value, ctype):
@@ -104,7 +98,7 @@ def _unary(name: str, ctype: type):
 
 def _compare_and_swap(name: str, ctype: type):
     """(old, new, value) -> bool."""
-    c = _function(name, c_bool)
+    c = declare(name, c_bool)
     low, high = _RANGES[ctype]
     wrap = ctype if ctype in _WIDE or ctype is c_void_p else None
     pointer = ctype is c_void_p
@@ -129,7 +123,7 @@ def _compare_and_swap(name: str, ctype: type):
 
 def _test_and(name: str):
     """(n, object) -> bool, on any ctypes object; n must lie inside it."""
-    c = declare(nonblocking, name, c_bool, ctypes.c_uint32, c_void_p)
+    c = declare(name, c_bool, ctypes.c_uint32, c_void_p)
 
     def operation(n: int, value: Any) -> bool:
         address = address_of(value)
@@ -155,7 +149,7 @@ for _barrier in ("", "Barrier"):
     _test_and(f"OSAtomicTestAndSet{_barrier}")
     _test_and(f"OSAtomicTestAndClear{_barrier}")
 
-OSMemoryBarrier = declare(nonblocking, "OSMemoryBarrier", None)
+OSMemoryBarrier = declare("OSMemoryBarrier", None)
 OSMemoryBarrier.__doc__ = "A full memory barrier."
 __all__.append("OSMemoryBarrier")
 
@@ -165,8 +159,8 @@ OSSpinLock = c_int32
 OS_SPINLOCK_INIT = 0
 
 
-def _spin(name: str, handle: ctypes.CDLL, doc: str) -> None:
-    c = _function(name, c_bool if name == "OSSpinLockTry" else None, handle)
+def _spin(name: str, blocking: bool, doc: str) -> None:
+    c = declare(name, c_bool if name == "OSSpinLockTry" else None, blocking=blocking)
 
     def operation(lock: Any):
         if lock.__class__ is not c_int32 and not isinstance(lock, c_int32):
@@ -176,9 +170,9 @@ def _spin(name: str, handle: ctypes.CDLL, doc: str) -> None:
     _export(name, operation)
 
 
-_spin("OSSpinLockTry", nonblocking, "Takes the lock if free, never waiting; returns whether it did.")
-_spin("OSSpinLockLock", blocking, "Takes the lock, waiting (with the GIL released) until it is free.")
-_spin("OSSpinLockUnlock", nonblocking, "Releases the lock.")
+_spin("OSSpinLockTry", False, "Takes the lock if free, never waiting; returns whether it did.")
+_spin("OSSpinLockLock", True, "Takes the lock, waiting (with the GIL released) until it is free.")
+_spin("OSSpinLockUnlock", False, "Releases the lock.")
 
 # ---- Intrusive queues: elements are ctypes objects with a pointer-sized link field at `offset`.
 # The head keeps each element alive while it is queued, and fixes the link offset at the first
@@ -223,7 +217,7 @@ class OSFifoQueueHead(_AlignedHead):
 
 
 def _queue(name: str, head_type: type, enqueue: bool) -> None:
-    c = declare(nonblocking, name, None if enqueue else c_void_p,
+    c = declare(name, None if enqueue else c_void_p,
                 *((c_void_p, c_void_p, c_size_t) if enqueue else (c_void_p, c_size_t)))
 
     def check_head(head: Any) -> None:

@@ -1,6 +1,6 @@
 """Input every primitive must take the same way: an infinite timeout waits (threading raises
-OverflowError for it; a huge one must not wrap to an arbitrary deadline), and a buffer that is None or closed is refused (it used to give private
-memory that no other process sees)."""
+OverflowError for it; a huge one must not wrap to an arbitrary deadline), and a buffer that is
+None or closed is refused (it must never give private memory that no other process sees)."""
 import threading
 from multiprocessing import shared_memory
 

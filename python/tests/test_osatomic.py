@@ -134,7 +134,7 @@ def _operand_functions():
 
 @pytest.mark.parametrize("bad", [1.5, 1.0, "1", b"1", object()])
 def test_operands_that_are_not_ints_raise_type_error(bad):
-    """Not ctypes.ArgumentError (a float used to reach ctypes' own conversion) and never a
+    """Not ctypes.ArgumentError (a float must not reach ctypes' own conversion) and never a
     silent conversion; ints of any kind (bool, __index__) are accepted."""
     names = []
     for name, function, ctype, arity in _operand_functions():
@@ -153,7 +153,7 @@ def test_operands_that_are_not_ints_raise_type_error(bad):
 def test_pointer_compare_and_swap_refuses_what_is_not_an_address():
     p = c_void_p(None)
     with pytest.raises(OverflowError):
-        osa.OSAtomicCompareAndSwapPtr(0, 2**64, p)   # used to be truncated silently
+        osa.OSAtomicCompareAndSwapPtr(0, 2**64, p)   # never truncated silently
     with pytest.raises(OverflowError):
         osa.OSAtomicCompareAndSwapPtr(-1, 1, p)
     assert osa.OSAtomicCompareAndSwapPtr(None, 2**64 - 8, p) and p.value == 2**64 - 8
@@ -267,7 +267,7 @@ print("ok")
 
 @pytest.mark.parametrize("fifo", [False, True])
 def test_queue_misuse_raises_instead_of_crashing(fifo):
-    """A dequeue with an offset outside the elements used to follow a wild pointer (a crash
+    """A dequeue with an offset outside the elements must not follow a wild pointer (a crash
     of the interpreter): run in a child interpreter so that a crash fails only this test."""
     child = subprocess.run([sys.executable, "-c", _QUEUE_MISUSE, "fifo" if fifo else "lifo"],
                            capture_output=True, text=True, timeout=60)

@@ -21,7 +21,7 @@ import Synchronization
 /// unless a signal took it: says which). Interpreters keep the `Waiter` across calls, so that a
 /// signal that comes between two slices of their wait is not lost.
 @usableFromInline package enum ConditionWord {
-    @inlinable static func count(_ base: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt32>> {
+    @inlinable package static func count(_ base: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt32>> {
         Words(base)[1]
     }
 

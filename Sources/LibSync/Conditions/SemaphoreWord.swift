@@ -15,18 +15,22 @@ import Synchronization
         if let limit, value > limit { return EINVAL }
         let words = Words(base)
         words[0].pointee.store(value, ordering: .relaxed)
-        words[2].pointee.store(limit ?? 0, ordering: .relaxed)
+        bound(base).pointee.store(limit ?? 0, ordering: .relaxed)
         words[3].pointee.store(limit == nil ? 0 : 1, ordering: .relaxed)
         words[1].pointee.store(shared ? processSharedFlag : 0, ordering: .releasing)
         return 0
     }
+
+    /// Word 2: the bound of a bounded semaphore.
+    @inlinable
+    package static func bound(_ base: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt32>> { Words(base)[2] }
 
     /// The bound (UInt32.max if unbounded), or nil if the words are impossible.
     @inlinable
     static func validLimit(_ words: Words) -> UInt32? {
         let bounded = words[3].pointee.load(ordering: .relaxed)
         if bounded > 1 || words.hasImpossibleCount { return nil }
-        let limit = bounded == 1 ? words[2].pointee.load(ordering: .relaxed) : UInt32.max
+        let limit = bounded == 1 ? bound(words.base).pointee.load(ordering: .relaxed) : UInt32.max
         return words[0].pointee.load(ordering: .relaxed) <= limit ? limit : nil
     }
 

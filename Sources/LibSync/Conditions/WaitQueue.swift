@@ -22,9 +22,9 @@ import Synchronization
     @inlinable package init(_ base: UnsafeMutableRawPointer) { self.base = base }
 
     @usableFromInline package static let size = 40
-    @usableFromInline static let idle: UInt32 = 0, queued: UInt32 = 1, waking: UInt32 = 2, signalled: UInt32 = 3
+    @usableFromInline package static let idle: UInt32 = 0, queued: UInt32 = 1, waking: UInt32 = 2, signalled: UInt32 = 3
 
-    @inlinable var state: UnsafeMutablePointer<Atomic<UInt32>> { atomic(base, as: UInt32.self) }
+    @inlinable package var state: UnsafeMutablePointer<Atomic<UInt32>> { atomic(base, as: UInt32.self) }
     @inlinable var depth: UInt32 {
         get { base.load(fromByteOffset: 4, as: UInt32.self) }
         nonmutating set { base.storeBytes(of: newValue, toByteOffset: 4, as: UInt32.self) }

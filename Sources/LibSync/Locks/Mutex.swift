@@ -31,15 +31,15 @@ import Synchronization
     @usableFromInline static let holderMask: UInt32 = 0x00FF_FFFF
     @usableFromInline static let notRecoverable: UInt32 = 1 << 25
     @usableFromInline static let ownerDied: UInt32 = 1 << 26
-    @usableFromInline static let robust: UInt32 = 1 << 28
-    @usableFromInline static let unowned: UInt32 = 1 << 29
+    @usableFromInline package static let robust: UInt32 = 1 << 28
+    @usableFromInline package static let unowned: UInt32 = 1 << 29
     @usableFromInline static let shared: UInt32 = 1 << 30
     @usableFromInline static let waiters: UInt32 = 1 << 31
     @usableFromInline static let modes: UInt32 = robust | unowned | shared
     /// The modes whose owners the `LockOwner` lists settle.
     @usableFromInline static let tracked: UInt32 = robust | shared
     /// The holder recorded by an unowned-mode lock (never a kernel thread id).
-    @usableFromInline static let anonymous: UInt32 = holderMask
+    @usableFromInline package static let anonymous: UInt32 = holderMask
 
     @usableFromInline package typealias Word = UnsafeMutablePointer<Atomic<UInt32>>
 
@@ -417,7 +417,7 @@ enum ThreadStat {
     static let slice: Int64 = 250_000_000
 
     static func bits(_ memory: Memory) -> UnsafeMutablePointer<Atomic<UInt64>> { atomic(memory, as: UInt64.self) }
-    @usableFromInline static func depth(_ memory: Memory) -> UnsafeMutablePointer<Atomic<UInt32>> { atomic(memory + 8, as: UInt32.self) }
+    @usableFromInline package static func depth(_ memory: Memory) -> UnsafeMutablePointer<Atomic<UInt32>> { atomic(memory + 8, as: UInt32.self) }
     static func tagCell(_ memory: Memory) -> UnsafeMutablePointer<Atomic<UInt32>> { atomic(memory + 12, as: UInt32.self) }
 
     /// The futex word (the half at offset 0) and the holder's start time (the other half).
@@ -605,7 +605,7 @@ enum ThreadStat {
     static func word(_ memory: Memory) -> MutexWord.Word { atomic(memory, as: UInt32.self) }
     /// The depth of a lock that is not robust.
     @inlinable @inline(__always)
-    static func plainDepth(_ memory: Memory) -> UnsafeMutablePointer<Atomic<UInt32>> { atomic(memory + 4, as: UInt32.self) }
+    package static func plainDepth(_ memory: Memory) -> UnsafeMutablePointer<Atomic<UInt32>> { atomic(memory + 4, as: UInt32.self) }
     /// The depth, where the lock's layout keeps it.
     @inlinable
     static func depth(_ memory: Memory) -> UnsafeMutablePointer<Atomic<UInt32>> {

@@ -10,7 +10,7 @@ import Synchronization
 /// exception) returns the word to 0 and the next caller runs it.
 @usableFromInline package enum OnceWord {
     @usableFromInline package typealias Word = UnsafeMutablePointer<Atomic<UInt32>>
-    @usableFromInline static let done: UInt32 = 0x7FFF_FFFF
+    @usableFromInline package static let done: UInt32 = 0x7FFF_FFFF
     @usableFromInline static let sleepers: UInt32 = 1 << 31
 
     /// The outcome of `begin` that tells the caller to run the initializer, then call `end`.

@@ -23,7 +23,7 @@ struct Words {
 
 /// Bit 30 of such a word: no system runs 2^30 threads (Linux caps threads below it), so a count
 /// that reaches it is corrupt memory. Waits and wakes check it and return EINVAL.
-@usableFromInline let impossibleWaiterCount: UInt32 = 1 << 30
+@usableFromInline package let impossibleWaiterCount: UInt32 = 1 << 30
 
 extension Words {
     /// Whether word 1 (a waiter count with `processSharedFlag`) is impossible.
