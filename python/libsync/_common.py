@@ -5,8 +5,7 @@ the library reports (sync/layout.h).
 Waiting: every blocking C function the package calls takes a CLOCK_MONOTONIC deadline in ns
 (``FOREVER``: none) and returns EINTR when a signal handler is due (in the main thread at least
 every 50 ms), so that handlers (Ctrl-C) run between its calls. ``interruptible`` and ``wait``
-are the one loop around such a function; ``until`` adapts one that takes the time left instead
-of a deadline, so that its deadline form can replace it in its declaration alone.
+are the one loop around such a function.
 """
 from __future__ import annotations
 
@@ -152,16 +151,6 @@ def wait(function: Callable[..., int], *args: Any, what: str) -> bool:
         return False
     raise error(code, what)
 
-
-def until(relative: Callable[..., int]) -> Callable[..., int]:
-    """A C function that takes the time left (ns, < 0: no limit) as its last argument, called
-    with a deadline instead, as ``wait`` calls it."""
-    def call(*args: Any) -> int:
-        *head, limit = args
-        if limit.value >= 0:
-            limit = c_int64(max(0, limit.value - time.monotonic_ns()))
-        return relative(*head, limit)
-    return call
 
 
 def acquired(code: int, pointer: Any, wait_function: Callable[..., int], limit: Optional[c_int64], what: str) -> bool:

@@ -25,7 +25,7 @@ import functools
 from ctypes import c_bool, c_int, c_int32, c_int64, c_size_t, c_void_p, py_object
 from typing import Any, Callable, Generic, Hashable, Iterator, List, Optional, TypeVar
 
-from ._common import declare, deadline, until, wait
+from ._common import declare, deadline, wait
 from ._memory import PRIVATE, ref
 
 __all__ = ["AtomicBool", "AtomicInt", "AtomicReference", "Throttler", "ThrottlerFull", "ConcurrentDict"]
@@ -317,8 +317,7 @@ class Throttler:
 
 _throttler_init = declare("sync_throttler_init", c_int)
 _try_enter = declare("sync_throttler_try_enter", c_int)
-# The wait: (throttler, deadline) -> 0, ETIMEDOUT or EINTR, as every _interruptible function.
-_enter = until(declare("sync_throttler_enter", c_int, blocking=True))
+_enter = declare("sync_throttler_enter_interruptible", c_int, blocking=True)
 _exit = declare("sync_throttler_exit", c_int)
 _throttler_holders = declare("sync_throttler_holders", c_int32)
 _throttler_rejections = declare("sync_throttler_rejections", c_int64)
