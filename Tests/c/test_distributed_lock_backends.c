@@ -406,6 +406,17 @@ static void test_bad_targets(enum backend b) {
         CHECK_EQ(create_error(t), EINVAL);
         snprintf(t, sizeof t, "redis://127.0.0.1/?lock=x&color=red");
         CHECK_EQ(create_error(t), EINVAL);
+        /* a NUL byte in the lock name or the password: refused (never a name or key cut short) */
+        snprintf(t, sizeof t, "%s?lock=job%%00ABCDEFGHIJKLMNOP", base[b]);
+        CHECK_EQ(create_error(t), EINVAL);
+        CHECK(strstr(sync_distributed_lock_error_message(), "NUL") != NULL);
+        char nul[600];
+        snprintf(nul, sizeof nul, "%s", base[b]);
+        char *at = strstr(nul, "secret@");
+        CHECK(at != NULL);
+        snprintf(t, sizeof t, "%.*ssec%%00ret%s?lock=x", (int)(at - nul), nul, at + 6);
+        CHECK_EQ(create_error(t), EINVAL);
+        CHECK(strstr(sync_distributed_lock_error_message(), "password") != NULL);
     }
     /* a wrong password */
     char wrong[600];

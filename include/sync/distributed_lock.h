@@ -153,7 +153,7 @@ int sync_distributed_lock_create(const char *path, sync_distributed_lock_t **loc
  *                 directory with other content
  *   another errno of mkdir(2) (MAKE_PARENTS: ENOSPC, EIO...)
  * URLs: EINVAL (malformed, no lock=NAME, an unknown parameter, a bad ttl or connect_timeout,
- * an unsupported scheme), ELIBACC, ECONNREFUSED, EACCES, EIO (see the top); the reason is in
+ * an unsupported scheme; Redis: a NUL byte, %00, in the lock name, user or password), ELIBACC, ECONNREFUSED, EACCES, EIO (see the top); the reason is in
  * sync_distributed_lock_error_message().
  * On failure *lock is NULL.
  */

@@ -264,6 +264,9 @@ def test_bad_targets(servers, backend):
         FileLock("redis://127.0.0.1/?lock=x&ttl=-1")
     with pytest.raises(ValueError, match="scheme"):
         DistributedLock("gopher://127.0.0.1/?lock=x")
+    redis_url = (servers / "redis.url").read_text().strip()
+    with pytest.raises(ValueError, match="NUL"):  # never a name cut short: two holders at once
+        DistributedLock(redis_url + "?lock=job%00ABCDEFGHIJKLMNOP")
     for name in ("redis", "postgres"):
         url = (servers / f"{name}.url").read_text().strip().replace("secret", "wrong!")
         with pytest.raises(PermissionError) as caught:

@@ -189,10 +189,21 @@ final class RedisConnection {
         }
         // The command is sent with send(MSG_NOSIGNAL), never hiredis's write(), so that a server
         // that closed the connection cannot raise SIGPIPE; hiredis reads and parses the reply.
-        let strings = arguments.map { strdup($0) }
-        defer { strings.forEach { Glibc.free($0) } }
-        var pointers = strings.map { UnsafePointer($0) }
+        // Each argument is passed as its exact UTF-8 bytes and length (never as a C string, which
+        // a NUL byte would cut short of the length given).
         let lengths = arguments.map { $0.utf8.count }
+        let bytes = UnsafeMutablePointer<CChar>.allocate(capacity: max(1, lengths.reduce(0, +)))
+        defer { bytes.deallocate() }
+        var pointers: [UnsafePointer<CChar>?] = []
+        pointers.reserveCapacity(arguments.count)
+        var offset = 0
+        for argument in arguments {
+            pointers.append(UnsafePointer(bytes + offset))
+            for byte in argument.utf8 {
+                bytes[offset] = CChar(bitPattern: byte)
+                offset += 1
+            }
+        }
         var command: UnsafeMutablePointer<CChar>?
         let length = hiredis.formatCommandArgv(&command, Int32(arguments.count), &pointers, lengths)
         guard length > 0, let command else { return .failure(Fault(code: ENOMEM, message: "out of memory")) }
@@ -314,6 +325,9 @@ struct RedisBackend: LockBackend {
                 return (nil, DistributedLockMessage.fail(EINVAL, "connect_timeout=\(text) in '\(shown)' is not a number of seconds in 0.001...86400"))
             }
             timeout = value
+        }
+        for (part, value) in [("lock name", name), ("user", parsed.user), ("password", parsed.password)] where value?.utf8.contains(0) == true {
+            return (nil, DistributedLockMessage.fail(EINVAL, "the \(part) in the Redis URL '\(shown)' contains a NUL byte (%00), which libsync does not allow"))
         }
         let database = parsed.path.isEmpty ? 0 : Int(parsed.path) ?? -1
         if database < 0 { return (nil, DistributedLockMessage.fail(EINVAL, "the database '\(parsed.path)' in '\(shown)' is not a number")) }
