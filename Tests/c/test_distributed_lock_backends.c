@@ -38,6 +38,8 @@ static int lock_serial;
 
 static const int64_t S = 1000000000LL, MS = 1000000LL;
 
+static void read_url(const char *directory, const char *name, char *out, size_t size);
+
 /* A fresh lock target of `backend` (extra: more URL parameters). */
 static void target(enum backend b, const char *extra, char *out, size_t size) {
     int n = ++lock_serial;
@@ -391,6 +393,45 @@ static void test_redis_lease(void) {
     sync_distributed_lock_destroy(c);
 }
 
+/* Redis: each server's leases are renewed by a thread of their own, so a stopped (SIGSTOP) server
+ * delays no other server's renewals: a live holder on a healthy server keeps its lock while the
+ * stopped server's renewals wait for it. */
+static char second[128];  /* a second Redis server's directory */
+
+static void stop_second(void) {
+    char command[400];
+    snprintf(command, sizeof command, "%s/scripts/servers.sh stop %s; rm -rf %s", LIBSYNC_SOURCE_DIR, second, second);
+    if (system(command) != 0) fprintf(stderr, "stopping the second Redis server failed\n");
+}
+
+static void test_redis_renewal_per_server(void) {
+    char command[700], url[512], x[600], y[700];
+    snprintf(second, sizeof second, "/tmp/libsync-redis2-XXXXXX");
+    CHECK(mkdtemp(second) != NULL);
+    snprintf(command, sizeof command, "%s/scripts/servers.sh start-redis %s", LIBSYNC_SOURCE_DIR, second);
+    CHECK_EQ(system(command), 0);
+    atexit(stop_second);  /* (also when a check fails) */
+    read_url(second, "redis", url, sizeof url);
+    target(REDIS, "&ttl=6", x, sizeof x);                /* renewed every 2 s, on the server stopped below */
+    snprintf(y, sizeof y, "%s?lock=test%d-renewal&ttl=0.3", url, (int)getpid());  /* every 0.1 s */
+    sync_distributed_lock_t *a = make(x), *held = make(y), *other = make(y);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(held), 0);
+    control("pause", REDIS);
+    for (int i = 0; i < 30; i++) {  /* 3 s: ten leases of y, and a renewal of x that waits */
+        usleep(100000);
+        CHECK_EQ(sync_distributed_lock_try_lock(other), EBUSY);
+    }
+    CHECK(sync_distributed_lock_is_held(held));
+    control("resume", REDIS);
+    CHECK_EQ(sync_distributed_lock_unlock(held), 0);
+    int code = sync_distributed_lock_unlock(a);
+    CHECK(code == 0 || code == ESTALE);  /* (x's lease may have run out while its server was stopped) */
+    sync_distributed_lock_destroy(a);
+    sync_distributed_lock_destroy(held);
+    sync_distributed_lock_destroy(other);
+}
+
 /* Bad URLs, a wrong password, nothing listening, a stopped server: a clear error at creation. */
 static void test_bad_targets(enum backend b) {
     char t[700];
@@ -530,9 +571,9 @@ static void stop_servers(void) {
     if (system(command) != 0) fprintf(stderr, "stopping the servers failed\n");
 }
 
-static void read_url(const char *name, char *out, size_t size) {
+static void read_url(const char *directory, const char *name, char *out, size_t size) {
     char file[400];
-    snprintf(file, sizeof file, "%s/%s.url", servers, name);
+    snprintf(file, sizeof file, "%s/%s.url", directory, name);
     FILE *f = fopen(file, "r");
     CHECK(f != NULL);
     CHECK(fgets(out, (int)size, f) != NULL);
@@ -562,8 +603,8 @@ int main(void) {
         }
     }
     if (have_servers) {
-        read_url("postgres", base[POSTGRES], sizeof base[POSTGRES]);
-        read_url("redis", base[REDIS], sizeof base[REDIS]);
+        read_url(servers, "postgres", base[POSTGRES], sizeof base[POSTGRES]);
+        read_url(servers, "redis", base[REDIS], sizeof base[REDIS]);
     }
     if (have_servers) test_client_libraries();  /* first: this process has loaded neither yet */
     for (int b = FILES; b <= (have_servers ? REDIS : FILES); b++) {
@@ -581,7 +622,10 @@ int main(void) {
             test_server_restarted_while_held(b);
         }
     }
-    if (have_servers) test_redis_lease();
+    if (have_servers) {
+        test_redis_lease();
+        test_redis_renewal_per_server();
+    }
     char command[128];
     snprintf(command, sizeof command, "rm -rf %s", scratch);
     CHECK_EQ(system(command), 0);

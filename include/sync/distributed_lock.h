@@ -24,9 +24,10 @@
  *                       lock_timeout), not by polling. Two names whose hashes collide share one
  *                       lock (they exclude each other: never less safe).
  *   redis://[[user]:password@]host[:port][/db]?lock=NAME[&ttl=S][&connect_timeout=S]
- *                       a lease: the key NAME (SET NX PX ttl), renewed every ttl/3 by one
- *                       thread per process while held (ttl: seconds, default 10, 0.1...86400);
- *                       a holder that dies or stops for longer than ttl loses it. Waits poll
+ *                       a lease: the key NAME (SET NX PX ttl), renewed every ttl/3 while held
+ *                       by one thread per server and process, so a server that stops answering
+ *                       delays no other server's renewals (ttl: seconds, default 10,
+ *                       0.1...86400); a holder that dies or stops for longer than ttl loses it. Waits poll
  *                       with backoff (1 ms, doubling, up to the poll interval).
  *   connect_timeout (seconds, default 5) bounds connecting and waiting for any answer.
  *   libpq (libpq.so.5, Debian's libpq5) and hiredis (libhiredis.so.0.14 or .so.1.x, Debian's

@@ -10,9 +10,10 @@ import Synchronization
 //             in µs), returned as the token                                     one round trip
 //   release   EVALSHA: if GET NAME == entry then DEL (0), else the lease was lost: ESTALE if
 //             the key is gone, EBUSY if another entry is there                   one round trip
-//   renew     one thread per process renews every held lease (PEXPIRE if the value is still
-//             its entry) every ttl/3, over a connection of its own per server; a lease it finds
-//             gone is dropped, and its holder learns it at release (ESTALE/EBUSY) or is_held
+//   renew     one thread per server and process renews that server's held leases (PEXPIRE if
+//             the value is still its entry) every ttl/3, over a connection of its own, so that a
+//             stalled server delays no other server's renewals; a lease it finds gone is
+//             dropped, and its holder learns it at release (ESTALE/EBUSY) or is_held
 //   recover   EVALSHA: if GET NAME == the stale entry (a holder on this host whose process is
 //             gone), SET NAME my entry, and a new token
 //   break     DEL NAME
@@ -348,8 +349,8 @@ final class RedisSession: LockSession {
     private let connection: RedisConnection
     /// Names this session's lease to the renewer.
     private let leaseID = ProcessIdentity.nextSerial()
-    /// The renewer of this session's process (a session belongs to one process).
-    private lazy var renewer = LeaseRenewer.renewers.current()
+    /// The renewer of this session's server in its process (a session belongs to one process).
+    private lazy var renewer = LeaseRenewers.process.current().renewer(for: backend.address, backend.hiredis)
     /// The entry of this session's hold, while it holds the lock.
     private var entry: String?
     var token: UInt64 = 0
@@ -476,11 +477,32 @@ struct Lease {
     let entry: String
 }
 
-/// The process's lease renewer: one thread, started with the first lease, renewing each lease
-/// every ttl/3 over a connection of its own per server. A forked child has its own (and does
-/// not renew its parent's leases).
-final class LeaseRenewer: ProcessBound, @unchecked Sendable {
+/// The process's lease renewers, one per server (address, database and login): a server that
+/// stops answering delays the renewal of its own leases only, never another server's. A forked
+/// child has its own (and does not renew its parent's leases).
+final class LeaseRenewers: ProcessBound, @unchecked Sendable {
     let pid: Int32
+    private let renewers = Mutex<[RedisAddress: LeaseRenewer]>([:])
+
+    static let process = ProcessLocal<LeaseRenewers> { LeaseRenewers(pid: $0) }
+
+    init(pid: Int32) { self.pid = pid }
+
+    /// The renewer of the leases on `address` (made on first use).
+    func renewer(for address: RedisAddress, _ hiredis: Hiredis) -> LeaseRenewer {
+        renewers.withLock { renewers in
+            if let renewer = renewers[address] { return renewer }
+            let renewer = LeaseRenewer(address, hiredis)
+            renewers[address] = renewer
+            return renewer
+        }
+    }
+}
+
+/// The renewer of one server's leases in one process: one thread, started with the first lease,
+/// renewing each lease every ttl/3 over a connection of its own; a renewal waits for the server
+/// at most min(connect_timeout, ttl/3).
+final class LeaseRenewer: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let wake = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     /// Under `mutex`: the leases, and when each is due.
@@ -490,13 +512,11 @@ final class LeaseRenewer: ProcessBound, @unchecked Sendable {
     private var started = false
     /// Under `mutex`: the shortest renewal interval seen, the thread's nap while it has no lease.
     private var shortest = Int64.max
-    /// The thread's connections, per server.
-    private var connections: [RedisAddress: RedisConnection] = [:]
+    /// The thread's connection to the server.
+    private let connection: RedisConnection
 
-    static let renewers = ProcessLocal<LeaseRenewer> { LeaseRenewer(pid: $0) }
-
-    init(pid: Int32) {
-        self.pid = pid
+    init(_ address: RedisAddress, _ hiredis: Hiredis) {
+        connection = RedisConnection(hiredis, address)
         pthread_mutex_init(mutex, nil)
         var attributes = pthread_condattr_t()
         pthread_condattr_init(&attributes)
@@ -560,8 +580,6 @@ final class LeaseRenewer: ProcessBound, @unchecked Sendable {
         pthread_mutex_unlock(mutex)
         for (holder, item) in due {
             let backend = item.lease.backend
-            let connection = connections[backend.address] ?? RedisConnection(backend.hiredis, backend.address)
-            connections[backend.address] = connection
             let deadline = monotonicNow() + min(backend.address.ioTimeout, Self.interval(item.lease))
             let outcome = connection.eval(RedisScripts.renew, keys: [backend.key], arguments: [item.lease.entry, String(backend.ttlMilliseconds)],
                                           deadline: deadline)
