@@ -396,6 +396,25 @@ static void test_redis_lease(void) {
 /* Redis: each server's leases are renewed by a thread of their own, so a stopped (SIGSTOP) server
  * delays no other server's renewals: a live holder on a healthy server keeps its lock while the
  * stopped server's renewals wait for it. */
+/* Redis: an acquire that gives up (its timeout) while the server does not answer leaves no lease
+ * behind when the server answers again: its request is cancelled, so the lock is free. */
+static void test_redis_abandoned_acquire(void) {
+    char t[600];
+    target(REDIS, "&ttl=60", t, sizeof t);
+    sync_distributed_lock_t *a = make(t), *c = make(t);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);  /* (the script is loaded: the next acquire is one request) */
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    control("pause", REDIS);
+    CHECK_EQ(sync_distributed_lock_lock(a, 100 * MS, MS), ETIMEDOUT);  /* sent, never answered */
+    control("resume", REDIS);
+    /* An orphaned lease would hold it for the 60 s ttl: 30 s only guards against a hang. */
+    CHECK_EQ(sync_distributed_lock_lock_until(c, sync_monotonic_ns() + 30 * S, MS), 0);
+    CHECK(!sync_distributed_lock_is_held(a));
+    CHECK_EQ(sync_distributed_lock_unlock(c), 0);
+    sync_distributed_lock_destroy(a);
+    sync_distributed_lock_destroy(c);
+}
+
 static char second[128];  /* a second Redis server's directory */
 
 static void stop_second(void) {
@@ -624,6 +643,7 @@ int main(void) {
     }
     if (have_servers) {
         test_redis_lease();
+        test_redis_abandoned_acquire();
         test_redis_renewal_per_server();
     }
     char command[128];

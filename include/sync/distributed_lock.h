@@ -27,7 +27,10 @@
  *                       a lease: the key NAME (SET NX PX ttl), renewed every ttl/3 while held
  *                       by one thread per server and process, so a server that stops answering
  *                       delays no other server's renewals (ttl: seconds, default 10,
- *                       0.1...86400); a holder that dies or stops for longer than ttl loses it. Waits poll
+ *                       0.1...86400); a holder that dies or stops for longer than ttl loses it.
+ *                       An acquire that ends without the server's answer (its deadline, a
+ *                       broken connection) is cancelled by that thread, so a request that
+ *                       reaches the server late never leaves a lease held by nobody. Waits poll
  *                       with backoff (1 ms, doubling, up to the poll interval).
  *   connect_timeout (seconds, default 5) bounds connecting and waiting for any answer.
  *   libpq (libpq.so.5, Debian's libpq5) and hiredis (libhiredis.so.0.14 or .so.1.x, Debian's

@@ -259,9 +259,11 @@ private func timeval(_ nanoseconds: Int64) -> Glibc.timeval {
 }
 
 enum RedisScripts {
-    /// KEYS: lock, fence; ARGV: entry, ttl ms. The token, or 0 if held. (Held by the entry
-    /// already, it is a retry of an acquisition whose answer was lost: acquired.)
+    /// KEYS: lock, fence, the entry's abandon marker; ARGV: entry, ttl ms. The token, or 0 if
+    /// held or abandoned. (Held by the entry already, it is a retry of an acquisition whose
+    /// answer was lost: acquired.)
     static let acquire = """
+        if redis.call('exists', KEYS[3]) == 1 then return 0 end
         if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) or
            (redis.call('get', KEYS[1]) == ARGV[1] and redis.call('pexpire', KEYS[1], ARGV[2]) == 1) then
           local t = redis.call('time')
@@ -280,8 +282,10 @@ enum RedisScripts {
     static let renew = """
         if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end
         """
-    /// KEYS: lock, fence; ARGV: stale entry, new entry, ttl ms. The token; -1 another holds it, -2 free.
+    /// KEYS: lock, fence, the new entry's abandon marker; ARGV: stale entry, new entry, ttl ms.
+    /// The token; -1 another holds it (or the new entry was abandoned), -2 free.
     static let takeOver = """
+        if redis.call('exists', KEYS[3]) == 1 then return -1 end
         local v = redis.call('get', KEYS[1])
         if v == ARGV[1] then
           redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
@@ -290,6 +294,14 @@ enum RedisScripts {
           redis.call('set', KEYS[2], string.format('%.0f', token))
           return token
         elseif v then return -1 else return -2 end
+        """
+    /// KEYS: lock, the entry's abandon marker; ARGV: entry, the marker's life in ms. Cancels an
+    /// acquisition by the entry whose answer never came: the marker makes its request a no-op if
+    /// it reaches the server later, and the lock is deleted if the request took it. 1.
+    static let cancel = """
+        redis.call('set', KEYS[2], '1', 'PX', ARGV[2])
+        if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) end
+        return 1
         """
 }
 
@@ -300,6 +312,11 @@ struct RedisBackend: LockBackend {
     let ttlMilliseconds: Int64
     let hiredis: Hiredis
     var fenceKey: String { key + ":fence" }
+    /// The key that marks an acquisition by `entry` as abandoned (RedisScripts.cancel).
+    func abandonedKey(_ entry: String) -> String { "libsync:abandoned:" + entry }
+    /// How long an abandon marker lives: an abandoned request that reaches the server later
+    /// than this could still take the lock, for one ttl.
+    var abandonedMilliseconds: Int64 { ttlMilliseconds + 60_000 }
     var waitsInStore: Bool { false }
     var firstPollNanoseconds: Int64? { 1_000_000 }
 
@@ -384,9 +401,10 @@ final class RedisSession: LockSession {
     func tryAcquire(deadline: Int64) -> Int32 {
         let answerBy = deadline >= 0 ? min(deadline, ioDeadline) : ioDeadline
         let mine = me.newEntry()
-        var retried = false
+        var retried = false, maybeSent = false
         while true {
-            switch connection.eval(RedisScripts.acquire, keys: [backend.key, backend.fenceKey], arguments: [mine, ttl], deadline: answerBy) {
+            switch connection.eval(RedisScripts.acquire, keys: [backend.key, backend.fenceKey, backend.abandonedKey(mine)],
+                                   arguments: [mine, ttl], deadline: answerBy) {
             case .success(.integer(let token)) where token > 0:
                 took(mine, token)
                 return 0
@@ -394,7 +412,12 @@ final class RedisSession: LockSession {
             case .success(let other): return DistributedLockMessage.fail(EIO, "acquire: \(connection.server) answered \(other)")
             case .failure(let fault) where fault.code == EIO && !retried:
                 retried = true  // an old connection broke (a restart?): once more, afresh (the same entry: idempotent)
-            case .failure(let fault): return failure(fault, "acquire", deadline: deadline)
+                maybeSent = true
+            case .failure(let fault):
+                // The request may have reached the server and taken the lock for nobody: cancelled
+                // in the background, so that the caller's deadline holds.
+                if maybeSent || fault.code == ETIMEDOUT || fault.code == EIO { renewer.abandon(Lease(backend: backend, entry: mine)) }
+                return failure(fault, "acquire", deadline: deadline)
             }
         }
     }
@@ -430,14 +453,16 @@ final class RedisSession: LockSession {
         guard let holding else { return code == 0 ? ENOENT : code }
         if !me.isStale(entry: holding) { return EBUSY }
         let mine = me.newEntry()
-        switch connection.eval(RedisScripts.takeOver, keys: [backend.key, backend.fenceKey], arguments: [holding, mine, ttl],
-                               deadline: ioDeadline) {
+        switch connection.eval(RedisScripts.takeOver, keys: [backend.key, backend.fenceKey, backend.abandonedKey(mine)],
+                               arguments: [holding, mine, ttl], deadline: ioDeadline) {
         case .success(.integer(let token)) where token > 0:
             took(mine, token)
             return 0
         case .success(.integer(let result)): return result == -1 ? EBUSY : ENOENT
         case .success(let other): return DistributedLockMessage.fail(EIO, "recover: \(connection.server) answered \(other)")
-        case .failure(let fault): return failure(fault, "recover")
+        case .failure(let fault):
+            if fault.code == ETIMEDOUT || fault.code == EIO { renewer.abandon(Lease(backend: backend, entry: mine)) }
+            return failure(fault, "recover")
         }
     }
 
@@ -499,9 +524,10 @@ final class LeaseRenewers: ProcessBound, @unchecked Sendable {
     }
 }
 
-/// The renewer of one server's leases in one process: one thread, started with the first lease,
-/// renewing each lease every ttl/3 over a connection of its own; a renewal waits for the server
-/// at most min(connect_timeout, ttl/3).
+/// The renewer of one server's leases in one process: one thread, started with the first lease
+/// (or abandoned acquisition), renewing each lease every ttl/3 over a connection of its own; a
+/// renewal waits for the server at most min(connect_timeout, ttl/3). It also cancels the
+/// acquisitions abandoned without an answer (`abandon`).
 final class LeaseRenewer: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let wake = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
@@ -512,8 +538,13 @@ final class LeaseRenewer: @unchecked Sendable {
     private var started = false
     /// Under `mutex`: the shortest renewal interval seen, the thread's nap while it has no lease.
     private var shortest = Int64.max
+    /// Under `mutex`: the abandoned acquisitions to cancel, each with when it is next tried and
+    /// when it is given up (its marker would have expired by then).
+    private var abandoned: [(lease: Lease, due: Int64, until: Int64)] = []
     /// The thread's connection to the server.
     private let connection: RedisConnection
+    /// How soon a cancellation the server did not answer is tried again.
+    private static let cancelRetryNanoseconds: Int64 = 100_000_000
 
     init(_ address: RedisAddress, _ hiredis: Hiredis) {
         connection = RedisConnection(hiredis, address)
@@ -532,17 +563,34 @@ final class LeaseRenewer: @unchecked Sendable {
         let due = monotonicNow() + interval
         pthread_mutex_lock(mutex)
         leases[holder] = (lease, due)
-        if !started {
-            started = true
-            var thread = pthread_t()
-            let me = Unmanaged.passRetained(self).toOpaque()  // (the renewer lives as long as the process)
-            pthread_create(&thread, nil, { LeaseRenewer.run(Unmanaged<LeaseRenewer>.fromOpaque($0!).takeUnretainedValue()); return nil }, me)
-            pthread_detach(thread)
-        }
+        startIfNeeded()
         // Wakes the thread only if it would sleep past this lease's renewal: a lease taken and
         // released between two of its wakes costs no context switch.
         if nextWake < 0 || due < nextWake { pthread_cond_signal(wake) }
         shortest = min(shortest, interval)
+        pthread_mutex_unlock(mutex)
+    }
+
+    /// Under `mutex`: starts the thread unless started.
+    private func startIfNeeded() {
+        if started { return }
+        started = true
+        var thread = pthread_t()
+        let me = Unmanaged.passRetained(self).toOpaque()  // (the renewer lives as long as the process)
+        pthread_create(&thread, nil, { LeaseRenewer.run(Unmanaged<LeaseRenewer>.fromOpaque($0!).takeUnretainedValue()); return nil }, me)
+        pthread_detach(thread)
+    }
+
+    /// An acquisition by `lease.entry` that ended without an answer (a timeout, a broken
+    /// connection): its request may still reach the server and take the lock for nobody. The
+    /// thread cancels it at once (RedisScripts.cancel), retrying while the server does not
+    /// answer, until its marker would have expired.
+    func abandon(_ lease: Lease) {
+        let now = monotonicNow()
+        pthread_mutex_lock(mutex)
+        abandoned.append((lease, now, now + lease.backend.abandonedMilliseconds * 1_000_000))
+        startIfNeeded()
+        pthread_cond_signal(wake)
         pthread_mutex_unlock(mutex)
     }
 
@@ -560,13 +608,15 @@ final class LeaseRenewer: @unchecked Sendable {
         while true { renewer.renewDue() }
     }
 
-    /// Sleeps until a lease is due, then renews the due ones (outside the mutex).
+    /// Sleeps until a lease or a cancellation is due, then does the due ones (outside the mutex).
     private func renewDue() {
         pthread_mutex_lock(mutex)
         let now = monotonicNow()
+        abandoned.removeAll { $0.until <= now }
         let due = leases.filter { $0.value.due <= now }
-        if due.isEmpty {
-            nextWake = leases.values.map(\.due).min() ?? (shortest == .max ? -1 : now + shortest)
+        let cancelling = abandoned.filter { $0.due <= now }.map(\.lease)
+        if due.isEmpty && cancelling.isEmpty {
+            nextWake = (leases.values.map(\.due) + abandoned.map(\.due)).min() ?? (shortest == .max ? -1 : now + shortest)
             if nextWake < 0 {
                 pthread_cond_wait(wake, mutex)
             } else {
@@ -577,7 +627,19 @@ final class LeaseRenewer: @unchecked Sendable {
             return
         }
         for (holder, item) in due { leases[holder]?.due = now + Self.interval(item.lease) }
+        for i in abandoned.indices where abandoned[i].due <= now { abandoned[i].due = now + Self.cancelRetryNanoseconds }
         pthread_mutex_unlock(mutex)
+        for lease in cancelling {
+            let backend = lease.backend
+            let outcome = connection.eval(RedisScripts.cancel, keys: [backend.key, backend.abandonedKey(lease.entry)],
+                                          arguments: [lease.entry, String(backend.abandonedMilliseconds)],
+                                          deadline: monotonicNow() + backend.address.ioTimeout)
+            if case .success(.integer) = outcome {
+                pthread_mutex_lock(mutex)
+                abandoned.removeAll { $0.lease.entry == lease.entry }
+                pthread_mutex_unlock(mutex)
+            }
+        }
         for (holder, item) in due {
             let backend = item.lease.backend
             let deadline = monotonicNow() + min(backend.address.ioTimeout, Self.interval(item.lease))
