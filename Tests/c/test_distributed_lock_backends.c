@@ -488,6 +488,13 @@ static void test_bad_targets(enum backend b) {
     CHECK_EQ(create_error(t), EACCES);
     printf("%s: wrong password: %s\n", names[b], sync_distributed_lock_error_message());
     CHECK(strstr(sync_distributed_lock_error_message(), "secret") == NULL);  /* never shown */
+    if (b == REDIS) {  /* no password for a server that wants one: refused at creation too */
+        char *login = strstr(base[b], ":secret@");
+        CHECK(login != NULL);
+        snprintf(t, sizeof t, "%.*s%s?lock=x", (int)(login - base[b]), base[b], login + 8);
+        CHECK_EQ(create_error(t), EACCES);
+        printf("%s: no password: %s\n", names[b], sync_distributed_lock_error_message());
+    }
     /* nothing listens there (a port just released) */
     int s = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in address = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};

@@ -47,7 +47,8 @@
  * for sync_distributed_lock_error_message(). Server backends add these codes to every function
  * that reaches the server: ELIBACC (the client library is missing: the message names the Debian
  * package), ECONNREFUSED (cannot connect: refused, unknown or unreachable host, no answer within
- * connect_timeout), EACCES (wrong password, unknown user, missing privilege), EIO (the server
+ * connect_timeout), EACCES (wrong or missing password, unknown user, missing privilege: reported
+ * at creation, which makes a round trip), EIO (the server
  * failed a request, did not answer within connect_timeout, or the connection broke).
  *
  * File system: the lock is a directory at the path, holding one entry that names its holder

@@ -45,7 +45,7 @@ end); release raises ``NotLockedError`` (the caller does not hold it), or a ``Lo
 ``LockBrokenError`` (the hold was lost meanwhile: broken, lease expired, server session ended) or
 ``LockStolenError`` (lost, and someone else holds it now). Server targets add ValueError (a
 malformed URL), OSError(ELIBACC) (the client library is missing: the message says which Debian
-package to install), ConnectionRefusedError (cannot connect), PermissionError (wrong password),
+package to install), ConnectionRefusedError (cannot connect), PermissionError (wrong or missing password),
 and OSError(EIO) (the server failed or stopped answering); a server that stops answering during
 a wait ends it at its timeout with ``Timeout`` (its note says so).
 """

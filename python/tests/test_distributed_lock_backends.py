@@ -272,6 +272,8 @@ def test_bad_targets(servers, backend):
         with pytest.raises(PermissionError) as caught:
             DistributedLock(url + "?lock=x")
         assert "wrong!" not in str(caught.value)
+    with pytest.raises(PermissionError, match="password"):  # none given: refused at creation too
+        DistributedLock(redis_url.replace(":secret@", "", 1) + "?lock=x")
     import socket
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -156,11 +156,17 @@ final class RedisConnection {
         var login: [[String]] = []
         if let password = address.password { login.append(["AUTH"] + (address.user.map { [$0] } ?? []) + [password]) }
         if address.database != 0 { login.append(["SELECT", String(address.database)]) }
+        // At least one round trip, so that a server that wants a password refuses now (NOAUTH).
+        if login.isEmpty { login.append(["PING"]) }
         for command in login {
             switch run(command, deadline: monotonicNow() + address.ioTimeout) {
             case .success(.error(let message)):
                 disconnect()
-                let denied = ["WRONGPASS", "NOAUTH", "invalid password", "invalid username", "NOPERM"].contains { message.contains($0) }
+                if message.contains("NOAUTH") {
+                    return DistributedLockMessage.fail(EACCES, "\(server) wants a password, which the URL does not give "
+                                                       + "(redis://[user]:PASSWORD@host...): \(message)")
+                }
+                let denied = ["WRONGPASS", "invalid password", "invalid username", "NOPERM"].contains { message.contains($0) }
                 return DistributedLockMessage.fail(denied ? EACCES : EINVAL, "\(server) refused \(command[0]): \(message)")
             case .success: continue
             case .failure(let fault):
