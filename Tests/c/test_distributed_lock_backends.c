@@ -415,6 +415,40 @@ static void test_redis_abandoned_acquire(void) {
     sync_distributed_lock_destroy(c);
 }
 
+/* Whether the key exists on the test's Redis server (asked with redis-cli). */
+static int redis_key_exists(const char *key) {
+    char command[900];
+    snprintf(command, sizeof command, "redis-cli -p %s -a secret --no-auth-warning EXISTS '%s' | grep -qx 1",
+             strrchr(base[REDIS], ':') + 1, key);
+    return system(command) == 0;
+}
+
+/* Redis: the keys are libsync:lock:NAME and libsync:fence:NAME, so no lock's name is another
+ * lock's counter: locks N and N:fence are two locks, each free when released. */
+static void test_redis_keys(void) {
+    char name[64], t[700], fence_name[80], u[700], key[120];
+    snprintf(name, sizeof name, "test%d-keys", (int)getpid());
+    snprintf(fence_name, sizeof fence_name, "%s:fence", name);
+    snprintf(t, sizeof t, "%s?lock=%s", base[REDIS], name);
+    snprintf(u, sizeof u, "%s?lock=%s", base[REDIS], fence_name);
+    sync_distributed_lock_t *n = make(t), *f = make(u);
+    CHECK_EQ(sync_distributed_lock_try_lock(f), 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(n), 0);
+    CHECK(sync_distributed_lock_is_held(f));
+    snprintf(key, sizeof key, "libsync:lock:%s", name);
+    CHECK(redis_key_exists(key));
+    snprintf(key, sizeof key, "libsync:fence:%s", name);
+    CHECK(redis_key_exists(key));
+    CHECK_EQ(sync_distributed_lock_unlock(n), 0);
+    CHECK_EQ(sync_distributed_lock_unlock(f), 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(n), 0);
+    CHECK_EQ(sync_distributed_lock_unlock(n), 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(f), 0);  /* N's counter is not in its way */
+    CHECK_EQ(sync_distributed_lock_unlock(f), 0);
+    sync_distributed_lock_destroy(n);
+    sync_distributed_lock_destroy(f);
+}
+
 static char second[128];  /* a second Redis server's directory */
 
 static void stop_second(void) {
@@ -651,6 +685,7 @@ int main(void) {
     if (have_servers) {
         test_redis_lease();
         test_redis_abandoned_acquire();
+        test_redis_keys();
         test_redis_renewal_per_server();
     }
     char command[128];

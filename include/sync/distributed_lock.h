@@ -24,10 +24,12 @@
  *                       lock_timeout), not by polling. Two names whose hashes collide share one
  *                       lock (they exclude each other: never less safe).
  *   redis://[[user]:password@]host[:port][/db]?lock=NAME[&ttl=S][&connect_timeout=S]
- *                       a lease: the key NAME (SET NX PX ttl), renewed every ttl/3 while held
- *                       by one thread per server and process, so a server that stops answering
- *                       delays no other server's renewals (ttl: seconds, default 10,
- *                       0.1...86400); a holder that dies or stops for longer than ttl loses it.
+ *                       a lease: the key libsync:lock:NAME (SET NX PX ttl; the fencing counter
+ *                       is libsync:fence:NAME, so no lock's keys are another's), renewed every
+ *                       ttl/3 while held by one thread per server and process, so a server
+ *                       that stops answering delays no other server's renewals (ttl: seconds,
+ *                       default 10, 0.1...86400); a holder that dies or stops for longer than
+ *                       ttl loses it.
  *                       An acquire that ends without the server's answer (its deadline, a
  *                       broken connection) is cancelled by that thread, so a request that
  *                       reaches the server late never leaves a lease held by nobody. Waits poll
@@ -225,7 +227,7 @@ int sync_distributed_lock_lock_interruptible(sync_distributed_lock_t *lock, int6
  * The fencing token of the caller's hold into *token: strictly larger than the token of every
  * earlier acquisition of the lock, by any holder (file system: max(last + 1, wall-clock ns),
  * kept beside the lock; PostgreSQL: the sequence libsync_fencing_token, made on first use;
- * Redis: max(last + 1, server time in µs), in the key NAME:fence). A recursive re-entry keeps
+ * Redis: max(last + 1, server time in µs), in the key libsync:fence:NAME). A recursive re-entry keeps
  * the token. Returns 0, EPERM (the caller does not hold the lock through this object), EINVAL
  * (NULL). Not checked in the store: a lost hold keeps its token, which the resource then refuses.
  */

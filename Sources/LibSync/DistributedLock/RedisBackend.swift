@@ -1,22 +1,24 @@
 import Glibc
 import Synchronization
 
-// The Redis backend: a lease. The lock is the key NAME, whose value is the holder's entry
-// (`<pid>.<start>.<acquired>.<serial>.<machine>@<host>`, as the file backend's: unique to one
-// acquisition), set with a time to live; the fencing counter is the key `NAME:fence`.
+// The Redis backend: a lease. The lock NAME is the key `libsync:lock:NAME`, whose value is the
+// holder's entry (`<pid>.<start>.<acquired>.<serial>.<machine>@<host>`, as the file backend's:
+// unique to one acquisition), set with a time to live; its fencing counter is the key
+// `libsync:fence:NAME` (the prefixes keep every lock's keys apart from every other lock's, and
+// from an application's own keys). Below, LOCK and FENCE are these two keys.
 //
-//   acquire   EVALSHA: SET NAME entry NX PX ttl (or the key already holds this entry: a retry
-//             whose first answer was lost), and if set, NAME:fence := max(last + 1, server time
+//   acquire   EVALSHA: SET LOCK entry NX PX ttl (or the key already holds this entry: a retry
+//             whose first answer was lost), and if set, FENCE := max(last + 1, server time
 //             in µs), returned as the token                                     one round trip
-//   release   EVALSHA: if GET NAME == entry then DEL (0), else the lease was lost: ESTALE if
+//   release   EVALSHA: if GET LOCK == entry then DEL (0), else the lease was lost: ESTALE if
 //             the key is gone, EBUSY if another entry is there                   one round trip
 //   renew     one thread per server and process renews that server's held leases (PEXPIRE if
 //             the value is still its entry) every ttl/3, over a connection of its own, so that a
 //             stalled server delays no other server's renewals; a lease it finds gone is
 //             dropped, and its holder learns it at release (ESTALE/EBUSY) or is_held
-//   recover   EVALSHA: if GET NAME == the stale entry (a holder on this host whose process is
-//             gone), SET NAME my entry, and a new token
-//   break     DEL NAME
+//   recover   EVALSHA: if GET LOCK == the stale entry (a holder on this host whose process is
+//             gone), SET LOCK my entry, and a new token
+//   break     DEL LOCK
 //
 // Waiting polls with backoff (1 ms, doubling, up to the poll interval): a lease can end by
 // expiry, which Redis announces only through keyspace notifications, which are off by default
@@ -314,10 +316,10 @@ enum RedisScripts {
 struct RedisBackend: LockBackend {
     let name: String
     let address: RedisAddress
-    let key: String
+    /// The lock's key, `libsync:lock:NAME`, and its fencing counter's, `libsync:fence:NAME`.
+    let key: String, fenceKey: String
     let ttlMilliseconds: Int64
     let hiredis: Hiredis
-    var fenceKey: String { key + ":fence" }
     /// The key that marks an acquisition by `entry` as abandoned (RedisScripts.cancel).
     func abandonedKey(_ entry: String) -> String { "libsync:abandoned:" + entry }
     /// How long an abandon marker lives: an abandoned request that reaches the server later
@@ -360,7 +362,8 @@ struct RedisBackend: LockBackend {
         guard let hiredis = loaded else { return (nil, DistributedLockMessage.fail(ELIBACC, missing)) }
         let address = RedisAddress(host: parsed.host, port: Int32(parsed.port ?? 6379), database: database,
                                    user: parsed.user, password: parsed.password, ioTimeout: timeout)
-        return (RedisBackend(name: shown, address: address, key: name, ttlMilliseconds: max(1, ttl / 1_000_000), hiredis: hiredis), 0)
+        return (RedisBackend(name: shown, address: address, key: "libsync:lock:" + name, fenceKey: "libsync:fence:" + name,
+                             ttlMilliseconds: max(1, ttl / 1_000_000), hiredis: hiredis), 0)
     }
 
     func makeSession(_ me: ProcessIdentity) -> any LockSession { RedisSession(self, me) }
