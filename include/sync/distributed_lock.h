@@ -179,7 +179,8 @@ const char *sync_distributed_lock_path(const sync_distributed_lock_t *lock);
  * Acquires the lock if it is free; never waits. Returns 0 (the caller holds it; with RECURSIVE,
  * also a re-entry by the holder), or:
  *   EBUSY    someone else holds it (another thread through this object, unless PROCESS_OWNED)
- *   EDEADLK  the caller holds it through this object, which is not RECURSIVE
+ *   EDEADLK  the caller holds it through this object, which is not RECURSIVE (also after the
+ *            hold was lost, until unlock reports the loss with ESTALE or EBUSY)
  *   EAGAIN   RECURSIVE: the holder's count would pass INT32_MAX
  *   EEXIST   something that is not a lock is at the path
  *   another errno from open/mkdir/rename or the fence file (EACCES, EROFS, ENOSPC, EIO...)

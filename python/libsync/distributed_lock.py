@@ -41,7 +41,9 @@ Errors: creation raises FileNotFoundError (no parent directory), NotADirectoryEr
 is not a directory), PermissionError (the parent is not writable), FileExistsError (something
 that is not a lock is at the path), OSError(ENAMETOOLONG) or ValueError; acquire raises
 ``Timeout`` (a TimeoutError) or RuntimeError (the caller holds it already: waiting would never
-end); release raises ``NotLockedError`` (the caller does not hold it), or a ``LockLostError``:
+end); after the caller's hold was lost (``is_locked`` is False: broken, lease expired, session
+ended), the next ``acquire()`` or ``try_lock()`` raises that loss's ``LockLostError`` once,
+ending the lost hold, and the one after acquires; release raises ``NotLockedError`` (the caller does not hold it), or a ``LockLostError``:
 ``LockBrokenError`` (the hold was lost meanwhile: broken, lease expired, server session ended) or
 ``LockStolenError`` (lost, and someone else holds it now). Server targets add ValueError (a
 malformed URL), OSError(ELIBACC) (the client library is missing: the message says which Debian
@@ -292,6 +294,8 @@ class DistributedLock:
         """Acquires the lock if it is free, without blocking: True if the caller holds it now,
         False if someone else holds it."""
         code = _try_lock(self._handle.value)
+        if code == errno.EDEADLK and _end_lost_hold(self):
+            code = _try_lock(self._handle.value)
         if code == errno.EBUSY:
             return False
         self._check(code, "try_lock")
@@ -305,7 +309,10 @@ class DistributedLock:
         tries once. Ctrl-C interrupts the wait."""
         timeout = self.timeout if timeout is None else timeout
         poll = _poll_ns(self.poll_interval if poll_interval is None else poll_interval)
-        code = _wait(self._handle.value, 0 if not blocking else _seconds_to_ns(timeout, "timeout"), poll)
+        timeout_ns = 0 if not blocking else _seconds_to_ns(timeout, "timeout")
+        code = _wait(self._handle.value, timeout_ns, poll)
+        if code == errno.EDEADLK and _end_lost_hold(self):
+            code = _wait(self._handle.value, timeout_ns, poll)
         if code == errno.ETIMEDOUT:
             raise _timeout(self.path)
         self._check(code, "acquire")
@@ -361,6 +368,18 @@ class DistributedLock:
 
     def __repr__(self) -> str:
         return f"DistributedLock({self.path!r}, is_locked={self.is_locked})"
+
+
+def _end_lost_hold(lock: "DistributedLock") -> bool:
+    """After EDEADLK from an acquire: if the caller's hold through ``lock`` was lost meanwhile
+    (the core still counts it, the store no longer has it), ends it and raises its LockLostError
+    (the loss is reported once); True if it ended cleanly after all (try again), False if the
+    caller does hold it."""
+    handle = lock._handle.value
+    if _count(handle) == 0 or _is_held(handle):
+        return False
+    _raise_release_error(_unlock_all(handle), lock)
+    return True
 
 
 def _raise_error(code: int, operation: str, path: str, through: str) -> None:

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from conftest import assert_ctrl_c_interrupts
-from libsync.distributed_lock import (DistributedLock, FileLock, LockLostError, LockStolenError, Timeout)
+from libsync.distributed_lock import (DistributedLock, FileLock, LockLostError, LockStolenError, NotLockedError,
+                                      Timeout)
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS_SCRIPT = ROOT / "scripts" / "servers.sh"
@@ -143,6 +144,28 @@ def test_tokens_holder_and_release_errors(make_target):
         with b:
             a.acquire(timeout=0.05)
     assert "://" not in target or "secret" not in a.path  # never shows the password
+
+
+def test_acquire_after_a_lost_hold_reports_the_loss_once(make_target):
+    """A hold lost meanwhile reads as not held; the next acquire (or try_lock) raises its
+    LockLostError once, ending it, and the one after acquires."""
+    target = make_target()
+    a, b = DistributedLock(target), DistributedLock(target)
+    a.acquire(timeout=5)
+    b.break_lock()
+    assert not a.is_locked
+    with pytest.raises(LockLostError):
+        a.acquire(timeout=5)
+    with a.acquire(timeout=5):
+        assert a.is_locked
+    a.acquire(timeout=5)
+    b.break_lock()
+    with pytest.raises(LockLostError):
+        a.try_lock()
+    assert a.try_lock()
+    a.release()
+    with pytest.raises(NotLockedError):
+        a.release()
 
 
 def test_killed_holder_is_recovered(make_target):
