@@ -174,23 +174,26 @@ def is_url(target) -> bool:
 
 
 def _seconds_to_ns(value: float, name: str) -> int:
-    """Seconds as ns for the C calls: < 0 (and +inf) is -1, "forever"; capped at 2**63-1."""
+    """Seconds as ns for the C calls: < 0 (and +inf) is -1, "forever"; more than C can count
+    saturates at 2**63-1 ns; a positive value below 1 ns is 0."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
     if math.isnan(value):
         raise ValueError(f"{name} must not be NaN")
     if value < 0 or math.isinf(value):
         return -1
+    if value >= _NEVER / 1e9:
+        return _NEVER
     return min(int(value * 1e9), _NEVER)
 
 
 def _poll_ns(value: float) -> int:
+    """poll_interval as ns: > 0 (a positive value below 1 ns is 1 ns; +inf and more than C can
+    count saturate at 2**63-1 ns); 0 and less raise ValueError."""
     ns = _seconds_to_ns(value, "poll_interval")
-    if ns == -1 and value > 0:  # +inf: as long as C can sleep
-        return _NEVER
-    if ns <= 0:
-        raise ValueError("poll_interval must be > 0")
-    return ns
+    if value <= 0:
+        raise ValueError(f"poll_interval must be > 0, not {value!r}")
+    return _NEVER if ns == -1 else max(ns, 1)
 
 
 class _Handle:
@@ -227,7 +230,7 @@ def _wait(handle: int, timeout_ns: int, poll_ns: int) -> int:
     every 50 ms, so a pending KeyboardInterrupt (or another signal handler's exception) is raised
     between the calls, also while a server waits for the lock. (time.monotonic_ns is the core's
     CLOCK_MONOTONIC.)"""
-    deadline = -1 if timeout_ns < 0 else time.monotonic_ns() + timeout_ns
+    deadline = -1 if timeout_ns < 0 else min(time.monotonic_ns() + timeout_ns, _NEVER)
     while True:
         code = _lock_interruptible(handle, deadline, poll_ns)
         if code != errno.EINTR:

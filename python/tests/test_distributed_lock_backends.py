@@ -168,6 +168,22 @@ def test_acquire_after_a_lost_hold_reports_the_loss_once(make_target):
         a.release()
 
 
+def test_huge_and_tiny_waits_saturate(make_target):
+    """A timeout or poll interval too long for C is as long as C can wait (never OverflowError);
+    a positive poll interval below 1 ns is 1 ns; 0 and less are refused."""
+    target = make_target()
+    lock, other = DistributedLock(target, timeout=1e300, poll_interval=1e300), DistributedLock(target)
+    FileLock(target, timeout=1e300, poll_interval=1e-12)
+    with lock.acquire(timeout=1e300, poll_interval=1e300):
+        with pytest.raises(Timeout):
+            other.acquire(timeout=0.05, poll_interval=1e-12)
+    with other.acquire(timeout=2**80, poll_interval=1e-300):
+        assert other.is_locked
+    for bad in (0, -1, 0.0):
+        with pytest.raises(ValueError, match="poll_interval"):
+            other.acquire(timeout=1, poll_interval=bad)
+
+
 def test_killed_holder_is_recovered(make_target):
     target = make_target()
     holder = spawn_holder(target)
