@@ -465,13 +465,13 @@ static void test_redis_renewal_per_server(void) {
     CHECK_EQ(system(command), 0);
     atexit(stop_second);  /* (also when a check fails) */
     read_url(second, "redis", url, sizeof url);
-    target(REDIS, "&ttl=6", x, sizeof x);                /* renewed every 2 s, on the server stopped below */
-    snprintf(y, sizeof y, "%s?lock=test%d-renewal&ttl=0.3", url, (int)getpid());  /* every 0.1 s */
+    target(REDIS, "&ttl=9", x, sizeof x);               /* renewed every 3 s, on the server stopped below */
+    snprintf(y, sizeof y, "%s?lock=test%d-renewal&ttl=1", url, (int)getpid());  /* every 1/3 s */
     sync_distributed_lock_t *a = make(x), *held = make(y), *other = make(y);
     CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
     CHECK_EQ(sync_distributed_lock_try_lock(held), 0);
     control("pause", REDIS);
-    for (int i = 0; i < 30; i++) {  /* 3 s: ten leases of y, and a renewal of x that waits */
+    for (int i = 0; i < 50; i++) {  /* 5 s: five leases of y, and a renewal of x that waits 3 s */
         usleep(100000);
         CHECK_EQ(sync_distributed_lock_try_lock(other), EBUSY);
     }
