@@ -41,11 +41,13 @@ Errors: creation raises FileNotFoundError (no parent directory), NotADirectoryEr
 is not a directory), PermissionError (the parent is not writable), FileExistsError (something
 that is not a lock is at the path), OSError(ENAMETOOLONG) or ValueError; acquire raises
 ``Timeout`` (a TimeoutError) or RuntimeError (the caller holds it already: waiting would never
-end); release raises ``NotLockedError`` (the caller does not hold it), or a ``LockLostError``:
+end); after the caller's hold was lost (``is_locked`` is False: broken, lease expired, session
+ended), the next ``acquire()`` or ``try_lock()`` raises that loss's ``LockLostError`` once,
+ending the lost hold, and the one after acquires; release raises ``NotLockedError`` (the caller does not hold it), or a ``LockLostError``:
 ``LockBrokenError`` (the hold was lost meanwhile: broken, lease expired, server session ended) or
 ``LockStolenError`` (lost, and someone else holds it now). Server targets add ValueError (a
 malformed URL), OSError(ELIBACC) (the client library is missing: the message says which Debian
-package to install), ConnectionRefusedError (cannot connect), PermissionError (wrong password),
+package to install), ConnectionRefusedError (cannot connect), PermissionError (wrong or missing password),
 and OSError(EIO) (the server failed or stopped answering); a server that stops answering during
 a wait ends it at its timeout with ``Timeout`` (its note says so).
 """
@@ -172,23 +174,26 @@ def is_url(target) -> bool:
 
 
 def _seconds_to_ns(value: float, name: str) -> int:
-    """Seconds as ns for the C calls: < 0 (and +inf) is -1, "forever"; capped at 2**63-1."""
+    """Seconds as ns for the C calls: < 0 (and +inf) is -1, "forever"; more than C can count
+    saturates at 2**63-1 ns; a positive value below 1 ns is 0."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
     if math.isnan(value):
         raise ValueError(f"{name} must not be NaN")
     if value < 0 or math.isinf(value):
         return -1
+    if value >= _NEVER / 1e9:
+        return _NEVER
     return min(int(value * 1e9), _NEVER)
 
 
 def _poll_ns(value: float) -> int:
+    """poll_interval as ns: > 0 (a positive value below 1 ns is 1 ns; +inf and more than C can
+    count saturate at 2**63-1 ns); 0 and less raise ValueError."""
     ns = _seconds_to_ns(value, "poll_interval")
-    if ns == -1 and value > 0:  # +inf: as long as C can sleep
-        return _NEVER
-    if ns <= 0:
-        raise ValueError("poll_interval must be > 0")
-    return ns
+    if value <= 0:
+        raise ValueError(f"poll_interval must be > 0, not {value!r}")
+    return _NEVER if ns == -1 else max(ns, 1)
 
 
 class _Handle:
@@ -287,6 +292,8 @@ class DistributedLock:
         """Acquires the lock if it is free, without blocking: True if the caller holds it now,
         False if someone else holds it."""
         code = _try_lock(self._handle.value)
+        if code == errno.EDEADLK and _end_lost_hold(self):
+            code = _try_lock(self._handle.value)
         if code == errno.EBUSY:
             return False
         self._check(code, "try_lock")
@@ -300,7 +307,10 @@ class DistributedLock:
         tries once. Ctrl-C interrupts the wait."""
         timeout = self.timeout if timeout is None else timeout
         poll = _poll_ns(self.poll_interval if poll_interval is None else poll_interval)
-        code = _wait(self._handle.value, 0 if not blocking else _seconds_to_ns(timeout, "timeout"), poll)
+        timeout_ns = 0 if not blocking else _seconds_to_ns(timeout, "timeout")
+        code = _wait(self._handle.value, timeout_ns, poll)
+        if code == errno.EDEADLK and _end_lost_hold(self):
+            code = _wait(self._handle.value, timeout_ns, poll)
         if code == errno.ETIMEDOUT:
             raise _timeout(self.path)
         self._check(code, "acquire")
@@ -356,6 +366,18 @@ class DistributedLock:
 
     def __repr__(self) -> str:
         return f"DistributedLock({self.path!r}, is_locked={self.is_locked})"
+
+
+def _end_lost_hold(lock: "DistributedLock") -> bool:
+    """After EDEADLK from an acquire: if the caller's hold through ``lock`` was lost meanwhile
+    (the core still counts it, the store no longer has it), ends it and raises its LockLostError
+    (the loss is reported once); True if it ended cleanly after all (try again), False if the
+    caller does hold it."""
+    handle = lock._handle.value
+    if _count(handle) == 0 or _is_held(handle):
+        return False
+    _raise_release_error(_unlock_all(handle), lock)
+    return True
 
 
 def _raise_error(code: int, operation: str, path: str, through: str) -> None:
