@@ -211,7 +211,7 @@ public func c_sync_semaphore_init(_ s: UnsafeMutableRawPointer?, _ value: UInt32
 }
 @_cdecl("sync_semaphore_trywait") @inline(__always) public func c_sync_semaphore_trywait(_ s: UnsafeMutableRawPointer?) -> Int32 {
     guard let s = lockMemory(s) else { return EINVAL }
-    return SemaphoreWord.tryWait(s) ? 0 : EAGAIN
+    return SemaphoreWord.tryTake(s)
 }
 @_cdecl("sync_semaphore_timedwait") @inline(__always) public func c_sync_semaphore_timedwait(_ s: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     semaphoreWait(s, within(timeout))

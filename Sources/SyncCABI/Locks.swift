@@ -168,6 +168,12 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
 
 // MARK: spin lock
 
+@_cdecl("sync_spinlock_init") public func c_sync_spinlock_init(_ s: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
+    guard let word = lockWord(s), flags & ~1 == 0 else { return EINVAL }
+    word.pointee.store(SpinWord.initial(shared: flags & 1 != 0), ordering: .releasing)
+    return 0
+}
+
 @_cdecl("sync_spinlock_lock") public func c_sync_spinlock_lock(_ s: UnsafeMutableRawPointer?) -> Int32 {
     guard let word = lockWord(s) else { return EINVAL }
     return SpinWord.lock(word)

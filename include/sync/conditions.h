@@ -229,9 +229,11 @@ typedef struct { uint32_t _count, _waiters, _limit, _bounded; } sync_semaphore_t
  *  with value > limit, unknown flag). */
 int sync_semaphore_init(sync_semaphore_t *sem, uint32_t value, uint32_t limit, int flags);
 /** Takes a unit, waiting while there is none. @return 0, or EINVAL (also for words no semaphore
- *  holds: _bounded above 1, a count above the bound, a corrupt waiter count). */
+ *  holds: _bounded above 1, a count above the bound, a corrupt waiter count; every function
+ *  then takes and adds nothing, also when a unit is there to take). */
 int sync_semaphore_wait(sync_semaphore_t *sem);
-/** Takes a unit if there is one, never waiting. @return 0, EAGAIN if there was none, or EINVAL. */
+/** Takes a unit if there is one, never waiting. @return 0, EAGAIN if there was none, or EINVAL
+ *  (as sync_semaphore_wait: also for words no semaphore holds, taking nothing). */
 int sync_semaphore_trywait(sync_semaphore_t *sem);
 /** As sync_semaphore_wait for at most timeout_ns. @return 0, ETIMEDOUT or EINVAL. */
 int sync_semaphore_timedwait(sync_semaphore_t *sem, uint64_t timeout_ns);

@@ -235,6 +235,10 @@ typedef union {
  * taking the lock leaves the writers then waiting asleep until their timeout or until another
  * writer has to wait (the readers then waiting go once any thread takes and releases the
  * lock). A process that dies while it HOLDS the lock leaves it held (as a default pthread rwlock).
+ * The write holder of a process-shared lock is known by more than its thread id: when it dies
+ * and the kernel gives its id to a thread of another process, that thread is not taken for the
+ * holder (wrunlock and downgrade return EPERM; the waiting forms wait, and time out, instead of
+ * returning EDEADLK).
  *
  * Every function returns EINVAL for a NULL or misaligned pointer, and for a lock whose memory
  * holds a state no sequence of calls produces (never initialized, or overwritten); it then
@@ -312,18 +316,33 @@ uint32_t sync_rwlock_waiting_writers(const sync_rwlock_t *rwlock);
  * A spin lock for critical sections of a few instructions (4 bytes, owner-checked). Unlock is
  * one compare-and-swap and never a system call. Waiting spins with bounded exponential backoff,
  * then yields, then sleeps in naps growing to 1 ms, so a preempted holder is not starved of the
- * CPU by its waiters. Works in memory shared by processes with no special initialization.
- * The word holds 0 or the holder's kernel thread id; one that holds anything else (no thread
- * id is 2^22 or more) was not written by the library: every function returns EINVAL for it
- * and changes nothing. Every function returns EINVAL for a NULL or misaligned lock.
+ * CPU by its waiters.
+ *
+ * Process-shared: a spin lock in memory shared by processes should be initialized with
+ * SYNC_SPINLOCK_INIT_SHARED or sync_spinlock_init(lock, SYNC_SPINLOCK_SHARED). Its owner checks
+ * then hold across processes: when a holder dies and the kernel gives its thread id to a thread
+ * of another process, that thread is not taken for the holder (unlock EPERM; lock waits, and
+ * times out, instead of EDEADLK). A private spin lock (SYNC_SPINLOCK_INIT, zeroed memory) also
+ * works in shared memory, but only names its holder by thread id, so such a recycled id looks
+ * like the holder. A process that dies holding a spin lock leaves it held.
+ *
+ * The word holds 0 or the holder's kernel thread id, with bit 30 set in shared mode; one that
+ * holds anything else (no thread id is 2^22 or more) was not written by the library: every
+ * function returns EINVAL for it and changes nothing. Every function returns EINVAL for a NULL
+ * or misaligned lock.
  */
 typedef struct { uint32_t _word; } sync_spinlock_t;
 
 #define SYNC_SPINLOCK_INIT { 0u }
+#define SYNC_SPINLOCK_INIT_SHARED { 0x40000000u } /**< for memory shared by processes */
+#define SYNC_SPINLOCK_SHARED 1 /**< sync_spinlock_init flag: the lock is in memory shared by processes */
 
+/** Initializes *lock, unlocked, with flags (0 or SYNC_SPINLOCK_SHARED). Not thread-safe with
+ *  respect to other uses of the same lock. @return 0, or EINVAL (unknown flag). */
+int sync_spinlock_init(sync_spinlock_t *lock, int flags);
 /** Locks. @return 0, EDEADLK if the caller holds it, or EINVAL. */
 int sync_spinlock_lock(sync_spinlock_t *lock);
-/** Locks if free. @return 0, EBUSY, or EINVAL. */
+/** Locks if free. @return 0, EBUSY (held, by the caller too), or EINVAL. */
 int sync_spinlock_trylock(sync_spinlock_t *lock);
 /** Locks unless CLOCK_MONOTONIC reaches deadline_ns first.
  *  @return 0, ETIMEDOUT, EDEADLK, or EINVAL. */

@@ -178,11 +178,9 @@ int sync_isolated_try_begin_read(sync_isolated *isolated);
 
 /**
  * Releases a read share that the calling thread took with sync_isolated_try_begin_read.
- * Returns 0; EINVAL (isolated is NULL); EPERM (no read share is held through the calling
- * thread: nothing changes). Read shares are counted per group of threads, not per thread: a
- * thread that releases a share it never took while another thread of its group holds one
- * releases that thread's share instead (undefined, as pthread_rwlock_unlock by a non-holder;
- * it never leaves a count that makes writes wait forever).
+ * Returns 0; EINVAL (isolated is NULL); EPERM (the calling thread holds no share it took so,
+ * also while other threads hold shares: nothing changes). Each thread's shares are its own:
+ * no thread can release another's.
  */
 int sync_isolated_end_read(sync_isolated *isolated);
 

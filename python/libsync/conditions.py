@@ -371,11 +371,15 @@ class Semaphore(_Memory):
                       c_int((_SHARED if shared else 0) | (_SEMAPHORE_BOUNDED if self._BOUNDED else 0)))
 
     def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
-        """Takes a unit. True, or False if not blocking / timed out (threading's rules)."""
+        """Takes a unit. True, or False if not blocking / timed out (threading's rules).
+        LockError (EINVAL), taking nothing, if the memory holds no semaphore."""
         if not blocking and timeout is not None:
             raise ValueError("can't specify timeout for non-blocking acquire")
-        if not _sem_trywait(self._p):
+        code = _sem_trywait(self._p)
+        if not code:
             return True
+        if code != errno.EAGAIN:
+            raise error(code, "Semaphore.acquire")
         if not blocking:
             return False
         return wait(_sem_wait, self._p, _deadline(timeout), what="Semaphore.acquire")

@@ -519,6 +519,7 @@ class WriteLock(_SideLock):
 
 # ---- SpinLock ------------------------------------------------------------------------------
 
+_spin_init = declare("sync_spinlock_init")
 _spin_trylock = declare("sync_spinlock_trylock")
 _spin_unlock = declare("sync_spinlock_unlock")
 _spin_wait = declare("sync_spinlock_lock_interruptible", blocking=True)
@@ -526,15 +527,17 @@ _spin_wait = declare("sync_spinlock_lock_interruptible", blocking=True)
 
 class SpinLock(_Acquirable):
     """libsync's spin lock (bounded spinning, then yielding and napping), owner-checked like
-    Mutex. Needs no initialization, also in shared memory. 4 bytes."""
+    Mutex. 4 bytes. In a caller's buffer (shared memory) it is process-shared, like Mutex: one
+    process initializes it, the others pass ``initialize=False``; its owner checks then hold
+    across processes (a thread that got a dead holder's thread id is not taken for the holder)."""
     __slots__ = ()
     _TRY, _WAIT = _spin_trylock, _spin_wait
     _WHAT = "SpinLock.acquire"
 
     def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
-        self._place(buffer, offset)
+        shared = self._place(buffer, offset)
         if initialize:
-            self._cells[0] = 0
+            _init(_spin_init, self._p, 1 if shared else 0)
 
     def release(self) -> None:
         code = _spin_unlock(self._p)

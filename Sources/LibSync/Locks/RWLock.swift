@@ -29,6 +29,12 @@ import Synchronization
 /// for liveness: it saturates at UInt32.max, a writer that died while waiting stays in it, and
 /// either only makes the answer "yes" more often.
 ///
+/// The write holder: in private mode the thread whose id `writer` holds. In SHARED mode a bare
+/// id cannot say so, as the kernel gives a dead writer's id to a new thread, in any process:
+/// as with a shared mutex (`MutexWord`), the caller holds it only if `writer` holds its id and
+/// its `LockOwner` list has the lock's address (`writtenByCaller`). A SHARED state is never 0,
+/// so shared writers always take the slow paths, where the list is kept.
+///
 /// Invariants (a state that breaks one is impossible: EINVAL): WRITER and readers are never
 /// both set; WRITERS_WAITING is set only while the lock is held.
 @usableFromInline package enum RWLockWords {
@@ -99,7 +105,7 @@ import Synchronization
     static func readLockSlow(_ m: Memory, deadline: Int64, interruptible: Bool) -> Int32 {
         let first = state(m).pointee.load(ordering: .relaxed)
         if isImpossible(first) { return EINVAL }
-        if first & writer != 0 && owner(m).pointee.load(ordering: .relaxed) == threadID() { return EDEADLK }
+        if writtenByCaller(m, first, threadID()) { return EDEADLK }
         var spin = SpinWait()
         repeat {
             let result = tryReadLock(m)
@@ -154,6 +160,7 @@ import Synchronization
                 expected: value, desired: value | writer, ordering: .acquiring)
             if exchanged {
                 owner(m).pointee.store(threadID(), ordering: .relaxed)
+                if value & shared != 0 { noteSharedWriter(m) }
                 return 0
             }
             value = now
@@ -176,7 +183,7 @@ import Synchronization
         let me = threadID()
         let first = state(m).pointee.load(ordering: .relaxed)
         if isImpossible(first) { return EINVAL }
-        if first & writer != 0 && owner(m).pointee.load(ordering: .relaxed) == me { return EDEADLK }
+        if writtenByCaller(m, first, me) { return EDEADLK }
         var spin = SpinWait()
         repeat {
             let result = tryWriteLock(m)
@@ -219,6 +226,7 @@ import Synchronization
                                                ordering: .sequentiallyConsistent).exchanged else { return false }
         countWaiting(m, by: UInt32.max)
         owner(m).pointee.store(me, ordering: .relaxed)
+        if value & shared != 0 { noteSharedWriter(m) }
         return true
     }
 
@@ -255,8 +263,18 @@ import Synchronization
         if value & writer == 0 || owner(m).pointee.load(ordering: .relaxed) != threadID() {
             return isImpossible(value) ? EINVAL : EPERM
         }
+        if value & shared != 0 { return writeUnlockShared(m) }
         owner(m).pointee.store(0, ordering: .relaxed)
         if state(m).pointee.compareExchange(expected: writer, desired: 0, ordering: .releasing).exchanged { return 0 }
+        return writeUnlockSlow(m)
+    }
+
+    /// A SHARED lock whose `writer` holds the caller's id: the caller's only if its list has
+    /// the lock (struck off here); else the id is a dead writer's, reused: EPERM.
+    @usableFromInline @inline(never)
+    static func writeUnlockShared(_ m: Memory) -> Int32 {
+        guard LockOwner.remove(m) else { return EPERM }
+        owner(m).pointee.store(0, ordering: .relaxed)
         return writeUnlockSlow(m)
     }
 
@@ -282,6 +300,7 @@ import Synchronization
         if value & writer == 0 || owner(m).pointee.load(ordering: .relaxed) != threadID() {
             return isImpossible(value) ? EINVAL : EPERM
         }
+        if value & shared != 0 && !LockOwner.remove(m) { return EPERM }
         owner(m).pointee.store(0, ordering: .relaxed)
         while true {
             if value & writer == 0 || isImpossible(value) { return EINVAL }
@@ -341,8 +360,19 @@ import Synchronization
 
     /// Whether the calling thread holds it for writing.
     @inlinable package static func isWriteLockedByCaller(_ m: Memory) -> Bool {
-        state(m).pointee.load(ordering: .relaxed) & writer != 0 && owner(m).pointee.load(ordering: .relaxed) == threadID()
+        writtenByCaller(m, state(m).pointee.load(ordering: .relaxed), threadID())
     }
+
+    /// Whether the caller, `me`, holds the lock for writing, its state reading `value`.
+    @inlinable @inline(__always)
+    static func writtenByCaller(_ m: Memory, _ value: UInt32, _ me: UInt32) -> Bool {
+        value & writer != 0 && owner(m).pointee.load(ordering: .relaxed) == me
+            && (value & shared == 0 || LockOwner.holds(m))
+    }
+
+    /// A SHARED lock just taken for writing: the caller lists it.
+    @usableFromInline @inline(never)
+    static func noteSharedWriter(_ m: Memory) { LockOwner.add(m) }
 
     /// How many writers wait (a snapshot; a writer that died while waiting stays counted).
     package static func waitingWriters(_ m: Memory) -> UInt32 {
