@@ -161,8 +161,11 @@ class Lock(_Acquirable):
         return bool(_mutex_is_locked(self._p))
 
     def _at_fork_reinit(self) -> None:
-        """After fork, in the child: unlocked, whoever held it (threading's protocol)."""
-        _init(_mutex_init, self._p, self._FLAGS | (_SHARED if self._shared else 0))
+        """After fork, in the child: unlocked, whoever held it (threading's protocol). In shared
+        memory nothing changes: the word is every process's, and a holder in another process
+        (the parent too) still holds it."""
+        if not self._shared:
+            _init(_mutex_init, self._p, self._FLAGS)
 
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
         if _mutex_unlock(self._p):  # release()'s body: one Python frame less per `with`
@@ -197,8 +200,10 @@ class _Robust(_Acquirable):
         return ({"robust": True},) if self._robust() else ()
 
     def _at_fork_reinit(self) -> None:
-        """After fork, in the child: unlocked, whoever held it (threading's protocol)."""
-        _init(self._INIT, self._p, self._flags(self._shared))
+        """After fork, in the child: unlocked, whoever held it (threading's protocol). In shared
+        memory nothing changes, as for Lock."""
+        if not self._shared:
+            _init(self._INIT, self._p, self._flags(False))
 
 
 class Mutex(_Robust, Lock):
