@@ -80,7 +80,13 @@ class _Memory:
                     raise ValueError(f"the SharedMemory {buffer.name!r} is closed")
                 self._shm, buffer = buffer, buffer.buf
             _ref(buffer, offset, cells._type_)  # checks type, writability, range, alignment (and None)
-            _ref(buffer, offset + ctypes.sizeof(cells) - 4, c_uint32)
+            size = ctypes.sizeof(cells)
+            try:
+                _ref(buffer, offset + size - 4, c_uint32)  # the last word: the rest of the range
+            except ValueError:
+                with memoryview(buffer) as view:
+                    raise ValueError(f"offset {offset} is out of range for a {size}-byte {type(self).__name__} "
+                                     f"in a {view.nbytes}-byte buffer") from None
             self._cells = cells.from_buffer(buffer, offset)
         self._p = c_void_p(ctypes.addressof(self._cells))
         self._shared = buffer is not PRIVATE
@@ -542,6 +548,7 @@ class SpinLock(_Acquirable):
             self._cells[0] = 0
 
     def release(self) -> None:
+        """Releases the lock; NotOwnerError if the calling thread does not hold it."""
         code = _spin_unlock(self._p)
         if code:
             raise error(code, "SpinLock.release")
@@ -571,6 +578,8 @@ class Once:
         self._result: Any = None
 
     def __call__(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Runs ``function(*args, **kwargs)`` if no call has completed yet, else waits for the
+        running one; returns the first successful call's result."""
         state = interruptible(_once_begin, self._p)
         if state == 0:
             return self._result
@@ -628,6 +637,7 @@ class synchronized:
             raise error(code, "synchronized exit")
 
     def __call__(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator: ``function`` runs holding the object's lock."""
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             with self:

@@ -358,6 +358,10 @@ def test_at_fork_reinit_leaves_a_shared_lock_alone(kind):
 
 
 def test_bad_buffers():
+    with pytest.raises(ValueError, match="offset 60 is out of range for a 8-byte RLock in a 64-byte buffer"):
+        RLock(buffer=bytearray(64), offset=60)  # the first word fits, the second does not
+    with pytest.raises(ValueError, match="offset 56 is out of range for a 16-byte Mutex"):
+        Mutex(buffer=bytearray(64), offset=56, robust=True)
     with pytest.raises(TypeError):
         Lock(buffer=b"read-only")
     with pytest.raises(ValueError):
