@@ -126,3 +126,8 @@ public func c_sync_distributed_lock_date(_ lock: OpaquePointer?, _ out: UnsafeMu
 public func c_sync_distributed_lock_is_held(_ lock: OpaquePointer?) -> Bool {
     lock.map { object($0).isHeldByCaller() } ?? false
 }
+
+@_cdecl("sync_distributed_lock_is_held_elsewhere")
+public func c_sync_distributed_lock_is_held_elsewhere(_ lock: OpaquePointer?) -> Bool {
+    lock.map { object($0).isHeldElsewhereByCaller() } ?? false
+}

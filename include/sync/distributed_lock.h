@@ -309,6 +309,12 @@ int sync_distributed_lock_date(const sync_distributed_lock_t *lock, int64_t *ns_
  *  hold). */
 bool sync_distributed_lock_is_held(const sync_distributed_lock_t *lock);
 
+/** Whether the calling thread holds the lock through ANOTHER object of this process, so that
+ *  sync_distributed_lock_lock through this one without a timeout returns EDEADLK (a caller that
+ *  waits in its own loop of tries asks this instead). This process's bookkeeping only, no store
+ *  access; false for NULL, and in a forked child for its parent's holds. Since 0.2. */
+bool sync_distributed_lock_is_held_elsewhere(const sync_distributed_lock_t *lock);
+
 #ifdef __cplusplus
 }
 #endif

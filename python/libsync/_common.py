@@ -105,30 +105,63 @@ def deadline_ns(timeout_ns: int) -> c_int64:
     return c_int64(min(time.monotonic_ns() + timeout_ns, _LATEST))
 
 
-def deadline(timeout: Optional[float]) -> c_int64:
-    """The deadline of a timeout in seconds, threading's way: None or infinity, none (FOREVER);
-    0 or less, do not wait (one try)."""
-    if timeout is None or timeout == math.inf:
+def deadline(timeout: Optional[float], nan_waits: bool = False) -> c_int64:
+    """The deadline of a timed wait's timeout in seconds, as threading's timed waits treat it:
+    None, none (FOREVER); 0 or less, -inf included, do not wait (one try); more than the clock
+    can count (inf, 1e300, where threading raises OverflowError) saturates: none. NaN: one try,
+    as threading's Condition.wait and Event.wait; with ``nan_waits`` none, as threading's
+    Semaphore, Barrier and wait_for (they wait until they succeed)."""
+    if timeout is None:
         return FOREVER
-    ns = timeout * 1e9
-    return deadline_ns(_LATEST if ns >= _LATEST else max(0, int(ns)))
+    try:
+        ns = timeout * 1e9  # TypeError for a non-number, as threading's comparisons raise
+    except OverflowError:  # an int too large for a float
+        ns = math.inf if timeout > 0 else -math.inf
+    if ns >= _LATEST:
+        return FOREVER
+    if ns > 0:
+        return deadline_ns(int(ns))
+    if ns <= 0 or not nan_waits:
+        return deadline_ns(0)
+    return FOREVER  # NaN
 
 
 _probe = threading.Lock()
+_TIMEOUT_MAX = threading.TIMEOUT_MAX
+
+
+def _refusal(blocking: bool, timeout: float) -> str:
+    """threading.Lock's message refusing acquire(blocking, timeout) (it varies by version)."""
+    try:
+        threading.Lock().acquire(blocking, timeout)
+    except ValueError as refused:
+        return str(refused)
+    raise AssertionError(f"threading.Lock accepted the timeout {timeout}")  # pragma: no cover
+
+
+_NEGATIVE, _NAN, _NONBLOCKING = _refusal(True, -2), _refusal(True, math.nan), _refusal(False, 1)
 
 
 def lock_deadline(blocking: Any, timeout: Any) -> Optional[c_int64]:
-    """threading's checks of an acquire's (blocking, timeout), with threading's exceptions; the
-    deadline to wait to, or None: do not wait. float('inf'), which threading refuses with
-    OverflowError, waits without a deadline."""
-    endless = timeout == math.inf
-    if _probe.acquire(blocking, threading.TIMEOUT_MAX if endless else timeout):  # free: validates only
-        _probe.release()
+    """threading's checks of a Lock's acquire(blocking, timeout), with threading's exceptions;
+    the deadline to wait to, or None: do not wait. -1: no deadline; another negative timeout,
+    -inf and -1e300 included (threading: OverflowError), or NaN: ValueError; more than
+    threading.TIMEOUT_MAX: OverflowError, as threading (CPython's lock tests require it), but
+    inf, which threading refuses with OverflowError, waits without a deadline."""
+    if timeout == -1:
+        return FOREVER if blocking else None
     if not blocking:
-        return None
-    if timeout == -1 or endless:
-        return FOREVER
-    return deadline_ns(int(timeout * 1e9))  # threading's checks: 0 <= timeout <= TIMEOUT_MAX
+        raise ValueError(_NONBLOCKING)
+    if timeout.__class__ is float or timeout.__class__ is int:
+        if not timeout >= 0:
+            raise ValueError(_NAN if timeout != timeout else _NEGATIVE)
+        if timeout <= _TIMEOUT_MAX:
+            return deadline_ns(int(timeout * 1e9))
+        if timeout == math.inf:
+            return FOREVER
+    if _probe.acquire(True, timeout):  # threading's own checks and errors (OverflowError above
+        _probe.release()               # TIMEOUT_MAX, TypeError for a non-number)
+    return deadline_ns(int(timeout * 1e9))
 
 
 def interruptible(function: Callable[..., int], *args: Any) -> int:

@@ -31,16 +31,20 @@ import warnings
 import time
 from typing import Any, Callable, Optional, Union
 import weakref
+from ctypes import c_bool, c_void_p
 from weakref import WeakValueDictionary
 
 from .distributed_lock import (_MAKE_PARENTS, _PROCESS_OWNED, _RECURSIVE, _RELEASE_ON_DESTROY, Holder, Timeout,
                                _count, _Handle, _is_held, _lock, _path, _poll_ns, _raise_error, _raise_release_error,
                                _read_holder, _read_token, _seconds_to_ns, _timeout, _unlock, _unlock_all, _wait,
                                is_url)
+from ._common import declare
 
 __all__ = ["BaseFileLock", "FileLock", "SoftFileLock", "BaseAsyncFileLock", "AsyncFileLock", "AsyncSoftFileLock",
            "AcquireReturnProxy", "AsyncAcquireReturnProxy"]
 
+# Whether this thread holds the handle's lock through another object of the process.
+_held_elsewhere = declare("sync_distributed_lock_is_held_elsewhere", c_bool, c_void_p, blocking=True)
 _LOGGER = logging.getLogger("filelock")  # filelock's, so that a user's logging configuration applies
 _UNSET_MODE = -1
 _REMOVE_ON_RELEASE = 16  # sync_distributed_lock_create_with: release removes the empty lock directory
@@ -302,6 +306,8 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
             code = _wait(handle, 0, poll)
             if code != errno.ETIMEDOUT or timeout_ns == 0:
                 return code
+            if deadline is None and _held_elsewhere(handle):  # what the core's endless wait says
+                return errno.EDEADLK
             if cancel_check():
                 _LOGGER.debug("Cancellation requested for lock %s on %s", id(self), self._lock_file)
                 return code

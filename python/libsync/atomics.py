@@ -57,9 +57,11 @@ class AtomicBool:
             self.set(value)
 
     def get(self) -> bool:
+        """The value now."""
         return self._get(self._p)
 
     def set(self, value: bool) -> None:
+        """Stores ``value`` (its truth)."""
         self._set(self._p, 1 if value else 0)
 
     def compare_and_set(self, expected: bool, desired: bool) -> bool:
@@ -67,6 +69,7 @@ class AtomicBool:
         return self._cas(self._p, 1 if expected else 0, 1 if desired else 0)
 
     def get_and_set(self, value: bool) -> bool:
+        """Stores ``value``; returns the previous value."""
         return self._gas(self._p, 1 if value else 0)
 
     def __bool__(self) -> bool:
@@ -109,9 +112,11 @@ class AtomicInt:
         return self._wrap(value)
 
     def get(self) -> int:
+        """The value now."""
         return self._f["get"](self._p)
 
     def set(self, value: int) -> None:
+        """Stores ``value``."""
         self._f["set"](self._p, self._arg(value))
 
     def compare_and_set(self, expected: int, desired: int) -> bool:
@@ -119,24 +124,31 @@ class AtomicInt:
         return bool(self._f["compare_and_set"](self._p, self._arg(expected), self._arg(desired)))
 
     def get_and_set(self, value: int) -> int:
+        """Stores ``value``; returns the previous value."""
         return self._f["get_and_set"](self._p, self._arg(value))
 
     def get_and_add(self, delta: int) -> int:
+        """Adds ``delta`` (wrapping); returns the previous value."""
         return self._f["get_and_add"](self._p, self._arg(delta))
 
     def add_and_get(self, delta: int) -> int:
+        """Adds ``delta`` (wrapping); returns the new value."""
         return self._f["add_and_get"](self._p, self._arg(delta))
 
     def get_and_increment(self) -> int:
+        """Adds 1 (wrapping); returns the previous value."""
         return self._f["get_and_increment"](self._p)
 
     def get_and_decrement(self) -> int:
+        """Subtracts 1 (wrapping); returns the previous value."""
         return self._f["get_and_decrement"](self._p)
 
     def increment_and_get(self) -> int:
+        """Adds 1 (wrapping); returns the new value."""
         return self._f["increment_and_get"](self._p)
 
     def decrement_and_get(self) -> int:
+        """Subtracts 1 (wrapping); returns the new value."""
         return self._f["decrement_and_get"](self._p)
 
     def __int__(self) -> int:
@@ -183,9 +195,11 @@ class AtomicReference(Generic[T]):
         _ref_set(self._p, py_object(value))
 
     def get(self) -> Optional[T]:
+        """The object now."""
         return _ref_get(self._p)
 
     def set(self, value: Optional[T]) -> None:
+        """Stores ``value``."""
         _ref_set(self._p, py_object(value))
 
     def get_and_set(self, value: Optional[T]) -> Optional[T]:
@@ -355,6 +369,7 @@ class ConcurrentDict(Generic[K, V]):
         return value
 
     def get(self, key: K, default: Any = None) -> Any:
+        """The value for ``key``, or ``default`` if it has none (dict.get)."""
         return _dict_get_or(self._d, key, hash(key), default)
 
     def __setitem__(self, key: K, value: V) -> None:

@@ -29,8 +29,8 @@ import time
 from ctypes import byref, c_bool, c_int, c_int64, c_uint32, c_uint64
 from typing import Any, Callable, Optional
 
-from ._common import (ETIMEDOUT, check, deadline as _deadline, declare, error, interruptible, layout, wait, word,
-                      words as _words)
+from ._common import (ETIMEDOUT, check, deadline as _deadline, declare, error, interruptible, layout, lock_deadline,
+                      wait, word, words as _words)
 from ._common import NotOwnerError  # noqa: F401 (what ConditionLock raises, importable here)
 from ._memory import PRIVATE
 from .locks import Lock, Mutex, RLock, _Memory, _qualname
@@ -190,17 +190,25 @@ class Condition:
         return notified
 
     def wait_for(self, predicate: Callable[[], Any], timeout: Optional[float] = None) -> Any:
-        """Waits until predicate() is true or the timeout passes; returns its last value."""
-        end = None if timeout is None else time.monotonic() + timeout
+        """Waits until predicate() is true or the timeout passes; returns its last value.
+        threading's steps: while the predicate is false, wait() with what is left of the
+        timeout, then test it again; once none is left, return. A timeout of 0 or less still
+        waits once (one try, the lock released and taken back) and tests the predicate again.
+        NaN waits without a deadline (threading's loop never ends its wait either)."""
+        if timeout is not None and timeout != timeout:
+            timeout = None
+        end = None
+        wait_time = timeout
         result = predicate()
         while not result:
-            if end is not None:
-                remaining = end - time.monotonic()
-                if remaining <= 0:
-                    break
-                self.wait(remaining)
-            else:
-                self.wait()
+            if wait_time is not None:
+                if end is None:
+                    end = time.monotonic() + wait_time
+                else:
+                    wait_time = end - time.monotonic()
+                    if wait_time <= 0:
+                        break
+            self.wait(wait_time)
             result = predicate()
         return result
 
@@ -287,24 +295,30 @@ class ConditionLock(_Memory):
         """The condition now (a snapshot)."""
         return _cl_condition(self._p)
 
-    def _take(self, when: Optional[c_int64], timeout: Optional[float]) -> bool:
+    def _take(self, when: Optional[c_int64], limit: Optional[c_int64]) -> bool:
+        if limit is None:  # not blocking
+            return False
         any_value, wanted = when is None, c_int64(0) if when is None else when
-        return wait(_cl_wait, self._p, any_value, wanted, _deadline(timeout), what="ConditionLock.acquire")
+        return wait(_cl_wait, self._p, any_value, wanted, limit, what="ConditionLock.acquire")
 
     def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
         """Takes the lock whatever the condition (NSConditionLock lock / lockBeforeDate:); False
-        if not blocking or timed out first."""
+        if not blocking or timed out first. The timeout follows threading.Lock's rules (None or
+        -1: none; another negative value, or NaN: ValueError; one with blocking=False:
+        ValueError; more than threading.TIMEOUT_MAX: none)."""
+        limit = lock_deadline(blocking, -1 if timeout is None else timeout)
         if not _cl_trylock(self._p):
             return True
-        return self._take(None, timeout) if blocking else False
+        return self._take(None, limit)
 
     def acquire_when(self, condition: int, blocking: bool = True, timeout: Optional[float] = None) -> bool:
         """Takes the lock once the condition equals `condition` (lockWhenCondition:[beforeDate:]);
-        False if not blocking or timed out first."""
+        False if not blocking or timed out first. The timeout as acquire's."""
         wanted = _int64(condition, "ConditionLock condition")
+        limit = lock_deadline(blocking, -1 if timeout is None else timeout)
         if not _cl_trylock_when(self._p, wanted):
             return True
-        return self._take(wanted, timeout) if blocking else False
+        return self._take(wanted, limit)
 
     def release(self) -> None:
         """Releases the lock, keeping the condition (unlock); NotOwnerError if the caller does not
@@ -382,7 +396,7 @@ class Semaphore(_Memory):
             raise error(code, "Semaphore.acquire")
         if not blocking:
             return False
-        return wait(_sem_wait, self._p, _deadline(timeout), what="Semaphore.acquire")
+        return wait(_sem_wait, self._p, _deadline(timeout, True), what="Semaphore.acquire")
 
     __enter__ = acquire
 
@@ -512,7 +526,8 @@ class Barrier(_Memory):
         BrokenBarrierError if the barrier is or becomes broken, or the timeout (default: the
         barrier's) passes first (which breaks it)."""
         index = c_uint32()
-        code = interruptible(_barrier_wait, self._p, _deadline(self._timeout if timeout is None else timeout), byref(index))
+        code = interruptible(_barrier_wait, self._p, _deadline(self._timeout if timeout is None else timeout, True),
+                             byref(index))
         if code == errno.EINVAL:
             raise error(code, "Barrier.wait")
         if code:

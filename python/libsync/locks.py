@@ -80,7 +80,13 @@ class _Memory:
                     raise ValueError(f"the SharedMemory {buffer.name!r} is closed")
                 self._shm, buffer = buffer, buffer.buf
             _ref(buffer, offset, cells._type_)  # checks type, writability, range, alignment (and None)
-            _ref(buffer, offset + ctypes.sizeof(cells) - 4, c_uint32)
+            size = ctypes.sizeof(cells)
+            try:
+                _ref(buffer, offset + size - 4, c_uint32)  # the last word: the rest of the range
+            except ValueError:
+                with memoryview(buffer) as view:
+                    raise ValueError(f"offset {offset} is out of range for a {size}-byte {type(self).__name__} "
+                                     f"in a {view.nbytes}-byte buffer") from None
             self._cells = cells.from_buffer(buffer, offset)
         self._p = c_void_p(ctypes.addressof(self._cells))
         self._shared = buffer is not PRIVATE
@@ -161,8 +167,11 @@ class Lock(_Acquirable):
         return bool(_mutex_is_locked(self._p))
 
     def _at_fork_reinit(self) -> None:
-        """After fork, in the child: unlocked, whoever held it (threading's protocol)."""
-        _init(_mutex_init, self._p, self._FLAGS | (_SHARED if self._shared else 0))
+        """After fork, in the child: unlocked, whoever held it (threading's protocol). In shared
+        memory nothing changes: the word is every process's, and a holder in another process
+        (the parent too) still holds it."""
+        if not self._shared:
+            _init(_mutex_init, self._p, self._FLAGS)
 
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
         if _mutex_unlock(self._p):  # release()'s body: one Python frame less per `with`
@@ -197,8 +206,10 @@ class _Robust(_Acquirable):
         return ({"robust": True},) if self._robust() else ()
 
     def _at_fork_reinit(self) -> None:
-        """After fork, in the child: unlocked, whoever held it (threading's protocol)."""
-        _init(self._INIT, self._p, self._flags(self._shared))
+        """After fork, in the child: unlocked, whoever held it (threading's protocol). In shared
+        memory nothing changes, as for Lock."""
+        if not self._shared:
+            _init(self._INIT, self._p, self._flags(False))
 
 
 class Mutex(_Robust, Lock):
@@ -540,6 +551,7 @@ class SpinLock(_Acquirable):
             _init(_spin_init, self._p, 1 if shared else 0)
 
     def release(self) -> None:
+        """Releases the lock; NotOwnerError if the calling thread does not hold it."""
         code = _spin_unlock(self._p)
         if code:
             raise error(code, "SpinLock.release")
@@ -569,6 +581,8 @@ class Once:
         self._result: Any = None
 
     def __call__(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Runs ``function(*args, **kwargs)`` if no call has completed yet, else waits for the
+        running one; returns the first successful call's result."""
         state = interruptible(_once_begin, self._p)
         if state == 0:
             return self._result
@@ -626,6 +640,7 @@ class synchronized:
             raise error(code, "synchronized exit")
 
     def __call__(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator: ``function`` runs holding the object's lock."""
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             with self:

@@ -20,9 +20,9 @@ int -> TypeError; an int that does not fit the C type (an address: 0 <= a < 2**6
 -> OverflowError; a bit number beyond the object -> ValueError.
 
 Queues (``OSQueueHead``, ``OSFifoQueueHead``): every element of a queue has its link field at
-the same offset, fixed by the first enqueue; an offset that is not an int -> TypeError; one that
-is negative, misaligned, outside the element or not the queue's, or an element already in the
-queue -> ValueError. The head keeps each element alive while it is queued; keep your own
+the same offset, fixed by the first enqueue (a dequeue before it returns None); an offset that
+is not an int -> TypeError; one that is negative, misaligned, outside the element or not the
+queue's, or an element already in this or another queue -> ValueError. The head keeps each element alive while it is queued; keep your own
 reference to use an element after dequeuing it (dequeue returns its address).
 """
 from __future__ import annotations
@@ -179,6 +179,11 @@ _spin("OSSpinLockUnlock", False, "Releases the lock.")
 # enqueue: a dequeue can then only follow links that lie inside live elements. --------------
 
 
+# {address: token of the head holding it} over every head of the process: an element is in at
+# most one queue at a time (a second head would splice its links into the first's).
+_queued: dict = {}
+
+
 class _AlignedHead:
     """Zeroed, 16-byte aligned storage for a queue head (ctypes cannot align a Structure to 16),
     and what the queue holds: {address: element}, and the link offset of every element."""
@@ -188,12 +193,24 @@ class _AlignedHead:
         self._storage = ctypes.create_string_buffer(self._size + 15)
         self.address = (ctypes.addressof(self._storage) + 15) & ~15
         self._elements: dict = {}
+        self._token = object()  # this head in _queued (the head itself there would never be freed)
         self._link: dict = {}  # {"offset": n} from the first enqueue on (setdefault: atomic)
 
-    def _match_offset(self, name: str, offset: int, fix: bool) -> None:
-        fixed = self._link.setdefault("offset", offset) if fix else self._link.get("offset", offset)
+    def _match_offset(self, name: str, offset: int, fix: bool) -> bool:
+        """Whether the queue's offset is fixed (``fix``: fixes it to `offset` if not yet);
+        ValueError if it is fixed to another."""
+        fixed = self._link.setdefault("offset", offset) if fix else self._link.get("offset")
+        if fixed is None:
+            return False
         if fixed != offset:
             raise ValueError(f"{name}: offset {offset} differs from {fixed}, the offset this queue's elements were enqueued with")
+        return True
+
+    def __del__(self) -> None:
+        queued = _queued
+        if queued is not None:  # None at interpreter shutdown
+            for address in list(self._elements):
+                queued.pop(address, None)
 
 
 _LINK = ctypes.sizeof(c_void_p)
@@ -231,7 +248,10 @@ def _queue(name: str, head_type: type, enqueue: bool) -> None:
             address = address_of(element, ctypes.alignment(c_void_p))
             if offset + _LINK > ctypes.sizeof(element):
                 raise ValueError(f"{name}: the link field at offset {offset} lies outside the element")
-            head._match_offset(name, offset, True)
+            head._match_offset(name, offset, True)  # before the C call: see the dequeue
+            token = head._token
+            if _queued.setdefault(address, token) is not token:
+                raise ValueError(f"{name}: the element at {address:#x} is already in another queue")
             entry = (element,)  # recorded before the C call, so that a dequeuer finds it
             if head._elements.setdefault(address, entry) is not entry:
                 raise ValueError(f"{name}: the element at {address:#x} is already in the queue")
@@ -243,10 +263,15 @@ def _queue(name: str, head_type: type, enqueue: bool) -> None:
         def operation(head: Any, offset: int) -> Optional[int]:
             check_head(head)
             _check_offset(name, offset)
-            head._match_offset(name, offset, False)
+            if not head._match_offset(name, offset, False):
+                # No enqueue has fixed the offset yet, so none has reached the C queue: it is
+                # empty now. (Calling C anyway would race with a first enqueue and follow a
+                # link at this unchecked offset.)
+                return None
             address = c(head.address, offset)
             if address is not None:
                 head._elements.pop(address, None)
+                _queued.pop(address, None)
             return address
         operation.__doc__ = (f"{name}(head, offset) -> address or None; `T.from_address(a)` gets the element "
                              "(keep a reference to it: the head drops its own).")

@@ -184,6 +184,9 @@ class Route:
         return _routes.get(self.signo) is self
 
     def unroute(self) -> None:
+        """Unroutes this route's signal, as the module's unroute(): its previous action is back;
+        deliveries not yet started are dropped; a handler running on another thread is waited
+        for. Nothing happens if this route no longer holds it. ``close`` is the same."""
         with _lock:
             if _routes.get(self.signo) is not self:
                 return

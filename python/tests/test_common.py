@@ -40,3 +40,34 @@ def test_throttler_bounded_wait_on_a_full_throttler_times_out():
     throttler.exit()
     assert throttler.enter(0.01) is True
     throttler.exit()
+
+
+def _public_classes():
+    import importlib
+    import inspect
+    import pkgutil
+
+    import libsync
+    for info in pkgutil.iter_modules(libsync.__path__):
+        module = importlib.import_module(f"libsync.{info.name}")
+        for name, cls in vars(module).items():
+            if inspect.isclass(cls) and not name.startswith("_") and cls.__module__ == module.__name__:
+                yield cls
+
+
+def test_every_public_method_has_a_docstring():
+    missing = []
+    for cls in _public_classes():
+        if not cls.__doc__:
+            missing.append(cls.__qualname__)
+        for klass in cls.__mro__:
+            if not klass.__module__.startswith("libsync"):
+                continue
+            for name, member in vars(klass).items():
+                if name.startswith("_") and name != "__call__":
+                    continue
+                if isinstance(member, (staticmethod, classmethod)):
+                    member = member.__func__
+                if (callable(member) or isinstance(member, property)) and not member.__doc__:
+                    missing.append(f"{cls.__module__}.{cls.__qualname__}.{name}")
+    assert not missing, sorted(set(missing))

@@ -408,7 +408,7 @@ public final class DistributedLock: Sendable {
             case .failed(let code): return code
             case .heldHere(let releases): heldHere = releases
             case .busy:
-                if deadline < 0 && side.registry.holds(path: path, thread: threadID(), lock: ObjectIdentifier(self)) {
+                if deadline < 0 && heldElsewhereByCaller(side) {
                     return EDEADLK  // this thread holds it through another object: it would wait forever
                 }
                 if backend.waitsInStore {
@@ -512,6 +512,19 @@ public final class DistributedLock: Sendable {
     package func isHeldByCaller() -> Bool {
         guard let side = sides.ifCurrent() else { return false }
         return side.state.withLock { s in heldByCaller(s) && s.session.holds() }
+    }
+
+    /// Whether the calling thread holds the lock through another object of this process: a wait
+    /// without a deadline through this object would never end (lockCode returns EDEADLK then).
+    /// This process's bookkeeping only (no store access); false in a forked child for its
+    /// parent's holds.
+    package func isHeldElsewhereByCaller() -> Bool {
+        guard let side = sides.ifCurrent() else { return false }
+        return heldElsewhereByCaller(side)
+    }
+
+    private func heldElsewhereByCaller(_ side: ProcessSide) -> Bool {
+        side.registry.holds(path: path, thread: threadID(), lock: ObjectIdentifier(self))
     }
 
     /// The fencing token of the caller's hold: (token, 0), or (0, EPERM) when the caller does
