@@ -29,6 +29,10 @@ import Synchronization
 /// for liveness: it saturates at UInt32.max, a writer that died while waiting stays in it, and
 /// either only makes the answer "yes" more often.
 ///
+/// Process-shared, both sides sleep in slices (`Futex.waitSliced`) and re-validate on each
+/// wake: a writer woken by a release that dies before it takes the lock cannot leave the other
+/// writers and the parked readers asleep for more than a slice.
+///
 /// Invariants (a state that breaks one is impossible: EINVAL): WRITER and readers are never
 /// both set; WRITERS_WAITING is set only while the lock is held.
 @usableFromInline package enum RWLockWords {
@@ -117,8 +121,8 @@ import Synchronization
                 if !state(m).pointee.compareExchange(expected: value, desired: value | readersParked,
                                                      ordering: .relaxed).exchanged { continue }
             }
-            let result = Futex.wait(UnsafeMutableRawPointer(state(m)), expected: value | readersParked,
-                                    deadline: deadline, shared: value & shared != 0)
+            let result = Futex.waitSliced(UnsafeMutableRawPointer(state(m)), expected: value | readersParked,
+                                          deadline: deadline, shared: value & shared != 0)
             if result == ETIMEDOUT || (result == EINTR && interruptible) {
                 let last = tryReadLock(m)
                 return last == EBUSY ? result : last
@@ -201,8 +205,8 @@ import Synchronization
                 if !state(m).pointee.compareExchange(expected: value, desired: value | writersWaiting,
                                                      ordering: .sequentiallyConsistent).exchanged { continue }
             }
-            let result = Futex.wait(UnsafeMutableRawPointer(wakeups(m)), expected: sequence,
-                                    deadline: deadline, shared: isShared)
+            let result = Futex.waitSliced(UnsafeMutableRawPointer(wakeups(m)), expected: sequence,
+                                          deadline: deadline, shared: isShared)
             if result == ETIMEDOUT || (result == EINTR && interruptible) {
                 return abandonWrite(m, me: me, result: result)
             }
