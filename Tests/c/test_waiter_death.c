@@ -182,6 +182,64 @@ static void test_woken_writer_dies(void) {
     alarm(0);
 }
 
+/* ---- 2. A waiting writer dies while readers hold the lock ----------------------------------- */
+
+/* Whether the writers' mark stops readers: tryrdlock says EBUSY (a read lock it gets is given back). */
+static int readers_stopped(sync_rwlock_t *rw) {
+    int r = sync_rwlock_tryrdlock(rw);
+    if (r == 0) CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
+    return r == EBUSY;
+}
+
+/* The parent holds a read lock; a writer process waits (marked, asleep) and is SIGKILLed. With
+ * the read lock still held, a new reader in another process and the holder's own second read
+ * lock get in (untimed: a timeout would hide a reader that only gets in once the holder leaves). */
+static void test_killed_waiting_writer_stops_no_reader(void) {
+    alarm(120);
+    sync_rwlock_t *rw = shared_memory(sizeof *rw);
+    CHECK_EQ(sync_rwlock_init(rw, SYNC_RWLOCK_SHARED), 0);
+    CHECK_EQ(sync_rwlock_rdlock(rw), 0);
+    pid_t writer = rw_waiter(rw, 1);
+    WAIT_UNTIL(sleepers(&rw->_wakeups) == 1 && readers_stopped(rw));
+    CHECK_EQ(kill(writer, SIGKILL), 0);
+    expect_exit(writer, SIGKILL);
+    pid_t reader = rw_waiter(rw, 0);
+    expect_exit(reader, 0);
+    CHECK_EQ(sync_rwlock_rdlock(rw), 0);   /* the holder's second read lock */
+    CHECK_EQ(sync_rwlock_tryrdlock(rw), 0);
+    CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
+    CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
+    CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
+    CHECK_EQ(sync_rwlock_trywrlock(rw), 0);
+    CHECK_EQ(sync_rwlock_wrunlock(rw), 0);
+    printf("killed waiting writer: readers got in while a reader held the lock\n");
+    munmap(rw, sizeof *rw);
+    alarm(0);
+}
+
+/* A live writer among dead ones: the readers' re-validation never hands the lock to readers
+ * and a writer at once, and the live writer gets in once the readers leave. */
+static void test_live_writer_behind_dead_one(void) {
+    alarm(120);
+    sync_rwlock_t *rw = shared_memory(sizeof *rw);
+    CHECK_EQ(sync_rwlock_init(rw, SYNC_RWLOCK_SHARED), 0);
+    CHECK_EQ(sync_rwlock_rdlock(rw), 0);
+    pid_t dead = rw_waiter(rw, 1);
+    WAIT_UNTIL(sleepers(&rw->_wakeups) == 1 && readers_stopped(rw));
+    pid_t live = rw_waiter(rw, 1);
+    WAIT_UNTIL(sleepers(&rw->_wakeups) == 2);
+    CHECK_EQ(kill(dead, SIGKILL), 0);
+    expect_exit(dead, SIGKILL);
+    CHECK_EQ(sync_rwlock_trywrlock(rw), EBUSY);  /* readers hold it: no writer is let in */
+    CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
+    expect_exit(live, 0);
+    CHECK_EQ(sync_rwlock_trywrlock(rw), 0);
+    CHECK_EQ(sync_rwlock_wrunlock(rw), 0);
+    printf("live writer behind a killed one: it got in once the readers left\n");
+    munmap(rw, sizeof *rw);
+    alarm(0);
+}
+
 int main(void) {
     signal(SIGALRM, on_alarm);
     test_woken_waiter_dies(MUTEX);
@@ -189,5 +247,7 @@ int main(void) {
     test_woken_waiter_dies(SEMAPHORE);
     test_woken_waiter_dies(CONDITION_LOCK);
     test_woken_writer_dies();
+    test_killed_waiting_writer_stops_no_reader();
+    test_live_writer_behind_dead_one();
     DONE();
 }

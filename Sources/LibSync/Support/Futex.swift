@@ -40,6 +40,14 @@ enum Futex {
     static func wake(_ word: UnsafeMutableRawPointer, count: Int32 = 1, shared: Bool) -> Int32 {
         sync_futex_wake(word.assumingMemoryBound(to: UInt32.self), count, shared ? 1 : 0)
     }
+
+    /// How many threads sleep on `word` now, by the kernel's count (waking none); nil if the
+    /// kernel cannot say. A snapshot: a thread about to sleep, or just woken, is not counted.
+    @usableFromInline
+    static func sleepers(_ word: UnsafeMutableRawPointer, shared: Bool) -> Int32? {
+        let count = sync_futex_sleepers(word.assumingMemoryBound(to: UInt32.self), shared ? 1 : 0)
+        return count < 0 ? nil : count
+    }
 }
 
 /// The monotonic clock, in nanoseconds: the only clock the library's deadlines use.
