@@ -55,8 +55,8 @@ extern "C" {
  * sync_condition_lock_t, whose first word is such a mutex, follow the same rules.
  *
  * Waiters of process-shared locks (mutex, recursive lock, rwlock; sync/conditions.h's
- * semaphore, event, condition and condition lock) sleep at most 200 ms at a time, then re-check
- * the lock and take it if it is free. An unlock wakes one waiter; a process killed after that
+ * semaphore, event and condition lock, and a condition's lock) sleep at most 200 ms at a time,
+ * then re-check the lock and take it if it is free. An unlock wakes one waiter; a process killed after that
  * wakeup and before it took the lock takes the wakeup with it, and the others then find the
  * lock free within one such slice instead of sleeping forever. Process-private waiters sleep
  * until woken (a thread cannot die alone) and pay nothing for this.
