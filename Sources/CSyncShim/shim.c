@@ -30,6 +30,19 @@ int sync_futex_wake(uint32_t *addr, int count, int process_shared) {
     return n < 0 ? 0 : (int)n;
 }
 
+int sync_futex_sleepers(uint32_t *addr, int process_shared) {
+    int op = FUTEX_CMP_REQUEUE | (process_shared ? 0 : FUTEX_PRIVATE_FLAG);
+    for (int tries = 0; tries < 64; tries++) {
+        // The comparison only guards the requeue: a word that changed since the load (EAGAIN)
+        // is read again.
+        uint32_t value = __atomic_load_n(addr, __ATOMIC_SEQ_CST);
+        long n = syscall(SYS_futex, addr, op, 0, (long)INT32_MAX, addr, value);
+        if (n >= 0) return (int)n;
+        if (errno != EAGAIN) return -1;
+    }
+    return -1;
+}
+
 int sync_tgkill_probe(int32_t tgid, int32_t tid) {
     return syscall(SYS_tgkill, tgid, tid, 0) == 0 ? 0 : errno;
 }

@@ -5,7 +5,10 @@
  * Each lives in memory the caller owns, needs no destroy, and is ready when set with its static
  * initializer or init function. Pass SYNC_PROCESS_SHARED to the init function to place it in
  * memory shared between processes (mmap MAP_SHARED, shm_open); a mutex used with a shared
- * condition variable must be shared too.
+ * condition variable must be shared too. Waiters of a shared semaphore, event, condition lock
+ * or condition's lock sleep at most 200 ms at a time and re-check (sync/locks.h): a process
+ * killed after its wakeup, before it took what it waited for, delays the others by at most
+ * that slice.
  *
  * Waiting comes in the forms of sync/locks.h:
  *   - `*_wait`: as long as it takes;

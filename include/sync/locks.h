@@ -53,6 +53,13 @@ extern "C" {
  * 0). Within one process, lock and unlock such a lock through the same address (a second
  * mapping of the same memory is another lock to the list). sync_condition_t and
  * sync_condition_lock_t, whose first word is such a mutex, follow the same rules.
+ *
+ * Waiters of process-shared locks (mutex, recursive lock, rwlock; sync/conditions.h's
+ * semaphore, event and condition lock, and a condition's lock) sleep at most 200 ms at a time,
+ * then re-check the lock and take it if it is free. An unlock wakes one waiter; a process killed after that
+ * wakeup and before it took the lock takes the wakeup with it, and the others then find the
+ * lock free within one such slice instead of sleeping forever. Process-private waiters sleep
+ * until woken (a thread cannot die alone) and pay nothing for this.
  */
 typedef struct { uint32_t _word; } sync_mutex_t;
 
@@ -230,11 +237,22 @@ typedef union {
  * _interruptible forms) returns EDEADLK at once, since its wait could only end in a timeout.
  *
  * Process-shared: a reader or writer that dies (or gives up) while it waits leaves nothing
- * that blocks others: the next release of the lock forgets it, and readers queued behind it
- * then go. One narrow window remains: a process killed in the instant between being woken and
- * taking the lock leaves the writers then waiting asleep until their timeout or until another
- * writer has to wait (the readers then waiting go once any thread takes and releases the
- * lock). A process that dies while it HOLDS the lock leaves it held (as a default pthread rwlock).
+ * that blocks others for long. A process killed between being woken and taking the lock
+ * delays the others by at most one 200 ms slice (waiters re-check the lock at every slice
+ * end, as for the mutex above). A writer that gives up clears its writer-waiting mark at once
+ * if no other writer waits; one that is killed while it waits leaves the mark, which stops new
+ * readers: the next release forgets it, and before that the readers re-validate it. A reader
+ * whose sleep ends without a release (a slice end, its deadline, a signal) while readers hold
+ * the lock asks the kernel how many threads sleep on the writers' futex word (_wakeups), with
+ * FUTEX_CMP_REQUEUE of nr_wake 0 and nr_requeue INT_MAX onto that same word, which wakes and
+ * moves nobody. If none sleeps at two looks 2 ms apart, it withdraws the mark: the waiting
+ * readers, and new ones, get in, the holders' own further read locks included (within about
+ * 0.5 s of the death). Limits: this judgement only ever affects writer preference, never
+ * exclusion (a writer enters only when no reader holds the lock). A live writer preempted
+ * between marking the lock and falling asleep at both looks waits behind the readers that got
+ * in meanwhile, then marks the lock again; where the kernel refuses the call (a seccomp
+ * filter), a dead writer's mark stays until every reader has released. A process that dies
+ * while it HOLDS the lock leaves it held (as a default pthread rwlock).
  * The write holder of a process-shared lock is known by more than its thread id: when it dies
  * and the kernel gives its id to a thread of another process, that thread is not taken for the
  * holder (wrunlock and downgrade return EPERM; the waiting forms wait, and time out, instead of
@@ -304,9 +322,9 @@ int sync_rwlock_wrunlock(sync_rwlock_t *rwlock);
 int sync_rwlock_downgrade(sync_rwlock_t *rwlock);
 /**
  * How many writers wait for the lock: a snapshot, for diagnostics and tests. A writer that
- * died while waiting stays counted (this affects only this number and how soon a later writer
- * that gives up lets new readers in); UINT32_MAX once the count saturated. 0 for a NULL or
- * misaligned pointer.
+ * died while waiting stays counted (this affects only this number and whether a later writer
+ * that gives up withdraws the mark at once or leaves it to the readers' re-validation);
+ * UINT32_MAX once the count saturated. 0 for a NULL or misaligned pointer.
  */
 uint32_t sync_rwlock_waiting_writers(const sync_rwlock_t *rwlock);
 

@@ -23,6 +23,11 @@ int sync_futex_wait(uint32_t *addr, uint32_t expected, int64_t deadline_ns, int 
 /// Wakes up to count threads sleeping on addr. Returns the number woken.
 int sync_futex_wake(uint32_t *addr, int count, int process_shared);
 
+/// How many threads sleep on addr now, waking none: FUTEX_CMP_REQUEUE with nr_wake 0 moves
+/// every sleeper from addr onto addr itself, where the kernel leaves each in its place, and
+/// returns how many it moved. -1 if the kernel refuses the call (the count is unknown).
+int sync_futex_sleepers(uint32_t *addr, int process_shared);
+
 /// Whether thread `tid` belongs to process `tgid` (tgkill with signal 0): 0 if it does, else
 /// the errno (ESRCH: no such thread in that process; EPERM: it exists).
 int sync_tgkill_probe(int32_t tgid, int32_t tid);

@@ -199,8 +199,10 @@ import Synchronization
                 if !word.pointee.compareExchange(expected: value, desired: value | waiters,
                                                  ordering: .relaxed).exchanged { continue }
             }
-            let result = Futex.wait(UnsafeMutableRawPointer(word), expected: value | waiters,
-                                    deadline: deadline, shared: isShared)
+            // Shared: in slices, so that a wakeup taken by a process that died before taking
+            // the lock leaves this waiter asleep one slice at most (it re-validates above).
+            let result = Futex.waitSliced(UnsafeMutableRawPointer(word), expected: value | waiters,
+                                          deadline: deadline, shared: isShared)
             if result == ETIMEDOUT || (result == EINTR && interruptible) {
                 return takeIfFree(word, me) ? 0 : result
             }

@@ -34,6 +34,12 @@ import Synchronization
 /// as with a shared mutex (`MutexWord`), the caller holds it only if `writer` holds its id and
 /// its `LockOwner` list has the lock's address (`writtenByCaller`). A SHARED state is never 0,
 /// so shared writers always take the slow paths, where the list is kept.
+/// Process-shared, both sides sleep in slices (`Futex.waitSliced`) and re-validate on each
+/// wake: a writer woken by a release that dies before it takes the lock cannot leave the other
+/// writers and the parked readers asleep for more than a slice. A writer that dies while it
+/// waits leaves the mark (and its count in `waiting`): while readers hold the lock, a reader
+/// whose sleep ended without a release asks the kernel whether any writer sleeps on
+/// `wakeups`, and withdraws the mark if none does (`withdrawDeadWritersMark`).
 ///
 /// Invariants (a state that breaks one is impossible: EINVAL): WRITER and readers are never
 /// both set; WRITERS_WAITING is set only while the lock is held.
@@ -123,12 +129,59 @@ import Synchronization
                 if !state(m).pointee.compareExchange(expected: value, desired: value | readersParked,
                                                      ordering: .relaxed).exchanged { continue }
             }
-            let result = Futex.wait(UnsafeMutableRawPointer(state(m)), expected: value | readersParked,
-                                    deadline: deadline, shared: value & shared != 0)
+            let result = Futex.waitSliced(UnsafeMutableRawPointer(state(m)), expected: value | readersParked,
+                                          deadline: deadline, shared: value & shared != 0)
+            // A sleep that no release ended (slice end, timeout, signal): the writers' mark that
+            // stopped this reader may be a dead writer's.
+            if result != 0 && value & shared != 0 { withdrawDeadWritersMark(m) }
             if result == ETIMEDOUT || (result == EINTR && interruptible) {
                 let last = tryReadLock(m)
                 return last == EBUSY ? result : last
             }
+        }
+    }
+
+    /// How long a reader waits between the two looks at the writers' futex in
+    /// `withdrawDeadWritersMark` (microseconds).
+    @usableFromInline static let markRecheckDelay: UInt32 = 2_000
+
+    /// Process-shared, by a reader whose sleep no release ended: withdraws the writers' mark if
+    /// no writer is behind it. While readers hold the lock, the mark announces a writer asleep
+    /// on `wakeups` (or about to sleep, or waking to re-validate); a writer SIGKILLed while it
+    /// waits leaves it, and nothing else clears it before every reader has left. So if the
+    /// kernel counts no sleeper on `wakeups` at two looks `markRecheckDelay` apart, the reader
+    /// clears the mark (and READERS_PARKED, waking the parked readers), then bumps the sequence
+    /// and wakes every writer: a live writer caught between marking and sleeping finds the
+    /// sequence changed, and one that began to sleep since is woken; both re-validate and mark
+    /// the lock again.
+    ///
+    /// Invariant: only writer preference rests on this judgement, never exclusion. Clearing the
+    /// mark lets readers in; a writer still takes the lock only by the CAS that finds neither
+    /// readers nor a writer. A live writer misjudged (it was out of the kernel at both looks)
+    /// waits for the readers that got in meanwhile, marks again, and keeps its place.
+    @usableFromInline @inline(never)
+    static func withdrawDeadWritersMark(_ m: Memory) {
+        func marked(_ value: UInt32) -> Bool {
+            value & (writer | writersWaiting) == writersWaiting && value & readerMask != 0
+        }
+        let sequence = UnsafeMutableRawPointer(wakeups(m))
+        guard marked(state(m).pointee.load(ordering: .sequentiallyConsistent)),
+              Futex.sleepers(sequence, shared: true) == 0 else { return }
+        usleep(markRecheckDelay)
+        var value = state(m).pointee.load(ordering: .sequentiallyConsistent)
+        guard marked(value), Futex.sleepers(sequence, shared: true) == 0 else { return }
+        while marked(value) {
+            let (exchanged, now) = state(m).pointee.compareExchange(
+                expected: value, desired: value & ~(writersWaiting | readersParked), ordering: .sequentiallyConsistent)
+            if exchanged {
+                wakeups(m).pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
+                Futex.wake(sequence, count: Int32.max, shared: true)
+                if value & readersParked != 0 {
+                    Futex.wake(UnsafeMutableRawPointer(state(m)), count: Int32.max, shared: true)
+                }
+                return
+            }
+            value = now
         }
     }
 
@@ -208,8 +261,8 @@ import Synchronization
                 if !state(m).pointee.compareExchange(expected: value, desired: value | writersWaiting,
                                                      ordering: .sequentiallyConsistent).exchanged { continue }
             }
-            let result = Futex.wait(UnsafeMutableRawPointer(wakeups(m)), expected: sequence,
-                                    deadline: deadline, shared: isShared)
+            let result = Futex.waitSliced(UnsafeMutableRawPointer(wakeups(m)), expected: sequence,
+                                          deadline: deadline, shared: isShared)
             if result == ETIMEDOUT || (result == EINTR && interruptible) {
                 return abandonWrite(m, me: me, result: result)
             }

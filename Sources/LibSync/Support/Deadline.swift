@@ -22,6 +22,13 @@ import Glibc
     /// ABI's `_interruptible` forms slice so in the process's main thread (sync/locks.h).
     package static let interruptSlice: Int64 = 50_000_000
 
+    /// The longest a waiter of a process-shared lock (mutex, recursive lock, rwlock, semaphore,
+    /// condition lock, event) sleeps before it re-validates the word (`Futex.waitSliced`). A
+    /// process can die between being woken and taking the lock, and with it the wakeup: the
+    /// others, still asleep, find the lock free at their next slice instead of never. Private
+    /// waiters sleep until woken: a thread cannot die alone.
+    @usableFromInline package static let sharedWaitSlice: Int64 = 200_000_000
+
     /// The deadline `timeout` from now: a negative timeout is now (one try).
     @inlinable
     package static func after(_ timeout: Duration) -> Int64 {
