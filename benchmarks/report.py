@@ -1,6 +1,7 @@
 """Writes the report of a benchmark run: RESULTS.md (every table of the run, the machine, the
-date) and one plot per table measured at several thread counts (throughput against threads,
-libsync's rows beside their peers').
+date, then the earlier measurements and experiments kept in benchmarks/history.md) and one plot
+per table measured at several thread counts (throughput against threads, libsync's rows beside
+their peers').
 
     python benchmarks/report.py ROWS_DIR OUT_DIR [--quick] [--log FILE]
 
@@ -123,6 +124,18 @@ def markdown_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+HISTORY = Path(__file__).resolve().parent / "history.md"
+
+
+def history() -> list[str]:
+    """The section of RESULTS.md that no run re-measures: benchmarks/history.md, verbatim, without
+    its leading comment."""
+    if not HISTORY.is_file():
+        return []
+    body = re.sub(r"\A\s*<!--.*?-->\s*", "", HISTORY.read_text(encoding="utf-8"), flags=re.S)
+    return ["## Earlier measurements and experiments", "", body.rstrip("\n"), ""]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("rows", type=Path)
@@ -169,6 +182,7 @@ def main() -> None:
             for threads in counts:
                 text += [f"**{title}** — {threads} thread{'s' if threads != 1 else ''}", ""]
                 text += markdown_table([row for row in rows if row["threads"] == threads]) + [""]
+    text += history()
     (args.out / "RESULTS.md").write_text("\n".join(text), encoding="utf-8")
     print(f"report: {args.out / 'RESULTS.md'} and {len(list(plots_dir.glob('*.svg')))} plots in {plots_dir}")
 

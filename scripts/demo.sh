@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds everything (installing what is missing) and runs the examples from C, Python and Swift
-# on libsync: the seeds' listings and the README's quick start.
+# on libsync: Apple's listings and the code of the README and docs/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup.sh

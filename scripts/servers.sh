@@ -6,6 +6,8 @@
 #                                            libhiredis0.14 if missing (exit 3 if impossible)
 #   scripts/servers.sh start DIR             installs if need be, starts both; writes
 #                                            DIR/postgres.url and DIR/redis.url
+#   scripts/servers.sh start-redis DIR       installs if need be, starts Redis only (a second
+#                                            server, say); writes DIR/redis.url
 #   scripts/servers.sh stop DIR              stops both (idempotent)
 #   scripts/servers.sh pause|resume|restart|kill postgres|redis DIR
 #                                            faults: SIGSTOP/SIGCONT every process of the server,
@@ -113,6 +115,10 @@ case "$command" in
     dir=$2; install || exit 3
     mkdir -p "$dir"; chmod 755 "$dir"; dir=$(cd "$dir" && pwd)  # absolute: as_postgres runs from /
     start_postgres "$dir"; start_redis "$dir" ;;
+  start-redis)
+    dir=$2; install || exit 3
+    mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
+    start_redis "$dir" ;;
   stop) [ -d "$2" ] && { dir=$(cd "$2" && pwd); stop_one postgres "$dir"; stop_one redis "$dir"; } ;;
   pause|resume|restart|kill)
     what=$2 dir=$(cd "$3" && pwd)
@@ -130,5 +136,5 @@ case "$command" in
     trap '"$here/servers.sh" stop "$dir"; rm -rf "$dir"' EXIT
     if "$here/servers.sh" start "$dir"; then export LIBSYNC_TEST_SERVERS=$dir; fi
     "$@" ;;
-  *) sed -n '2,18p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,20p' "$0" >&2; exit 2 ;;
 esac

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: C (ctest: the C tests, the C examples, programs built against the installed
 # library), Swift (swift test), Python (pytest, against the package installed in .venv), and the
-# examples: the README's code blocks are the example files (scripts/snippets.py), and every
-# example runs clean (exit 0, nothing on stderr). A build that warns fails the run. Then the
+# examples: the code blocks of the README, docs/ and python/README.md are example files or
+# fragments whose names match the API (scripts/snippets.py), and every example runs clean (exit
+# 0, nothing on stderr). A build that warns fails the run. Then the
 # sanitizer stage (scripts/sanitize.sh). Installs what it needs first (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -32,8 +33,8 @@ export LIBSYNC_DEBUG_PATH="$PWD/.build/debug/libsync.so"
 # From the top folder, so that `import libsync` finds the installed package, not python/.
 LIBSYNC_TEST_INSTALLED=1 "$PYTHON" -m pytest -q python/tests
 
-echo "== Examples: the README's code is the example files; Python and Swift examples run clean"
-"$PYTHON" scripts/snippets.py README.md
+echo "== Examples: the docs' code is example files or checked fragments; examples run clean"
+"$PYTHON" scripts/snippets.py --swift-modules .build/debug/Modules README.md docs/*.md python/README.md
 for src in examples/python/*.py; do run_clean "$src" "$PYTHON" -X dev -W error "$src"; done
 for product in sync-demo quickstart; do run_clean "$product (Swift)" ".build/debug/$product"; done
 

@@ -34,6 +34,19 @@ int sync_futex_wake(uint32_t *addr, int count, int process_shared) {
     return n < 0 ? 0 : (int)n;
 }
 
+int sync_futex_sleepers(uint32_t *addr, int process_shared) {
+    int op = FUTEX_CMP_REQUEUE | (process_shared ? 0 : FUTEX_PRIVATE_FLAG);
+    for (int tries = 0; tries < 64; tries++) {
+        // The comparison only guards the requeue: a word that changed since the load (EAGAIN)
+        // is read again.
+        uint32_t value = __atomic_load_n(addr, __ATOMIC_SEQ_CST);
+        long n = syscall(SYS_futex, addr, op, 0, (long)INT32_MAX, addr, value);
+        if (n >= 0) return (int)n;
+        if (errno != EAGAIN) return -1;
+    }
+    return -1;
+}
+
 int sync_tgkill_probe(int32_t tgid, int32_t tid) {
     return syscall(SYS_tgkill, tgid, tid, 0) == 0 ? 0 : errno;
 }
@@ -47,13 +60,11 @@ int64_t sync_monotonic_now_ns(void) {
 __thread uint32_t sync_thread_id_cache __attribute__((tls_model("initial-exec")));
 __thread void *sync_thread_record_cache __attribute__((tls_model("initial-exec")));
 __thread intptr_t sync_thread_hazard_depth __attribute__((tls_model("initial-exec")));
-__thread struct sync_spin_estimate sync_thread_spin_estimate __attribute__((tls_model("initial-exec")));
-__thread struct sync_counter_cache sync_thread_counter_cache __attribute__((tls_model("initial-exec"), aligned(64)));
+__thread uint64_t sync_thread_counter_cache[SYNC_COUNTER_CACHE_WORDS] __attribute__((tls_model("initial-exec"), aligned(64)));
 
 __thread uint32_t sync_thread_ancestor_ids[SYNC_ANCESTOR_IDS] __attribute__((tls_model("initial-exec")));
 uint32_t sync_process_id;
-struct sync_wait_bucket sync_wait_buckets[SYNC_WAIT_BUCKETS];
-_Static_assert(sizeof(struct sync_wait_bucket) == 64, "LibSync's WaitQueue steps through the buckets 64 bytes at a time");
+unsigned char sync_wait_buckets[SYNC_WAIT_BUCKETS * SYNC_WAIT_BUCKET_SIZE] __attribute__((aligned(64)));
 
 // In the child of fork(), the only thread continues the parent's forking thread under a new
 // kernel id: it forgets the cached id and remembers the old one among its ancestors' (newest

@@ -132,33 +132,50 @@ public typealias KeyCompareFunction = @convention(c) (UnsafeMutableRawPointer?, 
 
 // MARK: Throttler
 
+/// A sync_throttler_t pointer, or nil (the caller returns EINVAL) if NULL or not 8-aligned.
+@inline(__always) func throttler(_ t: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    guard let t, Int(bitPattern: t) & 7 == 0 else { return nil }
+    return t
+}
+
 @_cdecl("sync_throttler_init") public func sync_throttler_init(_ t: UnsafeMutableRawPointer?, _ limit: Int32) -> Int32 {
-    guard let t, Int(bitPattern: t) % 8 == 0 else { return EINVAL }
+    guard let t = throttler(t) else { return EINVAL }
     return ThrottlerWord.initialize(t, limit: limit)
 }
 @_cdecl("sync_throttler_try_enter") @inline(__always) public func sync_throttler_try_enter(_ t: UnsafeMutableRawPointer?) -> Int32 {
-    ThrottlerWord.tryEnter(checked(t, "sync_throttler_try_enter", alignment: 8))
+    guard let t = throttler(t) else { return EINVAL }
+    return ThrottlerWord.tryEnter(t)
 }
 @_cdecl("sync_throttler_enter") public func sync_throttler_enter(_ t: UnsafeMutableRawPointer?, _ timeout: Int64) -> Int32 {
-    guard let t else { return EINVAL }
-    return ThrottlerWord.enter(t, deadline: ThrottlerWord.deadline(after: timeout))
+    guard let t = throttler(t) else { return EINVAL }
+    return ThrottlerWord.enter(t, deadline: Deadline.after(nanoseconds: timeout), interruptible: true)
+}
+@_cdecl("sync_throttler_enter_until") public func sync_throttler_enter_until(_ t: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    guard let t = throttler(t) else { return EINVAL }
+    return ThrottlerWord.enter(t, deadline: Deadline.until(deadline), interruptible: false)
+}
+@_cdecl("sync_throttler_enter_interruptible") public func sync_throttler_enter_interruptible(_ t: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    guard let t = throttler(t) else { return EINVAL }
+    let result = interruptible(deadline) { ThrottlerWord.wait(t, deadline: $0, interruptible: true) }
+    return result == ETIMEDOUT ? ThrottlerWord.timedOut(t) : result
 }
 @_cdecl("sync_throttler_exit") public func sync_throttler_exit(_ t: UnsafeMutableRawPointer?) -> Int32 {
-    guard let t else { return EINVAL }
+    guard let t = throttler(t) else { return EINVAL }
     return ThrottlerWord.exit(t)
 }
 @_cdecl("sync_throttler_exec") public func sync_throttler_exec(_ t: UnsafeMutableRawPointer?, _ body: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?, _ context: UnsafeMutableRawPointer?) -> Bool {
-    let t = checked(t, "sync_throttler_exec", alignment: 8)
-    guard let body, ThrottlerWord.tryEnter(t) == 0 else { return false }
+    guard let t = throttler(t), let body, ThrottlerWord.tryEnter(t) == 0 else { return false }
     body(context)
     _ = ThrottlerWord.exit(t)
     return true
 }
 @_cdecl("sync_throttler_holders") public func sync_throttler_holders(_ t: UnsafeMutableRawPointer?) -> Int32 {
-    ThrottlerWord.holdersCount(checked(t, "sync_throttler_holders", alignment: 8))
+    guard let t = throttler(t) else { return 0 }
+    return ThrottlerWord.holdersCount(t)
 }
 @_cdecl("sync_throttler_rejections") public func sync_throttler_rejections(_ t: UnsafeMutableRawPointer?) -> Int64 {
-    ThrottlerWord.rejectionCount(checked(t, "sync_throttler_rejections", alignment: 8))
+    guard let t = throttler(t) else { return 0 }
+    return ThrottlerWord.rejectionCount(t)
 }
 
 // MARK: Autorelease pools

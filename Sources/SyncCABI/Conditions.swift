@@ -14,8 +14,8 @@ let syncSemaphoreBounded: Int32 = 4
 
 /// The three ways of waiting that every blocking function offers, as (deadline, interruptible).
 @inline(__always) func forever() -> (Int64, Bool) { (-1, false) }
-@inline(__always) func within(_ timeout: UInt64) -> (Int64, Bool) { (deadline(afterNanoseconds: timeout), false) }
-@inline(__always) func until(_ deadline: Int64) -> (Int64, Bool) { (cDeadline(deadline), false) }
+@inline(__always) func within(_ timeout: UInt64) -> (Int64, Bool) { (Deadline.after(nanoseconds: timeout), false) }
+@inline(__always) func until(_ deadline: Int64) -> (Int64, Bool) { (Deadline.until(deadline), false) }
 
 @_cdecl("sync_monotonic_ns") @inline(__always) public func c_sync_monotonic_ns() -> Int64 { sync_monotonic_now_ns() }
 
@@ -58,13 +58,13 @@ public func c_sync_cond_wait_recursive_interruptible(_ c: UnsafeMutableRawPointe
 public func c_sync_cond_wait_resumable(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ w: UnsafeMutableRawPointer?,
                                        _ deadline: Int64) -> Int32 {
     guard let c = lockMemory(c), let m = lockWord(m), let w = condWaiter(w) else { return EINVAL }
-    return ConditionWord.waitSlice(c, w, mutex: m, deadline: cDeadline(deadline), sliceEnd: sliceEnd())
+    return ConditionWord.waitSlice(c, w, mutex: m, deadline: Deadline.until(deadline), sliceEnd: sliceEnd())
 }
 @_cdecl("sync_cond_wait_recursive_resumable") @inline(__always)
 public func c_sync_cond_wait_recursive_resumable(_ c: UnsafeMutableRawPointer?, _ l: UnsafeMutableRawPointer?, _ w: UnsafeMutableRawPointer?,
                                                  _ deadline: Int64) -> Int32 {
     guard let c = lockMemory(c), let l = lockMemory(l), let w = condWaiter(w) else { return EINVAL }
-    return ConditionWord.waitSlice(c, w, recursiveLock: l, deadline: cDeadline(deadline), sliceEnd: sliceEnd())
+    return ConditionWord.waitSlice(c, w, recursiveLock: l, deadline: Deadline.until(deadline), sliceEnd: sliceEnd())
 }
 @_cdecl("sync_cond_wait_begin") @inline(__always) public func c_sync_cond_wait_begin(_ c: UnsafeMutableRawPointer?, _ w: UnsafeMutableRawPointer?) -> Int32 {
     guard let c = lockMemory(c), let w = condWaiter(w) else { return EINVAL }
@@ -211,7 +211,7 @@ public func c_sync_semaphore_init(_ s: UnsafeMutableRawPointer?, _ value: UInt32
 }
 @_cdecl("sync_semaphore_trywait") @inline(__always) public func c_sync_semaphore_trywait(_ s: UnsafeMutableRawPointer?) -> Int32 {
     guard let s = lockMemory(s) else { return EINVAL }
-    return SemaphoreWord.tryWait(s) ? 0 : EAGAIN
+    return SemaphoreWord.tryTake(s)
 }
 @_cdecl("sync_semaphore_timedwait") @inline(__always) public func c_sync_semaphore_timedwait(_ s: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     semaphoreWait(s, within(timeout))
@@ -304,7 +304,7 @@ public func c_sync_barrier_wait_until(_ b: UnsafeMutableRawPointer?, _ deadline:
 @_cdecl("sync_barrier_wait_interruptible") @inline(__always)
 public func c_sync_barrier_wait_interruptible(_ b: UnsafeMutableRawPointer?, _ deadline: Int64, _ index: UnsafeMutablePointer<UInt32>?) -> Int32 {
     // Not sliced: leaving the barrier every slice would let it fill without this thread.
-    barrierWait(b, (cDeadline(deadline), true), index)
+    barrierWait(b, (Deadline.until(deadline), true), index)
 }
 @_cdecl("sync_barrier_action_done") @inline(__always) public func c_sync_barrier_action_done(_ b: UnsafeMutableRawPointer?, _ succeeded: Bool) -> Int32 {
     guard let b = lockMemory(b) else { return EINVAL }

@@ -42,19 +42,19 @@ public func c_sync_distributed_lock_try_lock(_ lock: OpaquePointer?) -> Int32 {
 @_cdecl("sync_distributed_lock_lock")
 public func c_sync_distributed_lock_lock(_ lock: OpaquePointer?, _ timeout: Int64, _ poll: Int64) -> Int32 {
     guard let lock else { return EINVAL }
-    return object(lock).lockCode(deadline: DistributedLock.deadline(afterNanoseconds: timeout), pollNanoseconds: poll)
+    return object(lock).lockCode(deadline: Deadline.after(nanoseconds: timeout), pollNanoseconds: poll)
 }
 
 @_cdecl("sync_distributed_lock_lock_until")
 public func c_sync_distributed_lock_lock_until(_ lock: OpaquePointer?, _ deadline: Int64, _ poll: Int64) -> Int32 {
     guard let lock else { return EINVAL }
-    return object(lock).lockCode(deadline: cDeadline(deadline), pollNanoseconds: poll, interrupts: .retried)
+    return object(lock).lockCode(deadline: Deadline.until(deadline), pollNanoseconds: poll, interrupts: .retried)
 }
 
 @_cdecl("sync_distributed_lock_lock_interruptible")
 public func c_sync_distributed_lock_lock_interruptible(_ lock: OpaquePointer?, _ deadline: Int64, _ poll: Int64) -> Int32 {
     guard let lock else { return EINVAL }
-    return object(lock).lockCode(deadline: cDeadline(deadline), pollNanoseconds: poll, interrupts: .sliced)
+    return object(lock).lockCode(deadline: Deadline.until(deadline), pollNanoseconds: poll, interrupts: .sliced)
 }
 
 @_cdecl("sync_distributed_lock_token")
@@ -125,4 +125,9 @@ public func c_sync_distributed_lock_date(_ lock: OpaquePointer?, _ out: UnsafeMu
 @_cdecl("sync_distributed_lock_is_held")
 public func c_sync_distributed_lock_is_held(_ lock: OpaquePointer?) -> Bool {
     lock.map { object($0).isHeldByCaller() } ?? false
+}
+
+@_cdecl("sync_distributed_lock_is_held_elsewhere")
+public func c_sync_distributed_lock_is_held_elsewhere(_ lock: OpaquePointer?) -> Bool {
+    lock.map { object($0).isHeldElsewhereByCaller() } ?? false
 }

@@ -11,22 +11,17 @@ import LibSync
 // threads wait in one piece: interpreters run no signal handlers there, and thousands of waiting
 // threads would otherwise each wake 20 times a second.
 
-/// The longest an `_interruptible` wait of the main thread sleeps before returning EINTR (50 ms).
-let interruptSliceNanoseconds: UInt64 = 50_000_000
-
 /// The end of a slice that starts now, for the process's main thread; -1 (none) for others.
 @inline(__always)
 func sliceEnd() -> Int64 {
-    threadID() == sync_process_id ? deadline(afterNanoseconds: interruptSliceNanoseconds) : -1
+    threadID() == sync_process_id ? Deadline.after(nanoseconds: Deadline.interruptSlice) : Deadline.none
 }
 
 /// Runs `wait` (given a monotonic deadline) until `end` (< 0: none) or the end of one slice;
 /// the end of a slice before `end` is reported as EINTR.
 @inline(__always)
 func interruptible(_ end: Int64, _ wait: (Int64) -> Int32) -> Int32 {
-    let slice = sliceEnd()
-    let wanted = cDeadline(end)
-    if slice < 0 || (wanted >= 0 && wanted <= slice) { return wait(wanted) }
+    let wanted = Deadline.until(end), slice = Deadline.earliest(wanted, sliceEnd())
     let result = wait(slice)
-    return result == ETIMEDOUT ? EINTR : result
+    return result == ETIMEDOUT && slice != wanted ? EINTR : result
 }

@@ -18,17 +18,6 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
     lockMemory(pointer)?.assumingMemoryBound(to: Atomic<UInt32>.self)
 }
 
-/// A relative timeout as a monotonic deadline (saturating at Int64.max).
-@inline(__always)
-func deadline(afterNanoseconds timeout: UInt64) -> Int64 {
-    let now = sync_monotonic_now_ns()
-    return timeout >= UInt64(Int64.max - now) ? Int64.max : now + Int64(timeout)
-}
-
-/// A C deadline argument: < 0 means none; Python and C pass monotonic ns.
-@inline(__always)
-func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
-
 // MARK: mutex
 
 @_cdecl("sync_mutex_init") public func c_sync_mutex_init(_ m: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
@@ -45,11 +34,11 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
 }
 @_cdecl("sync_mutex_timedlock") public func c_sync_mutex_timedlock(_ m: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     guard let word = lockWord(m) else { return EINVAL }
-    return MutexWord.lock(word, deadline: deadline(afterNanoseconds: timeout))
+    return MutexWord.lock(word, deadline: Deadline.after(nanoseconds: timeout))
 }
 @_cdecl("sync_mutex_lock_until") public func c_sync_mutex_lock_until(_ m: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let word = lockWord(m) else { return EINVAL }
-    return MutexWord.lock(word, deadline: max(deadline, 0))
+    return MutexWord.lock(word, deadline: Deadline.until(deadline))
 }
 @_cdecl("sync_mutex_lock_interruptible") public func c_sync_mutex_lock_interruptible(_ m: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let word = lockWord(m) else { return EINVAL }
@@ -89,11 +78,11 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
 }
 @_cdecl("sync_recursive_lock_timedlock") public func c_sync_recursive_lock_timedlock(_ l: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     guard let memory = lockMemory(l) else { return EINVAL }
-    return RecursiveWord.lock(memory, deadline: deadline(afterNanoseconds: timeout))
+    return RecursiveWord.lock(memory, deadline: Deadline.after(nanoseconds: timeout))
 }
 @_cdecl("sync_recursive_lock_lock_until") public func c_sync_recursive_lock_lock_until(_ l: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let memory = lockMemory(l) else { return EINVAL }
-    return RecursiveWord.lock(memory, deadline: max(deadline, 0))
+    return RecursiveWord.lock(memory, deadline: Deadline.until(deadline))
 }
 @_cdecl("sync_recursive_lock_lock_interruptible") public func c_sync_recursive_lock_lock_interruptible(_ l: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let memory = lockMemory(l) else { return EINVAL }
@@ -131,11 +120,11 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
 }
 @_cdecl("sync_rwlock_timedrdlock") public func c_sync_rwlock_timedrdlock(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
-    return RWLockWords.readLock(memory, deadline: deadline(afterNanoseconds: timeout))
+    return RWLockWords.readLock(memory, deadline: Deadline.after(nanoseconds: timeout))
 }
 @_cdecl("sync_rwlock_rdlock_until") public func c_sync_rwlock_rdlock_until(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
-    return RWLockWords.readLock(memory, deadline: max(deadline, 0))
+    return RWLockWords.readLock(memory, deadline: Deadline.until(deadline))
 }
 @_cdecl("sync_rwlock_rdlock_interruptible") public func c_sync_rwlock_rdlock_interruptible(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
@@ -155,11 +144,11 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
 }
 @_cdecl("sync_rwlock_timedwrlock") public func c_sync_rwlock_timedwrlock(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
-    return RWLockWords.writeLock(memory, deadline: deadline(afterNanoseconds: timeout))
+    return RWLockWords.writeLock(memory, deadline: Deadline.after(nanoseconds: timeout))
 }
 @_cdecl("sync_rwlock_wrlock_until") public func c_sync_rwlock_wrlock_until(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
-    return RWLockWords.writeLock(memory, deadline: max(deadline, 0))
+    return RWLockWords.writeLock(memory, deadline: Deadline.until(deadline))
 }
 @_cdecl("sync_rwlock_wrlock_interruptible") public func c_sync_rwlock_wrlock_interruptible(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
@@ -180,6 +169,12 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
 
 // MARK: spin lock
 
+@_cdecl("sync_spinlock_init") public func c_sync_spinlock_init(_ s: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
+    guard let word = lockWord(s), flags & ~1 == 0 else { return EINVAL }
+    word.pointee.store(SpinWord.initial(shared: flags & 1 != 0), ordering: .releasing)
+    return 0
+}
+
 @_cdecl("sync_spinlock_lock") public func c_sync_spinlock_lock(_ s: UnsafeMutableRawPointer?) -> Int32 {
     guard let word = lockWord(s) else { return EINVAL }
     return SpinWord.lock(word)
@@ -190,7 +185,7 @@ func cDeadline(_ deadline: Int64) -> Int64 { deadline < 0 ? -1 : deadline }
 }
 @_cdecl("sync_spinlock_lock_until") public func c_sync_spinlock_lock_until(_ s: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let word = lockWord(s) else { return EINVAL }
-    return SpinWord.lock(word, deadline: max(deadline, 0))
+    return SpinWord.lock(word, deadline: Deadline.until(deadline))
 }
 @_cdecl("sync_spinlock_lock_interruptible") public func c_sync_spinlock_lock_interruptible(_ s: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let word = lockWord(s) else { return EINVAL }

@@ -177,7 +177,7 @@ public func c_sync_isolated_write_sync(_ isolated: OpaquePointer?, _ work: Isola
 @_cdecl("sync_isolated_try_begin_read")
 public func c_sync_isolated_try_begin_read(_ isolated: OpaquePointer?) -> Int32 {
     with(isolated, IsolatedPointer.self, ()) { isolated, _ in
-        if !isolated.isolation.tryLockShared() { throw Busy() }
+        if !isolated.isolation.beginShared() { throw Busy() }
     }
 }
 

@@ -87,7 +87,7 @@ final class AtomicsTests: XCTestCase {
     }
 
     func testThrottlerNeverAdmitsMoreThanLimit() {
-        let throttler = Throttler(limit: 2)
+        let throttler = SyncThrottler(limit: 2)
         let inside = AtomicInteger32(), admitted = AtomicInteger32()
         DispatchQueue.concurrentPerform(iterations: 6) { _ in
             for _ in 0..<5_000 {
@@ -104,7 +104,7 @@ final class AtomicsTests: XCTestCase {
     }
 
     func testThrottlerTimedWait() throws {
-        let throttler = Throttler(limit: 1)
+        let throttler = SyncThrottler(limit: 1)
         XCTAssertTrue(throttler.tryEnter())
         XCTAssertFalse(throttler.tryEnter())
         XCTAssertNil(throttler.withSlot { 1 })
@@ -124,7 +124,7 @@ final class AtomicsTests: XCTestCase {
     /// A negative timeout means "now" (it used to mean "forever"); one past the clock's range
     /// means "forever" (it used to wrap to an arbitrary deadline).
     func testThrottlerTimeoutsOutsideTheClocksRange() throws {
-        let throttler = Throttler(limit: 1)
+        let throttler = SyncThrottler(limit: 1)
         XCTAssertTrue(throttler.tryEnter())
         let refused = finishes(within: 10) {
             do { try throttler.enter(timeout: .seconds(-1)); return false } catch { return error as? ThrottlerError == .timedOut }

@@ -8,7 +8,7 @@ final class ConditionsTests: XCTestCase {
     /// Producers and consumers through a condition-protected queue: every item exactly once.
     func testNoLostWakeup() throws {
         final class Queue: @unchecked Sendable {
-            let mutex = SyncMutex(), notEmpty = ConditionVariable(), notFull = ConditionVariable()
+            let mutex = SyncMutex(), notEmpty = SyncConditionVariable(), notFull = SyncConditionVariable()
             var items: [Int] = [], done = 0, seen = [Int](repeating: 0, count: 4 * 5000)
         }
         let q = Queue()
@@ -37,7 +37,7 @@ final class ConditionsTests: XCTestCase {
     }
 
     func testTimeoutsAndMisuse() throws {
-        let mutex = SyncMutex(), cond = ConditionVariable()
+        let mutex = SyncMutex(), cond = SyncConditionVariable()
         XCTAssertThrowsError(try cond.wait(on: mutex)) { XCTAssertEqual($0 as? LockError, .notOwner) }
         try mutex.lock()
         let start = monotonicNow()
@@ -156,7 +156,7 @@ final class ConditionsTests: XCTestCase {
 
 final class ExactWakeupTests: XCTestCase {
     final class Shared: @unchecked Sendable {
-        let mutex = SyncMutex(), cond = ConditionVariable()
+        let mutex = SyncMutex(), cond = SyncConditionVariable()
         var queued = 0, woken = 0, signalled = 0, done = false
         let slices = Atomic<Int>(0)
         func read<T>(_ body: () -> T) -> T { mutex.withLock(body) }

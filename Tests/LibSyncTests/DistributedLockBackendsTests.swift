@@ -86,6 +86,20 @@ final class DistributedLockBackendsTests: XCTestCase {
         }
     }
 
+    /// Redis: a missing password is refused at creation (a round trip: PING), and so is a NUL
+    /// byte in the lock name.
+    func testRedisRefusesAMissingPasswordAndANULAtCreation() throws {
+        let target = try url("redis")
+        XCTAssertThrowsError(try DistributedLock(target.replacingFirst(":secret@", with: ""))) {
+            guard case .accessDenied(let message) = $0 as? DistributedLockError else { return XCTFail("\($0)") }
+            XCTAssertTrue(message.contains("password"))
+        }
+        XCTAssertThrowsError(try DistributedLock(target + "%00x")) {  // (the URL ends with the lock name)
+            guard case .invalidTarget(let message) = $0 as? DistributedLockError else { return XCTFail("\($0)") }
+            XCTAssertTrue(message.contains("NUL"))
+        }
+    }
+
     func testBadURLs() {
         func error(_ target: String) -> DistributedLockError? {
             do { _ = try DistributedLock(target); return nil } catch { return error }

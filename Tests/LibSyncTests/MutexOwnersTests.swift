@@ -70,6 +70,34 @@ final class MutexOwnersTests: XCTestCase {
         try fresh.unlock()
     }
 
+    /// The same for a shared spin lock; a private one still names its holder by id alone.
+    func testRecycledThreadIDIsNotTheSpinLockHolder() throws {
+        let spin = try SyncSpinLock(at: mapping, options: .shared)
+        let word = mapping.assumingMemoryBound(to: UInt32.self)
+        XCTAssertEqual(word.pointee, SpinWord.shared)
+        word.pointee = SpinWord.shared | threadID()
+        XCTAssertFalse(spin.tryLock())
+        XCTAssertFalse(try spin.lock(timeout: .milliseconds(20)))  // waits: does not throw .wouldDeadlock
+        XCTAssertThrowsError(try spin.unlock()) { XCTAssertEqual($0 as? LockError, .notOwner) }
+        XCTAssertEqual(word.pointee, SpinWord.shared | threadID())
+
+        let fresh = try SyncSpinLock(at: mapping, options: .shared)  // initialized again: usable
+        try fresh.lock()
+        XCTAssertThrowsError(try fresh.lock()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
+        try fresh.unlock()
+        XCTAssertThrowsError(try fresh.unlock()) { XCTAssertEqual($0 as? LockError, .notOwner) }
+        XCTAssertNoThrow(try SyncSpinLock(at: mapping, options: .shared, initialize: false))
+        XCTAssertThrowsError(try SyncSpinLock(at: mapping, options: [], initialize: false))
+        XCTAssertThrowsError(try SyncSpinLock(at: mapping, options: .robust))
+        XCTAssertThrowsError(try SyncSpinLock(at: mapping + 2, options: .shared))
+
+        let unshared = try SyncSpinLock(at: mapping + 8, options: [])
+        try unshared.lock()
+        XCTAssertEqual((mapping + 8).load(as: UInt32.self), threadID())
+        XCTAssertThrowsError(try unshared.lock()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
+        try unshared.unlock()
+    }
+
     func testForkedChildDoesNotHoldSharedLocks() throws {
         let mutex = try SyncMutex(at: mapping, options: .shared)
         let robust = try SyncRecursiveLock(at: mapping + 16, options: [.shared, .robust])

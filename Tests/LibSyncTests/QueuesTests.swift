@@ -183,7 +183,7 @@ final class QueuesTests: XCTestCase {
         // (A phantom reader would make the update below wait forever: stop here instead.)
         guard value.writeIfFree({ $0 = 1 }) else { return XCTFail("a reader count was left behind") }
         XCTAssertEqual(value.value, 1)
-        XCTAssertTrue(value.isolation.tryLockShared())
+        XCTAssertTrue(value.isolation.beginShared())
         XCTAssertTrue(value.isolation.endShared())
         guard !value.isolation.endShared() else { return XCTFail("released a share twice") }
         XCTAssertFalse(value.isolation.endWrite())
@@ -198,6 +198,36 @@ final class QueuesTests: XCTestCase {
         XCTAssertFalse(value.isolation.endWrite())
         value.update { $0 += 1 }
         XCTAssertEqual(value.value, 2)
+    }
+
+    /// A thread that took no share releases one while another holds one: false, and the
+    /// holder's share stays, even where the two threads count in the same slot (bystanders
+    /// run until several have; slots are hashed from the thread id's low bits).
+    func testIsolationEndSharedByBystanderChangesNothing() {
+        let value = IsolatedValue(0)
+        XCTAssertTrue(value.isolation.beginShared())
+        let mine = threadID() & 15
+        var sameSlot = 0
+        for _ in 0..<1024 where sameSlot < 4 {
+            let result = Atomic<UInt64>(0)
+            DispatchQueueHelper.concurrentPerform(1) { _ in
+                let released: UInt64 = value.isolation.endShared() ? 1 : 0
+                result.store(released << 32 | UInt64(threadID()), ordering: .relaxed)
+            }
+            let seen = result.load(ordering: .relaxed)
+            XCTAssertEqual(seen >> 32, 0, "a bystander released the reader's share")
+            if UInt32(truncatingIfNeeded: seen) & 15 == mine { sameSlot += 1 }
+        }
+        XCTAssertGreaterThan(sameSlot, 0)
+        XCTAssertFalse(value.writeIfFree { $0 = 1 })  // the share still holds it
+        final class Ran: Sendable { let flag = Atomic<Bool>(false) }
+        let ran = Ran()
+        value.write { $0 += 10; ran.flag.store(true, ordering: .relaxed) }
+        XCTAssertFalse(ran.flag.load(ordering: .relaxed))  // queued behind the reader
+        XCTAssertTrue(value.isolation.endShared())  // the reader out applies the write
+        XCTAssertTrue(ran.flag.load(ordering: .relaxed))
+        XCTAssertEqual(value.value, 10)
+        XCTAssertFalse(value.isolation.endShared())
     }
 }
 

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -123,6 +124,85 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* sync.h's time model in the throttler's `_until` and `_interruptible` forms. */
+static void on_signal(int signo) { (void)signo; }
+
+static void *enter_until_no_deadline(void *t) {
+    int result = sync_throttler_enter_until(t, -1);
+    if (result == 0) result = sync_throttler_exit(t);
+    return (void *)(intptr_t)result;
+}
+
+static atomic_int interruptible_done;
+static void *enter_interruptible_no_deadline(void *t) {
+    int result = sync_throttler_enter_interruptible(t, -1);
+    atomic_store(&interruptible_done, 1);
+    return (void *)(intptr_t)result;
+}
+
+/* Waits (bounded against a hang) until `count` threads wait in t. */
+static void await_waiters(sync_throttler_t *t, int count) {
+    for (int i = 0; i < 60000 && __atomic_load_n(&t->waiters, __ATOMIC_SEQ_CST) != count; i++) usleep(1000);
+    CHECK_EQ(__atomic_load_n(&t->waiters, __ATOMIC_SEQ_CST), count);
+}
+
+static void test_throttler_deadlines(void) {
+    sync_throttler_t t;
+    CHECK_EQ(sync_throttler_init(&t, 1), 0);
+    CHECK_EQ(sync_throttler_enter_until(&t, 0), 0);                  /* free: one try admits */
+    CHECK_EQ(sync_throttler_enter_until(&t, 0), ETIMEDOUT);          /* full: one try, counted */
+    CHECK_EQ(sync_throttler_enter_until(&t, sync_monotonic_ns() - 1), ETIMEDOUT);
+    CHECK_EQ(sync_throttler_enter_interruptible(&t, 0), ETIMEDOUT);
+    CHECK_EQ(sync_throttler_rejections(&t), 3);
+    /* The main thread's interruptible wait ends in EINTR at the end of a slice, long before a
+     * deadline a minute away; EINTR is not a rejection. */
+    CHECK_EQ(sync_throttler_enter_interruptible(&t, sync_monotonic_ns() + 60000000000LL), EINTR);
+    CHECK_EQ(sync_throttler_rejections(&t), 3);
+
+    /* A negative deadline is none: the waiter stays until a slot frees. */
+    pthread_t waiter;
+    CHECK(pthread_create(&waiter, NULL, enter_until_no_deadline, &t) == 0);
+    await_waiters(&t, 1);
+    CHECK_EQ(sync_throttler_exit(&t), 0);
+    void *result;
+    pthread_join(waiter, &result);
+    CHECK_EQ((intptr_t)result, 0);
+    CHECK_EQ(sync_throttler_holders(&t), 0);
+
+    /* A signal handler interrupts a waiter of another thread (no slices there): EINTR, not
+     * counted. Signals go on until it returns, as one that comes before it sleeps is lost. */
+    struct sigaction action = { .sa_handler = on_signal }, old;
+    sigemptyset(&action.sa_mask);
+    CHECK(sigaction(SIGUSR1, &action, &old) == 0);
+    CHECK_EQ(sync_throttler_enter(&t, 0), 0);
+    atomic_store(&interruptible_done, 0);
+    CHECK(pthread_create(&waiter, NULL, enter_interruptible_no_deadline, &t) == 0);
+    await_waiters(&t, 1);
+    for (int i = 0; i < 60000 && !atomic_load(&interruptible_done); i++) {
+        pthread_kill(waiter, SIGUSR1);
+        usleep(1000);
+    }
+    pthread_join(waiter, &result);
+    CHECK_EQ((intptr_t)result, EINTR);
+    CHECK_EQ(sync_throttler_rejections(&t), 3);
+    CHECK(sigaction(SIGUSR1, &old, NULL) == 0);
+    CHECK_EQ(sync_throttler_exit(&t), 0);
+
+    /* NULL or misaligned: EINVAL (queries: 0), nothing touched. */
+    char raw[sizeof(sync_throttler_t) + 8] __attribute__((aligned(8)));
+    sync_throttler_t *misaligned = (sync_throttler_t *)(raw + 4);
+    CHECK_EQ(sync_throttler_enter_until(NULL, 0), EINVAL);
+    CHECK_EQ(sync_throttler_enter_interruptible(NULL, 0), EINVAL);
+    CHECK_EQ(sync_throttler_try_enter(NULL), EINVAL);
+    CHECK_EQ(sync_throttler_exit(NULL), EINVAL);
+    CHECK_EQ(sync_throttler_init(misaligned, 1), EINVAL);
+    CHECK_EQ(sync_throttler_try_enter(misaligned), EINVAL);
+    CHECK_EQ(sync_throttler_enter_until(misaligned, -1), EINVAL);
+    CHECK_EQ(sync_throttler_holders(NULL), 0);
+    CHECK_EQ(sync_throttler_rejections(NULL), 0);
+    CHECK(!sync_throttler_exec(NULL, NULL, NULL));
 }
 
 static void test_throttler(void) {
@@ -590,6 +670,7 @@ int main(void) {
     CHECK(sync_atomic_int64_get(&shared64) == (int64_t)THREADS * 200000);
     CHECK_EQ(sync_atomic_int32_get(&cas_counter), THREADS * 100000);
     test_throttler();
+    test_throttler_deadlines();
     test_throttler_rejections_read_while_counting();
     /* Not under TSan, which cannot run threads in the child of a multithreaded fork, nor code in
      * the key destructor rounds after its own (where the late-destructor test counts). */

@@ -328,6 +328,25 @@ static void impossible_words(void) {
     CHECK_EQ(sync_semaphore_signal(&over, 1), EINVAL);
     CHECK_EQ(sync_semaphore_timedwait(&over, 1000000), EINVAL);
     CHECK_EQ(over._count, 0);
+    /* With a unit to take: the try and the waits take none (they used to take it). */
+    sync_semaphore_t corrupt[3] = {SYNC_SEMAPHORE_INIT(1), SYNC_BOUNDED_SEMAPHORE_INIT(1, 4),
+                                   SYNC_BOUNDED_SEMAPHORE_INIT(1, 1)};
+    corrupt[0]._waiters = 0xffffffffu;                              /* a corrupt waiter count */
+    corrupt[1]._bounded = 0xdeadbeefu;                              /* neither 0 nor 1 */
+    corrupt[2]._count = 5;                                          /* above its bound */
+    for (int i = 0; i < 3; i++) {
+        memcpy(&copy, &corrupt[i], sizeof copy);
+        CHECK_EQ(sync_semaphore_trywait(&corrupt[i]), EINVAL);
+        CHECK_EQ(sync_semaphore_wait(&corrupt[i]), EINVAL);
+        CHECK_EQ(sync_semaphore_wait_until(&corrupt[i], -1), EINVAL);
+        CHECK_EQ(sync_semaphore_timedwait(&corrupt[i], 1000000), EINVAL);
+        CHECK_EQ(sync_semaphore_wait_interruptible(&corrupt[i], -1), EINVAL);
+        CHECK_EQ(sync_semaphore_signal(&corrupt[i], 1), EINVAL);
+        CHECK(memcmp(&copy, &corrupt[i], sizeof copy) == 0);
+    }
+    sync_semaphore_t fine = SYNC_BOUNDED_SEMAPHORE_INIT(1, 1);
+    CHECK_EQ(sync_semaphore_trywait(&fine), 0);
+    CHECK_EQ(sync_semaphore_trywait(&fine), EAGAIN);
 
     sync_event_t ev = SYNC_EVENT_INIT;
     ev._waiters = 0xffffffffu;

@@ -476,7 +476,7 @@ static void test_threads_share_one_object(void) {
 }
 
 /* What another thread sees while the main thread holds `lock`. */
-struct probe { sync_distributed_lock_t *lock; int try_lock, unlock, unlock_all, count, recover, timed; bool held; };
+struct probe { sync_distributed_lock_t *lock; int try_lock, unlock, unlock_all, count, recover, timed; bool held, elsewhere; };
 
 static void *probe(void *arg) {
     struct probe *p = arg;
@@ -485,6 +485,7 @@ static void *probe(void *arg) {
     p->unlock_all = sync_distributed_lock_unlock_all(p->lock);
     p->count = sync_distributed_lock_count(p->lock);
     p->held = sync_distributed_lock_is_held(p->lock);
+    p->elsewhere = sync_distributed_lock_is_held_elsewhere(p->lock);
     p->recover = sync_distributed_lock_recover(p->lock);
     p->timed = sync_distributed_lock_lock(p->lock, 20000000, 1000000);
     return NULL;
@@ -513,17 +514,22 @@ static void test_owner_recursion_and_deadlock(void) {
     CHECK_EQ(p.timed, ETIMEDOUT);
     CHECK_EQ(sync_distributed_lock_try_lock(a), EDEADLK);
     CHECK_EQ(sync_distributed_lock_lock(a, -1, 1000000), EDEADLK);
+    CHECK(!sync_distributed_lock_is_held_elsewhere(a));              /* through this object */
+    CHECK(!sync_distributed_lock_is_held_elsewhere(NULL));
 
-    /* Another object, same thread: an endless wait is a deadlock; a bounded one times out; another
-     * thread just waits. */
+    /* Another object, same thread: an endless wait is a deadlock (is_held_elsewhere says so
+     * beforehand); a bounded one times out; another thread just waits. */
     sync_distributed_lock_t *b = make();
+    CHECK(sync_distributed_lock_is_held_elsewhere(b));
     CHECK_EQ(sync_distributed_lock_lock(b, -1, 1000000), EDEADLK);
     CHECK_EQ(sync_distributed_lock_lock(b, 0, 1000000), ETIMEDOUT);
     CHECK_EQ(sync_distributed_lock_lock(b, 10000000, 1000000), ETIMEDOUT);
     p = probe_from_thread(b);
     CHECK_EQ(p.try_lock, EBUSY);
     CHECK_EQ(p.timed, ETIMEDOUT);
+    CHECK(!p.elsewhere);                                             /* another thread holds nothing */
     CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    CHECK(!sync_distributed_lock_is_held_elsewhere(b));
     CHECK_EQ(sync_distributed_lock_lock(b, -1, 1000000), 0);         /* released: no deadlock left */
     CHECK_EQ(sync_distributed_lock_unlock(b), 0);
     sync_distributed_lock_destroy(b);

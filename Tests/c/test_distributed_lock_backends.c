@@ -38,6 +38,8 @@ static int lock_serial;
 
 static const int64_t S = 1000000000LL, MS = 1000000LL;
 
+static void read_url(const char *directory, const char *name, char *out, size_t size);
+
 /* A fresh lock target of `backend` (extra: more URL parameters). */
 static void target(enum backend b, const char *extra, char *out, size_t size) {
     int n = ++lock_serial;
@@ -391,6 +393,98 @@ static void test_redis_lease(void) {
     sync_distributed_lock_destroy(c);
 }
 
+/* Redis: each server's leases are renewed by a thread of their own, so a stopped (SIGSTOP) server
+ * delays no other server's renewals: a live holder on a healthy server keeps its lock while the
+ * stopped server's renewals wait for it. */
+/* Redis: an acquire that gives up (its timeout) while the server does not answer leaves no lease
+ * behind when the server answers again: its request is cancelled, so the lock is free. */
+static void test_redis_abandoned_acquire(void) {
+    char t[600];
+    target(REDIS, "&ttl=60", t, sizeof t);
+    sync_distributed_lock_t *a = make(t), *c = make(t);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);  /* (the script is loaded: the next acquire is one request) */
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    control("pause", REDIS);
+    CHECK_EQ(sync_distributed_lock_lock(a, 100 * MS, MS), ETIMEDOUT);  /* sent, never answered */
+    control("resume", REDIS);
+    /* An orphaned lease would hold it for the 60 s ttl: 30 s only guards against a hang. */
+    CHECK_EQ(sync_distributed_lock_lock_until(c, sync_monotonic_ns() + 30 * S, MS), 0);
+    CHECK(!sync_distributed_lock_is_held(a));
+    CHECK_EQ(sync_distributed_lock_unlock(c), 0);
+    sync_distributed_lock_destroy(a);
+    sync_distributed_lock_destroy(c);
+}
+
+/* Whether the key exists on the test's Redis server (asked with redis-cli). */
+static int redis_key_exists(const char *key) {
+    char command[900];
+    snprintf(command, sizeof command, "redis-cli -p %s -a secret --no-auth-warning EXISTS '%s' | grep -qx 1",
+             strrchr(base[REDIS], ':') + 1, key);
+    return system(command) == 0;
+}
+
+/* Redis: the keys are libsync:lock:NAME and libsync:fence:NAME, so no lock's name is another
+ * lock's counter: locks N and N:fence are two locks, each free when released. */
+static void test_redis_keys(void) {
+    char name[64], t[700], fence_name[80], u[700], key[120];
+    snprintf(name, sizeof name, "test%d-keys", (int)getpid());
+    snprintf(fence_name, sizeof fence_name, "%s:fence", name);
+    snprintf(t, sizeof t, "%s?lock=%s", base[REDIS], name);
+    snprintf(u, sizeof u, "%s?lock=%s", base[REDIS], fence_name);
+    sync_distributed_lock_t *n = make(t), *f = make(u);
+    CHECK_EQ(sync_distributed_lock_try_lock(f), 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(n), 0);
+    CHECK(sync_distributed_lock_is_held(f));
+    snprintf(key, sizeof key, "libsync:lock:%s", name);
+    CHECK(redis_key_exists(key));
+    snprintf(key, sizeof key, "libsync:fence:%s", name);
+    CHECK(redis_key_exists(key));
+    CHECK_EQ(sync_distributed_lock_unlock(n), 0);
+    CHECK_EQ(sync_distributed_lock_unlock(f), 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(n), 0);
+    CHECK_EQ(sync_distributed_lock_unlock(n), 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(f), 0);  /* N's counter is not in its way */
+    CHECK_EQ(sync_distributed_lock_unlock(f), 0);
+    sync_distributed_lock_destroy(n);
+    sync_distributed_lock_destroy(f);
+}
+
+static char second[128];  /* a second Redis server's directory */
+
+static void stop_second(void) {
+    char command[400];
+    snprintf(command, sizeof command, "%s/scripts/servers.sh stop %s; rm -rf %s", LIBSYNC_SOURCE_DIR, second, second);
+    if (system(command) != 0) fprintf(stderr, "stopping the second Redis server failed\n");
+}
+
+static void test_redis_renewal_per_server(void) {
+    char command[700], url[512], x[600], y[700];
+    snprintf(second, sizeof second, "/tmp/libsync-redis2-XXXXXX");
+    CHECK(mkdtemp(second) != NULL);
+    snprintf(command, sizeof command, "%s/scripts/servers.sh start-redis %s", LIBSYNC_SOURCE_DIR, second);
+    CHECK_EQ(system(command), 0);
+    atexit(stop_second);  /* (also when a check fails) */
+    read_url(second, "redis", url, sizeof url);
+    target(REDIS, "&ttl=9", x, sizeof x);               /* renewed every 3 s, on the server stopped below */
+    snprintf(y, sizeof y, "%s?lock=test%d-renewal&ttl=1", url, (int)getpid());  /* every 1/3 s */
+    sync_distributed_lock_t *a = make(x), *held = make(y), *other = make(y);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(held), 0);
+    control("pause", REDIS);
+    for (int i = 0; i < 50; i++) {  /* 5 s: five leases of y, and a renewal of x that waits 3 s */
+        usleep(100000);
+        CHECK_EQ(sync_distributed_lock_try_lock(other), EBUSY);
+    }
+    CHECK(sync_distributed_lock_is_held(held));
+    control("resume", REDIS);
+    CHECK_EQ(sync_distributed_lock_unlock(held), 0);
+    int code = sync_distributed_lock_unlock(a);
+    CHECK(code == 0 || code == ESTALE);  /* (x's lease may have run out while its server was stopped) */
+    sync_distributed_lock_destroy(a);
+    sync_distributed_lock_destroy(held);
+    sync_distributed_lock_destroy(other);
+}
+
 /* Bad URLs, a wrong password, nothing listening, a stopped server: a clear error at creation. */
 static void test_bad_targets(enum backend b) {
     char t[700];
@@ -406,6 +500,17 @@ static void test_bad_targets(enum backend b) {
         CHECK_EQ(create_error(t), EINVAL);
         snprintf(t, sizeof t, "redis://127.0.0.1/?lock=x&color=red");
         CHECK_EQ(create_error(t), EINVAL);
+        /* a NUL byte in the lock name or the password: refused (never a name or key cut short) */
+        snprintf(t, sizeof t, "%s?lock=job%%00ABCDEFGHIJKLMNOP", base[b]);
+        CHECK_EQ(create_error(t), EINVAL);
+        CHECK(strstr(sync_distributed_lock_error_message(), "NUL") != NULL);
+        char nul[600];
+        snprintf(nul, sizeof nul, "%s", base[b]);
+        char *at = strstr(nul, "secret@");
+        CHECK(at != NULL);
+        snprintf(t, sizeof t, "%.*ssec%%00ret%s?lock=x", (int)(at - nul), nul, at + 6);
+        CHECK_EQ(create_error(t), EINVAL);
+        CHECK(strstr(sync_distributed_lock_error_message(), "password") != NULL);
     }
     /* a wrong password */
     char wrong[600];
@@ -417,6 +522,13 @@ static void test_bad_targets(enum backend b) {
     CHECK_EQ(create_error(t), EACCES);
     printf("%s: wrong password: %s\n", names[b], sync_distributed_lock_error_message());
     CHECK(strstr(sync_distributed_lock_error_message(), "secret") == NULL);  /* never shown */
+    if (b == REDIS) {  /* no password for a server that wants one: refused at creation too */
+        char *login = strstr(base[b], ":secret@");
+        CHECK(login != NULL);
+        snprintf(t, sizeof t, "%.*s%s?lock=x", (int)(login - base[b]), base[b], login + 8);
+        CHECK_EQ(create_error(t), EACCES);
+        printf("%s: no password: %s\n", names[b], sync_distributed_lock_error_message());
+    }
     /* nothing listens there (a port just released) */
     int s = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in address = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -519,9 +631,9 @@ static void stop_servers(void) {
     if (system(command) != 0) fprintf(stderr, "stopping the servers failed\n");
 }
 
-static void read_url(const char *name, char *out, size_t size) {
+static void read_url(const char *directory, const char *name, char *out, size_t size) {
     char file[400];
-    snprintf(file, sizeof file, "%s/%s.url", servers, name);
+    snprintf(file, sizeof file, "%s/%s.url", directory, name);
     FILE *f = fopen(file, "r");
     CHECK(f != NULL);
     CHECK(fgets(out, (int)size, f) != NULL);
@@ -551,8 +663,8 @@ int main(void) {
         }
     }
     if (have_servers) {
-        read_url("postgres", base[POSTGRES], sizeof base[POSTGRES]);
-        read_url("redis", base[REDIS], sizeof base[REDIS]);
+        read_url(servers, "postgres", base[POSTGRES], sizeof base[POSTGRES]);
+        read_url(servers, "redis", base[REDIS], sizeof base[REDIS]);
     }
     if (have_servers) test_client_libraries();  /* first: this process has loaded neither yet */
     for (int b = FILES; b <= (have_servers ? REDIS : FILES); b++) {
@@ -570,7 +682,12 @@ int main(void) {
             test_server_restarted_while_held(b);
         }
     }
-    if (have_servers) test_redis_lease();
+    if (have_servers) {
+        test_redis_lease();
+        test_redis_abandoned_acquire();
+        test_redis_keys();
+        test_redis_renewal_per_server();
+    }
     char command[128];
     snprintf(command, sizeof command, "rm -rf %s", scratch);
     CHECK_EQ(system(command), 0);

@@ -153,6 +153,51 @@ static void test_timeouts(void) {
     pthread_join(t, NULL);
 }
 
+/* sync.h's time model for every lock family's `_until` form: a negative deadline is none (the
+ * caller waits until the lock is free), a deadline at or before now one try. */
+static void *lock_until_no_deadline(void *m) {
+    int result = sync_mutex_lock_until(m, -1);
+    if (result == 0) result = sync_mutex_unlock(m);
+    return (void *)(intptr_t)result;
+}
+
+static void test_deadline_model(void) {
+    sync_mutex_t m = SYNC_MUTEX_INIT;
+    CHECK_EQ(sync_mutex_lock_until(&m, -1), 0);               /* free: taken */
+    CHECK_EQ(sync_mutex_unlock(&m), 0);
+    CHECK_EQ(sync_mutex_lock_until(&m, 0), 0);                /* a past deadline: one try */
+    CHECK_EQ(sync_mutex_unlock(&m), 0);
+    CHECK_EQ(sync_mutex_lock(&m), 0);
+    pthread_t t;
+    pthread_create(&t, NULL, lock_until_no_deadline, &m);
+    /* The waiter has marked the word (WAITERS, bit 31) before it sleeps: it waits, not ETIMEDOUT. */
+    for (int i = 0; i < 60000 && !(__atomic_load_n(&m._word, __ATOMIC_RELAXED) & 0x80000000u); i++) usleep(1000);
+    CHECK(__atomic_load_n(&m._word, __ATOMIC_RELAXED) & 0x80000000u);
+    CHECK_EQ(sync_mutex_unlock(&m), 0);
+    void *result;
+    pthread_join(t, &result);
+    CHECK_EQ((intptr_t)result, 0);
+
+    sync_recursive_lock_t r = SYNC_RECURSIVE_LOCK_INIT;
+    CHECK_EQ(sync_recursive_lock_lock_until(&r, -1), 0);
+    CHECK_EQ(sync_recursive_lock_lock_until(&r, 0), 0);       /* the owner goes deeper at once */
+    CHECK_EQ(sync_recursive_lock_depth(&r), 2);
+    CHECK_EQ(sync_recursive_lock_unlock(&r), 0);
+    CHECK_EQ(sync_recursive_lock_unlock(&r), 0);
+    sync_rwlock_t rw = SYNC_RWLOCK_INIT;
+    CHECK_EQ(sync_rwlock_rdlock_until(&rw, -1), 0);
+    CHECK_EQ(sync_rwlock_rdunlock(&rw), 0);
+    CHECK_EQ(sync_rwlock_wrlock_until(&rw, -7), 0);
+    CHECK_EQ(sync_rwlock_wrlock_until(&rw, 0), EDEADLK);      /* still the owner check first */
+    CHECK_EQ(sync_rwlock_rdlock_until(&rw, 0), EDEADLK);
+    CHECK_EQ(sync_rwlock_wrunlock(&rw), 0);
+    sync_spinlock_t s = SYNC_SPINLOCK_INIT;
+    CHECK_EQ(sync_spinlock_lock_until(&s, INT64_MIN), 0);
+    CHECK_EQ(sync_spinlock_lock_until(&s, -1), EDEADLK);
+    CHECK_EQ(sync_spinlock_unlock(&s), 0);
+    CHECK_EQ(sync_mutex_lock_until(NULL, -1), EINVAL);
+}
+
 static void *release_unowned(void *m) { return (void *)(intptr_t)sync_mutex_unlock(m); }
 
 static void test_unowned(void) {
@@ -396,6 +441,7 @@ static void test_synchronized(void) {
 int main(void) {
     test_mutex();
     test_timeouts();
+    test_deadline_model();
     test_unowned();
     test_recursive();
     test_spin();

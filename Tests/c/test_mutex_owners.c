@@ -130,6 +130,71 @@ static void test_recycled_tid_is_not_the_holder(void) {
     munmap(a, sizeof *a);
 }
 
+/* The spin lock and the read-write lock's writer, shared: a dead holder left the caller's own
+ * id in a lock the caller never took (what a recycled id looks like). The caller must not take
+ * itself for the holder; taken for real, each knows its owner; the private spin lock still
+ * names its holder by id alone. */
+static void test_recycled_tid_spinlock_and_rwlock(void) {
+    struct area {
+        sync_spinlock_t spin;
+        sync_rwlock_t rw;
+    } *a = shared_memory(sizeof *a);
+    uint32_t me = my_tid();
+
+    CHECK_EQ(sync_spinlock_init(&a->spin, SYNC_SPINLOCK_SHARED), 0);
+    sync_spinlock_t initialized = SYNC_SPINLOCK_INIT_SHARED;
+    CHECK_EQ(a->spin._word, initialized._word);
+    a->spin._word = SHARED_BIT | me;
+    CHECK_EQ(sync_spinlock_unlock(&a->spin), EPERM);                     /* not 0 */
+    CHECK_EQ(sync_spinlock_trylock(&a->spin), EBUSY);
+    CHECK_EQ(sync_spinlock_lock_until(&a->spin, in_ms(20)), ETIMEDOUT);  /* not EDEADLK */
+    CHECK_EQ(sync_spinlock_lock_interruptible(&a->spin, in_ms(20)), ETIMEDOUT);
+    CHECK_EQ(a->spin._word, SHARED_BIT | me);                            /* still the dead one's */
+    CHECK_EQ(sync_spinlock_init(&a->spin, SYNC_SPINLOCK_SHARED), 0);
+    CHECK_EQ(sync_spinlock_unlock(&a->spin), EPERM);
+    CHECK_EQ(sync_spinlock_lock(&a->spin), 0);
+    CHECK_EQ(a->spin._word, SHARED_BIT | me);
+    CHECK_EQ(sync_spinlock_lock(&a->spin), EDEADLK);
+    CHECK_EQ(sync_spinlock_trylock(&a->spin), EBUSY);
+    CHECK_EQ(sync_spinlock_unlock(&a->spin), 0);
+    CHECK_EQ(sync_spinlock_unlock(&a->spin), EPERM);
+    CHECK_EQ(sync_spinlock_trylock(&a->spin), 0);
+    CHECK_EQ(sync_spinlock_unlock(&a->spin), 0);
+    CHECK_EQ(a->spin._word, SHARED_BIT);
+    CHECK_EQ(sync_spinlock_init(&a->spin, 2), EINVAL);
+    sync_spinlock_t private_lock = SYNC_SPINLOCK_INIT;                   /* unchanged: id alone */
+    CHECK_EQ(sync_spinlock_lock(&private_lock), 0);
+    CHECK_EQ(private_lock._word, me);
+    CHECK_EQ(sync_spinlock_lock(&private_lock), EDEADLK);
+    CHECK_EQ(sync_spinlock_unlock(&private_lock), 0);
+    CHECK_EQ(private_lock._word, 0u);
+
+    const uint32_t rw_shared = 0x80000000u, rw_writer = 0x10000000u;
+    CHECK_EQ(sync_rwlock_init(&a->rw, SYNC_RWLOCK_SHARED), 0);
+    a->rw._state = rw_shared | rw_writer;
+    a->rw._writer = me;
+    CHECK_EQ(sync_rwlock_wrunlock(&a->rw), EPERM);                       /* not 0 */
+    CHECK_EQ(sync_rwlock_downgrade(&a->rw), EPERM);
+    CHECK_EQ(sync_rwlock_trywrlock(&a->rw), EBUSY);
+    CHECK_EQ(sync_rwlock_wrlock_until(&a->rw, in_ms(20)), ETIMEDOUT);    /* not EDEADLK */
+    CHECK_EQ(sync_rwlock_rdlock_until(&a->rw, in_ms(20)), ETIMEDOUT);    /* not EDEADLK */
+    CHECK_EQ(a->rw._state & (rw_writer | 0x0FFFFFFFu), rw_writer);       /* still the dead one's */
+    CHECK_EQ(a->rw._writer, me);
+
+    CHECK_EQ(sync_rwlock_init(&a->rw, SYNC_RWLOCK_SHARED), 0);
+    CHECK_EQ(sync_rwlock_wrlock(&a->rw), 0);
+    CHECK_EQ(sync_rwlock_wrlock_until(&a->rw, in_ms(20)), EDEADLK);
+    CHECK_EQ(sync_rwlock_rdlock(&a->rw), EDEADLK);
+    CHECK_EQ(sync_rwlock_wrunlock(&a->rw), 0);
+    CHECK_EQ(sync_rwlock_wrunlock(&a->rw), EPERM);
+    CHECK_EQ(sync_rwlock_trywrlock(&a->rw), 0);
+    CHECK_EQ(sync_rwlock_downgrade(&a->rw), 0);
+    CHECK_EQ(sync_rwlock_wrunlock(&a->rw), EPERM);
+    CHECK_EQ(sync_rwlock_rdunlock(&a->rw), 0);
+    CHECK_EQ(a->rw._state, rw_shared);
+    munmap(a, sizeof *a);
+}
+
 /* A robust lock whose holder has the caller's id but is not the caller: a dead thread. Also a
  * live thread's id with another start time (the id was reused since that holder took it). */
 static void test_robust_recycled_tid(void) {
@@ -610,6 +675,7 @@ static void test_thousands_of_threads(void) {
 
 int main(void) {
     test_recycled_tid_is_not_the_holder();
+    test_recycled_tid_spinlock_and_rwlock();
     test_robust_recycled_tid();
     test_fork_child_does_not_hold();
     test_robust_errors();

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -423,6 +424,47 @@ static void test_isolated(void) {
     CHECK_EQ(sync_isolated_destroy(NULL), EINVAL);
 }
 
+/* A thread that took no read share releases one while another thread holds one: EPERM, and
+ * the reader's share stays (a write issued meanwhile waits for it). Bystanders run one at a
+ * time until several have shared a reader-count slot with the reader (slots are hashed from
+ * the low bits of the kernel thread id), as a release by such a thread used to take the
+ * reader's share. */
+struct bystander { sync_isolated *isolated; int code; uint32_t tid; };
+static void *end_read_bystander(void *p) {
+    struct bystander *b = p;
+    b->tid = (uint32_t)syscall(SYS_gettid);
+    b->code = sync_isolated_end_read(b->isolated);
+    return NULL;
+}
+static void bump_int(void *value, void *context) { (void)context; ++*(int *)value; }
+
+static void test_isolated_end_read_by_bystander(void) {
+    int value = 0;
+    sync_isolated *isolated;
+    CHECK_EQ(sync_isolated_create(&isolated, &value), 0);
+    CHECK_EQ(sync_isolated_try_begin_read(isolated), 0);
+    uint32_t me = (uint32_t)syscall(SYS_gettid);
+    int same_slot = 0;
+    for (int i = 0; i < 1024 && same_slot < 4; i++) {
+        struct bystander b = {isolated, -1, 0};
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, end_read_bystander, &b) == 0);
+        pthread_join(t, NULL);
+        CHECK_EQ(b.code, EPERM);
+        if ((b.tid & 15) == (me & 15)) same_slot++;
+    }
+    CHECK(same_slot >= 1);
+    CHECK_EQ(sync_isolated_try_begin_write(isolated), EBUSY);    /* the share still holds it */
+    CHECK_EQ(sync_isolated_write_async(isolated, bump_int, NULL), 0);
+    CHECK_EQ(value, 0);                                           /* queued behind the reader */
+    CHECK_EQ(sync_isolated_end_read(isolated), 0);
+    CHECK_EQ(value, 1);                                           /* the reader out applied it */
+    CHECK_EQ(sync_isolated_end_read(isolated), EPERM);
+    CHECK_EQ(sync_isolated_write_sync(isolated, bump_int, NULL), 0);
+    CHECK_EQ(value, 2);
+    CHECK_EQ(sync_isolated_destroy(isolated), 0);
+}
+
 int main(void) {
     test_serial_fifo();
     test_sync_and_reentry();
@@ -432,5 +474,6 @@ int main(void) {
     test_executor_in_forked_child();
     test_cross_deadlock();
     test_isolated();
+    test_isolated_end_read_by_bystander();
     DONE();
 }

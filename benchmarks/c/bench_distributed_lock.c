@@ -87,8 +87,8 @@ static void pg_same_statements(void) {
     pg_round_trip("SELECT pg_advisory_unlock(4242)");
 }
 static void redis_same_scripts(void) {
-    redis_free_reply_fn(redis_command_fn(redis_context, "EVALSHA %s 2 bench-raw bench-raw:fence entry 10000", redis_acquire_sha));
-    redis_free_reply_fn(redis_command_fn(redis_context, "EVALSHA %s 1 bench-raw entry", redis_release_sha));
+    redis_free_reply_fn(redis_command_fn(redis_context, "EVALSHA %s 3 libsync:lock:bench-raw libsync:fence:bench-raw libsync:abandoned:entry entry 10000", redis_acquire_sha));
+    redis_free_reply_fn(redis_command_fn(redis_context, "EVALSHA %s 1 libsync:lock:bench-raw entry", redis_release_sha));
 }
 static void load_script(const char *script, char *sha) {
     struct { int type; long long integer; size_t len; char *str; } *reply = redis_command_fn(redis_context, "SCRIPT LOAD %s", script);
@@ -129,6 +129,7 @@ static void server_table(const char *title, struct server_row *rows, int count, 
         if (i == 0) base = median;
         printf("  %-44s %10.1f %10.1f...%-8.1f %7.2fx\n", rows[i].name, median / 1e3, rows[i].samples[calls / 10] / 1e3,
                rows[i].samples[calls * 9 / 10] / 1e3, median / base);
+        bench_emit(title, 1, rows[i].name, median, median / base, i == 0, -1);  /* into RESULTS.md */
         free(rows[i].samples);
     }
     fflush(stdout);
@@ -185,7 +186,7 @@ static void servers(void) {
     read_line(dir, "redis.url", url, sizeof url);
     snprintf(target, sizeof target, "%s?lock=bench-c", url);
     check(sync_distributed_lock_create(target, &redis_lock) == 0, "create (Redis)");
-    load_script("if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) or (redis.call('get', KEYS[1]) == ARGV[1] and "
+    load_script("if redis.call('exists', KEYS[3]) == 1 then return 0 end if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) or (redis.call('get', KEYS[1]) == ARGV[1] and "
                 "redis.call('pexpire', KEYS[1], ARGV[2]) == 1) then local t = redis.call('time') local token = math.max(tonumber(redis.call('get', KEYS[2]) or '0') + 1, "
                 "tonumber(t[1]) * 1000000 + tonumber(t[2])) redis.call('set', KEYS[2], string.format('%.0f', token)) return token end return 0",
                 redis_acquire_sha);

@@ -9,7 +9,7 @@ final class Turn: @unchecked Sendable { var owner = 0 }
 
 func conditionsBenchmarks() {
     let condition = SyncCondition(), nsCondition = NSCondition()
-    let variable = ConditionVariable()
+    let variable = SyncConditionVariable()
     table("Swift condition signal with no waiter", threads: 1, iterations: 2_000_000, [
         Row(name: "Foundation NSCondition.signal") { n in for _ in 0..<n { nsCondition.signal() } },
         Row(name: "libsync SyncCondition.signal") { n in for _ in 0..<n { condition.signal() } },

@@ -1,5 +1,5 @@
 /*
- * sync/atomics.h — atomic objects and safe sharing (seeds 004 and 002):
+ * sync/atomics.h — atomic objects and safe sharing:
  *   sync_atomic_bool_t, sync_atomic_int32_t, sync_atomic_int64_t   java.util.concurrent.atomic's vocabulary
  *   sync_atomic_ref_t      an atomic reference with retain/release, lock-free, get returns +1
  *   sync_throttler_t       at most N holders; fail fast or wait with a timeout
@@ -8,6 +8,11 @@
  *
  * Thread safety: every function may be called from any thread at any time, except the
  * *_init and *_destroy functions, which need the object not to be in use by other threads.
+ *
+ * Pointers (sync.h's rule): the atomic values and references have no error channel, so a valid,
+ * aligned pointer is their precondition (a debug build of the library traps with a message);
+ * the throttler, autorelease and dictionary functions return EINVAL for a NULL or misaligned
+ * object (queries: 0).
  * Every operation on the atomic values is sequentially consistent (Java's volatile).
  */
 #ifndef SYNC_ATOMICS_H
@@ -35,8 +40,8 @@ typedef struct sync_atomic_bool { int32_t value; } sync_atomic_bool_t;
 static __inline__ bool sync_atomic_bool_get(const sync_atomic_bool_t *b) { return __atomic_load_n(&b->value, __ATOMIC_SEQ_CST) != 0; }
 /** Stores value. */
 void sync_atomic_bool_set(sync_atomic_bool_t *b, bool value);
-/** If the value is expected, stores desired and returns true; else returns false (the seed's
- *  compareTo:andSetValue:, a semaphore's try-acquire when used as a busy flag). */
+/** If the value is expected, stores desired and returns true; else returns false
+ *  (Objective-C's compareTo:andSetValue:, a semaphore's try-acquire when used as a busy flag). */
 bool sync_atomic_bool_compare_and_set(sync_atomic_bool_t *b, bool expected, bool desired);
 /** Stores value; returns the previous value. */
 bool sync_atomic_bool_get_and_set(sync_atomic_bool_t *b, bool value);
@@ -79,8 +84,8 @@ int64_t sync_atomic_int64_add_and_get(sync_atomic_int64_t *i, int64_t delta);
  * your own reference count, Py_IncRef/Py_DecRef). The reference owns +1 on what it holds.
  *
  * sync_atomic_ref_get returns +1 that stays valid even while another thread replaces the
- * object and the reference drops its own +1 (no seed-002 crash): the caller releases it, or
- * hands it to sync_autorelease. Every retain is balanced by exactly one release.
+ * object and the reference drops its own +1 (the caller never holds an object freed under it):
+ * the caller releases it, or hands it to sync_autorelease. Every retain is balanced by exactly one release.
  *
  * Lock-free on every path (hazard pointers): a reader publishes the object in its own thread's
  * hazard slot, checks the reference still holds it, retains it and clears the slot, writing
@@ -117,16 +122,17 @@ void *sync_atomic_ref_get_and_set(sync_atomic_ref_t *r, void *object);
  *  releases expected's +1, and returns true; else returns false and changes nothing. */
 bool sync_atomic_ref_compare_and_set(sync_atomic_ref_t *r, void *expected, void *desired);
 
-/* ---- Throttler (seed 004) -------------------------------------------------------------------
+/* ---- Throttler ------------------------------------------------------------------------------
  * At most `limit` concurrent holders. try_enter fails fast (never blocks); enter may wait with a
- * timeout. holders never exceeds limit, even transiently, and exit never takes it below zero.
+ * timeout or a deadline (sync.h's time model). holders never exceeds limit, even transiently, and exit never takes it below zero.
  * Rejections count fail-fast refusals and timed-out waits; a refusal only reads the throttler
  * and bumps the calling thread's own count in thread-local storage (summed, exactly, by
  * sync_throttler_rejections), so refusals on several cores never contend. Caller memory, 24
  * bytes, 8-byte aligned; works in memory shared between processes (each process sums its own
  * threads' refusals, plus every process's timed-out waits). Waiting is not FIFO. None of these
  * functions is async-signal-safe. Memory the library never wrote (limit < 1, or holders outside
- * 0...limit) gets EINVAL from try_enter, enter and exit, which leave it unchanged. */
+ * 0...limit) gets EINVAL from try_enter, the enter forms and exit, which leave it unchanged; so
+ * does a NULL or not 8-aligned t (holders and rejections return 0 for it). */
 
 typedef struct sync_throttler {
     int32_t holders;
@@ -140,8 +146,8 @@ typedef struct sync_throttler {
  * (static initializers share generation 0, so they would inherit the earlier one's refusals). */
 #define SYNC_THROTTLER_INIT(limit) { 0, 0, (limit), 0, 0 }
 
-/** Initializes t with zero holders and rejections. Returns 0, or EINVAL if t is NULL or
- *  limit < 1. */
+/** Initializes t with zero holders and rejections. Returns 0, or EINVAL if t is NULL, not
+ *  8-aligned, or limit < 1. */
 int sync_throttler_init(sync_throttler_t *t, int32_t limit);
 /** Takes a slot if fewer than limit hold one. Returns 0 (admitted: call sync_throttler_exit),
  *  EBUSY (full; counted as a rejection), or EINVAL (see above). Never blocks. */
@@ -149,17 +155,26 @@ int sync_throttler_try_enter(sync_throttler_t *t);
 /** Takes a slot, waiting up to timeout_ns nanoseconds (< 0: without limit). Returns 0, ETIMEDOUT
  *  (counted as a rejection), EINTR (a signal handler ran; retry with the time left), or EINVAL. */
 int sync_throttler_enter(sync_throttler_t *t, int64_t timeout_ns);
+/** Takes a slot unless CLOCK_MONOTONIC reaches deadline_ns first (< 0: none, waits until
+ *  admitted; at or before now: one try). Retries after a signal. Returns 0, ETIMEDOUT (counted
+ *  as a rejection), or EINVAL. */
+int sync_throttler_enter_until(sync_throttler_t *t, int64_t deadline_ns);
+/** As sync_throttler_enter_until, and returns EINTR (not counted as a rejection) when a signal
+ *  handler ran during the wait and, in the process's main thread, at least every 50 ms, so that
+ *  a caller such as an interpreter can handle its signals and call again with the same
+ *  deadline. Returns 0, ETIMEDOUT (counted), EINTR, or EINVAL. */
+int sync_throttler_enter_interruptible(sync_throttler_t *t, int64_t deadline_ns);
 /** Gives a slot back. Returns 0, EPERM if no slot is held (nothing changes), or EINVAL. */
 int sync_throttler_exit(sync_throttler_t *t);
-/** The seed's throttledExec: if a slot is free, runs body(context), gives the slot back and
+/** throttledExec: if a slot is free, runs body(context), gives the slot back and
  *  returns true; otherwise (also for a NULL body or an EINVAL throttler) returns false at once. */
 bool sync_throttler_exec(sync_throttler_t *t, void (*body)(void *context), void *context);
-/** Current holders. */
+/** Current holders (0 for a NULL or misaligned t). */
 int32_t sync_throttler_holders(const sync_throttler_t *t);
-/** Rejections so far. */
+/** Rejections so far (0 for a NULL or misaligned t). */
 int64_t sync_throttler_rejections(const sync_throttler_t *t);
 
-/* ---- Autorelease pools (seed 002's "retain and autorelease") ---------------------------------
+/* ---- Autorelease pools (Objective-C's "retain and autorelease") ------------------------------
  * Per thread, nestable. sync_autorelease defers one release(object) until the innermost pool of
  * the calling thread drains, so a value taken from a dictionary or reference (+1) can be used
  * and forgotten. Popping a pool releases its objects in reverse order and closes the pools
@@ -178,7 +193,7 @@ size_t sync_autorelease_pool_depth(void);
  *  EINVAL if release is NULL. */
 int sync_autorelease(void *object, sync_object_fn release);
 
-/* ---- Thread-safe dictionary (seed 002) -------------------------------------------------------
+/* ---- Thread-safe dictionary -----------------------------------------------------------------
  * Keys map to objects held with retain/release (the dictionary owns +1 on each value).
  * sync_dictionary_get returns +1 that stays valid after other threads replace or remove the
  * entry. Lock-free: 16 shards, each an immutable flat hash table published like a

@@ -5,13 +5,17 @@
  * Each lives in memory the caller owns, needs no destroy, and is ready when set with its static
  * initializer or init function. Pass SYNC_PROCESS_SHARED to the init function to place it in
  * memory shared between processes (mmap MAP_SHARED, shm_open); a mutex used with a shared
- * condition variable must be shared too.
+ * condition variable must be shared too. Waiters of a shared semaphore, event, condition lock
+ * or condition's lock sleep at most 200 ms at a time and re-check (sync/locks.h): a process
+ * killed after its wakeup, before it took what it waited for, delays the others by at most
+ * that slice.
  *
  * Waiting comes in the forms of sync/locks.h:
  *   - `*_wait`: as long as it takes;
  *   - `*_timedwait(x, timeout_ns)`: a relative timeout in nanoseconds;
  *   - `*_wait_until(x, deadline_ns)`: an absolute CLOCK_MONOTONIC deadline (sync_monotonic_ns;
- *     < 0: none; one in the past returns ETIMEDOUT at once unless the wait is already satisfied);
+ *     sync.h's time model: < 0: none; one at or before now returns ETIMEDOUT at once unless the
+ *     wait is already satisfied);
  *   - `*_interruptible(x, deadline_ns)`: as `_until`, and also returns EINTR when a signal
  *     handler ran during the wait; called from the process's main thread, also at least every
  *     50 ms (a signal that arrives while the waiter is not asleep in the kernel, or that the
@@ -173,7 +177,7 @@ int sync_condition_broadcast(sync_condition_t *condition);
 
 /* ---- Condition lock (24 bytes, 8-byte aligned): Foundation's NSConditionLock.
  * An owner-checked lock carrying an integer condition: lock_when waits until the condition has
- * a value, unlock_with sets it and wakes the threads waiting for values. The seed's consumer:
+ * a value, unlock_with sets it and wakes the threads waiting for values. A consumer:
  *
  *     sync_condition_lock_lock_when(&lock, HAS_DATA);
  *     ... take the data ...
@@ -228,9 +232,11 @@ typedef struct { uint32_t _count, _waiters, _limit, _bounded; } sync_semaphore_t
  *  with value > limit, unknown flag). */
 int sync_semaphore_init(sync_semaphore_t *sem, uint32_t value, uint32_t limit, int flags);
 /** Takes a unit, waiting while there is none. @return 0, or EINVAL (also for words no semaphore
- *  holds: _bounded above 1, a count above the bound, a corrupt waiter count). */
+ *  holds: _bounded above 1, a count above the bound, a corrupt waiter count; every function
+ *  then takes and adds nothing, also when a unit is there to take). */
 int sync_semaphore_wait(sync_semaphore_t *sem);
-/** Takes a unit if there is one, never waiting. @return 0, EAGAIN if there was none, or EINVAL. */
+/** Takes a unit if there is one, never waiting. @return 0, EAGAIN if there was none, or EINVAL
+ *  (as sync_semaphore_wait: also for words no semaphore holds, taking nothing). */
 int sync_semaphore_trywait(sync_semaphore_t *sem);
 /** As sync_semaphore_wait for at most timeout_ns. @return 0, ETIMEDOUT or EINVAL. */
 int sync_semaphore_timedwait(sync_semaphore_t *sem, uint64_t timeout_ns);

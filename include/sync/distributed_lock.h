@@ -24,9 +24,15 @@
  *                       lock_timeout), not by polling. Two names whose hashes collide share one
  *                       lock (they exclude each other: never less safe).
  *   redis://[[user]:password@]host[:port][/db]?lock=NAME[&ttl=S][&connect_timeout=S]
- *                       a lease: the key NAME (SET NX PX ttl), renewed every ttl/3 by one
- *                       thread per process while held (ttl: seconds, default 10, 0.1...86400);
- *                       a holder that dies or stops for longer than ttl loses it. Waits poll
+ *                       a lease: the key libsync:lock:NAME (SET NX PX ttl; the fencing counter
+ *                       is libsync:fence:NAME, so no lock's keys are another's), renewed every
+ *                       ttl/3 while held by one thread per server and process, so a server
+ *                       that stops answering delays no other server's renewals (ttl: seconds,
+ *                       default 10, 0.1...86400); a holder that dies or stops for longer than
+ *                       ttl loses it.
+ *                       An acquire that ends without the server's answer (its deadline, a
+ *                       broken connection) is cancelled by that thread, so a request that
+ *                       reaches the server late never leaves a lease held by nobody. Waits poll
  *                       with backoff (1 ms, doubling, up to the poll interval).
  *   connect_timeout (seconds, default 5) bounds connecting and waiting for any answer.
  *   libpq (libpq.so.5, Debian's libpq5) and hiredis (libhiredis.so.0.14 or .so.1.x, Debian's
@@ -43,7 +49,8 @@
  * for sync_distributed_lock_error_message(). Server backends add these codes to every function
  * that reaches the server: ELIBACC (the client library is missing: the message names the Debian
  * package), ECONNREFUSED (cannot connect: refused, unknown or unreachable host, no answer within
- * connect_timeout), EACCES (wrong password, unknown user, missing privilege), EIO (the server
+ * connect_timeout), EACCES (wrong or missing password, unknown user, missing privilege: reported
+ * at creation, which makes a round trip), EIO (the server
  * failed a request, did not answer within connect_timeout, or the connection broke).
  *
  * File system: the lock is a directory at the path, holding one entry that names its holder
@@ -153,7 +160,7 @@ int sync_distributed_lock_create(const char *path, sync_distributed_lock_t **loc
  *                 directory with other content
  *   another errno of mkdir(2) (MAKE_PARENTS: ENOSPC, EIO...)
  * URLs: EINVAL (malformed, no lock=NAME, an unknown parameter, a bad ttl or connect_timeout,
- * an unsupported scheme), ELIBACC, ECONNREFUSED, EACCES, EIO (see the top); the reason is in
+ * an unsupported scheme; Redis: a NUL byte, %00, in the lock name, user or password), ELIBACC, ECONNREFUSED, EACCES, EIO (see the top); the reason is in
  * sync_distributed_lock_error_message().
  * On failure *lock is NULL.
  */
@@ -172,7 +179,8 @@ const char *sync_distributed_lock_path(const sync_distributed_lock_t *lock);
  * Acquires the lock if it is free; never waits. Returns 0 (the caller holds it; with RECURSIVE,
  * also a re-entry by the holder), or:
  *   EBUSY    someone else holds it (another thread through this object, unless PROCESS_OWNED)
- *   EDEADLK  the caller holds it through this object, which is not RECURSIVE
+ *   EDEADLK  the caller holds it through this object, which is not RECURSIVE (also after the
+ *            hold was lost, until unlock reports the loss with ESTALE or EBUSY)
  *   EAGAIN   RECURSIVE: the holder's count would pass INT32_MAX
  *   EEXIST   something that is not a lock is at the path
  *   another errno from open/mkdir/rename or the fence file (EACCES, EROFS, ENOSPC, EIO...)
@@ -220,7 +228,7 @@ int sync_distributed_lock_lock_interruptible(sync_distributed_lock_t *lock, int6
  * The fencing token of the caller's hold into *token: strictly larger than the token of every
  * earlier acquisition of the lock, by any holder (file system: max(last + 1, wall-clock ns),
  * kept beside the lock; PostgreSQL: the sequence libsync_fencing_token, made on first use;
- * Redis: max(last + 1, server time in µs), in the key NAME:fence). A recursive re-entry keeps
+ * Redis: max(last + 1, server time in µs), in the key libsync:fence:NAME). A recursive re-entry keeps
  * the token. Returns 0, EPERM (the caller does not hold the lock through this object), EINVAL
  * (NULL). Not checked in the store: a lost hold keeps its token, which the resource then refuses.
  */
@@ -300,6 +308,12 @@ int sync_distributed_lock_date(const sync_distributed_lock_t *lock, int64_t *ns_
  *  it was broken, its lease lost or its session ended; false in a forked child for its parent's
  *  hold). */
 bool sync_distributed_lock_is_held(const sync_distributed_lock_t *lock);
+
+/** Whether the calling thread holds the lock through ANOTHER object of this process, so that
+ *  sync_distributed_lock_lock through this one without a timeout returns EDEADLK (a caller that
+ *  waits in its own loop of tries asks this instead). This process's bookkeeping only, no store
+ *  access; false for NULL, and in a forked child for its parent's holds. Since 0.2. */
+bool sync_distributed_lock_is_held_elsewhere(const sync_distributed_lock_t *lock);
 
 #ifdef __cplusplus
 }

@@ -8,19 +8,19 @@
  * sync_rwlock_t 16, sync_spinlock_t 4, sync_once_t 4.
  *
  * Return codes: 0 on success, else an errno code documented per function. A NULL or misaligned
- * lock pointer returns EINVAL. Misuse is reported, never undefined: releasing a lock the caller
+ * lock pointer returns EINVAL (queries: 0), as everywhere in sync.h. Misuse is reported, never undefined: releasing a lock the caller
  * does not hold returns EPERM; waiting for a lock the caller already holds returns EDEADLK.
  * Owners are kernel thread ids: a thread that exits while holding a lock leaves it held, unless
  * the lock is a robust mutex or recursive lock (SYNC_MUTEX_ROBUST, below), which reports it.
  *
- * Timeouts: the `timed` forms take a relative timeout in nanoseconds, the `_until` forms an
- * absolute CLOCK_MONOTONIC deadline in nanoseconds (a deadline in the past tries once and
- * returns ETIMEDOUT at once). Neither is affected by changes of the wall clock. The
- * `_interruptible` forms (deadline < 0: none) also return EINTR when a signal handler runs
- * during the wait, and, in the process's main thread, at least every 50 ms (a signal that
- * arrives while the waiter is not asleep in the kernel interrupts nothing), so that a caller such
- * as an interpreter can handle pending signals and retry; all other forms retry internally and
- * never return EINTR.
+ * Timeouts, as everywhere in sync.h: the `timed` forms take a relative timeout in nanoseconds,
+ * the `_until` forms an absolute CLOCK_MONOTONIC deadline in nanoseconds (< 0: none, wait until
+ * taken; at or before now: one try, ETIMEDOUT at once if the lock is not free). Neither is
+ * affected by changes of the wall clock. The `_interruptible` forms (the same deadline) also
+ * return EINTR when a signal handler runs during the wait, and, in the process's main thread,
+ * at least every 50 ms (a signal that arrives while the waiter is not asleep in the kernel
+ * interrupts nothing), so that a caller such as an interpreter can handle pending signals and
+ * retry; all other forms retry internally and never return EINTR.
  *
  * Thread safety: every function may be called from any thread at any time.
  */
@@ -37,11 +37,9 @@ extern "C" {
 
 /**
  * A mutual-exclusion lock in 4 bytes that knows its owner. Uncontended lock and unlock are one
- * compare-and-swap each; contended, a locker spins briefly, then sleeps on a futex. Where the
- * lock's cache line sits at a far core (another CCD or socket, as the thread measures), a locker
- * that finds it held waits up to ~6 us without touching it before sleeping, so the holder keeps
- * its line. Not FIFO: a running thread may take the lock before a woken one (throughput over
- * order).
+ * compare-and-swap each; contended, a locker spins with a bounded backoff (reading, never
+ * writing, the word while it is held), then sleeps on a futex. Not FIFO: a running thread may
+ * take the lock before a woken one (throughput over order).
  *
  * Owners of process-shared locks. The word records its holder's kernel thread id, and the kernel
  * gives the id of a dead thread to a new one, in any process. So each thread also lists, in
@@ -55,6 +53,13 @@ extern "C" {
  * 0). Within one process, lock and unlock such a lock through the same address (a second
  * mapping of the same memory is another lock to the list). sync_condition_t and
  * sync_condition_lock_t, whose first word is such a mutex, follow the same rules.
+ *
+ * Waiters of process-shared locks (mutex, recursive lock, rwlock; sync/conditions.h's
+ * semaphore, event and condition lock, and a condition's lock) sleep at most 200 ms at a time,
+ * then re-check the lock and take it if it is free. An unlock wakes one waiter; a process killed after that
+ * wakeup and before it took the lock takes the wakeup with it, and the others then find the
+ * lock free within one such slice instead of sleeping forever. Process-private waiters sleep
+ * until woken (a thread cannot die alone) and pay nothing for this.
  */
 typedef struct { uint32_t _word; } sync_mutex_t;
 
@@ -232,11 +237,26 @@ typedef union {
  * _interruptible forms) returns EDEADLK at once, since its wait could only end in a timeout.
  *
  * Process-shared: a reader or writer that dies (or gives up) while it waits leaves nothing
- * that blocks others: the next release of the lock forgets it, and readers queued behind it
- * then go. One narrow window remains: a process killed in the instant between being woken and
- * taking the lock leaves the writers then waiting asleep until their timeout or until another
- * writer has to wait (the readers then waiting go once any thread takes and releases the
- * lock). A process that dies while it HOLDS the lock leaves it held (as a default pthread rwlock).
+ * that blocks others for long. A process killed between being woken and taking the lock
+ * delays the others by at most one 200 ms slice (waiters re-check the lock at every slice
+ * end, as for the mutex above). A writer that gives up clears its writer-waiting mark at once
+ * if no other writer waits; one that is killed while it waits leaves the mark, which stops new
+ * readers: the next release forgets it, and before that the readers re-validate it. A reader
+ * whose sleep ends without a release (a slice end, its deadline, a signal) while readers hold
+ * the lock asks the kernel how many threads sleep on the writers' futex word (_wakeups), with
+ * FUTEX_CMP_REQUEUE of nr_wake 0 and nr_requeue INT_MAX onto that same word, which wakes and
+ * moves nobody. If none sleeps at two looks 2 ms apart, it withdraws the mark: the waiting
+ * readers, and new ones, get in, the holders' own further read locks included (within about
+ * 0.5 s of the death). Limits: this judgement only ever affects writer preference, never
+ * exclusion (a writer enters only when no reader holds the lock). A live writer preempted
+ * between marking the lock and falling asleep at both looks waits behind the readers that got
+ * in meanwhile, then marks the lock again; where the kernel refuses the call (a seccomp
+ * filter), a dead writer's mark stays until every reader has released. A process that dies
+ * while it HOLDS the lock leaves it held (as a default pthread rwlock).
+ * The write holder of a process-shared lock is known by more than its thread id: when it dies
+ * and the kernel gives its id to a thread of another process, that thread is not taken for the
+ * holder (wrunlock and downgrade return EPERM; the waiting forms wait, and time out, instead of
+ * returning EDEADLK).
  *
  * Every function returns EINVAL for a NULL or misaligned pointer, and for a lock whose memory
  * holds a state no sequence of calls produces (never initialized, or overwritten); it then
@@ -302,9 +322,9 @@ int sync_rwlock_wrunlock(sync_rwlock_t *rwlock);
 int sync_rwlock_downgrade(sync_rwlock_t *rwlock);
 /**
  * How many writers wait for the lock: a snapshot, for diagnostics and tests. A writer that
- * died while waiting stays counted (this affects only this number and how soon a later writer
- * that gives up lets new readers in); UINT32_MAX once the count saturated. 0 for a NULL or
- * misaligned pointer.
+ * died while waiting stays counted (this affects only this number and whether a later writer
+ * that gives up withdraws the mark at once or leaves it to the readers' re-validation);
+ * UINT32_MAX once the count saturated. 0 for a NULL or misaligned pointer.
  */
 uint32_t sync_rwlock_waiting_writers(const sync_rwlock_t *rwlock);
 
@@ -314,18 +334,33 @@ uint32_t sync_rwlock_waiting_writers(const sync_rwlock_t *rwlock);
  * A spin lock for critical sections of a few instructions (4 bytes, owner-checked). Unlock is
  * one compare-and-swap and never a system call. Waiting spins with bounded exponential backoff,
  * then yields, then sleeps in naps growing to 1 ms, so a preempted holder is not starved of the
- * CPU by its waiters. Works in memory shared by processes with no special initialization.
- * The word holds 0 or the holder's kernel thread id; one that holds anything else (no thread
- * id is 2^22 or more) was not written by the library: every function returns EINVAL for it
- * and changes nothing. Every function returns EINVAL for a NULL or misaligned lock.
+ * CPU by its waiters.
+ *
+ * Process-shared: a spin lock in memory shared by processes should be initialized with
+ * SYNC_SPINLOCK_INIT_SHARED or sync_spinlock_init(lock, SYNC_SPINLOCK_SHARED). Its owner checks
+ * then hold across processes: when a holder dies and the kernel gives its thread id to a thread
+ * of another process, that thread is not taken for the holder (unlock EPERM; lock waits, and
+ * times out, instead of EDEADLK). A private spin lock (SYNC_SPINLOCK_INIT, zeroed memory) also
+ * works in shared memory, but only names its holder by thread id, so such a recycled id looks
+ * like the holder. A process that dies holding a spin lock leaves it held.
+ *
+ * The word holds 0 or the holder's kernel thread id, with bit 30 set in shared mode; one that
+ * holds anything else (no thread id is 2^22 or more) was not written by the library: every
+ * function returns EINVAL for it and changes nothing. Every function returns EINVAL for a NULL
+ * or misaligned lock.
  */
 typedef struct { uint32_t _word; } sync_spinlock_t;
 
 #define SYNC_SPINLOCK_INIT { 0u }
+#define SYNC_SPINLOCK_INIT_SHARED { 0x40000000u } /**< for memory shared by processes */
+#define SYNC_SPINLOCK_SHARED 1 /**< sync_spinlock_init flag: the lock is in memory shared by processes */
 
+/** Initializes *lock, unlocked, with flags (0 or SYNC_SPINLOCK_SHARED). Not thread-safe with
+ *  respect to other uses of the same lock. @return 0, or EINVAL (unknown flag). */
+int sync_spinlock_init(sync_spinlock_t *lock, int flags);
 /** Locks. @return 0, EDEADLK if the caller holds it, or EINVAL. */
 int sync_spinlock_lock(sync_spinlock_t *lock);
-/** Locks if free. @return 0, EBUSY, or EINVAL. */
+/** Locks if free. @return 0, EBUSY (held, by the caller too), or EINVAL. */
 int sync_spinlock_trylock(sync_spinlock_t *lock);
 /** Locks unless CLOCK_MONOTONIC reaches deadline_ns first.
  *  @return 0, ETIMEDOUT, EDEADLK, or EINVAL. */

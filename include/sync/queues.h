@@ -4,7 +4,8 @@
  * Work is a function pointer plus a context pointer, as dispatch_sync_f/dispatch_async_f.
  * Every object here is a heap object: create it with *_create (which stores it in *out),
  * release it with *_destroy. All functions are thread-safe; passing an object after its
- * destroy, or destroying it twice, is undefined (as free(3)).
+ * destroy, or destroying it twice, is undefined (as free(3)). A NULL object, work or out
+ * pointer returns EINVAL (queries: false), as everywhere in sync.h.
  *
  * Engines: queues are libdispatch queues (the `Dispatch` library shipped with Swift, linked
  * into libsync.so); libsync adds re-entrancy detection (EDEADLK instead of a deadlock). The
@@ -123,8 +124,8 @@ bool sync_executor_is_current(sync_executor *executor);
 /* ---- Isolated values --------------------------------------------------------------------- */
 
 /**
- * A value whose reads run concurrently and whose writes run alone, in issue order (seed 003's
- * concurrent queue + barrier property, packaged; opaque). The value is the caller's memory,
+ * A value whose reads run concurrently and whose writes run alone, in issue order (the
+ * concurrent queue + barrier property pattern, packaged; opaque). The value is the caller's memory,
  * named by the pointer given at creation; the functions below pass it to the work.
  */
 typedef struct sync_isolated sync_isolated;
@@ -177,11 +178,9 @@ int sync_isolated_try_begin_read(sync_isolated *isolated);
 
 /**
  * Releases a read share that the calling thread took with sync_isolated_try_begin_read.
- * Returns 0; EINVAL (isolated is NULL); EPERM (no read share is held through the calling
- * thread: nothing changes). Read shares are counted per group of threads, not per thread: a
- * thread that releases a share it never took while another thread of its group holds one
- * releases that thread's share instead (undefined, as pthread_rwlock_unlock by a non-holder;
- * it never leaves a count that makes writes wait forever).
+ * Returns 0; EINVAL (isolated is NULL); EPERM (the calling thread holds no share it took so,
+ * also while other threads hold shares: nothing changes). Each thread's shares are its own:
+ * no thread can release another's.
  */
 int sync_isolated_end_read(sync_isolated *isolated);
 

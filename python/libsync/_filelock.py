@@ -24,22 +24,27 @@ import asyncio
 import contextlib
 import errno
 import logging
+import operator
 import os
 import threading
 import warnings
 import time
 from typing import Any, Callable, Optional, Union
 import weakref
+from ctypes import c_bool, c_void_p
 from weakref import WeakValueDictionary
 
 from .distributed_lock import (_MAKE_PARENTS, _PROCESS_OWNED, _RECURSIVE, _RELEASE_ON_DESTROY, Holder, Timeout,
                                _count, _Handle, _is_held, _lock, _path, _poll_ns, _raise_error, _raise_release_error,
                                _read_holder, _read_token, _seconds_to_ns, _timeout, _unlock, _unlock_all, _wait,
                                is_url)
+from ._common import declare
 
 __all__ = ["BaseFileLock", "FileLock", "SoftFileLock", "BaseAsyncFileLock", "AsyncFileLock", "AsyncSoftFileLock",
            "AcquireReturnProxy", "AsyncAcquireReturnProxy"]
 
+# Whether this thread holds the handle's lock through another object of the process.
+_held_elsewhere = declare("sync_distributed_lock_is_held_elsewhere", c_bool, c_void_p, blocking=True)
 _LOGGER = logging.getLogger("filelock")  # filelock's, so that a user's logging configuration applies
 _UNSET_MODE = -1
 _REMOVE_ON_RELEASE = 16  # sync_distributed_lock_create_with: release removes the empty lock directory
@@ -94,6 +99,11 @@ class _FileLockMeta(type):
                                  f"\n\t{name} (existing lock has {has} but {value} was passed)"
                                  for name, (value, has) in differing.items()))
         return instance
+
+
+def _read_only(attribute: str, doc: str) -> property:
+    """A property that reads `attribute`."""
+    return property(operator.attrgetter(attribute), doc=doc)
 
 
 class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
@@ -217,30 +227,13 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         """Whether each thread holds the lock for itself."""
         return self._thread_local
 
-    @property
-    def is_singleton(self) -> bool:
-        """Whether this is the one object of its class for its path."""
-        return self._is_singleton
-
-    @property
-    def context_error_policy(self) -> str:
-        """How leaving ``with`` reports a failed release beside the body's error."""
-        return self._context_error_policy
-
-    @property
-    def close_error_policy(self) -> str:
-        """filelock's descriptor close policy (no descriptor here: no effect)."""
-        return self._close_error_policy
-
-    @property
-    def fallback_to_soft(self) -> bool:
-        """filelock's flock fallback switch (no flock here: no effect)."""
-        return self._fallback_to_soft
-
-    @property
-    def preserve_lock_file(self) -> bool:
-        """Whether release keeps the lock's path (FileLock always does)."""
-        return self._preserve_lock_file
+    is_singleton = _read_only("_is_singleton", "Whether this is the one object of its class for its path.")
+    context_error_policy = _read_only("_context_error_policy",
+                                      "How leaving ``with`` reports a failed release beside the body's error.")
+    close_error_policy = _read_only("_close_error_policy",
+                                    "filelock's descriptor close policy (no descriptor here: no effect).")
+    fallback_to_soft = _read_only("_fallback_to_soft", "filelock's flock fallback switch (no flock here: no effect).")
+    preserve_lock_file = _read_only("_preserve_lock_file", "Whether release keeps the lock's path (FileLock always does).")
 
     @property
     def on_acquired(self) -> None:
@@ -313,6 +306,8 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
             code = _wait(handle, 0, poll)
             if code != errno.ETIMEDOUT or timeout_ns == 0:
                 return code
+            if deadline is None and _held_elsewhere(handle):  # what the core's endless wait says
+                return errno.EDEADLK
             if cancel_check():
                 _LOGGER.debug("Cancellation requested for lock %s on %s", id(self), self._lock_file)
                 return code

@@ -1,4 +1,5 @@
-"""Finds and loads libsync.so; declares C functions for the rest of the package.
+"""Finds and loads libsync.so; ``declare`` sets up a C function of it (the package's modules
+declare theirs through ``_common.declare``, which picks the handle).
 
 Search order: $LIBSYNC_PATH (a file), the copy the wheel bundles in this package (built by CMake
 through scikit-build-core), then a development build in the source tree (build/libsync.so).
@@ -52,9 +53,11 @@ except OSError as error:  # pragma: no cover - a broken or foreign file
 
 
 def declare(handle: ctypes.CDLL, name: str, restype, *argtypes):
-    """The C function `name` from `handle`, with its signature set (argument conversion is the
-    bulk of a ctypes call's cost, and an unset signature converts wrongly)."""
+    """The C function `name` from `handle`, with its result type set. With `argtypes` ctypes
+    converts and checks the arguments; without, the caller passes ctypes objects or ints that fit
+    a C int (conversion is most of a short call's cost)."""
     function = getattr(handle, name)
     function.restype = restype
-    function.argtypes = argtypes
+    if argtypes:
+        function.argtypes = argtypes
     return function

@@ -1,7 +1,7 @@
 """Atomic objects and safe sharing (sync/atomics.h): AtomicBool, AtomicInt, AtomicReference,
 Throttler and ConcurrentDict.
 
-    flag = AtomicBool()                    # the seed's busy flag
+    flag = AtomicBool()                    # a busy flag
     if flag.compare_and_set(False, True): ...
     hits = AtomicInt(bits=64)              # or AtomicInt(buffer=shm.buf, offset=8): shared by processes
     hits.increment_and_get()
@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import time
 from ctypes import c_bool, c_int, c_int32, c_int64, c_size_t, c_void_p, py_object
 from typing import Any, Callable, Generic, Hashable, Iterator, List, Optional, TypeVar
 
-from ._lib import blocking, nonblocking
+from ._common import declare, deadline, wait
 from ._memory import PRIVATE, ref
 
 __all__ = ["AtomicBool", "AtomicInt", "AtomicReference", "Throttler", "ThrottlerFull", "ConcurrentDict"]
@@ -36,12 +35,8 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
-def _c(name: str, restype: Any, handle: ctypes.CDLL = nonblocking) -> Any:
-    # argtypes stay unset: ctypes' conversion costs more than the call; arguments are checked
-    # here and passed as ctypes objects or ints that fit a C int.
-    function = getattr(handle, name)
-    function.restype = restype
-    return function
+# C functions: argtypes stay unset (ctypes' conversion costs more than the call); arguments are
+# checked here and passed as ctypes objects or ints that fit a C int.
 
 
 def _storage(ctype: type, buffer: Any, offset: int) -> Any:
@@ -49,7 +44,7 @@ def _storage(ctype: type, buffer: Any, offset: int) -> Any:
 
 
 class AtomicBool:
-    """A bool updated atomically (seed 004's AtomicBoolean), in memory the package allocates or
+    """A bool updated atomically (java.util.concurrent.atomic's AtomicBoolean), in memory the package allocates or
     in ``buffer`` at ``offset`` (4 bytes, e.g. multiprocessing.shared_memory: processes share it)."""
 
     __slots__ = ("_word", "_p", "_get", "_set", "_cas", "_gas")
@@ -62,9 +57,11 @@ class AtomicBool:
             self.set(value)
 
     def get(self) -> bool:
+        """The value now."""
         return self._get(self._p)
 
     def set(self, value: bool) -> None:
+        """Stores ``value`` (its truth)."""
         self._set(self._p, 1 if value else 0)
 
     def compare_and_set(self, expected: bool, desired: bool) -> bool:
@@ -72,6 +69,7 @@ class AtomicBool:
         return self._cas(self._p, 1 if expected else 0, 1 if desired else 0)
 
     def get_and_set(self, value: bool) -> bool:
+        """Stores ``value``; returns the previous value."""
         return self._gas(self._p, 1 if value else 0)
 
     def __bool__(self) -> bool:
@@ -81,11 +79,11 @@ class AtomicBool:
         return f"AtomicBool({self.get()})"
 
 
-_BOOL = tuple(_c(f"sync_atomic_bool_{op}", None if op == "set" else c_bool) for op in ("get", "set", "compare_and_set", "get_and_set"))
+_BOOL = tuple(declare(f"sync_atomic_bool_{op}", None if op == "set" else c_bool) for op in ("get", "set", "compare_and_set", "get_and_set"))
 
 
 class AtomicInt:
-    """An integer updated atomically (seed 004's AtomicInteger), 32 or 64 bits, wrapping, in
+    """An integer updated atomically (java.util.concurrent.atomic's AtomicInteger), 32 or 64 bits, wrapping, in
     memory the package allocates or in ``buffer`` at ``offset`` (shared between processes when
     the buffer is shared memory). java.util.concurrent.atomic's names, in snake_case.
 
@@ -114,9 +112,11 @@ class AtomicInt:
         return self._wrap(value)
 
     def get(self) -> int:
+        """The value now."""
         return self._f["get"](self._p)
 
     def set(self, value: int) -> None:
+        """Stores ``value``."""
         self._f["set"](self._p, self._arg(value))
 
     def compare_and_set(self, expected: int, desired: int) -> bool:
@@ -124,24 +124,31 @@ class AtomicInt:
         return bool(self._f["compare_and_set"](self._p, self._arg(expected), self._arg(desired)))
 
     def get_and_set(self, value: int) -> int:
+        """Stores ``value``; returns the previous value."""
         return self._f["get_and_set"](self._p, self._arg(value))
 
     def get_and_add(self, delta: int) -> int:
+        """Adds ``delta`` (wrapping); returns the previous value."""
         return self._f["get_and_add"](self._p, self._arg(delta))
 
     def add_and_get(self, delta: int) -> int:
+        """Adds ``delta`` (wrapping); returns the new value."""
         return self._f["add_and_get"](self._p, self._arg(delta))
 
     def get_and_increment(self) -> int:
+        """Adds 1 (wrapping); returns the previous value."""
         return self._f["get_and_increment"](self._p)
 
     def get_and_decrement(self) -> int:
+        """Subtracts 1 (wrapping); returns the previous value."""
         return self._f["get_and_decrement"](self._p)
 
     def increment_and_get(self) -> int:
+        """Adds 1 (wrapping); returns the new value."""
         return self._f["increment_and_get"](self._p)
 
     def decrement_and_get(self) -> int:
+        """Subtracts 1 (wrapping); returns the new value."""
         return self._f["decrement_and_get"](self._p)
 
     def __int__(self) -> int:
@@ -151,7 +158,7 @@ class AtomicInt:
         return f"AtomicInt({self.get()}, bits={self.bits})"
 
 
-_INT = {bits: {op: _c(f"sync_atomic_int{bits}_{op}", {"compare_and_set": c_bool, "set": None}.get(op, ctype))
+_INT = {bits: {op: declare(f"sync_atomic_int{bits}_{op}", {"compare_and_set": c_bool, "set": None}.get(op, ctype))
                for op in ("get", "set", "compare_and_set", "get_and_set", "get_and_add", "add_and_get",
                           "get_and_increment", "get_and_decrement", "increment_and_get", "decrement_and_get")}
         for bits, ctype in ((32, c_int32), (64, c_int64))}
@@ -172,7 +179,7 @@ class _RefStruct(ctypes.Structure):
 # None, and ConcurrentDict reads with sync_dictionary_get_or and a fallback object.
 
 class AtomicReference(Generic[T]):
-    """A reference to any object, replaced atomically (seed 004's AtomicReference); it starts
+    """A reference to any object, replaced atomically (java.util.concurrent.atomic's AtomicReference); it starts
     as None. ``compare_and_set`` compares by identity. Reference counts are exact: the reference
     owns one count on what it holds and gives it back when replaced or deleted."""
 
@@ -188,9 +195,11 @@ class AtomicReference(Generic[T]):
         _ref_set(self._p, py_object(value))
 
     def get(self) -> Optional[T]:
+        """The object now."""
         return _ref_get(self._p)
 
     def set(self, value: Optional[T]) -> None:
+        """Stores ``value``."""
         _ref_set(self._p, py_object(value))
 
     def get_and_set(self, value: Optional[T]) -> Optional[T]:
@@ -209,16 +218,14 @@ class AtomicReference(Generic[T]):
         return f"AtomicReference({self.get()!r})"
 
 
-_ref_init = _c("sync_atomic_ref_init", c_int)
-_ref_get = _c("sync_atomic_ref_get", py_object)
-_ref_set = _c("sync_atomic_ref_set", None)
-_ref_get_and_set = _c("sync_atomic_ref_get_and_set", py_object)
-_ref_cas = _c("sync_atomic_ref_compare_and_set", c_bool)
-_ref_destroy = _c("sync_atomic_ref_destroy", None)
+_ref_init = declare("sync_atomic_ref_init", c_int)
+_ref_get = declare("sync_atomic_ref_get", py_object)
+_ref_set = declare("sync_atomic_ref_set", None)
+_ref_get_and_set = declare("sync_atomic_ref_get_and_set", py_object)
+_ref_cas = declare("sync_atomic_ref_compare_and_set", c_bool)
+_ref_destroy = declare("sync_atomic_ref_destroy", None)
 
 # ---- Throttler -----------------------------------------------------------------------------------
-
-_EBUSY, _ETIMEDOUT, _EINTR = 16, 110, 4
 
 
 class ThrottlerFull(RuntimeError):
@@ -234,11 +241,11 @@ _RAISE = object()
 
 
 class Throttler:
-    """At most ``limit`` concurrent holders (seed 004's Throttler). Fails fast: ``try_enter``,
+    """At most ``limit`` concurrent holders. Fails fast: ``try_enter``,
     ``exec`` and the context manager never wait; ``enter(timeout)`` may.
 
         with throttler: ...                       # ThrottlerFull when full
-        throttler.exec(work, arg) -> bool         # the seed's throttledExec
+        throttler.exec(work, arg) -> bool         # runs work only if a slot is free
         @throttler                                # the call raises ThrottlerFull when full
         @throttler(on_full=False)                 # ... or returns False (any value) instead
     """
@@ -272,15 +279,9 @@ class Throttler:
     def enter(self, timeout: Optional[float] = None) -> bool:
         """Takes a slot, waiting up to ``timeout`` seconds (None or infinity: forever); returns
         whether it got one. Releases the GIL while it waits; Ctrl-C interrupts it."""
-        if timeout is not None and timeout < 0:
+        if timeout is not None and not timeout >= 0:  # NaN too
             raise ValueError("timeout must be >= 0 or None")
-        deadline = None if timeout is None or timeout == float("inf") else time.monotonic() + timeout
-        while True:
-            # (at most 9.2e9 s, 292 years: the nanoseconds fit the C call's int64)
-            left = -1 if deadline is None else int(min(max(0.0, deadline - time.monotonic()), 9.2e9) * 1e9)
-            result = _enter(self._p, c_int64(left))
-            if result != _EINTR:  # on EINTR, a pending KeyboardInterrupt was raised on return
-                return result == 0
+        return wait(_enter, self._p, deadline(timeout), what="Throttler.enter")
 
     def exit(self) -> None:
         """Gives the slot back. RuntimeError if no slot is held."""
@@ -328,12 +329,12 @@ class Throttler:
         return f"Throttler(limit={self.limit}, holders={self.holders}, rejections={self.rejections})"
 
 
-_throttler_init = _c("sync_throttler_init", c_int)
-_try_enter = _c("sync_throttler_try_enter", c_int)
-_enter = _c("sync_throttler_enter", c_int, blocking)
-_exit = _c("sync_throttler_exit", c_int)
-_throttler_holders = _c("sync_throttler_holders", c_int32)
-_throttler_rejections = _c("sync_throttler_rejections", c_int64)
+_throttler_init = declare("sync_throttler_init", c_int)
+_try_enter = declare("sync_throttler_try_enter", c_int)
+_enter = declare("sync_throttler_enter_interruptible", c_int, blocking=True)
+_exit = declare("sync_throttler_exit", c_int)
+_throttler_holders = declare("sync_throttler_holders", c_int32)
+_throttler_rejections = declare("sync_throttler_rejections", c_int64)
 
 # ---- ConcurrentDict --------------------------------------------------------------------------------
 
@@ -347,7 +348,7 @@ _PY_EQ = c_void_p(2)
 
 
 class ConcurrentDict(Generic[K, V]):
-    """A thread-safe dictionary, any hashable key to any object (seed 002): a value you get stays
+    """A thread-safe dictionary, any hashable key to any object: a value you get stays
     valid whatever other threads do; readers never lock (lock-free snapshots, see
     docs/atomics.md). Mapping methods: d[k], d[k] = v, del d[k], get, pop, len, in, keys() (a snapshot list), iteration over that snapshot."""
 
@@ -368,6 +369,7 @@ class ConcurrentDict(Generic[K, V]):
         return value
 
     def get(self, key: K, default: Any = None) -> Any:
+        """The value for ``key``, or ``default`` if it has none (dict.get)."""
         return _dict_get_or(self._d, key, hash(key), default)
 
     def __setitem__(self, key: K, value: V) -> None:
@@ -410,16 +412,16 @@ class ConcurrentDict(Generic[K, V]):
         return f"ConcurrentDict({ {k: self.get(k) for k in self.keys()} !r})"
 
 
-_dict_create = _c("sync_dictionary_create_with_object_keys", c_int)
-_dict_get_or = _c("sync_dictionary_get_or", py_object)
+_dict_create = declare("sync_dictionary_create_with_object_keys", c_int)
+_dict_get_or = declare("sync_dictionary_get_or", py_object)
 # The read path converts through argtypes: cheaper here than building three ctypes objects per
 # call. The hash goes as a signed size (the same bits as the c_size_t(hash & mask) writers pass).
 _dict_get_or.argtypes = [c_void_p, py_object, ctypes.c_ssize_t, py_object]
-_dict_set = _c("sync_dictionary_set", c_int)
-_dict_remove = _c("sync_dictionary_remove", c_int)
-_dict_count = _c("sync_dictionary_count", c_size_t)
-_dict_keys = _c("sync_dictionary_keys", c_size_t)
-_dict_destroy = _c("sync_dictionary_destroy", None)
+_dict_set = declare("sync_dictionary_set", c_int)
+_dict_remove = declare("sync_dictionary_remove", c_int)
+_dict_count = declare("sync_dictionary_count", c_size_t)
+_dict_keys = declare("sync_dictionary_keys", c_size_t)
+_dict_destroy = declare("sync_dictionary_destroy", None)
 
 
 @ctypes.CFUNCTYPE(None, py_object, c_size_t, py_object)

@@ -20,61 +20,62 @@ processes) or any writable buffer; other processes attach with ``initialize=Fals
 """
 from __future__ import annotations
 
+import ctypes
 import errno
 import functools
-import math
 import os
 import threading
 import time
 from ctypes import byref, c_bool, c_int, c_int64, c_uint32, c_uint64
 from typing import Any, Callable, Optional
 
-from ._lib import blocking as _blocking, nonblocking as _nonblocking
+from ._common import (ETIMEDOUT, check, deadline as _deadline, declare, error, interruptible, layout, lock_deadline,
+                      wait, word, words as _words)
+from ._common import NotOwnerError  # noqa: F401 (what ConditionLock raises, importable here)
 from ._memory import PRIVATE
-from .locks import Lock, Mutex, NotOwnerError, RLock, _Memory, _attach, _c, _error, _init, _qualname, _wait
+from .locks import Lock, Mutex, RLock, _Memory, _qualname
 
 __all__ = ["Condition", "ConditionLock", "Semaphore", "BoundedSemaphore", "Event", "Barrier",
            "BrokenBarrierError"]
 
 BrokenBarrierError = threading.BrokenBarrierError
 _SHARED, _BARRIER_ACTION, _SEMAPHORE_BOUNDED = 1, 2, 4
-_ALL = 0xFFFFFFFF
-_COUNT = 0x3FFFFFFF  # the waiter count in word 1 of a condition variable or event
-
-
-def _deadline(timeout: Optional[float]) -> c_int64:
-    """The CLOCK_MONOTONIC deadline (ns) of a timeout in seconds; None (or infinity): no
-    deadline. A timeout of 0 or less means "do not wait", as in threading. time.monotonic_ns
-    reads the library's clock."""
-    if timeout is None or timeout == math.inf:
-        return c_int64(-1)
-    return c_int64(min(time.monotonic_ns() + max(0, int(timeout * 1e9)), (1 << 63) - 1))
+_ALL = 0xFFFFFFFF  # notify's count that wakes every waiter
+_WAITERS, _WAITERS_MASK = word(layout.cond_waiters_offset), layout.cond_waiters_mask  # a condition's waiter count
 
 
 # ---- Condition ------------------------------------------------------------------------------
 
-_cond_init = _c(_nonblocking, "sync_cond_init")
-_cond_wait_mutex = _c(_blocking, "sync_cond_wait_resumable")
-_cond_wait_recursive = _c(_blocking, "sync_cond_wait_recursive_resumable")
-_cond_begin = _c(_nonblocking, "sync_cond_wait_begin")
-_cond_sleep = _c(_blocking, "sync_cond_wait_sleep")
-_cond_end = _c(_blocking, "sync_cond_wait_end")
-_cond_signal_count = _c(_nonblocking, "sync_cond_signal_count")
-_cond_signal_checked = _c(_nonblocking, "sync_cond_signal_checked")
+_cond_init = declare("sync_cond_init")
+_cond_wait_mutex = declare("sync_cond_wait_resumable", blocking=True)
+_cond_wait_recursive = declare("sync_cond_wait_recursive_resumable", blocking=True)
+_cond_begin = declare("sync_cond_wait_begin")
+_cond_sleep = declare("sync_cond_wait_sleep", blocking=True)
+_cond_end = declare("sync_cond_wait_end", blocking=True)
+_cond_signal_count = declare("sync_cond_signal_count")
+_cond_signal_checked = declare("sync_cond_signal_checked")
 _PAST = c_int64(0)  # a deadline long gone: ends a resumable wait at once
 
 
+class _WaiterCells(ctypes.Union):
+    """A sync_cond_waiter_t's memory (8-byte aligned), as the 32-bit words its state is one of."""
+    _fields_ = [("words", c_uint32 * (layout.cond_waiter_size // 4)), ("_align", c_uint64)]
+
+
+_WAITER_STATE, _WAITER_IDLE = word(layout.cond_waiter_state_offset), layout.cond_waiter_idle
+
+
 class _Waiter:
-    """A sync_cond_waiter_t (a waiter's place in a condition's queue, 40 bytes) that leaves the
-    queue before its memory is freed, however the wait was interrupted: the queue links it."""
+    """A sync_cond_waiter_t (a waiter's place in a condition's queue) that leaves the queue
+    before its memory is freed, however the wait was interrupted: the queue links it."""
     __slots__ = ("cells", "p")
 
     def __init__(self) -> None:
-        self.cells = (c_uint64 * 5)()
+        self.cells = _WaiterCells()
         self.p = byref(self.cells)
 
     def __del__(self) -> None:
-        if self.cells[0] & 0xFFFFFFFF:  # its state word: not idle
+        if self.cells.words[_WAITER_STATE] != _WAITER_IDLE:
             _cond_end(self.p)
 
 
@@ -86,16 +87,11 @@ class _ThreadID(threading.local):
 
 class _AnyThread:
     """What the word of a held Lock reads, whoever holds it: UNOWNED mode, anonymous holder."""
-    value = 0x20FFFFFF
+    value = layout.mutex_unowned_held
 
 
 _me = _ThreadID()
 os.register_at_fork(after_in_child=lambda: setattr(_me, "value", threading.get_native_id()))
-
-
-def _words(cells: Any) -> memoryview:
-    """The 32-bit words of ctypes memory, read from Python (cheaper than indexing the array)."""
-    return memoryview(cells).cast("B").cast("I")
 
 
 class Condition:
@@ -166,50 +162,53 @@ class Condition:
         wait_slice = self._wait_slice
         if wait_slice is not None:
             p, lock = self._p, self._lock._p
-            try:
-                code = wait_slice(p, lock, waiter, deadline)
-                while code == errno.EINTR:  # still waiting, the lock released: handlers ran meanwhile
-                    code = wait_slice(p, lock, waiter, deadline)
+            try:  # between slices the lock is released and handlers run
+                code = interruptible(wait_slice, p, lock, waiter, deadline)
             except BaseException:
                 wait_slice(p, lock, waiter, _PAST)  # leaves the queue, takes the lock again
                 raise
             if code == 0:
                 return True
-            if code == errno.ETIMEDOUT:
+            if code == ETIMEDOUT:
                 return False
             if code == errno.EPERM:
                 raise RuntimeError("cannot wait on un-acquired lock")
-            raise _error(code, "Condition.wait")
+            raise error(code, "Condition.wait")
         if not self._is_owned():
             raise RuntimeError("cannot wait on un-acquired lock")
-        code = _cond_begin(self._p, waiter)  # queued before the lock is released: no notify is lost
-        if code:
-            raise _error(code, "Condition.wait")
+        check(_cond_begin(self._p, waiter), "Condition.wait")  # queued before the lock is released: no notify is lost
         try:
             saved = self._release_save()
         except BaseException:
             _cond_end(waiter)
             raise
         try:
-            while _cond_sleep(waiter, deadline) == errno.EINTR:  # handlers run between slices
-                pass
+            interruptible(_cond_sleep, waiter, deadline)
         finally:
             notified = _cond_end(waiter) == 0
             self._acquire_restore(saved)
         return notified
 
     def wait_for(self, predicate: Callable[[], Any], timeout: Optional[float] = None) -> Any:
-        """Waits until predicate() is true or the timeout passes; returns its last value."""
-        end = None if timeout is None else time.monotonic() + timeout
+        """Waits until predicate() is true or the timeout passes; returns its last value.
+        threading's steps: while the predicate is false, wait() with what is left of the
+        timeout, then test it again; once none is left, return. A timeout of 0 or less still
+        waits once (one try, the lock released and taken back) and tests the predicate again.
+        NaN waits without a deadline (threading's loop never ends its wait either)."""
+        if timeout is not None and timeout != timeout:
+            timeout = None
+        end = None
+        wait_time = timeout
         result = predicate()
         while not result:
-            if end is not None:
-                remaining = end - time.monotonic()
-                if remaining <= 0:
-                    break
-                self.wait(remaining)
-            else:
-                self.wait()
+            if wait_time is not None:
+                if end is None:
+                    end = time.monotonic() + wait_time
+                else:
+                    wait_time = end - time.monotonic()
+                    if wait_time <= 0:
+                        break
+            self.wait(wait_time)
             result = predicate()
         return result
 
@@ -219,7 +218,7 @@ class Condition:
         # With this package's locks, no C call when no thread waits (a waiter counts itself under
         # the lock, so the holder sees it) and the lock's word is plainly the caller's. Anything
         # else, and any other lock, takes the checked path.
-        if self._words[1] or self._lock_words[0] != self._holder.value:
+        if self._words[_WAITERS] or self._lock_words[0] != self._holder.value:
             count = n if 0 <= n < _ALL else _ALL if n > 0 else 0
             if self._signal is not None:
                 if self._signal(count):
@@ -227,10 +226,8 @@ class Condition:
                 return
             if not self._is_owned():
                 raise RuntimeError("cannot notify on un-acquired lock")
-            if self._words[1]:
-                code = _cond_signal_count(self._p, count)
-                if code:
-                    raise _error(code, "Condition.notify")
+            if self._words[_WAITERS]:
+                check(_cond_signal_count(self._p, count), "Condition.notify")
 
     def notify_all(self) -> None:
         """Wakes every waiting thread; the caller must hold the lock (RuntimeError otherwise)."""
@@ -244,7 +241,7 @@ class Condition:
         _cond_init(self._p, c_int(0))
 
     def __repr__(self) -> str:
-        return f"<Condition({self._lock}, {self._words[1] & _COUNT})>"
+        return f"<Condition({self._lock}, {self._words[_WAITERS] & _WAITERS_MASK})>"
 
 
 def _int64(value: Any, what: str) -> c_int64:
@@ -258,20 +255,20 @@ def _int64(value: Any, what: str) -> c_int64:
 
 # ---- ConditionLock (NSConditionLock) -----------------------------------------------------------
 
-_cl_init = _c(_nonblocking, "sync_condition_lock_init")
-_cl_wait = _c(_blocking, "sync_condition_lock_lock_when_interruptible")
-_cl_trylock = _c(_nonblocking, "sync_condition_lock_trylock")
-_cl_trylock_when = _c(_nonblocking, "sync_condition_lock_trylock_when")
-_cl_unlock = _c(_nonblocking, "sync_condition_lock_unlock")
-_cl_unlock_with = _c(_nonblocking, "sync_condition_lock_unlock_with")
-_cl_condition = _c(_nonblocking, "sync_condition_lock_condition", c_int64)
-_cl_take, _cl_take_when = _cl_trylock, _cl_trylock_when  # see libsync.locks._mutex_take
+_cl_init = declare("sync_condition_lock_init")
+_cl_wait = declare("sync_condition_lock_lock_when_interruptible", blocking=True)
+_cl_trylock = declare("sync_condition_lock_trylock")
+_cl_trylock_when = declare("sync_condition_lock_trylock_when")
+_cl_unlock = declare("sync_condition_lock_unlock")
+_cl_unlock_with = declare("sync_condition_lock_unlock_with")
+_cl_condition = declare("sync_condition_lock_condition", c_int64)
+_cl_take, _cl_take_when = _cl_trylock, _cl_trylock_when  # see libsync.locks._rw_take
 
 
 class ConditionLock(_Memory):
     """Foundation's NSConditionLock: a lock (owner-checked) carrying an integer condition.
     ``acquire_when(c)`` waits until the condition is c; ``release_with(c)`` sets it and wakes the
-    threads waiting for values. The seed's consumer::
+    threads waiting for values. A consumer::
 
         lock.acquire_when(HAS_DATA)
         ... take the data ...
@@ -291,7 +288,7 @@ class ConditionLock(_Memory):
         if initialize:
             code = _cl_init(self._p, value, c_int(_SHARED if shared else 0))
             if code:
-                raise _error(code, "ConditionLock") if code != errno.EINVAL else ValueError(
+                raise error(code, "ConditionLock") if code != errno.EINVAL else ValueError(
                     "ConditionLock memory must be 8-byte aligned")
 
     @property
@@ -299,39 +296,42 @@ class ConditionLock(_Memory):
         """The condition now (a snapshot)."""
         return _cl_condition(self._p)
 
-    def _take(self, when: Optional[c_int64], timeout: Optional[float]) -> bool:
+    def _take(self, when: Optional[c_int64], limit: Optional[c_int64]) -> bool:
+        if limit is None:  # not blocking
+            return False
         any_value, wanted = when is None, c_int64(0) if when is None else when
-        return _wait(lambda p, deadline: _cl_wait(p, any_value, wanted, deadline),
-                     self._p, _deadline(timeout), "ConditionLock.acquire")
+        return wait(_cl_wait, self._p, any_value, wanted, limit, what="ConditionLock.acquire")
 
     def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
         """Takes the lock whatever the condition (NSConditionLock lock / lockBeforeDate:); False
-        if not blocking or timed out first."""
-        if not (_cl_take if blocking else _cl_trylock)(self._p):
+        if not blocking or timed out first. The timeout follows threading.Lock's rules (None or
+        -1: none; another negative value, or NaN: ValueError; one with blocking=False:
+        ValueError; more than threading.TIMEOUT_MAX: none)."""
+        limit = lock_deadline(blocking, -1 if timeout is None else timeout)
+        if not (_cl_trylock if limit is None else _cl_take)(self._p):
             return True
-        return self._take(None, timeout) if blocking else False
+        return self._take(None, limit)
 
     def acquire_when(self, condition: int, blocking: bool = True, timeout: Optional[float] = None) -> bool:
         """Takes the lock once the condition equals `condition` (lockWhenCondition:[beforeDate:]);
-        False if not blocking or timed out first."""
+        False if not blocking or timed out first. The timeout as acquire's."""
         wanted = _int64(condition, "ConditionLock condition")
-        if not (_cl_take_when if blocking else _cl_trylock_when)(self._p, wanted):
+        limit = lock_deadline(blocking, -1 if timeout is None else timeout)
+        if not (_cl_trylock_when if limit is None else _cl_take_when)(self._p, wanted):
             return True
-        return self._take(wanted, timeout) if blocking else False
+        return self._take(wanted, limit)
 
     def release(self) -> None:
         """Releases the lock, keeping the condition (unlock); NotOwnerError if the caller does not
         hold it."""
         code = _cl_unlock(self._p)
         if code:
-            raise _error(code, "ConditionLock.release")
+            raise error(code, "ConditionLock.release")
 
     def release_with(self, condition: int) -> None:
         """Sets the condition and releases the lock (unlockWithCondition:); NotOwnerError (and no
         change) if the caller does not hold it."""
-        code = _cl_unlock_with(self._p, _int64(condition, "ConditionLock condition"))
-        if code:
-            raise _error(code, "ConditionLock.release_with")
+        check(_cl_unlock_with(self._p, _int64(condition, "ConditionLock condition")), "ConditionLock.release_with")
 
     # Foundation's names.
     lock = acquire
@@ -359,11 +359,12 @@ class ConditionLock(_Memory):
 
 # ---- Semaphores -------------------------------------------------------------------------------
 
-_sem_init = _c(_nonblocking, "sync_semaphore_init")
-_sem_trywait = _c(_nonblocking, "sync_semaphore_trywait")
-_sem_wait = _c(_blocking, "sync_semaphore_wait_interruptible")
-_sem_signal = _c(_nonblocking, "sync_semaphore_signal")
-_sem_value = _c(_nonblocking, "sync_semaphore_value", c_uint32)
+_sem_init = declare("sync_semaphore_init")
+_sem_trywait = declare("sync_semaphore_trywait")
+_sem_wait = declare("sync_semaphore_wait_interruptible", blocking=True)
+_sem_signal = declare("sync_semaphore_signal")
+_sem_value = declare("sync_semaphore_value", c_uint32)
+_SEMAPHORE_LIMIT = word(layout.semaphore_limit_offset)
 
 
 class Semaphore(_Memory):
@@ -385,14 +386,18 @@ class Semaphore(_Memory):
                       c_int((_SHARED if shared else 0) | (_SEMAPHORE_BOUNDED if self._BOUNDED else 0)))
 
     def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
-        """Takes a unit. True, or False if not blocking / timed out (threading's rules)."""
+        """Takes a unit. True, or False if not blocking / timed out (threading's rules).
+        LockError (EINVAL), taking nothing, if the memory holds no semaphore."""
         if not blocking and timeout is not None:
             raise ValueError("can't specify timeout for non-blocking acquire")
-        if not _sem_trywait(self._p):
+        code = _sem_trywait(self._p)
+        if not code:
             return True
+        if code != errno.EAGAIN:
+            raise error(code, "Semaphore.acquire")
         if not blocking:
             return False
-        return _wait(_sem_wait, self._p, _deadline(timeout), "Semaphore.acquire")
+        return wait(_sem_wait, self._p, _deadline(timeout, True), what="Semaphore.acquire")
 
     __enter__ = acquire
 
@@ -407,7 +412,7 @@ class Semaphore(_Memory):
                 raise ValueError("Semaphore released too many times")
             raise OverflowError("semaphore value would exceed 2**32 - 1")
         if code:
-            raise _error(code, "Semaphore.release")
+            raise error(code, "Semaphore.release")
 
     def __exit__(self, *exc: Any) -> None:
         self.release()
@@ -415,7 +420,7 @@ class Semaphore(_Memory):
     def __repr__(self) -> str:
         value = _sem_value(self._p)
         if self._BOUNDED:
-            return f"<{_qualname(self)} at {id(self):#x}: value={value}/{self._cells[2]}>"
+            return f"<{_qualname(self)} at {id(self):#x}: value={value}/{self._cells[_SEMAPHORE_LIMIT]}>"
         return f"<{_qualname(self)} at {id(self):#x}: value={value}>"
 
 
@@ -427,28 +432,30 @@ class BoundedSemaphore(Semaphore):
 
 # ---- Event ------------------------------------------------------------------------------------
 
-_event_init = _c(_nonblocking, "sync_event_init")
-_event_set = _c(_nonblocking, "sync_event_set")
-_event_clear = _c(_nonblocking, "sync_event_clear")
-_event_wait_since = _c(_blocking, "sync_event_wait_since_interruptible")
+_event_init = declare("sync_event_init")
+_event_set = declare("sync_event_set")
+_event_clear = declare("sync_event_clear")
+_event_wait_since = declare("sync_event_wait_since_interruptible", blocking=True)
+_EVENT_STATE, _EVENT_FLAG = word(layout.event_state_offset), layout.event_flag
 
 
 class Event(_Memory):
     """threading.Event: a flag that threads (or processes) can wait for. Every thread waiting
     when set() is called returns True, even if clear() follows at once. 8 bytes."""
-    __slots__ = ("_words",)
+    __slots__ = ("_state",)
     _WORDS = 2
     SIZE = 8
 
     def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
         shared = self._place(buffer, offset)
-        self._words = _words(self._cells)  # word 0: the flag (bit 0) and generation, read without a C call
+        # The flag and the generation a set() moves, read without a C call.
+        self._state = _words(self._cells)[_EVENT_STATE:_EVENT_STATE + 1]
         if initialize:
             _event_init(self._p, c_bool(False), c_int(_SHARED if shared else 0))
 
     def is_set(self) -> bool:
         """Whether the flag is set."""
-        return self._words[0] & 1 == 1
+        return self._state[0] & _EVENT_FLAG != 0
 
     isSet = is_set
 
@@ -456,7 +463,7 @@ class Event(_Memory):
         """Sets the flag and wakes every waiting thread."""
         code = _event_set(self._p)
         if code:
-            raise _error(code, "Event.set")
+            raise error(code, "Event.set")
 
     def clear(self) -> None:
         """Clears the flag: later wait()s block until the next set()."""
@@ -465,18 +472,10 @@ class Event(_Memory):
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Waits until the flag is set or the timeout passes; True if it was set meanwhile (even
         if cleared again since), False if it timed out."""
-        mark = self._words[0]  # the flag, and the generation a set() moves
-        if mark & 1:
+        mark = self._state[0]
+        if mark & _EVENT_FLAG:
             return True
-        deadline, since = _deadline(timeout), c_uint32(mark)
-        while True:  # one call per 50 ms slice: Ctrl-C handlers run in between
-            code = _event_wait_since(self._p, since, deadline)
-            if code == 0:
-                return True
-            if code == errno.ETIMEDOUT:
-                return False
-            if code != errno.EINTR:
-                raise _error(code, "Event.wait")
+        return wait(_event_wait_since, self._p, c_uint32(mark), _deadline(timeout), what="Event.wait")
 
     def _at_fork_reinit(self) -> None:
         """After fork, in the child: forgets the parent's waiting threads, keeps the flag
@@ -490,12 +489,12 @@ class Event(_Memory):
 
 # ---- Barrier ----------------------------------------------------------------------------------
 
-_barrier_init = _c(_nonblocking, "sync_barrier_init")
-_barrier_wait = _c(_blocking, "sync_barrier_wait_interruptible")
-_barrier_action_done = _c(_nonblocking, "sync_barrier_action_done")
-_barrier_reset = _c(_nonblocking, "sync_barrier_reset")
-_barrier_abort = _c(_nonblocking, "sync_barrier_abort")
-_barrier_status = _c(_nonblocking, "sync_barrier_status")
+_barrier_init = declare("sync_barrier_init")
+_barrier_wait = declare("sync_barrier_wait_interruptible", blocking=True)
+_barrier_action_done = declare("sync_barrier_action_done")
+_barrier_reset = declare("sync_barrier_reset")
+_barrier_abort = declare("sync_barrier_abort")
+_barrier_status = declare("sync_barrier_status")
 
 
 class Barrier(_Memory):
@@ -528,13 +527,10 @@ class Barrier(_Memory):
         BrokenBarrierError if the barrier is or becomes broken, or the timeout (default: the
         barrier's) passes first (which breaks it)."""
         index = c_uint32()
-        deadline = _deadline(self._timeout if timeout is None else timeout)
-        while True:
-            code = _barrier_wait(self._p, deadline, byref(index))
-            if code != errno.EINTR:  # after EINTR the interpreter has run the signal's handler
-                break
+        code = interruptible(_barrier_wait, self._p, _deadline(self._timeout if timeout is None else timeout, True),
+                             byref(index))
         if code == errno.EINVAL:
-            raise _error(code, "Barrier.wait")
+            raise error(code, "Barrier.wait")
         if code:
             raise BrokenBarrierError
         if self._action is not None and index.value == self.parties - 1:
@@ -548,21 +544,15 @@ class Barrier(_Memory):
 
     def reset(self) -> None:
         """Back to the initial state; threads waiting now get BrokenBarrierError."""
-        code = _barrier_reset(self._p)
-        if code:
-            raise _error(code, "Barrier.reset")
+        check(_barrier_reset(self._p), "Barrier.reset")
 
     def abort(self) -> None:
         """Breaks the barrier: waits raise BrokenBarrierError until reset()."""
-        code = _barrier_abort(self._p)
-        if code:
-            raise _error(code, "Barrier.abort")
+        check(_barrier_abort(self._p), "Barrier.abort")
 
     def _status(self):
         parties, waiting, broken = c_uint32(), c_uint32(), c_bool()
-        code = _barrier_status(self._p, byref(parties), byref(waiting), byref(broken))
-        if code:
-            raise _error(code, "Barrier")
+        check(_barrier_status(self._p, byref(parties), byref(waiting), byref(broken)), "Barrier")
         return parties.value, waiting.value, broken.value
 
     @property

@@ -148,11 +148,9 @@ def _start() -> None:
     from . import conditions, locks
     tracking = True
     _set_site_hook(_site_hook, None)
-    locks._mutex_take = _counting(locks._mutex_trylock)
-    locks._rlock_take = _counting(locks._rlock_trylock)
-    locks._rw_takerd = _counting(locks._rw_tryrd)
-    locks._rw_takewr = _counting(locks._rw_trywr)
-    locks._spin_take = _counting(locks._spin_trylock)
+    for cls in (locks.Lock, locks.RLock, locks.SpinLock):  # Mutex inherits Lock's
+        cls._TAKE = staticmethod(_counting(cls._TRY))
+    locks._rw_take.update(read=_counting(locks._rw_tryrd), write=_counting(locks._rw_trywr))
     conditions._cl_take = _counting(conditions._cl_trylock)
     conditions._cl_take_when = _counting(conditions._cl_trylock_when)
 

@@ -41,11 +41,13 @@ Errors: creation raises FileNotFoundError (no parent directory), NotADirectoryEr
 is not a directory), PermissionError (the parent is not writable), FileExistsError (something
 that is not a lock is at the path), OSError(ENAMETOOLONG) or ValueError; acquire raises
 ``Timeout`` (a TimeoutError) or RuntimeError (the caller holds it already: waiting would never
-end); release raises ``NotLockedError`` (the caller does not hold it), or a ``LockLostError``:
+end); after the caller's hold was lost (``is_locked`` is False: broken, lease expired, session
+ended), the next ``acquire()`` or ``try_lock()`` raises that loss's ``LockLostError`` once,
+ending the lost hold, and the one after acquires; release raises ``NotLockedError`` (the caller does not hold it), or a ``LockLostError``:
 ``LockBrokenError`` (the hold was lost meanwhile: broken, lease expired, server session ended) or
 ``LockStolenError`` (lost, and someone else holds it now). Server targets add ValueError (a
 malformed URL), OSError(ELIBACC) (the client library is missing: the message says which Debian
-package to install), ConnectionRefusedError (cannot connect), PermissionError (wrong password),
+package to install), ConnectionRefusedError (cannot connect), PermissionError (wrong or missing password),
 and OSError(EIO) (the server failed or stopped answering); a server that stops answering during
 a wait ends it at its timeout with ``Timeout`` (its note says so).
 """
@@ -55,13 +57,12 @@ import ctypes
 import errno
 import math
 import os
-import time
 from ctypes import POINTER, byref, c_bool, c_char, c_char_p, c_int, c_int32, c_int64, c_uint, c_uint32, c_uint64, c_void_p
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Optional, Union
 
-from ._lib import blocking, declare, nonblocking
+from ._common import declare, deadline_ns, interruptible
 
 __all__ = ["DistributedLock", "Holder", "Timeout", "NotLockedError", "LockLostError", "LockBrokenError", "LockStolenError",
            "FileLock", "SoftFileLock", "AsyncFileLock", "AsyncSoftFileLock", "BaseFileLock", "BaseAsyncFileLock",
@@ -125,21 +126,22 @@ class _CHolder(ctypes.Structure):
 
 
 # Calls that touch the file system, or may wait for another thread's, release the GIL.
-_create = declare(blocking, "sync_distributed_lock_create_with", c_int, c_char_p, c_uint, c_int, POINTER(c_void_p))
-_destroy = declare(blocking, "sync_distributed_lock_destroy", None, c_void_p)
-_path = declare(nonblocking, "sync_distributed_lock_path", c_char_p, c_void_p)
-_try_lock = declare(blocking, "sync_distributed_lock_try_lock", c_int, c_void_p)
-_lock = declare(blocking, "sync_distributed_lock_lock", c_int, c_void_p, c_int64, c_int64)
-_lock_interruptible = declare(blocking, "sync_distributed_lock_lock_interruptible", c_int, c_void_p, c_int64, c_int64)
-_token = declare(blocking, "sync_distributed_lock_token", c_int, c_void_p, POINTER(c_uint64))
-_error_message = declare(nonblocking, "sync_distributed_lock_error_message", c_char_p)
-_unlock = declare(blocking, "sync_distributed_lock_unlock", c_int, c_void_p)
-_unlock_all = declare(blocking, "sync_distributed_lock_unlock_all", c_int, c_void_p)
-_count = declare(blocking, "sync_distributed_lock_count", c_int, c_void_p)
-_break = declare(blocking, "sync_distributed_lock_break", c_int, c_void_p)
-_recover = declare(blocking, "sync_distributed_lock_recover", c_int, c_void_p)
-_holder = declare(blocking, "sync_distributed_lock_holder", c_int, c_void_p, POINTER(_CHolder))
-_is_held = declare(blocking, "sync_distributed_lock_is_held", c_bool, c_void_p)
+_create = declare("sync_distributed_lock_create_with", c_int, c_char_p, c_uint, c_int, POINTER(c_void_p),
+                  blocking=True)
+_destroy = declare("sync_distributed_lock_destroy", None, c_void_p, blocking=True)
+_path = declare("sync_distributed_lock_path", c_char_p, c_void_p)
+_try_lock = declare("sync_distributed_lock_try_lock", c_int, c_void_p, blocking=True)
+_lock = declare("sync_distributed_lock_lock", c_int, c_void_p, c_int64, c_int64, blocking=True)
+_lock_interruptible = declare("sync_distributed_lock_lock_interruptible", c_int, c_void_p, c_int64, c_int64, blocking=True)
+_token = declare("sync_distributed_lock_token", c_int, c_void_p, POINTER(c_uint64), blocking=True)
+_error_message = declare("sync_distributed_lock_error_message", c_char_p)
+_unlock = declare("sync_distributed_lock_unlock", c_int, c_void_p, blocking=True)
+_unlock_all = declare("sync_distributed_lock_unlock_all", c_int, c_void_p, blocking=True)
+_count = declare("sync_distributed_lock_count", c_int, c_void_p, blocking=True)
+_break = declare("sync_distributed_lock_break", c_int, c_void_p, blocking=True)
+_recover = declare("sync_distributed_lock_recover", c_int, c_void_p, blocking=True)
+_holder = declare("sync_distributed_lock_holder", c_int, c_void_p, POINTER(_CHolder), blocking=True)
+_is_held = declare("sync_distributed_lock_is_held", c_bool, c_void_p, blocking=True)
 
 # sync_distributed_lock_create_with flags
 _RECURSIVE, _PROCESS_OWNED, _MAKE_PARENTS, _RELEASE_ON_DESTROY = 1, 2, 4, 8
@@ -172,23 +174,26 @@ def is_url(target) -> bool:
 
 
 def _seconds_to_ns(value: float, name: str) -> int:
-    """Seconds as ns for the C calls: < 0 (and +inf) is -1, "forever"; capped at 2**63-1."""
+    """Seconds as ns for the C calls: < 0 (and +inf) is -1, "forever"; more than C can count
+    saturates at 2**63-1 ns; a positive value below 1 ns is 0."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
     if math.isnan(value):
         raise ValueError(f"{name} must not be NaN")
     if value < 0 or math.isinf(value):
         return -1
+    if value >= _NEVER / 1e9:
+        return _NEVER
     return min(int(value * 1e9), _NEVER)
 
 
 def _poll_ns(value: float) -> int:
+    """poll_interval as ns: > 0 (a positive value below 1 ns is 1 ns; +inf and more than C can
+    count saturate at 2**63-1 ns); 0 and less raise ValueError."""
     ns = _seconds_to_ns(value, "poll_interval")
-    if ns == -1 and value > 0:  # +inf: as long as C can sleep
-        return _NEVER
-    if ns <= 0:
-        raise ValueError("poll_interval must be > 0")
-    return ns
+    if value <= 0:
+        raise ValueError(f"poll_interval must be > 0, not {value!r}")
+    return _NEVER if ns == -1 else max(ns, 1)
 
 
 class _Handle:
@@ -221,15 +226,10 @@ class _Handle:
 
 
 def _wait(handle: int, timeout_ns: int, poll_ns: int) -> int:
-    """sync_distributed_lock_lock_interruptible until it is not interrupted: it returns at least
-    every 50 ms, so a pending KeyboardInterrupt (or another signal handler's exception) is raised
-    between the calls, also while a server waits for the lock. (time.monotonic_ns is the core's
-    CLOCK_MONOTONIC.)"""
-    deadline = -1 if timeout_ns < 0 else time.monotonic_ns() + timeout_ns
-    while True:
-        code = _lock_interruptible(handle, deadline, poll_ns)
-        if code != errno.EINTR:
-            return code
+    """Acquires, waiting up to timeout_ns (< 0: forever; 0: one try); returns the C code. It
+    returns at least every 50 ms, so a pending KeyboardInterrupt (or another signal handler's
+    exception) is raised between the calls, also while a server waits for the lock."""
+    return interruptible(_lock_interruptible, handle, deadline_ns(timeout_ns), poll_ns)
 
 
 def _read_token(handle: int) -> Optional[int]:
@@ -292,6 +292,8 @@ class DistributedLock:
         """Acquires the lock if it is free, without blocking: True if the caller holds it now,
         False if someone else holds it."""
         code = _try_lock(self._handle.value)
+        if code == errno.EDEADLK and _end_lost_hold(self):
+            code = _try_lock(self._handle.value)
         if code == errno.EBUSY:
             return False
         self._check(code, "try_lock")
@@ -305,7 +307,10 @@ class DistributedLock:
         tries once. Ctrl-C interrupts the wait."""
         timeout = self.timeout if timeout is None else timeout
         poll = _poll_ns(self.poll_interval if poll_interval is None else poll_interval)
-        code = _wait(self._handle.value, 0 if not blocking else _seconds_to_ns(timeout, "timeout"), poll)
+        timeout_ns = 0 if not blocking else _seconds_to_ns(timeout, "timeout")
+        code = _wait(self._handle.value, timeout_ns, poll)
+        if code == errno.EDEADLK and _end_lost_hold(self):
+            code = _wait(self._handle.value, timeout_ns, poll)
         if code == errno.ETIMEDOUT:
             raise _timeout(self.path)
         self._check(code, "acquire")
@@ -361,6 +366,18 @@ class DistributedLock:
 
     def __repr__(self) -> str:
         return f"DistributedLock({self.path!r}, is_locked={self.is_locked})"
+
+
+def _end_lost_hold(lock: "DistributedLock") -> bool:
+    """After EDEADLK from an acquire: if the caller's hold through ``lock`` was lost meanwhile
+    (the core still counts it, the store no longer has it), ends it and raises its LockLostError
+    (the loss is reported once); True if it ended cleanly after all (try again), False if the
+    caller does hold it."""
+    handle = lock._handle.value
+    if _count(handle) == 0 or _is_held(handle):
+        return False
+    _raise_release_error(_unlock_all(handle), lock)
+    return True
 
 
 def _raise_error(code: int, operation: str, path: str, through: str) -> None:

@@ -42,69 +42,17 @@ A blocked acquire releases the GIL, and Ctrl-C interrupts it in the main thread.
 from __future__ import annotations
 
 import ctypes
-import errno
 import functools
-import threading
-import time
-from ctypes import c_int, c_int64, c_uint32, c_uint64, c_void_p
+from ctypes import c_int, c_uint32, c_uint64, c_void_p
 from typing import Any, Callable, Optional
 
+from ._common import (FOREVER, DeadlockError, LockError, NotOwnerError, NotRecoverableError, OwnerDiedError, acquire,
+                      acquired, check, declare, error, interruptible, layout, wait, word, words)
 from . import debug as _debug
-from ._lib import blocking as _blocking, nonblocking as _nonblocking
 from ._memory import PRIVATE, ref as _ref
 
 __all__ = ["Lock", "RLock", "Mutex", "RWLock", "SpinLock", "Once", "once", "synchronized",
            "LockError", "DeadlockError", "NotOwnerError", "OwnerDiedError", "NotRecoverableError"]
-
-
-class LockError(RuntimeError):
-    """A lock was misused; ``errno`` holds the C library's code."""
-
-    def __init__(self, message: str, code: int):
-        super().__init__(message)
-        self.errno = code
-
-
-class DeadlockError(LockError):
-    """The calling thread already holds the lock it is waiting for (EDEADLK)."""
-
-
-class NotOwnerError(LockError):
-    """The calling thread does not hold the lock it releases (EPERM)."""
-
-
-class OwnerDiedError(LockError):
-    """A robust lock's previous holder died holding it (EOWNERDEAD). The calling thread now
-    holds the lock: repair the state it guards, call ``mark_consistent()``, then release it."""
-
-
-class NotRecoverableError(LockError):
-    """A robust lock was released after OwnerDiedError without ``mark_consistent()``
-    (ENOTRECOVERABLE): it can no longer be acquired."""
-
-
-def _c(handle, name, restype=c_int):
-    function = getattr(handle, name)
-    function.restype = restype  # argtypes left unset: arguments are ctypes objects (cheaper)
-    return function
-
-
-_FOREVER = c_int64(-1)
-_probe = threading.Lock()
-
-
-def _deadline(blocking: Any, timeout: Any) -> Optional[c_int64]:
-    """threading's checks of (blocking, timeout) with threading's exceptions; the deadline to
-    wait to (None: do not wait). float('inf'), which threading refuses with OverflowError,
-    waits without a deadline."""
-    endless = timeout == float("inf")
-    if _probe.acquire(blocking, threading.TIMEOUT_MAX if endless else timeout):  # free: validates only
-        _probe.release()
-    if not blocking:
-        return None
-    if timeout == -1 or endless:
-        return _FOREVER
-    return c_int64(min(time.monotonic_ns() + int(timeout * 1e9), (1 << 63) - 1))
 
 
 def _qualname(obj: Any) -> str:
@@ -113,36 +61,6 @@ def _qualname(obj: Any) -> str:
     cls = type(obj)
     module = "libsync" if cls.__module__.startswith("libsync.") else cls.__module__
     return f"{module}.{cls.__qualname__}"
-
-
-def _error(code: int, what: str) -> LockError:
-    if code == errno.EDEADLK:
-        return DeadlockError(f"{what}: the calling thread already holds it", code)
-    if code == errno.EPERM:
-        return NotOwnerError(f"{what}: the calling thread does not hold it", code)
-    if code == errno.EAGAIN:
-        return LockError(f"{what}: count overflow", code)
-    if code == errno.EOWNERDEAD:
-        return OwnerDiedError(f"{what}: the previous holder died holding it; the caller now holds it: "
-                              "repair the state, call mark_consistent(), then release()", code)
-    if code == errno.ENOTRECOVERABLE:
-        return NotRecoverableError(f"{what}: released without mark_consistent() after its holder died", code)
-    return LockError(f"{what}: {errno.errorcode.get(code, code)}", code)
-
-
-def _wait(function, pointer, deadline: c_int64, what: str) -> bool:
-    """Calls a blocking `_interruptible` C function until it returns other than EINTR. Between
-    calls the interpreter runs signal handlers (Ctrl-C raises KeyboardInterrupt here); in the
-    main thread (where Python runs them) the C function returns EINTR at least every 50 ms, so
-    a signal that lands while it is not asleep in the kernel is not lost."""
-    while True:
-        code = function(pointer, deadline)
-        if code == 0:
-            return True
-        if code == errno.ETIMEDOUT:
-            return False
-        if code != errno.EINTR:
-            raise _error(code, what)
 
 
 class _Memory:
@@ -163,7 +81,13 @@ class _Memory:
                     raise ValueError(f"the SharedMemory {buffer.name!r} is closed")
                 self._shm, buffer = buffer, buffer.buf
             _ref(buffer, offset, cells._type_)  # checks type, writability, range, alignment (and None)
-            _ref(buffer, offset + ctypes.sizeof(cells) - 4, c_uint32)
+            size = ctypes.sizeof(cells)
+            try:
+                _ref(buffer, offset + size - 4, c_uint32)  # the last word: the rest of the range
+            except ValueError:
+                with memoryview(buffer) as view:
+                    raise ValueError(f"offset {offset} is out of range for a {size}-byte {type(self).__name__} "
+                                     f"in a {view.nbytes}-byte buffer") from None
             self._cells = cells.from_buffer(buffer, offset)
         self._p = c_void_p(ctypes.addressof(self._cells))
         self._shared = buffer is not PRIVATE
@@ -187,56 +111,57 @@ def _attach(cls, name: str, offset: int, options: Optional[dict] = None):
 
 
 def _init(function, pointer, flags: int) -> None:
-    code = function(pointer, c_int(flags))
-    if code:
-        raise _error(code, "init")
+    check(function(pointer, c_int(flags)), "init")
 
 
 # ---- Lock, Mutex ---------------------------------------------------------------------------
 
-_mutex_init = _c(_nonblocking, "sync_mutex_init")
-_mutex_trylock = _c(_nonblocking, "sync_mutex_trylock")
-_mutex_unlock = _c(_nonblocking, "sync_mutex_unlock")
-_mutex_is_locked = _c(_nonblocking, "sync_mutex_is_locked")
-_mutex_wait = _c(_blocking, "sync_mutex_lock_interruptible")
-_mutex_consistent = _c(_nonblocking, "sync_mutex_consistent")
-# `_take` names: the trylock that opens a blocking acquire. Lock-order checking (libsync.debug)
-# rebinds them so that a lock taken at that first try counts as a lock, not as a trylock.
-_mutex_take = _mutex_trylock
+_mutex_init = declare("sync_mutex_init")
+_mutex_trylock = declare("sync_mutex_trylock")
+_mutex_unlock = declare("sync_mutex_unlock")
+_mutex_is_locked = declare("sync_mutex_is_locked")
+_mutex_wait = declare("sync_mutex_lock_interruptible", blocking=True)
+_mutex_consistent = declare("sync_mutex_consistent")
 _SHARED, _UNOWNED, _ROBUST = 1, 2, 4
 _ROBUST_CELLS = c_uint64 * 2  # a robust lock's 16 bytes, 8-aligned
-_ROBUST_MODE = 0x10000000  # the ROBUST bit of the word at offset 0 (sync/locks.h)
 
 
 def _check_robust(cells: Any, robust: bool) -> None:
     """Attaching (initialize=False): `robust` must be what the creator chose, as it sizes the view."""
-    if bool(memoryview(cells).cast("B").cast("I")[0] & _ROBUST_MODE) != robust:
+    if bool(words(cells)[0] & layout.mutex_robust) != robust:
         raise ValueError(f"the lock in this memory is {'not ' if robust else ''}robust: pass robust={not robust}")
-_EBUSY = errno.EBUSY
 
 
-class Lock(_Memory):
+class _Acquirable(_Memory):
+    """A lock taken by a C try function (0, EBUSY, or an error) and its `_interruptible` wait,
+    the class's _TRY and _WAIT; _WHAT names the acquire in errors. _TAKE is the try that opens a
+    blocking acquire: _TRY, which lock-order checking (libsync.debug) replaces so that a lock
+    taken at that first try counts as a lock, not as a trylock."""
+    __slots__ = ()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Acquires the lock, as threading's acquire: True if acquired, False on timeout or if
+        non-blocking and held by another thread. Owner-checked locks raise DeadlockError for
+        their holder's wait, and robust ones OwnerDiedError (held) or NotRecoverableError."""
+        if blocking is True and timeout == -1:  # the common call: nothing to check, one C call
+            code = self._TAKE(self._p)
+            return not code or acquired(code, self._p, self._WAIT, FOREVER, self._WHAT)
+        return acquire(self._p, self._TRY, self._WAIT, self._WHAT, blocking, timeout, self._TAKE)
+
+    __enter__ = acquire
+
+
+class Lock(_Acquirable):
     """threading.Lock, from libsync: any thread may release it. 4 bytes of lock state."""
     __slots__ = ()
     _FLAGS = _UNOWNED
+    _TRY = _TAKE = _mutex_trylock
+    _WAIT = _mutex_wait
 
     def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
         shared = self._place(buffer, offset)
         if initialize:
             _init(_mutex_init, self._p, self._FLAGS | (_SHARED if shared else 0))
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        """Acquires the lock, as threading.Lock.acquire: True if acquired, False on timeout or
-        if non-blocking and held."""
-        if blocking is True and timeout == -1:  # the common call: nothing to check, one C call
-            return not _mutex_take(self._p) or _wait(_mutex_wait, self._p, _FOREVER, self._WHAT)
-        deadline = _deadline(blocking, timeout)
-        code = (_mutex_trylock if deadline is None else _mutex_take)(self._p)
-        if code == 0:
-            return True
-        if deadline is None:
-            return False
-        return _wait(_mutex_wait, self._p, deadline, self._WHAT)
 
     def release(self) -> None:
         """Releases the lock; RuntimeError if it is not locked."""
@@ -248,16 +173,17 @@ class Lock(_Memory):
         return bool(_mutex_is_locked(self._p))
 
     def _at_fork_reinit(self) -> None:
-        """After fork, in the child: unlocked, whoever held it (threading's protocol)."""
-        _init(_mutex_init, self._p, self._FLAGS | (_SHARED if self._shared else 0))
-
-    __enter__ = acquire
+        """After fork, in the child: unlocked, whoever held it (threading's protocol). In shared
+        memory nothing changes: the word is every process's, and a holder in another process
+        (the parent too) still holds it."""
+        if not self._shared:
+            _init(_mutex_init, self._p, self._FLAGS)
 
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
         if _mutex_unlock(self._p):  # release()'s body: one Python frame less per `with`
             raise RuntimeError("release unlocked lock")
 
-    acquire_lock, release_lock, locked_lock = acquire, release, locked
+    acquire_lock, release_lock, locked_lock = _Acquirable.acquire, release, locked
     _WHAT = "Lock.acquire"
 
     def __repr__(self) -> str:
@@ -265,22 +191,14 @@ class Lock(_Memory):
         return f"<{state} {_qualname(self)} object at {id(self):#x}>"
 
 
-class Mutex(Lock):
-    """An owner-checked mutex: acquire from the owning thread raises DeadlockError, release from
-    another thread NotOwnerError. Otherwise as Lock.
-
-    ``robust=True`` (16 bytes, 8-aligned): a holder's death is reported to the next acquire as
-    OwnerDiedError, with the lock held; ``mark_consistent()`` then ``release()`` (see the
-    module's doc). In other processes pass ``robust=True, initialize=False`` too, or pickle it.
-    """
+class _Robust(_Acquirable):
+    """An owner-checked lock that may be robust (16 bytes, 8-aligned), initialized by _INIT."""
     __slots__ = ()
-    _FLAGS = 0
-    _WHAT = "Mutex.acquire"
 
     def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True, robust: bool = False):
         shared = self._place(buffer, offset, _ROBUST_CELLS if robust else None)
         if initialize:
-            _init(_mutex_init, self._p, self._flags(shared))
+            _init(self._INIT, self._p, self._flags(shared))
         else:
             _check_robust(self._cells, robust)
 
@@ -293,71 +211,64 @@ class Mutex(Lock):
     def _attach_options(self) -> tuple:
         return ({"robust": True},) if self._robust() else ()
 
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        """As Lock.acquire; DeadlockError if the caller holds it; robust: OwnerDiedError (held),
-        NotRecoverableError."""
-        if blocking is True and timeout == -1:
-            code = _mutex_take(self._p)
-            if code == 0:
-                return True
-            if code == _EBUSY:
-                return _wait(_mutex_wait, self._p, _FOREVER, self._WHAT)
-            raise _error(code, self._WHAT)
-        deadline = _deadline(blocking, timeout)
-        code = (_mutex_trylock if deadline is None else _mutex_take)(self._p)
-        if code == 0:
-            return True
-        if code != _EBUSY:
-            raise _error(code, self._WHAT)
-        if deadline is None:
-            return False
-        return _wait(_mutex_wait, self._p, deadline, self._WHAT)
+    def _at_fork_reinit(self) -> None:
+        """After fork, in the child: unlocked, whoever held it (threading's protocol). In shared
+        memory nothing changes, as for Lock."""
+        if not self._shared:
+            _init(self._INIT, self._p, self._flags(False))
 
-    __enter__ = acquire
+
+class Mutex(_Robust, Lock):
+    """An owner-checked mutex: acquire from the owning thread raises DeadlockError, release from
+    another thread NotOwnerError. Otherwise as Lock.
+
+    ``robust=True`` (16 bytes, 8-aligned): a holder's death is reported to the next acquire as
+    OwnerDiedError, with the lock held; ``mark_consistent()`` then ``release()`` (see the
+    module's doc). In other processes pass ``robust=True, initialize=False`` too, or pickle it.
+    """
+    __slots__ = ()
+    _INIT = _mutex_init
+    _WHAT = "Mutex.acquire"
 
     def release(self) -> None:
+        """Releases the lock; NotOwnerError if the calling thread does not hold it."""
         code = _mutex_unlock(self._p)
         if code:
-            raise _error(code, "Mutex.release")
+            raise error(code, "Mutex.release")
 
-    acquire_lock, release_lock = acquire, release
+    release_lock = release
 
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
         code = _mutex_unlock(self._p)
         if code:
-            raise _error(code, "Mutex.release")
+            raise error(code, "Mutex.release")
 
     def mark_consistent(self) -> None:
         """Robust: the state the lock guards is repaired after OwnerDiedError, so that release()
         leaves the lock usable. NotOwnerError if the caller does not hold it; LockError (EINVAL)
         if the lock is not robust or has nothing to repair."""
-        code = _mutex_consistent(self._p)
-        if code:
-            raise _error(code, "Mutex.mark_consistent")
+        check(_mutex_consistent(self._p), "Mutex.mark_consistent")
 
     def owned(self) -> bool:
         """Whether the calling thread holds it."""
         return bool(_mutex_is_owner(self._p))
 
-    def _at_fork_reinit(self) -> None:
-        _init(_mutex_init, self._p, self._flags(self._shared))
 
-
-_mutex_is_owner = _c(_nonblocking, "sync_mutex_is_owner")
+_mutex_is_owner = declare("sync_mutex_is_owner")
 
 
 # ---- RLock ---------------------------------------------------------------------------------
 
-_rlock_init = _c(_nonblocking, "sync_recursive_lock_init")
-_rlock_trylock = _c(_nonblocking, "sync_recursive_lock_trylock")
-_rlock_unlock = _c(_nonblocking, "sync_recursive_lock_unlock")
-_rlock_depth = _c(_nonblocking, "sync_recursive_lock_depth", c_uint32)
-_rlock_wait = _c(_blocking, "sync_recursive_lock_lock_interruptible")
-_rlock_consistent = _c(_nonblocking, "sync_recursive_lock_consistent")
-_rlock_take = _rlock_trylock  # see _mutex_take
+_rlock_init = declare("sync_recursive_lock_init")
+_rlock_trylock = declare("sync_recursive_lock_trylock")
+_rlock_unlock = declare("sync_recursive_lock_unlock")
+_rlock_depth = declare("sync_recursive_lock_depth", c_uint32)
+_rlock_wait = declare("sync_recursive_lock_lock_interruptible", blocking=True)
+_rlock_consistent = declare("sync_recursive_lock_consistent")
+_DEPTH, _ROBUST_DEPTH = word(layout.recursive_depth_offset), word(layout.robust_recursive_depth_offset)
 
 
-class RLock(_Memory):
+class RLock(_Robust):
     """threading.RLock, from libsync: the owner may acquire again; each acquire balanced by a
     release; release by another thread raises RuntimeError. As threading's, an RLock (in private
     memory, not robust) held by the thread that calls fork() is still held by the child's thread,
@@ -367,49 +278,14 @@ class RLock(_Memory):
     it once; ``mark_consistent()`` then ``release()``."""
     __slots__ = ()
     _WORDS = 2
-
-    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True, robust: bool = False):
-        shared = self._place(buffer, offset, _ROBUST_CELLS if robust else None)
-        if initialize:
-            _init(_rlock_init, self._p, self._flags(shared))
-        else:
-            _check_robust(self._cells, robust)
-
-    def _flags(self, shared: bool) -> int:
-        return (_SHARED if shared else 0) | (_ROBUST if self._robust() else 0)
-
-    def _robust(self) -> bool:
-        return isinstance(self._cells, _ROBUST_CELLS)
-
-    def _attach_options(self) -> tuple:
-        return ({"robust": True},) if self._robust() else ()
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        """Acquires the lock (again, if the calling thread holds it), as threading.RLock.acquire:
-        True if acquired, False on timeout or if non-blocking and held by another thread."""
-        if blocking is True and timeout == -1:
-            code = _rlock_take(self._p)
-            if code == 0:
-                return True
-            if code == _EBUSY:
-                return _wait(_rlock_wait, self._p, _FOREVER, "RLock.acquire")
-            raise _error(code, "RLock.acquire")
-        deadline = _deadline(blocking, timeout)
-        code = (_rlock_trylock if deadline is None else _rlock_take)(self._p)
-        if code == 0:
-            return True
-        if code != errno.EBUSY:
-            raise _error(code, "RLock.acquire")
-        if deadline is None:
-            return False
-        return _wait(_rlock_wait, self._p, deadline, "RLock.acquire")
+    _INIT, _WAIT = _rlock_init, _rlock_wait
+    _TRY = _TAKE = _rlock_trylock
+    _WHAT = "RLock.acquire"
 
     def release(self) -> None:
         """Releases one level of the lock; RuntimeError if the calling thread does not hold it."""
         if _rlock_unlock(self._p):
             raise RuntimeError("cannot release un-acquired lock")
-
-    __enter__ = acquire
 
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
         if _rlock_unlock(self._p):
@@ -417,9 +293,7 @@ class RLock(_Memory):
 
     def mark_consistent(self) -> None:
         """Robust: as Mutex.mark_consistent."""
-        code = _rlock_consistent(self._p)
-        if code:
-            raise _error(code, "RLock.mark_consistent")
+        check(_rlock_consistent(self._p), "RLock.mark_consistent")
 
     # threading.Condition's protocol for recursive locks.
     def _is_owned(self) -> bool:
@@ -445,78 +319,65 @@ class RLock(_Memory):
         for _ in range(depth - 1):
             self.acquire()
 
-    def _at_fork_reinit(self) -> None:
-        """After fork, in the child: unlocked, whoever held it (threading's protocol)."""
-        _init(_rlock_init, self._p, self._flags(self._shared))
-
     def __repr__(self) -> str:
         # threading's format, without the owner (the word keeps a kernel id, not threading's ident).
         locked = _mutex_is_locked(self._p)
-        # The holder's depth: the word after the lock word (robust: at byte 8).
-        count = memoryview(self._cells).cast("B").cast("I")[2 if self._robust() else 1] if locked else 0
+        depth = _ROBUST_DEPTH if self._robust() else _DEPTH  # the holder's depth
+        count = words(self._cells)[depth] if locked else 0
         return f"<{'locked' if locked else 'unlocked'} {_qualname(self)} object count={count} at {id(self):#x}>"
 
 
 # ---- RWLock --------------------------------------------------------------------------------
 
-_rw_init = _c(_nonblocking, "sync_rwlock_init")
-_rw_tryrd = _c(_nonblocking, "sync_rwlock_tryrdlock")
-_rw_rdunlock = _c(_nonblocking, "sync_rwlock_rdunlock")
-_rw_rdwait = _c(_blocking, "sync_rwlock_rdlock_interruptible")
-_rw_trywr = _c(_nonblocking, "sync_rwlock_trywrlock")
-_rw_wrunlock = _c(_nonblocking, "sync_rwlock_wrunlock")
-_rw_wrwait = _c(_blocking, "sync_rwlock_wrlock_interruptible")
-_rw_downgrade = _c(_nonblocking, "sync_rwlock_downgrade")
-_rw_waiting = _c(_nonblocking, "sync_rwlock_waiting_writers", c_uint32)
-_rw_takerd, _rw_takewr = _rw_tryrd, _rw_trywr  # see _mutex_take
+_rw_init = declare("sync_rwlock_init")
+_rw_tryrd = declare("sync_rwlock_tryrdlock")
+_rw_rdunlock = declare("sync_rwlock_rdunlock")
+_rw_rdwait = declare("sync_rwlock_rdlock_interruptible", blocking=True)
+_rw_trywr = declare("sync_rwlock_trywrlock")
+_rw_wrunlock = declare("sync_rwlock_wrunlock")
+_rw_wrwait = declare("sync_rwlock_wrlock_interruptible", blocking=True)
+_rw_downgrade = declare("sync_rwlock_downgrade")
+_rw_waiting = declare("sync_rwlock_waiting_writers", c_uint32)
 _RELEASE_UNLOCKED = "release unlocked lock"  # threading.Lock's message
 
 
-def _acquire_bounded(p, try_lock, take, wait, what: str, blocking: Any, timeout: Any) -> bool:
-    """An acquire with a timeout or non-blocking. The write holder's own attempt returns False
-    at once: its wait could only time out (the C functions say EBUSY or EDEADLK)."""
-    deadline = _deadline(blocking, timeout)
-    code = (try_lock if deadline is None else take)(p)
-    if code == 0:
-        return True
-    if code != errno.EBUSY:
-        raise _error(code, what)
-    if deadline is None:
-        return False
+def _rw_bounded(p, try_lock, take, wait_function, what: str, blocking: Any, timeout: Any) -> bool:
+    """A side's acquire with a timeout or non-blocking. The write holder's own attempt returns
+    False at once: its wait could only time out (the C functions say EBUSY or EDEADLK)."""
     try:
-        return _wait(wait, p, deadline, what)
+        return acquire(p, try_lock, wait_function, what, blocking, timeout, take)
     except DeadlockError:
         return False
 
 
-def _acquire_read(p, blocking: Any = True, timeout: Any = -1) -> bool:
-    if timeout == -1 and blocking is True:
-        return not _rw_takerd(p) or _wait(_rw_rdwait, p, _FOREVER, "RWLock.acquire_read")
-    return _acquire_bounded(p, _rw_tryrd, _rw_takerd, _rw_rdwait, "RWLock.acquire_read", blocking, timeout)
+# The try that opens a blocking acquire of each side: the trylock, which lock-order checking
+# (libsync.debug) replaces so that a lock taken at that first try counts as a lock.
+_rw_take = {"read": _rw_tryrd, "write": _rw_trywr}
 
 
-def _release_read(p) -> None:
-    code = _rw_rdunlock(p)
-    if code:
-        raise _error(code, "RWLock.release_read")
+def _side(name: str, try_lock, wait_function, unlock) -> tuple:
+    """The acquire(p, blocking, timeout) and release(p) of the side `name` of an RWLock."""
+    acquiring, releasing = f"RWLock.acquire_{name}", f"RWLock.release_{name}"
+
+    def acquire_side(p, blocking: Any = True, timeout: Any = -1) -> bool:
+        if timeout == -1 and blocking is True:  # the common call: one C call
+            code = _rw_take[name](p)
+            return not code or acquired(code, p, wait_function, FOREVER, acquiring)
+        return _rw_bounded(p, try_lock, _rw_take[name], wait_function, acquiring, blocking, timeout)
+
+    def release_side(p) -> None:
+        code = unlock(p)
+        if code:
+            raise error(code, releasing)
+    return acquire_side, release_side
 
 
-def _acquire_write(p, blocking: Any = True, timeout: Any = -1) -> bool:
-    if timeout == -1 and blocking is True:
-        return not _rw_takewr(p) or _wait(_rw_wrwait, p, _FOREVER, "RWLock.acquire_write")
-    return _acquire_bounded(p, _rw_trywr, _rw_takewr, _rw_wrwait, "RWLock.acquire_write", blocking, timeout)
-
-
-def _release_write(p) -> None:
-    code = _rw_wrunlock(p)
-    if code:
-        raise _error(code, "RWLock.release_write")
+_acquire_read, _release_read = _side("read", _rw_tryrd, _rw_rdwait, _rw_rdunlock)
+_acquire_write, _release_write = _side("write", _rw_trywr, _rw_wrwait, _rw_wrunlock)
 
 
 def _downgrade(p) -> None:
-    code = _rw_downgrade(p)
-    if code:
-        raise _error(code, "RWLock.downgrade")
+    check(_rw_downgrade(p), "RWLock.downgrade")
 
 
 class _Side:
@@ -604,23 +465,39 @@ class RWLock(_Memory):
         return _rw_waiting(self._p)
 
 
-class ReadLock:
+class _SideLock:
+    """One side of an RWLock as a lock object, taken by _TAKE; it counts the holds taken through
+    it in _holds (one item per hold: list append/pop are atomic, so threads may share it)."""
+    __slots__ = ("_rwlock", "_p", "_holds")
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Takes the side; arguments and result as threading.Lock.acquire."""
+        if not self._TAKE(self._p, blocking, timeout):
+            return False
+        self._holds.append(None)
+        return True
+
+    def locked(self) -> bool:
+        """Whether this object holds the side."""
+        return bool(self._holds)
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+class ReadLock(_SideLock):
     """The read side of an RWLock as a lock object, readerwriterlock's ``gen_rlock()``:
     ``acquire(blocking, timeout)``, ``release()``, ``locked()`` and ``with``. ``locked()`` and
     ``release()`` concern the holds taken through this object; releasing one it does not hold
     raises RuntimeError("release unlocked lock"), as threading.Lock does."""
-    __slots__ = ("_rwlock", "_p", "_holds")
+    __slots__ = ()
+    _TAKE = staticmethod(_acquire_read)
 
     def __init__(self, rwlock: RWLock, holds: int = 0):
         self._rwlock, self._p = rwlock, rwlock._p
-        self._holds = [None] * holds  # one item per hold: list append/pop are atomic, so threads may share it
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        """Takes a read lock; arguments and result as threading.Lock.acquire."""
-        if not _acquire_read(self._p, blocking, timeout):
-            return False
-        self._holds.append(None)
-        return True
+        self._holds = [None] * holds
 
     def release(self) -> None:
         """Releases a read lock taken through this object."""
@@ -630,31 +507,16 @@ class ReadLock:
             raise RuntimeError(_RELEASE_UNLOCKED) from None
         _release_read(self._p)
 
-    def locked(self) -> bool:
-        """Whether this object holds a read lock."""
-        return bool(self._holds)
 
-    __enter__ = acquire
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
-
-
-class WriteLock:
+class WriteLock(_SideLock):
     """The write side of an RWLock as a lock object, readerwriterlock's ``gen_wlock()``: as
     ReadLock, and ``downgrade()``."""
-    __slots__ = ("_rwlock", "_p", "_holds")
+    __slots__ = ()
+    _TAKE = staticmethod(_acquire_write)
 
     def __init__(self, rwlock: RWLock):
         self._rwlock, self._p = rwlock, rwlock._p
         self._holds: list = []
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        """Takes the write lock; arguments and result as threading.Lock.acquire."""
-        if not _acquire_write(self._p, blocking, timeout):
-            return False
-        self._holds.append(None)
-        return True
 
     def release(self) -> None:
         """Releases the write lock taken through this object; NotOwnerError from another thread."""
@@ -677,52 +539,35 @@ class WriteLock:
             self._holds.append(None)  # still held (by the thread that took it)
             raise
 
-    def locked(self) -> bool:
-        """Whether this object holds the write lock."""
-        return bool(self._holds)
-
-    __enter__ = acquire
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
-
 
 # ---- SpinLock ------------------------------------------------------------------------------
 
-_spin_trylock = _c(_nonblocking, "sync_spinlock_trylock")
-_spin_unlock = _c(_nonblocking, "sync_spinlock_unlock")
-_spin_wait = _c(_blocking, "sync_spinlock_lock_interruptible")
-_spin_take = _spin_trylock  # see _mutex_take
+_spin_init = declare("sync_spinlock_init")
+_spin_trylock = declare("sync_spinlock_trylock")
+_spin_unlock = declare("sync_spinlock_unlock")
+_spin_wait = declare("sync_spinlock_lock_interruptible", blocking=True)
 
 
-class SpinLock(_Memory):
+class SpinLock(_Acquirable):
     """libsync's spin lock (bounded spinning, then yielding and napping), owner-checked like
-    Mutex. Needs no initialization, also in shared memory. 4 bytes."""
+    Mutex. 4 bytes. In a caller's buffer (shared memory) it is process-shared, like Mutex: one
+    process initializes it, the others pass ``initialize=False``; its owner checks then hold
+    across processes (a thread that got a dead holder's thread id is not taken for the holder)."""
     __slots__ = ()
+    _TRY = _TAKE = _spin_trylock
+    _WAIT = _spin_wait
+    _WHAT = "SpinLock.acquire"
 
     def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
-        self._place(buffer, offset)
+        shared = self._place(buffer, offset)
         if initialize:
-            self._cells[0] = 0
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if timeout == -1 and blocking is True:
-            if not _spin_take(self._p):
-                return True
-            return _wait(_spin_wait, self._p, _FOREVER, "SpinLock.acquire")
-        deadline = _deadline(blocking, timeout)
-        if (_spin_trylock if deadline is None else _spin_take)(self._p) == 0:
-            return True
-        if deadline is None:
-            return False
-        return _wait(_spin_wait, self._p, deadline, "SpinLock.acquire")
+            _init(_spin_init, self._p, 1 if shared else 0)
 
     def release(self) -> None:
+        """Releases the lock; NotOwnerError if the calling thread does not hold it."""
         code = _spin_unlock(self._p)
         if code:
-            raise _error(code, "SpinLock.release")
-
-    __enter__ = acquire
+            raise error(code, "SpinLock.release")
 
     def __exit__(self, *exc: Any) -> None:
         self.release()
@@ -730,9 +575,10 @@ class SpinLock(_Memory):
 
 # ---- once ----------------------------------------------------------------------------------
 
-_once_begin = _c(_blocking, "sync_once_begin_interruptible")
-_once_end = _c(_nonblocking, "sync_once_end")
-_ONCE_RUN = -1
+_once_begin = declare("sync_once_begin_interruptible", blocking=True)
+_once_end = declare("sync_once_end")
+_ONCE_DONE = layout.once_done
+_ONCE_RUN = -1  # SYNC_ONCE_RUN: the caller runs the function
 
 
 class Once:
@@ -748,14 +594,13 @@ class Once:
         self._result: Any = None
 
     def __call__(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        while True:
-            state = _once_begin(self._p)
-            if state == 0:
-                return self._result
-            if state == _ONCE_RUN:
-                break
-            if state != errno.EINTR:
-                raise _error(state, "once")
+        """Runs ``function(*args, **kwargs)`` if no call has completed yet, else waits for the
+        running one; returns the first successful call's result."""
+        state = interruptible(_once_begin, self._p)
+        if state == 0:
+            return self._result
+        if state != _ONCE_RUN:
+            raise error(state, "once")
         try:
             self._result = function(*args, **kwargs)
         except BaseException:
@@ -767,7 +612,7 @@ class Once:
     @property
     def done(self) -> bool:
         """Whether the function has run to completion."""
-        return self._word.value == 0x7FFFFFFF
+        return self._word.value == _ONCE_DONE
 
 
 def once(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -784,8 +629,8 @@ def once(function: Callable[..., Any]) -> Callable[..., Any]:
 
 # ---- synchronized --------------------------------------------------------------------------
 
-_sync_enter = _c(_blocking, "sync_synchronized_enter_interruptible")
-_sync_exit = _c(_nonblocking, "sync_synchronized_exit")
+_sync_enter = declare("sync_synchronized_enter_interruptible", blocking=True)
+_sync_exit = declare("sync_synchronized_exit")
 
 
 class synchronized:
@@ -800,14 +645,15 @@ class synchronized:
         self._token = c_void_p(id(obj))
 
     def __enter__(self) -> None:
-        _wait(_sync_enter, self._token, _FOREVER, "synchronized")
+        wait(_sync_enter, self._token, FOREVER, what="synchronized")
 
     def __exit__(self, *exc: Any) -> None:
         code = _sync_exit(self._token)
         if code:
-            raise _error(code, "synchronized exit")
+            raise error(code, "synchronized exit")
 
     def __call__(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator: ``function`` runs holding the object's lock."""
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             with self:

@@ -20,9 +20,9 @@ int -> TypeError; an int that does not fit the C type (an address: 0 <= a < 2**6
 -> OverflowError; a bit number beyond the object -> ValueError.
 
 Queues (``OSQueueHead``, ``OSFifoQueueHead``): every element of a queue has its link field at
-the same offset, fixed by the first enqueue; an offset that is not an int -> TypeError; one that
-is negative, misaligned, outside the element or not the queue's, or an element already in the
-queue -> ValueError. The head keeps each element alive while it is queued; keep your own
+the same offset, fixed by the first enqueue (a dequeue before it returns None); an offset that
+is not an int -> TypeError; one that is negative, misaligned, outside the element or not the
+queue's, or an element already in this or another queue -> ValueError. The head keeps each element alive while it is queued; keep your own
 reference to use an element after dequeuing it (dequeue returns its address).
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ import operator
 from ctypes import byref, c_bool, c_int, c_int32, c_int64, c_long, c_size_t, c_uint32, c_void_p
 from typing import Any, Callable, Optional
 
-from ._lib import blocking, declare, nonblocking
+from ._common import declare
 from ._memory import address_of, ref
 
 __all__ = ["ref", "OSSpinLock", "OS_SPINLOCK_INIT", "OSQueueHead", "OSFifoQueueHead"]
@@ -66,15 +66,9 @@ def _integer(name: str, operand: Any) -> int:
         raise TypeError(f"{name}: expected an int, not {type(operand).__name__}") from None
 
 
-def _function(name: str, restype: type, handle: ctypes.CDLL = nonblocking):
-    c = getattr(handle, name)
-    c.restype = restype
-    return c
-
-
 def _operand(name: str, ctype: type):
     """(amount-or-mask, value) -> int: Add32/64, Or/And/Xor32 and their variants."""
-    c = _function(name, c_int64 if ctype is c_int64 else c_int32)
+    c = declare(name, c_int64 if ctype is c_int64 else c_int32)
     low, high = _RANGES[ctype]
     wrap = ctype if ctype in _WIDE else None
 
@@ -92,7 +86,7 @@ def _operand(name: str, ctype: type):
 
 def _unary(name: str, ctype: type):
     """(value) -> int: Increment/Decrement32/64."""
-    c = _function(name, ctype)
+    c = declare(name, ctype)
 
     def operation(value: Any) -> int:
         if value.__class__ is not ctype and not isinstance(value, ctype):
@@ -104,7 +98,7 @@ def _unary(name: str, ctype: type):
 
 def _compare_and_swap(name: str, ctype: type):
     """(old, new, value) -> bool."""
-    c = _function(name, c_bool)
+    c = declare(name, c_bool)
     low, high = _RANGES[ctype]
     wrap = ctype if ctype in _WIDE or ctype is c_void_p else None
     pointer = ctype is c_void_p
@@ -129,7 +123,7 @@ def _compare_and_swap(name: str, ctype: type):
 
 def _test_and(name: str):
     """(n, object) -> bool, on any ctypes object; n must lie inside it."""
-    c = declare(nonblocking, name, c_bool, ctypes.c_uint32, c_void_p)
+    c = declare(name, c_bool, ctypes.c_uint32, c_void_p)
 
     def operation(n: int, value: Any) -> bool:
         address = address_of(value)
@@ -155,7 +149,7 @@ for _barrier in ("", "Barrier"):
     _test_and(f"OSAtomicTestAndSet{_barrier}")
     _test_and(f"OSAtomicTestAndClear{_barrier}")
 
-OSMemoryBarrier = declare(nonblocking, "OSMemoryBarrier", None)
+OSMemoryBarrier = declare("OSMemoryBarrier", None)
 OSMemoryBarrier.__doc__ = "A full memory barrier."
 __all__.append("OSMemoryBarrier")
 
@@ -165,8 +159,8 @@ OSSpinLock = c_int32
 OS_SPINLOCK_INIT = 0
 
 
-def _spin(name: str, handle: ctypes.CDLL, doc: str) -> None:
-    c = _function(name, c_bool if name == "OSSpinLockTry" else None, handle)
+def _spin(name: str, blocking: bool, doc: str) -> None:
+    c = declare(name, c_bool if name == "OSSpinLockTry" else None, blocking=blocking)
 
     def operation(lock: Any):
         if lock.__class__ is not c_int32 and not isinstance(lock, c_int32):
@@ -176,13 +170,18 @@ def _spin(name: str, handle: ctypes.CDLL, doc: str) -> None:
     _export(name, operation)
 
 
-_spin("OSSpinLockTry", nonblocking, "Takes the lock if free, never waiting; returns whether it did.")
-_spin("OSSpinLockLock", blocking, "Takes the lock, waiting (with the GIL released) until it is free.")
-_spin("OSSpinLockUnlock", nonblocking, "Releases the lock.")
+_spin("OSSpinLockTry", False, "Takes the lock if free, never waiting; returns whether it did.")
+_spin("OSSpinLockLock", True, "Takes the lock, waiting (with the GIL released) until it is free.")
+_spin("OSSpinLockUnlock", False, "Releases the lock.")
 
 # ---- Intrusive queues: elements are ctypes objects with a pointer-sized link field at `offset`.
 # The head keeps each element alive while it is queued, and fixes the link offset at the first
 # enqueue: a dequeue can then only follow links that lie inside live elements. --------------
+
+
+# {address: token of the head holding it} over every head of the process: an element is in at
+# most one queue at a time (a second head would splice its links into the first's).
+_queued: dict = {}
 
 
 class _AlignedHead:
@@ -194,12 +193,24 @@ class _AlignedHead:
         self._storage = ctypes.create_string_buffer(self._size + 15)
         self.address = (ctypes.addressof(self._storage) + 15) & ~15
         self._elements: dict = {}
+        self._token = object()  # this head in _queued (the head itself there would never be freed)
         self._link: dict = {}  # {"offset": n} from the first enqueue on (setdefault: atomic)
 
-    def _match_offset(self, name: str, offset: int, fix: bool) -> None:
-        fixed = self._link.setdefault("offset", offset) if fix else self._link.get("offset", offset)
+    def _match_offset(self, name: str, offset: int, fix: bool) -> bool:
+        """Whether the queue's offset is fixed (``fix``: fixes it to `offset` if not yet);
+        ValueError if it is fixed to another."""
+        fixed = self._link.setdefault("offset", offset) if fix else self._link.get("offset")
+        if fixed is None:
+            return False
         if fixed != offset:
             raise ValueError(f"{name}: offset {offset} differs from {fixed}, the offset this queue's elements were enqueued with")
+        return True
+
+    def __del__(self) -> None:
+        queued = _queued
+        if queued is not None:  # None at interpreter shutdown
+            for address in list(self._elements):
+                queued.pop(address, None)
 
 
 _LINK = ctypes.sizeof(c_void_p)
@@ -223,7 +234,7 @@ class OSFifoQueueHead(_AlignedHead):
 
 
 def _queue(name: str, head_type: type, enqueue: bool) -> None:
-    c = declare(nonblocking, name, None if enqueue else c_void_p,
+    c = declare(name, None if enqueue else c_void_p,
                 *((c_void_p, c_void_p, c_size_t) if enqueue else (c_void_p, c_size_t)))
 
     def check_head(head: Any) -> None:
@@ -237,7 +248,10 @@ def _queue(name: str, head_type: type, enqueue: bool) -> None:
             address = address_of(element, ctypes.alignment(c_void_p))
             if offset + _LINK > ctypes.sizeof(element):
                 raise ValueError(f"{name}: the link field at offset {offset} lies outside the element")
-            head._match_offset(name, offset, True)
+            head._match_offset(name, offset, True)  # before the C call: see the dequeue
+            token = head._token
+            if _queued.setdefault(address, token) is not token:
+                raise ValueError(f"{name}: the element at {address:#x} is already in another queue")
             entry = (element,)  # recorded before the C call, so that a dequeuer finds it
             if head._elements.setdefault(address, entry) is not entry:
                 raise ValueError(f"{name}: the element at {address:#x} is already in the queue")
@@ -249,10 +263,15 @@ def _queue(name: str, head_type: type, enqueue: bool) -> None:
         def operation(head: Any, offset: int) -> Optional[int]:
             check_head(head)
             _check_offset(name, offset)
-            head._match_offset(name, offset, False)
+            if not head._match_offset(name, offset, False):
+                # No enqueue has fixed the offset yet, so none has reached the C queue: it is
+                # empty now. (Calling C anyway would race with a first enqueue and follow a
+                # link at this unchecked offset.)
+                return None
             address = c(head.address, offset)
             if address is not None:
                 head._elements.pop(address, None)
+                _queued.pop(address, None)
             return address
         operation.__doc__ = (f"{name}(head, offset) -> address or None; `T.from_address(a)` gets the element "
                              "(keep a reference to it: the head drops its own).")

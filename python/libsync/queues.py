@@ -7,7 +7,7 @@
     cache = ConcurrentQueue()                     # sync/async run side by side,
     cache.barrier_async(lambda: table.clear())    # barrier_* run alone
 
-    name = IsolatedValue("initial")               # seed 003's property, packaged
+    name = IsolatedValue("initial")               # read concurrently, written alone
     name.get(); name.set("new"); name.update(str.upper)
 
     with ThreadExecutor() as worker:              # one dedicated thread, FIFO
@@ -38,16 +38,12 @@ import threading
 from ctypes import c_int, c_void_p
 from typing import Any, Callable, Optional, TypeVar
 
-from ._lib import blocking, nonblocking
+from ._common import DeadlockError, declare
 
 __all__ = ["SerialQueue", "ConcurrentQueue", "ThreadExecutor", "IsolatedValue", "DeadlockError",
            "set_exception_handler"]
 
 T = TypeVar("T")
-
-
-class DeadlockError(RuntimeError):
-    """``sync`` onto a queue or executor whose work the caller is running: it would never end."""
 
 
 # Work crosses into C as one trampoline per signature plus an integer key into these tables:
@@ -104,7 +100,7 @@ _sync_address = ctypes.cast(_sync_trampoline, c_void_p).value
 
 def _raise_for(code: int, what: str) -> None:
     if code == errno.EDEADLK:
-        raise DeadlockError(f"{what}: called from work running on it; it would wait forever")
+        raise DeadlockError(f"{what}: called from work running on it; it would wait forever", code)
     if code == errno.ECANCELED:
         raise RuntimeError(f"{what}: the executor is stopped")
     if code == errno.ESRCH:
@@ -143,48 +139,43 @@ def _call_async(function, handle: Any, work: Callable[[], object], owner: Any, w
         _raise_for(code, what)
 
 
-def _functions(handle: ctypes.CDLL, *names: str):
-    out = []
-    for name in names:
-        function = getattr(handle, name)
-        function.restype = c_int
-        function.argtypes = (c_void_p, c_void_p, c_void_p)
-        out.append(function)
-    return out
-
-
-# sync calls wait (and call back into Python from other threads): they release the GIL.
-_queue_sync, _queue_barrier_sync, _executor_sync, _isolated_read, _isolated_write_sync = _functions(
-    blocking, "sync_queue_sync", "sync_queue_barrier_sync", "sync_executor_sync",
-    "sync_isolated_read", "sync_isolated_write_sync")
-# Submissions never wait (an isolated write may run at once, on this thread, with the GIL held).
-_queue_async, _queue_barrier_async, _executor_async, _isolated_write_async = _functions(
-    nonblocking, "sync_queue_async", "sync_queue_barrier_async", "sync_executor_async",
-    "sync_isolated_write_async")
-_queue_create = nonblocking.sync_queue_create
-_queue_create.argtypes, _queue_create.restype = (ctypes.POINTER(c_void_p), ctypes.c_char_p, c_int), c_int
-_executor_create = blocking.sync_executor_create
-_executor_create.argtypes, _executor_create.restype = (ctypes.POINTER(c_void_p),), c_int
-_isolated_create = nonblocking.sync_isolated_create
-_isolated_create.argtypes, _isolated_create.restype = (ctypes.POINTER(c_void_p), c_void_p), c_int
-_executor_is_current = nonblocking.sync_executor_is_current
-_executor_is_current.argtypes, _executor_is_current.restype = (c_void_p,), ctypes.c_bool
-for _name, _handle in (("sync_queue_destroy", nonblocking), ("sync_executor_stop", blocking),
-                       ("sync_executor_destroy", blocking), ("sync_isolated_destroy", nonblocking)):
-    getattr(_handle, _name).argtypes, getattr(_handle, _name).restype = (c_void_p,), c_int
-_queue_destroy = nonblocking.sync_queue_destroy
-_executor_stop = blocking.sync_executor_stop
-_executor_destroy = blocking.sync_executor_destroy
-_isolated_destroy = nonblocking.sync_isolated_destroy
+# Work is passed as (handle, trampoline, key). sync calls wait (and call back into Python from
+# other threads): they release the GIL. Submissions never wait (an isolated write may run at
+# once, on this thread, with the GIL held).
+_queue_sync, _queue_barrier_sync, _executor_sync, _isolated_read, _isolated_write_sync = (
+    declare(name, c_int, c_void_p, c_void_p, c_void_p, blocking=True) for name in (
+        "sync_queue_sync", "sync_queue_barrier_sync", "sync_executor_sync", "sync_isolated_read",
+        "sync_isolated_write_sync"))
+_queue_async, _queue_barrier_async, _executor_async, _isolated_write_async = (
+    declare(name, c_int, c_void_p, c_void_p, c_void_p) for name in (
+        "sync_queue_async", "sync_queue_barrier_async", "sync_executor_async", "sync_isolated_write_async"))
+_queue_create = declare("sync_queue_create", c_int, ctypes.POINTER(c_void_p), ctypes.c_char_p, c_int)
+_executor_create = declare("sync_executor_create", c_int, ctypes.POINTER(c_void_p), blocking=True)
+_isolated_create = declare("sync_isolated_create", c_int, ctypes.POINTER(c_void_p), c_void_p)
+_executor_is_current = declare("sync_executor_is_current", ctypes.c_bool, c_void_p)
+_queue_destroy = declare("sync_queue_destroy", c_int, c_void_p)
+_executor_stop = declare("sync_executor_stop", c_int, c_void_p, blocking=True)
+_executor_destroy = declare("sync_executor_destroy", c_int, c_void_p, blocking=True)
+_isolated_destroy = declare("sync_isolated_destroy", c_int, c_void_p)
 # get/set take the value without a callback when it is free (see IsolatedValue). No argtypes:
 # ctypes converts faster without; the handle is passed as a c_void_p object.
-_try_begin_read, _end_read, _try_begin_write, _end_write = (
-    nonblocking.sync_isolated_try_begin_read, nonblocking.sync_isolated_end_read,
-    nonblocking.sync_isolated_try_begin_write, nonblocking.sync_isolated_end_write)
+_try_begin_read, _end_read, _try_begin_write, _end_write = (declare(name) for name in (
+    "sync_isolated_try_begin_read", "sync_isolated_end_read", "sync_isolated_try_begin_write",
+    "sync_isolated_end_write"))
 
 
-class _Queue:
+class _Owner:
+    """Owns a C object, `_handle` (None once released), which _DESTROY frees when this goes:
+    work not yet run keeps its owner alive, so nothing is pending then."""
+
+    def __del__(self) -> None:
+        if getattr(self, "_handle", None) is not None:
+            self._DESTROY(self._handle)
+
+
+class _Queue(_Owner):
     _kind = 0
+    _DESTROY = _queue_destroy
 
     def __init__(self, label: Optional[str] = None) -> None:
         handle = c_void_p()
@@ -225,10 +216,6 @@ class _Queue:
     def __exit__(self, *exc_info) -> None:
         self.close()
 
-    def __del__(self) -> None:
-        if getattr(self, "_handle", None) is not None:
-            _queue_destroy(self._handle)  # nothing is pending: pending work keeps us alive
-
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.label!r}{' closed' if self._handle is None else ''}>"
 
@@ -252,9 +239,10 @@ class ConcurrentQueue(_Queue):
         _call_async(_queue_barrier_async, self._live(), work, self, "ConcurrentQueue.barrier_async")
 
 
-class ThreadExecutor:
+class ThreadExecutor(_Owner):
     """A dedicated thread running delivered work one item at a time, in arrival order (Cocoa's
     "perform selector on a thread")."""
+    _DESTROY = _executor_destroy
 
     def __init__(self) -> None:
         handle = c_void_p()
@@ -289,10 +277,6 @@ class ThreadExecutor:
     def __exit__(self, *exc_info) -> None:
         self.stop()
 
-    def __del__(self) -> None:
-        if getattr(self, "_handle", None) is not None:
-            _executor_destroy(self._handle)
-
 
 # The isolated value's work also receives the C value pointer (unused: the value lives here).
 _read_trampoline = _VALUE_WORK(lambda _value, key: _run_sync(key))
@@ -301,11 +285,13 @@ _write_trampoline = _VALUE_WORK(lambda _value, key: _run_async(key))
 _write_address = ctypes.cast(_write_trampoline, c_void_p).value
 
 
-class IsolatedValue:
-    """A value read concurrently and written alone, in issue order: seed 003's concurrent queue
-    with barrier writes, packaged. ``write``/``set`` do not wait (a write may run at once, on
+class IsolatedValue(_Owner):
+    """A value read concurrently and written alone, in issue order: a concurrent queue with
+    barrier writes, packaged. ``write``/``set`` do not wait (a write may run at once, on
     the caller's thread, or later, on the thread that frees the value); ``update`` waits. A read
     issued after a write returned sees that write. Work must not use the same IsolatedValue."""
+
+    _DESTROY = _isolated_destroy
 
     def __init__(self, value: Any = None) -> None:
         handle = c_void_p()
@@ -359,10 +345,6 @@ class IsolatedValue:
             self._value = work(self._value)
             return self._value
         return _call_sync(_isolated_write_sync, self._handle, apply, "IsolatedValue.update", _read_address)
-
-    def __del__(self) -> None:
-        if getattr(self, "_handle", None) is not None:
-            _isolated_destroy(self._handle)
 
     def __repr__(self) -> str:
         return f"<IsolatedValue {self.get()!r}>"

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Union
 
 from . import queues
-from ._lib import blocking, declare, nonblocking
+from ._common import declare
 from .queues import ConcurrentQueue, SerialQueue, ThreadExecutor
 
 __all__ = ["SignalInfo", "Route", "route", "unroute", "is_routable"]
@@ -78,9 +78,9 @@ class _CTarget(ctypes.Structure):
 
 
 # route and unroute wait (unroute for a running handler, which needs the GIL): they release it.
-_route = declare(blocking, "sync_signal_route", c_int, c_int, ctypes.POINTER(_CTarget))
-_unroute = declare(blocking, "sync_signal_unroute", c_int, c_int)
-_is_routable = declare(nonblocking, "sync_signal_is_routable", c_bool, c_int)
+_route = declare("sync_signal_route", c_int, c_int, ctypes.POINTER(_CTarget), blocking=True)
+_unroute = declare("sync_signal_unroute", c_int, c_int, blocking=True)
+_is_routable = declare("sync_signal_is_routable", c_bool, c_int)
 
 _lock = threading.Lock()
 _keys = itertools.count(1)
@@ -184,6 +184,9 @@ class Route:
         return _routes.get(self.signo) is self
 
     def unroute(self) -> None:
+        """Unroutes this route's signal, as the module's unroute(): its previous action is back;
+        deliveries not yet started are dropped; a handler running on another thread is waited
+        for. Nothing happens if this route no longer holds it. ``close`` is the same."""
         with _lock:
             if _routes.get(self.signo) is not self:
                 return

@@ -1,5 +1,5 @@
 """libsync.atomics: values, shared memory across processes, AtomicReference and ConcurrentDict
-reference counts (sys.getrefcount), the seed-004 throttler scenarios."""
+reference counts (sys.getrefcount), throttling (fail fast, bounded waits, decorators)."""
 import gc
 import multiprocessing
 import sys
@@ -132,7 +132,8 @@ def test_atomic_reference_threads_keep_counts():
 
 
 def test_single_in_flight_request():
-    """Seed 004's launchRequest / cancelActiveRequest with an AtomicReference."""
+    """At most one request in flight: a launch takes the empty AtomicReference
+    (compare_and_set), a cancel empties it (get_and_set); each launch is cancelled once."""
     current = AtomicReference()
     launched, cancelled = AtomicInt(), AtomicInt()
 
@@ -260,7 +261,7 @@ def test_concurrent_dict_mapping_and_refcounts():
 
 
 def test_concurrent_dict_churn_keeps_counts():
-    """Seed 002's churn: one thread replaces the value under a key, others get and use it."""
+    """Churn: one thread replaces the value under a key, others get and use it."""
     d = ConcurrentDict()
     values = [Thing() for _ in range(4)]
     bases = [sys.getrefcount(v) for v in values]

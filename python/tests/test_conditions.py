@@ -1,5 +1,6 @@
 """Conditions and signalling from Python: threading drop-ins (Condition, Semaphore,
 BoundedSemaphore, Event, Barrier), ConditionLock, shared memory across processes, Ctrl-C."""
+import errno
 import multiprocessing
 import os
 import re
@@ -851,6 +852,24 @@ def test_impossible_words_raise_instead_of_crashing():
     buffer[8 + 12:8 + 16] = b"\x01\x00\x00\x00"  # its reserved word
     with pytest.raises(libsync.locks.LockError):
         cond_lock.acquire()
+
+
+@pytest.mark.parametrize("corrupt", [(4, 0xFFFFFFFF), (12, 0xDEADBEEF), (0, 5)],
+                         ids=["waiter count", "bounded word", "count above bound"])
+def test_impossible_semaphore_words_take_no_unit(corrupt):
+    """A semaphore with a unit to take but words no semaphore holds: every acquire raises
+    (EINVAL) and takes nothing, the non-blocking one included."""
+    buffer = bytearray(16)
+    sem = BoundedSemaphore(1, buffer=buffer)
+    offset, word = corrupt
+    buffer[offset:offset + 4] = word.to_bytes(4, "little")
+    before = bytes(buffer)
+    for acquire in (lambda: sem.acquire(blocking=False), lambda: sem.acquire(timeout=0.01), sem.acquire):
+        with pytest.raises(libsync.locks.LockError) as caught:
+            acquire()
+        assert caught.value.errno == errno.EINVAL
+    assert bytes(buffer) == before
+    del sem
 
 
 def test_reprs_and_docstrings_as_threadings():

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from conftest import assert_ctrl_c_interrupts
-from libsync.distributed_lock import (DistributedLock, FileLock, LockLostError, LockStolenError, Timeout)
+from libsync.distributed_lock import (DistributedLock, FileLock, LockLostError, LockStolenError, NotLockedError,
+                                      Timeout)
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS_SCRIPT = ROOT / "scripts" / "servers.sh"
@@ -145,6 +146,44 @@ def test_tokens_holder_and_release_errors(make_target):
     assert "://" not in target or "secret" not in a.path  # never shows the password
 
 
+def test_acquire_after_a_lost_hold_reports_the_loss_once(make_target):
+    """A hold lost meanwhile reads as not held; the next acquire (or try_lock) raises its
+    LockLostError once, ending it, and the one after acquires."""
+    target = make_target()
+    a, b = DistributedLock(target), DistributedLock(target)
+    a.acquire(timeout=5)
+    b.break_lock()
+    assert not a.is_locked
+    with pytest.raises(LockLostError):
+        a.acquire(timeout=5)
+    with a.acquire(timeout=5):
+        assert a.is_locked
+    a.acquire(timeout=5)
+    b.break_lock()
+    with pytest.raises(LockLostError):
+        a.try_lock()
+    assert a.try_lock()
+    a.release()
+    with pytest.raises(NotLockedError):
+        a.release()
+
+
+def test_huge_and_tiny_waits_saturate(make_target):
+    """A timeout or poll interval too long for C is as long as C can wait (never OverflowError);
+    a positive poll interval below 1 ns is 1 ns; 0 and less are refused."""
+    target = make_target()
+    lock, other = DistributedLock(target, timeout=1e300, poll_interval=1e300), DistributedLock(target)
+    FileLock(target, timeout=1e300, poll_interval=1e-12)
+    with lock.acquire(timeout=1e300, poll_interval=1e300):
+        with pytest.raises(Timeout):
+            other.acquire(timeout=0.05, poll_interval=1e-12)
+    with other.acquire(timeout=2**80, poll_interval=1e-300):
+        assert other.is_locked
+    for bad in (0, -1, 0.0):
+        with pytest.raises(ValueError, match="poll_interval"):
+            other.acquire(timeout=1, poll_interval=bad)
+
+
 def test_killed_holder_is_recovered(make_target):
     target = make_target()
     holder = spawn_holder(target)
@@ -264,11 +303,16 @@ def test_bad_targets(servers, backend):
         FileLock("redis://127.0.0.1/?lock=x&ttl=-1")
     with pytest.raises(ValueError, match="scheme"):
         DistributedLock("gopher://127.0.0.1/?lock=x")
+    redis_url = (servers / "redis.url").read_text().strip()
+    with pytest.raises(ValueError, match="NUL"):  # never a name cut short: two holders at once
+        DistributedLock(redis_url + "?lock=job%00ABCDEFGHIJKLMNOP")
     for name in ("redis", "postgres"):
         url = (servers / f"{name}.url").read_text().strip().replace("secret", "wrong!")
         with pytest.raises(PermissionError) as caught:
             DistributedLock(url + "?lock=x")
         assert "wrong!" not in str(caught.value)
+    with pytest.raises(PermissionError, match="password"):  # none given: refused at creation too
+        DistributedLock(redis_url.replace(":secret@", "", 1) + "?lock=x")
     import socket
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

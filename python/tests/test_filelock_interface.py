@@ -306,8 +306,12 @@ def test_deadlock_instead_of_waiting_for_oneself(lock_type, tmp_path):
     with lock_type(path):
         with pytest.raises(RuntimeError, match="Deadlock"):
             lock_type(path).acquire()
+        with pytest.raises(RuntimeError, match="Deadlock"):  # an endless wait in tries: the same
+            lock_type(path).acquire(cancel_check=lambda: pytest.fail("asked instead of Deadlock"))
         with pytest.raises(Timeout):
             lock_type(path, timeout=0.01).acquire()  # a bounded wait times out
+        with pytest.raises(Timeout):
+            lock_type(path, timeout=60).acquire(cancel_check=lambda: True)
         with pytest.raises(Timeout):
             lock_type(path, blocking=False).acquire()
         errors = []
@@ -327,6 +331,8 @@ def test_deadlock_instead_of_waiting_for_oneself(lock_type, tmp_path):
         with lock_type(tmp_path / "real" / "b"):
             with pytest.raises(RuntimeError, match="Deadlock"):  # the same lock through a symlinked parent
                 lock_type(tmp_path / "link" / "b").acquire()
+            with pytest.raises(RuntimeError, match="Deadlock"):
+                lock_type(tmp_path / "link" / "b").acquire(cancel_check=lambda: True)
     lock = lock_type(path)
     with lock:
         lock.acquire()

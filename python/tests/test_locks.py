@@ -1,6 +1,7 @@
 """libsync.locks: drop-in behaviour of Lock/RLock, owner checks, RWLock, SpinLock, once,
 synchronized, timeouts, shared memory across processes, Ctrl-C."""
 import multiprocessing
+import os
 import threading
 import time
 from multiprocessing import shared_memory
@@ -316,7 +317,51 @@ def test_shared_memory_across_processes(kind):
         shm.unlink()
 
 
+def _in_child(function):
+    """function()'s int result as the exit code of a forked child (1 if it raised)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = function()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+@pytest.mark.parametrize("kind", [Lock, RLock, Mutex, lambda **kw: Mutex(robust=True, **kw)],
+                         ids=["Lock", "RLock", "Mutex", "robust Mutex"])
+def test_at_fork_reinit_leaves_a_shared_lock_alone(kind):
+    """threading's hook in a forked child resets a private lock, but a lock in shared memory is
+    every process's: the parent's hold must survive the child's _at_fork_reinit()."""
+    shm, shared = shared_memory.SharedMemory(create=True, size=64), None
+    try:
+        shared, private = kind(buffer=shm), kind()
+        shared.acquire()
+        private.acquire()
+
+        def reinit_in_child():
+            shared._at_fork_reinit()
+            private._at_fork_reinit()
+            return 0 if private.acquire(False) else 2  # the private one is the child's to reset
+
+        assert _in_child(reinit_in_child) == 0
+        assert _in_child(lambda: 3 if shared.acquire(False) else 0) == 0  # still the parent's
+        shared.release()  # the parent still holds it (owner-checked kinds raise otherwise)
+        assert _in_child(lambda: 0 if shared.acquire(False) else 4) == 0
+        private.release()
+    finally:
+        shared = None  # the view into shm, which close() refuses while it lives
+        shm.close()
+        shm.unlink()
+
+
 def test_bad_buffers():
+    with pytest.raises(ValueError, match="offset 60 is out of range for a 8-byte RLock in a 64-byte buffer"):
+        RLock(buffer=bytearray(64), offset=60)  # the first word fits, the second does not
+    with pytest.raises(ValueError, match="offset 56 is out of range for a 16-byte Mutex"):
+        Mutex(buffer=bytearray(64), offset=56, robust=True)
     with pytest.raises(TypeError):
         Lock(buffer=b"read-only")
     with pytest.raises(ValueError):

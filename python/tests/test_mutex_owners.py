@@ -13,7 +13,7 @@ from multiprocessing import shared_memory
 import pytest
 
 from libsync.locks import (DeadlockError, LockError, Mutex, NotOwnerError, NotRecoverableError,
-                           OwnerDiedError, RLock)
+                           OwnerDiedError, RLock, RWLock, SpinLock)
 
 SHARED = 0x40000000
 WAITERS = 0x80000000
@@ -60,6 +60,42 @@ def test_recycled_thread_id_is_not_the_holder(shm):
     with pytest.raises(DeadlockError):
         mutex.acquire()
     mutex.release()
+
+
+def test_recycled_thread_id_spinlock_and_rwlock_writer(shm):
+    """The shared SpinLock and RWLock's writer: a dead holder left this thread's own id."""
+    spin = SpinLock(buffer=shm)
+    assert _word(shm) == SHARED
+    me = threading.get_native_id()
+    _set_words(shm, SHARED | me)
+    assert spin.acquire(blocking=False) is False
+    assert spin.acquire(timeout=0.02) is False  # waits; no DeadlockError
+    with pytest.raises(NotOwnerError):
+        spin.release()
+    assert _word(shm) == SHARED | me
+    spin = SpinLock(buffer=shm)  # initialized again: the owner checks still work
+    with spin:
+        with pytest.raises(DeadlockError):
+            spin.acquire()
+    with pytest.raises(NotOwnerError):
+        spin.release()
+    assert _word(shm) == SHARED
+
+    rw = RWLock(buffer=shm, offset=16)
+    _set_words(shm, 0x80000000 | 0x10000000, 0, me, 0, offset=16)  # SHARED | WRITER, writer: me
+    assert rw.acquire_write(timeout=0.02) is False  # waits: not the holder's own acquire
+    assert rw.acquire_read(timeout=0.02) is False
+    with pytest.raises(NotOwnerError):
+        rw.release_write()
+    with pytest.raises(NotOwnerError):
+        rw.downgrade()
+    assert _word(shm, 16) & 0x1FFFFFFF == 0x10000000 and _word(shm, 24) == me  # still the dead one's
+    rw = RWLock(buffer=shm, offset=16)
+    with rw.write():
+        with pytest.raises(DeadlockError):
+            rw.acquire_write()
+    with pytest.raises(NotOwnerError):
+        rw.release_write()
 
 
 def test_forked_child_does_not_hold(shm):

@@ -134,7 +134,7 @@ def _operand_functions():
 
 @pytest.mark.parametrize("bad", [1.5, 1.0, "1", b"1", object()])
 def test_operands_that_are_not_ints_raise_type_error(bad):
-    """Not ctypes.ArgumentError (a float used to reach ctypes' own conversion) and never a
+    """Not ctypes.ArgumentError (a float must not reach ctypes' own conversion) and never a
     silent conversion; ints of any kind (bool, __index__) are accepted."""
     names = []
     for name, function, ctype, arity in _operand_functions():
@@ -153,7 +153,7 @@ def test_operands_that_are_not_ints_raise_type_error(bad):
 def test_pointer_compare_and_swap_refuses_what_is_not_an_address():
     p = c_void_p(None)
     with pytest.raises(OverflowError):
-        osa.OSAtomicCompareAndSwapPtr(0, 2**64, p)   # used to be truncated silently
+        osa.OSAtomicCompareAndSwapPtr(0, 2**64, p)   # never truncated silently
     with pytest.raises(OverflowError):
         osa.OSAtomicCompareAndSwapPtr(-1, 1, p)
     assert osa.OSAtomicCompareAndSwapPtr(None, 2**64 - 8, p) and p.value == 2**64 - 8
@@ -267,11 +267,85 @@ print("ok")
 
 @pytest.mark.parametrize("fifo", [False, True])
 def test_queue_misuse_raises_instead_of_crashing(fifo):
-    """A dequeue with an offset outside the elements used to follow a wild pointer (a crash
+    """A dequeue with an offset outside the elements must not follow a wild pointer (a crash
     of the interpreter): run in a child interpreter so that a crash fails only this test."""
     child = subprocess.run([sys.executable, "-c", _QUEUE_MISUSE, "fifo" if fifo else "lifo"],
                            capture_output=True, text=True, timeout=60)
     assert child.returncode == 0 and child.stdout.strip() == "ok", (child.returncode, child.stderr)
+
+
+_QUEUE_FIRST_ENQUEUE_RACE = """
+import ctypes, sys
+from ctypes import c_void_p
+import libsync.osatomic as osa
+
+class Node(ctypes.Structure):
+    _fields_ = [("value", ctypes.c_uint64), ("link", c_void_p)]
+
+fifo = sys.argv[1] == "fifo"
+enqueue = osa.OSAtomicFifoEnqueue if fifo else osa.OSAtomicEnqueue
+dequeue = osa.OSAtomicFifoDequeue if fifo else osa.OSAtomicDequeue
+head = osa.OSFifoQueueHead() if fifo else osa.OSQueueHead()
+nodes = [Node(0xdeadbeef000 + i) for i in range(3)]
+
+class EnqueueAfterLookup(dict):
+    # The interleaving of a thread that enqueues first (link at 8) right after another thread's
+    # dequeue (offset 0) has looked at the head's offset.
+    def get(self, *args):
+        found = dict.get(self, *args)
+        if not self:
+            for node in nodes:
+                enqueue(head, node, Node.link.offset)
+        return found
+
+head._link = EnqueueAfterLookup()
+got = dequeue(head, 0)
+assert got is None, hex(got)          # the queue was empty when the dequeue looked
+for _ in range(2):
+    try:
+        dequeue(head, 0)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a dequeue with another offset than the queue's was not refused")
+out = [dequeue(head, Node.link.offset) for _ in range(4)]
+assert out == [ctypes.addressof(n) for n in (nodes if fifo else nodes[::-1])] + [None], out
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("fifo", [False, True])
+def test_dequeue_racing_the_first_enqueue_never_follows_a_wrong_link(fifo):
+    """A dequeue with a wrong offset that looks at a fresh head just before another thread's
+    first enqueue must not run the C dequeue with its unchecked offset (it would follow a field
+    that is not a link: a crash). In a child interpreter, so that a crash fails only this test."""
+    child = subprocess.run([sys.executable, "-c", _QUEUE_FIRST_ENQUEUE_RACE, "fifo" if fifo else "lifo"],
+                           capture_output=True, text=True, timeout=60)
+    assert child.returncode == 0 and child.stdout.strip() == "ok", (child.returncode, child.stderr)
+
+
+@pytest.mark.parametrize("fifo", [False, True])
+def test_an_element_is_in_one_queue_at_a_time(fifo):
+    make = osa.OSFifoQueueHead if fifo else osa.OSQueueHead
+    enqueue = osa.OSAtomicFifoEnqueue if fifo else osa.OSAtomicEnqueue
+    dequeue = osa.OSAtomicFifoDequeue if fifo else osa.OSAtomicDequeue
+    link = Node.link.offset
+    first, second = make(), make()
+    a, b, c = Node(1), Node(2), Node(3)
+    enqueue(first, a, link)
+    enqueue(first, b, link)
+    with pytest.raises(ValueError, match="another queue"):
+        enqueue(second, b, link)
+    enqueue(second, c, link)
+    drained = [dequeue(first, link) for _ in range(3)]
+    assert sorted(drained[:2]) == sorted([ctypes.addressof(a), ctypes.addressof(b)]) and drained[2] is None
+    assert [dequeue(second, link) for _ in range(2)] == [ctypes.addressof(c), None]
+    enqueue(second, b, link)  # out of the first queue: may go into another
+    assert [dequeue(second, link) for _ in range(2)] == [ctypes.addressof(b), None]
+    enqueue(first, a, link)
+    del first  # a head dropped with elements in it lets them go into other queues
+    enqueue(second, a, link)
+    assert [dequeue(second, link) for _ in range(2)] == [ctypes.addressof(a), None]
 
 
 def _add_in_child(name, count):

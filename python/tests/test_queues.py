@@ -168,7 +168,7 @@ def test_executor_stop_runs_pending_work_then_refuses():
 
 
 def test_executor_in_a_forked_child_raises_instead_of_hanging():
-    """The child has no executor thread: sync/async_ raise (sync used to wait forever), stop
+    """The child has no executor thread: sync/async_ raise (sync never waits forever), stop
     and the finalizer return at once; the parent's executor works on."""
     e = ThreadExecutor()
     for _ in range(50):

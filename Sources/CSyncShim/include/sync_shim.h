@@ -1,5 +1,7 @@
-// System calls that Swift cannot make directly (syscall(2) is variadic). No logic lives here:
-// every primitive is built in the Swift core on top of these.
+// System calls that Swift cannot make directly (syscall(2) is variadic), and the storage Swift
+// cannot declare (initial-exec thread-locals, and tables a fork handler must reset without
+// running Swift code). No logic lives here, and no layout beyond plain words and bytes: the
+// Swift core (Sources/LibSync/Support) types the bytes and builds every primitive on top.
 #ifndef SYNC_SHIM_H
 #define SYNC_SHIM_H
 
@@ -20,6 +22,11 @@ int sync_futex_wait(uint32_t *addr, uint32_t expected, int64_t deadline_ns, int 
 
 /// Wakes up to count threads sleeping on addr. Returns the number woken.
 int sync_futex_wake(uint32_t *addr, int count, int process_shared);
+
+/// How many threads sleep on addr now, waking none: FUTEX_CMP_REQUEUE with nr_wake 0 moves
+/// every sleeper from addr onto addr itself, where the kernel leaves each in its place, and
+/// returns how many it moved. -1 if the kernel refuses the call (the count is unknown).
+int sync_futex_sleepers(uint32_t *addr, int process_shared);
 
 /// Whether thread `tid` belongs to process `tgid` (tgkill with signal 0): 0 if it does, else
 /// the errno (ESRCH: no such thread in that process; EPERM: it exists).
@@ -62,12 +69,12 @@ static inline int sync_thread_is_ancestor(uint32_t id) {
     return 0;
 }
 
-/// The wait queues of process-private condition variables (LibSync's WaitQueue): buckets of a
-/// lock word and the two ends of a list of waiters, all zero when empty. Storage only, kept here
-/// so that the fork handler can empty it in the child without running Swift code.
+/// The wait queues of process-private condition variables: SYNC_WAIT_BUCKETS buckets of
+/// SYNC_WAIT_BUCKET_SIZE bytes (LibSync's WaitBucketLayout), all zero when empty. Storage only,
+/// kept here so that the fork handler can empty it in the child without running Swift code.
 #define SYNC_WAIT_BUCKETS 256
-struct __attribute__((aligned(64))) sync_wait_bucket { uint32_t lock; void *head, *tail; };
-extern struct sync_wait_bucket sync_wait_buckets[SYNC_WAIT_BUCKETS] SYNC_SWIFT_NONISOLATED_UNSAFE;
+#define SYNC_WAIT_BUCKET_SIZE 64
+extern unsigned char sync_wait_buckets[SYNC_WAIT_BUCKETS * SYNC_WAIT_BUCKET_SIZE] SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((aligned(64)));
 static inline void *sync_wait_table(void) { return sync_wait_buckets; }
 
 /// The calling thread's record of hazard slots and counters (LibSync's ThreadRecord), NULL until
@@ -81,30 +88,16 @@ extern __thread void *sync_thread_record_cache SYNC_SWIFT_NONISOLATED_UNSAFE __a
 /// (and its fenced publish a stall) after each scan.
 extern __thread intptr_t sync_thread_hazard_depth SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
 
-/// The calling thread's refusal count for the throttler that refused it last: its key (the
-/// throttler's address), the caller's 64-bit tag for the object's incarnation (a throttler's limit
-/// and generation), the refusals counted here since the entry was filled, and the counter in the
-/// thread's ThreadRecord that they are folded into when the entry changes or the thread exits.
-/// The count lives here, not behind a pointer, so a hit is %fs-relative accesses only: reaching
-/// the record's counter through a pointer cost a cycle more, as did a second branch. Only the
-/// owning thread writes it; readers of the sum read it through the record (LibSync's
-/// ThreadRecord: a sequence word around changes, a reader count against thread exit).
-struct __attribute__((aligned(16))) sync_counter_cache {
-    uintptr_t key;
-    uint64_t tag;
-    int64_t count;
-    int64_t *slot;
-};
-extern __thread struct sync_counter_cache sync_thread_counter_cache SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
-
-/// The calling thread's entry's address (stable while the thread lives), for other threads to read.
-static inline struct sync_counter_cache *sync_thread_counter_cache_address(void) { return &sync_thread_counter_cache; }
+/// The calling thread's counter cache for the throttler that refused it last: 32 bytes, the
+/// storage of LibSync's CounterCacheLayout (Support/ThreadRecord.swift), where its fields and
+/// their rules are. In TLS, so that counting a refusal is %fs-relative accesses only.
+#define SYNC_COUNTER_CACHE_WORDS 4
+extern __thread uint64_t sync_thread_counter_cache[SYNC_COUNTER_CACHE_WORDS] SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec"), aligned(64)));
 
 /// Does nothing, out of the Swift optimizer's sight: no retain or release is moved across a call
 /// to it (the call might release anything). ReferenceCell.unprotect calls it before clearing a
 /// hazard slot; otherwise ARC may sink a reader's retain past the slot's release store, after
-/// which a writer may already have freed the object (seen: a dictionary snapshot freed under a
-/// reader, in an optimized build).
+/// which a writer may already have freed the object.
 void sync_arc_barrier(void);
 
 /// One spin-wait hint to the CPU (x86 PAUSE); inline so that spin loops stay tight.
@@ -115,31 +108,6 @@ static inline void sync_cpu_relax(void) {
     __asm__ __volatile__("yield");
 #endif
 }
-
-/// How far the lock words the calling thread spins on are, as last measured: the cycles a read
-/// of one took (0: near), and how many contended locks to go before measuring again. A hint only.
-struct sync_spin_estimate { uint32_t far_read; uint32_t countdown; };
-extern __thread struct sync_spin_estimate sync_thread_spin_estimate SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
-
-/// The CPU's cycle counter (x86 TSC; elsewhere the monotonic clock in ns), and the same read
-/// only once earlier loads have completed (RDTSCP): together they time one load, to tell a cache
-/// line held by a near core from one held by a far one.
-static inline uint64_t sync_cpu_ticks(void) {
-#if defined(__x86_64__)
-    return __builtin_ia32_rdtsc();
-#else
-    return (uint64_t)sync_monotonic_now_ns();
-#endif
-}
-static inline uint64_t sync_cpu_ticks_after_loads(void) {
-#if defined(__x86_64__)
-    unsigned int aux;
-    return __builtin_ia32_rdtscp(&aux);
-#else
-    return (uint64_t)sync_monotonic_now_ns();
-#endif
-}
-
 
 /// rt_sigqueueinfo(2) and rt_tgsigqueueinfo(2) (no glibc wrapper): queue `info` to a process, or
 /// to one of its threads. Return 0 or an errno code.

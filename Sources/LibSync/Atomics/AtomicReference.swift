@@ -4,8 +4,8 @@ import Synchronization
 
 // An atomic reference to an object whose lifetime is governed by retain and release functions
 // (C: two function pointers; Swift: ARC; Python: Py_IncRef/Py_DecRef). `get` returns +1 even
-// while another thread replaces the value and drops the reference's own +1: the crash of
-// seed 002 and the race in seed 004's naive getter cannot happen.
+// while another thread replaces the value and drops the reference's own +1: a reader never
+// uses an object freed under it, and no getter can return an object after its last release.
 //
 // Algorithm (hazard pointers; lock-free on every path, no mutex):
 //   - The cell is two words: the object, on which the cell owns +1, and a list of objects
@@ -51,8 +51,8 @@ import Synchronization
     }
 
     /// Clears the slot. Every reference the reader took is taken before: the barrier keeps
-    /// Swift's optimizer from moving a retain past the store (it did: a snapshot freed under a
-    /// reader). C and Python retains are opaque calls already; one more call costs ~1 ns.
+    /// Swift's optimizer from moving a retain past the store, after which a writer could free
+    /// the object under the reader. C and Python retains are opaque calls already.
     @inlinable @inline(__always)
     static func unprotect(_ slot: UnsafeMutablePointer<Atomic<UInt>>?) {
         guard let slot else { return }
@@ -168,7 +168,7 @@ import Synchronization
     return cell
 }
 
-/// A reference to a class instance, replaced atomically and lock-free (the seed's
+/// A reference to a class instance, replaced atomically and lock-free (Java's
 /// `AtomicReference`). `get` returns a strong reference even while another thread replaces it;
 /// `compareAndSet` compares by identity. Deinitialising releases what it holds.
 public final class AtomicReference<Object: AnyObject & Sendable>: @unchecked Sendable {

@@ -1,7 +1,7 @@
 import Synchronization
 
 // AtomicBoolean and AtomicInteger (32- and 64-bit), with java.util.concurrent.atomic's
-// vocabulary (the seed's `compareTo:andSetValue:` is `compareAndSet`). Every operation is
+// vocabulary (Objective-C's `compareTo:andSetValue:` is `compareAndSet`). Every operation is
 // sequentially consistent, like Java's volatile fields. A boolean is an Int32 word, 0 or 1.
 
 /// The integer widths an `AtomicInteger` may hold. Synchronization offers `Atomic`'s operations
@@ -74,7 +74,7 @@ extension Int64: AtomicIntegerValue {
 
 // MARK: Swift front: objects owning one word at a stable address.
 
-/// A `Bool` updated atomically (the seed's `AtomicBoolean`).
+/// A `Bool` updated atomically (Java's `AtomicBoolean`).
 public final class AtomicBoolean: @unchecked Sendable {
     @usableFromInline let word: UnsafeMutablePointer<Atomic<Int32>>
 
@@ -94,13 +94,13 @@ public final class AtomicBoolean: @unchecked Sendable {
     @inlinable public func getAndSet(_ value: Bool) -> Bool { AtomicWord.getAndSet(word, value ? 1 : 0) != 0 }
 }
 
-/// An integer updated atomically (the seed's `AtomicInteger`); arithmetic wraps.
+/// An integer updated atomically (Java's `AtomicInteger`); arithmetic wraps.
 public final class AtomicInteger<Value: AtomicIntegerValue>: @unchecked Sendable {
     @usableFromInline let word: UnsafeMutablePointer<Atomic<Value>>
 
     public init(_ value: Value = 0) {
         // A cache line of its own: a contended counter must not share one with other heap data
-        // (false sharing measurably slowed the two-thread benchmark).
+        // (false sharing).
         word = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 64).bindMemory(to: Atomic<Value>.self, capacity: 1)
         word.initialize(to: Atomic(value))
     }

@@ -2,8 +2,8 @@ import CSyncShim
 import Glibc
 import Synchronization
 
-// Seed 002's thread-safe dictionary, without its crash: a value read from it stays valid
-// however other threads replace or remove the entry.
+// A thread-safe dictionary whose reads stay valid: a value read from it stays valid however
+// other threads replace or remove the entry.
 //
 // Design: 16 shards, each an immutable snapshot published through a `ReferenceCell` (the
 // lock-free AtomicReference algorithm). Readers never lock and never wait: they protect the

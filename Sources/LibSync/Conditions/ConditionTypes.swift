@@ -22,7 +22,7 @@ public struct SemaphoreOverflow: Error, Equatable, Sendable {}
 /// mutex first and change the state between the signal and the waiter's return.
 ///
 ///     mutex.lock(); while !ready { try cond.wait(on: mutex) }; ...; mutex.unlock()
-public final class ConditionVariable: @unchecked Sendable {
+public final class SyncConditionVariable: @unchecked Sendable {
     @usableFromInline let memory = LockMemory(size: 8)
 
     public init() {}
@@ -36,7 +36,7 @@ public final class ConditionVariable: @unchecked Sendable {
 
     /// As `wait(on:)` for at most `timeout`; returns false if it timed out.
     public func wait(on mutex: SyncMutex, timeout: Duration) throws(LockError) -> Bool {
-        try wait(on: mutex, deadlineNanoseconds: deadline(after: timeout))
+        try wait(on: mutex, deadlineNanoseconds: Deadline.after(timeout))
     }
 
     /// As `wait(on:)` until the monotonic clock reaches `deadlineNanoseconds`; false on timeout.
@@ -51,7 +51,7 @@ public final class ConditionVariable: @unchecked Sendable {
 
     /// Waits until `predicate` is true or `timeout` passes; returns the predicate's last value.
     public func wait(on mutex: SyncMutex, timeout: Duration, until predicate: () throws -> Bool) throws -> Bool {
-        let end = deadline(after: timeout)
+        let end = Deadline.after(timeout)
         while try !predicate() {
             if try !wait(on: mutex, deadlineNanoseconds: end) { return try predicate() }
         }
@@ -88,13 +88,13 @@ public final class SyncCondition: @unchecked Sendable {
     public func tryLock() -> Bool { MutexWord.tryLock(mutex) == 0 }
     public func unlock() throws(LockError) { _ = try taken(MutexWord.unlock(mutex)) }
     /// Waits for a signal (the caller holds the lock). Returns only when signalled: no spurious
-    /// wakeups (see `ConditionVariable`).
+    /// wakeups (see `SyncConditionVariable`).
     public func wait() throws(LockError) {
         _ = try waited(ConditionWord.wait(condition, mutex: mutex, deadline: -1, interruptible: false))
     }
     /// Waits at most `timeout`; returns whether it was woken (false: timed out).
     public func wait(timeout: Duration) throws(LockError) -> Bool {
-        try wait(deadlineNanoseconds: deadline(after: timeout))
+        try wait(deadlineNanoseconds: Deadline.after(timeout))
     }
     /// Waits until the monotonic deadline (`NSCondition.wait(until:)`); false if it passed.
     public func wait(deadlineNanoseconds: Int64) throws(LockError) -> Bool {
@@ -113,7 +113,7 @@ public final class SyncCondition: @unchecked Sendable {
     }
 }
 
-/// A lock carrying an integer condition (Foundation's `NSConditionLock`). The seed's consumer:
+/// A lock carrying an integer condition (Foundation's `NSConditionLock`). A consumer:
 ///
 ///     try lock.lock(whenCondition: HAS_DATA); ...; try lock.unlock(withCondition: empty ? NO_DATA : HAS_DATA)
 public final class SyncConditionLock: @unchecked Sendable {
@@ -131,14 +131,14 @@ public final class SyncConditionLock: @unchecked Sendable {
     public func lock(whenCondition condition: Int) throws(LockError) { _ = try take(condition, -1) }
     /// As `lock(whenCondition:)` for at most `timeout`; false (not holding it) on timeout.
     public func lock(whenCondition condition: Int, timeout: Duration) throws(LockError) -> Bool {
-        try take(condition, deadline(after: timeout))
+        try take(condition, Deadline.after(timeout))
     }
     /// As `lock(whenCondition:)` until the monotonic deadline (`lock(whenCondition:before:)`).
     public func lock(whenCondition condition: Int, deadlineNanoseconds: Int64) throws(LockError) -> Bool {
         try take(condition, deadlineNanoseconds)
     }
     /// As `lock()` for at most `timeout`.
-    public func lock(timeout: Duration) throws(LockError) -> Bool { try take(nil, deadline(after: timeout)) }
+    public func lock(timeout: Duration) throws(LockError) -> Bool { try take(nil, Deadline.after(timeout)) }
     public func tryLock() -> Bool { ConditionLockWord.tryLock(memory.raw, whenCondition: nil) == 0 }
     /// Takes the lock only if it is free and the condition equals `condition`; never waits.
     public func tryLock(whenCondition condition: Int) -> Bool {
@@ -171,7 +171,7 @@ public final class SyncSemaphore: @unchecked Sendable {
     public func tryWait() -> Bool { SemaphoreWord.tryWait(memory.raw) }
     /// Waits at most `timeout`; returns whether a unit was taken.
     public func wait(timeout: Duration) -> Bool {
-        SemaphoreWord.wait(memory.raw, deadline: deadline(after: timeout), interruptible: false) == 0
+        SemaphoreWord.wait(memory.raw, deadline: Deadline.after(timeout), interruptible: false) == 0
     }
     /// Adds `count` units, waking as many waiters; throws (adding nothing) past the bound.
     public func signal(count: UInt32 = 1) throws(SemaphoreOverflow) {
@@ -195,7 +195,7 @@ public final class SyncEvent: @unchecked Sendable {
     public func wait() { _ = EventWord.wait(memory.raw, deadline: -1, interruptible: false) }
     /// Waits at most `timeout`; returns whether the flag was set meanwhile (false: timed out).
     public func wait(timeout: Duration) -> Bool {
-        EventWord.wait(memory.raw, deadline: deadline(after: timeout), interruptible: false) == 0
+        EventWord.wait(memory.raw, deadline: Deadline.after(timeout), interruptible: false) == 0
     }
 }
 
@@ -216,7 +216,7 @@ public final class SyncBarrier: @unchecked Sendable {
     public func wait() throws -> Int { try wait(deadlineNanoseconds: -1) }
     /// As `wait()` for at most `timeout` (then the barrier breaks: `BarrierError.timedOut`).
     @discardableResult
-    public func wait(timeout: Duration) throws -> Int { try wait(deadlineNanoseconds: deadline(after: timeout)) }
+    public func wait(timeout: Duration) throws -> Int { try wait(deadlineNanoseconds: Deadline.after(timeout)) }
 
     func wait(deadlineNanoseconds: Int64) throws -> Int {
         let (result, index) = BarrierWord.wait(memory.raw, deadline: deadlineNanoseconds, interruptible: false)
@@ -249,3 +249,7 @@ public final class SyncBarrier: @unchecked Sendable {
         return status
     }
 }
+
+/// The former name of `SyncConditionVariable`.
+@available(*, deprecated, renamed: "SyncConditionVariable")
+public typealias ConditionVariable = SyncConditionVariable

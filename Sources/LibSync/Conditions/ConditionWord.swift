@@ -21,7 +21,7 @@ import Synchronization
 /// unless a signal took it: says which). Interpreters keep the `Waiter` across calls, so that a
 /// signal that comes between two slices of their wait is not lost.
 @usableFromInline package enum ConditionWord {
-    @inlinable static func count(_ base: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt32>> {
+    @inlinable package static func count(_ base: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt32>> {
         Words(base)[1]
     }
 
@@ -132,7 +132,7 @@ import Synchronization
         } else if waiter.key != base {
             return EINVAL
         }
-        let end = sliceEnd < 0 || (deadline >= 0 && deadline <= sliceEnd) ? deadline : sliceEnd
+        let end = Deadline.earliest(deadline, sliceEnd)
         let slept = sleep(waiter, deadline: end, interruptible: true)
         if slept == EINTR || (slept == ETIMEDOUT && end != deadline) { return EINTR }
         let left = leave(waiter)
@@ -225,8 +225,8 @@ extension ConditionWord {
         return wake(base, count: count)
     }
 
-    /// Takes the mutex again after a wait. (Spinning here or before sleeping was measured: it
-    /// made a two-thread hand-off slower, as the spinner competes with the signaller.)
+    /// Takes the mutex again after a wait, without spinning first: the signaller usually still
+    /// holds the mutex, and a spinner would compete with it for the word.
     /// Returns 0, or for a robust mutex EOWNERDEAD (taken) or ENOTRECOVERABLE (not taken).
     @inlinable
     static func relock(_ mutex: MutexWord.Word) -> Int32 { MutexWord.lock(mutex) }

@@ -13,7 +13,11 @@ import Synchronization
 /// generation has moved; a waiter would have to sleep through 2^31 set/clear pairs to miss it).
 /// A waiter that waits in several calls (an interpreter's slices) passes its mark to each.
 @usableFromInline package enum EventWord {
-    @usableFromInline static let flag: UInt32 = 1
+    @usableFromInline package static let flag: UInt32 = 1
+
+    /// Word 0: the flag and the generation (the futex word).
+    @inlinable
+    package static func state(_ base: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt32>> { Words(base)[0] }
 
     package static func initialize(_ base: UnsafeMutableRawPointer, set: Bool, shared: Bool) {
         let words = Words(base)
@@ -24,7 +28,7 @@ import Synchronization
     /// The word now: the flag in bit 0, and a mark for `wait(since:)` when it is clear.
     @inlinable
     package static func mark(_ base: UnsafeMutableRawPointer) -> UInt32 {
-        Words(base)[0].pointee.load(ordering: .acquiring)
+        state(base).pointee.load(ordering: .acquiring)
     }
 
     @inlinable

@@ -15,24 +15,41 @@ import Synchronization
         if let limit, value > limit { return EINVAL }
         let words = Words(base)
         words[0].pointee.store(value, ordering: .relaxed)
-        words[2].pointee.store(limit ?? 0, ordering: .relaxed)
+        bound(base).pointee.store(limit ?? 0, ordering: .relaxed)
         words[3].pointee.store(limit == nil ? 0 : 1, ordering: .relaxed)
         words[1].pointee.store(shared ? processSharedFlag : 0, ordering: .releasing)
         return 0
     }
+
+    /// Word 2: the bound of a bounded semaphore.
+    @inlinable
+    package static func bound(_ base: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt32>> { Words(base)[2] }
 
     /// The bound (UInt32.max if unbounded), or nil if the words are impossible.
     @inlinable
     static func validLimit(_ words: Words) -> UInt32? {
         let bounded = words[3].pointee.load(ordering: .relaxed)
         if bounded > 1 || words.hasImpossibleCount { return nil }
-        let limit = bounded == 1 ? words[2].pointee.load(ordering: .relaxed) : UInt32.max
+        let limit = bounded == 1 ? bound(words.base).pointee.load(ordering: .relaxed) : UInt32.max
         return words[0].pointee.load(ordering: .relaxed) <= limit ? limit : nil
     }
 
-    /// Takes one unit if the count is positive, without blocking.
+    /// Takes one unit if the count is positive, without blocking: 0, EAGAIN (no unit), or
+    /// EINVAL (impossible words: nothing taken).
     @inlinable
-    package static func tryWait(_ base: UnsafeMutableRawPointer) -> Bool {
+    package static func tryTake(_ base: UnsafeMutableRawPointer) -> Int32 {
+        if validLimit(Words(base)) == nil { return EINVAL }
+        return takeUnit(base) ? 0 : EAGAIN
+    }
+
+    /// Takes one unit if the count is positive, without blocking; false also for impossible
+    /// words (`tryTake` tells the two apart).
+    @inlinable
+    package static func tryWait(_ base: UnsafeMutableRawPointer) -> Bool { tryTake(base) == 0 }
+
+    /// Takes one unit if the count is positive (the words checked by the caller).
+    @inlinable
+    static func takeUnit(_ base: UnsafeMutableRawPointer) -> Bool {
         let count = Words(base)[0]
         var value = count.pointee.load(ordering: .relaxed)
         while value > 0 {
@@ -45,10 +62,12 @@ import Synchronization
     }
 
     /// Takes one unit, sleeping while the count is 0 until the monotonic `deadline` (ns, < 0:
-    /// none). Returns 0, ETIMEDOUT, or EINTR when `interruptible` and a signal handler ran.
+    /// none). Returns 0, ETIMEDOUT, EINTR when `interruptible` and a signal handler ran, or
+    /// EINVAL (impossible words: nothing taken).
     @inlinable
     package static func wait(_ base: UnsafeMutableRawPointer, deadline: Int64, interruptible: Bool) -> Int32 {
-        if tryWait(base) { return 0 }
+        let first = tryTake(base)
+        if first != EAGAIN { return first }
         return waitContended(base, deadline: deadline, interruptible: interruptible)
     }
 
@@ -56,7 +75,7 @@ import Synchronization
     static func waitContended(_ base: UnsafeMutableRawPointer, deadline: Int64, interruptible: Bool) -> Int32 {
         let words = Words(base)
         if validLimit(words) == nil { return EINVAL }
-        return words.sleep(whileWordIs: 0, deadline: deadline, interruptible: interruptible) { tryWait(base) }
+        return words.sleep(whileWordIs: 0, deadline: deadline, interruptible: interruptible) { takeUnit(base) }
     }
 
     /// Adds `count` units and wakes as many waiters. EOVERFLOW (and no change) if that would pass

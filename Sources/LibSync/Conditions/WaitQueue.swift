@@ -22,9 +22,9 @@ import Synchronization
     @inlinable package init(_ base: UnsafeMutableRawPointer) { self.base = base }
 
     @usableFromInline package static let size = 40
-    @usableFromInline static let idle: UInt32 = 0, queued: UInt32 = 1, waking: UInt32 = 2, signalled: UInt32 = 3
+    @usableFromInline package static let idle: UInt32 = 0, queued: UInt32 = 1, waking: UInt32 = 2, signalled: UInt32 = 3
 
-    @inlinable var state: UnsafeMutablePointer<Atomic<UInt32>> { atomic(base, as: UInt32.self) }
+    @inlinable package var state: UnsafeMutablePointer<Atomic<UInt32>> { atomic(base, as: UInt32.self) }
     @inlinable var depth: UInt32 {
         get { base.load(fromByteOffset: 4, as: UInt32.self) }
         nonmutating set { base.storeBytes(of: newValue, toByteOffset: 4, as: UInt32.self) }
@@ -58,6 +58,15 @@ import Synchronization
     }
 }
 
+/// One bucket of the wait table (the shim's SYNC_WAIT_BUCKET_SIZE bytes; zero when empty).
+struct WaitBucketLayout {
+    /// The bucket's lock, a `LockWord` (`Atomic<Int32>`).
+    var lock: Int32
+    /// The first and the last `Waiter` of the bucket's FIFO list (nil when empty).
+    var head: UnsafeMutableRawPointer?
+    var tail: UnsafeMutableRawPointer?
+}
+
 /// The queues of threads waiting on process-private condition variables, in the manner of
 /// WebKit's ParkingLot and Rust's parking_lot: a fixed table of buckets (in the shim, which
 /// empties it in a fork()ed child), each a lock word and a FIFO list of `Waiter`s, keyed by the
@@ -67,21 +76,25 @@ import Synchronization
 @usableFromInline package enum WaitQueue {
     @usableFromInline struct Bucket {
         let base: UnsafeMutableRawPointer
-        var lock: UnsafeMutablePointer<Atomic<Int32>> { atomic(base, as: Int32.self) }
+        var lock: UnsafeMutablePointer<Atomic<Int32>> { atomic(base + Self.lockOffset, as: Int32.self) }
         var head: Waiter? {
-            get { base.load(fromByteOffset: 8, as: UnsafeMutableRawPointer?.self).map(Waiter.init) }
-            nonmutating set { base.storeBytes(of: newValue?.base, toByteOffset: 8, as: UnsafeMutableRawPointer?.self) }
+            get { base.load(fromByteOffset: Self.headOffset, as: UnsafeMutableRawPointer?.self).map(Waiter.init) }
+            nonmutating set { base.storeBytes(of: newValue?.base, toByteOffset: Self.headOffset, as: UnsafeMutableRawPointer?.self) }
         }
         var tail: Waiter? {
-            get { base.load(fromByteOffset: 16, as: UnsafeMutableRawPointer?.self).map(Waiter.init) }
-            nonmutating set { base.storeBytes(of: newValue?.base, toByteOffset: 16, as: UnsafeMutableRawPointer?.self) }
+            get { base.load(fromByteOffset: Self.tailOffset, as: UnsafeMutableRawPointer?.self).map(Waiter.init) }
+            nonmutating set { base.storeBytes(of: newValue?.base, toByteOffset: Self.tailOffset, as: UnsafeMutableRawPointer?.self) }
         }
+        static let lockOffset = MemoryLayout<WaitBucketLayout>.offset(of: \.lock)!
+        static let headOffset = MemoryLayout<WaitBucketLayout>.offset(of: \.head)!
+        static let tailOffset = MemoryLayout<WaitBucketLayout>.offset(of: \.tail)!
 
         /// The bucket of the queue keyed by `key` (Fibonacci hashing of the address).
         init(for key: UnsafeMutableRawPointer) {
             let hash = (UInt(bitPattern: key) >> 2) &* 0x9E37_79B9_7F4A_7C15
             let index = Int(hash >> UInt(UInt.bitWidth - 8)) & (Int(SYNC_WAIT_BUCKETS) - 1)
-            base = sync_wait_table() + index * 64  // sync_wait_bucket: 64 bytes
+            require(MemoryLayout<WaitBucketLayout>.size <= Int(SYNC_WAIT_BUCKET_SIZE), "WaitQueue: a bucket outgrows its storage")
+            base = sync_wait_table() + index * Int(SYNC_WAIT_BUCKET_SIZE)
         }
 
         func withLock<R>(_ body: () -> R) -> R {

@@ -35,9 +35,8 @@ struct ClientLibrary: @unchecked Sendable {
 func waitForSocket(_ fd: Int32, writable: Bool = false, deadline: Int64, interruptible: Bool) -> Int32 {
     while true {
         var milliseconds: Int32 = -1
-        if deadline >= 0 {
-            let left = deadline - monotonicNow()
-            if left <= 0 { return ETIMEDOUT }
+        if let left = Deadline.remaining(deadline, now: monotonicNow()) {
+            if left == 0 { return ETIMEDOUT }
             milliseconds = Int32(min((left + 999_999) / 1_000_000, Int64(Int32.max)))
         }
         var entry = pollfd(fd: fd, events: Int16(writable ? POLLOUT : POLLIN), revents: 0)

@@ -372,9 +372,6 @@ public final class DistributedLock: Sendable {
         case sliced
     }
 
-    /// The longest an interruptible wait goes before returning EINTR.
-    package static let interruptSliceNanoseconds: Int64 = 50_000_000
-
     /// Waits for the lock until the monotonic `deadline` (ns, < 0: none) passes: while another
     /// thread holds it through this object, sleeps until that hold ends; while another holder
     /// has it, waits in the store (PostgreSQL) or polls, pausing up to `pollNanoseconds`
@@ -402,7 +399,7 @@ public final class DistributedLock: Sendable {
     private func wait(_ side: ProcessSide, _ deadline: Int64, _ poll: Int64, _ interrupts: Interrupts,
                       _ slept: inout Bool) -> Int32 {
         let interruptible = interrupts == .sliced
-        let sliceEnd = interruptible ? monotonicNow() &+ Self.interruptSliceNanoseconds : -1
+        let sliceEnd = interruptible ? Deadline.after(nanoseconds: Deadline.interruptSlice) : Deadline.none
         var nap = min(poll, backend.firstPollNanoseconds ?? poll)
         while true {
             var heldHere: UInt32?
@@ -411,11 +408,11 @@ public final class DistributedLock: Sendable {
             case .failed(let code): return code
             case .heldHere(let releases): heldHere = releases
             case .busy:
-                if deadline < 0 && side.registry.holds(path: path, thread: threadID(), lock: ObjectIdentifier(self)) {
+                if deadline < 0 && heldElsewhereByCaller(side) {
                     return EDEADLK  // this thread holds it through another object: it would wait forever
                 }
                 if backend.waitsInStore {
-                    if deadline >= 0 && monotonicNow() >= deadline { return ETIMEDOUT }
+                    if Deadline.hasPassed(deadline) { return ETIMEDOUT }
                     if let code = waitInStore(side, deadline, interruptible) { return code }
                     continue  // the object's state changed meanwhile: look again
                 }
@@ -424,14 +421,14 @@ public final class DistributedLock: Sendable {
                 if code == ENOENT { continue }  // released meanwhile: try again at once
             }
             let now = monotonicNow()
-            if deadline >= 0 && now >= deadline { return ETIMEDOUT }
-            if interruptible && now >= sliceEnd { return EINTR }
-            let end: Int64 = [deadline, sliceEnd].filter { $0 >= 0 }.min() ?? -1
+            if Deadline.hasPassed(deadline, now: now) { return ETIMEDOUT }
+            if Deadline.hasPassed(sliceEnd, now: now) { return EINTR }
+            let end = Deadline.earliest(deadline, sliceEnd)
             if let releases = heldHere {
                 slept = true
                 if side.sleep(while: releases, deadline: end) == EINTR && interrupts != .retried { return EINTR }
             } else {
-                let pause = end >= 0 ? min(nap, end - now) : nap
+                let pause = min(nap, Deadline.remaining(end, now: now) ?? nap)
                 nap = min(poll, nap * 2)
                 var request = timespec(tv_sec: Int(pause / 1_000_000_000), tv_nsec: Int(pause % 1_000_000_000))
                 if clock_nanosleep(CLOCK_MONOTONIC, 0, &request, nil) == EINTR && interrupts != .retried { return EINTR }
@@ -456,13 +453,6 @@ public final class DistributedLock: Sendable {
         side.releases.pointee.add(1, ordering: .sequentiallyConsistent)  // the sleepers look again
         side.wakeOne()
         return code
-    }
-
-    /// The monotonic deadline `timeout` ns from now (< 0: none, -1).
-    package static func deadline(afterNanoseconds timeout: Int64) -> Int64 {
-        if timeout < 0 { return -1 }
-        let (deadline, overflow) = monotonicNow().addingReportingOverflow(timeout)
-        return overflow ? .max : deadline
     }
 
     /// Ends one acquisition by the caller; the last one releases the lock. 0; EPERM (the caller
@@ -524,6 +514,19 @@ public final class DistributedLock: Sendable {
         return side.state.withLock { s in heldByCaller(s) && s.session.holds() }
     }
 
+    /// Whether the calling thread holds the lock through another object of this process: a wait
+    /// without a deadline through this object would never end (lockCode returns EDEADLK then).
+    /// This process's bookkeeping only (no store access); false in a forked child for its
+    /// parent's holds.
+    package func isHeldElsewhereByCaller() -> Bool {
+        guard let side = sides.ifCurrent() else { return false }
+        return heldElsewhereByCaller(side)
+    }
+
+    private func heldElsewhereByCaller(_ side: ProcessSide) -> Bool {
+        side.registry.holds(path: path, thread: threadID(), lock: ObjectIdentifier(self))
+    }
+
     /// The fencing token of the caller's hold: (token, 0), or (0, EPERM) when the caller does
     /// not hold the lock through this object.
     package func tokenCode() -> (UInt64, Int32) {
@@ -554,7 +557,7 @@ public final class DistributedLock: Sendable {
     /// off from 1 ms), and takes over a stale holder's lock (see `recoverStale`); throws
     /// `.timedOut` once `timeout` (nil: none) has passed.
     public func lock(timeout: Duration? = nil, pollInterval: Duration = .milliseconds(10)) throws(DistributedLockError) {
-        let deadline = timeout.map { Self.deadline(afterNanoseconds: max(0, nanoseconds($0))) } ?? -1
+        let deadline = timeout.map { Deadline.after($0) } ?? Deadline.none
         try check(lockCode(deadline: deadline, pollNanoseconds: nanoseconds(pollInterval), interrupts: .retried), "lock")
     }
 

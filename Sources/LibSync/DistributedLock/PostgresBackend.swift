@@ -179,7 +179,7 @@ final class PostgresSession: LockSession {
     /// deadline passed), EINTR (interruptible).
     private func connect(deadline: Int64, interruptible: Bool) -> Int32 {
         if conn != nil { return 0 }
-        let limit = min(deadline < 0 ? .max : deadline, monotonicNow() + backend.ioTimeout)
+        let limit = Deadline.earliest(deadline, Deadline.after(nanoseconds: backend.ioTimeout))
         let io = String(backend.ioTimeout / 1_000_000_000)
         let pairs = [("keepalives", "1"), ("keepalives_idle", io), ("keepalives_interval", "1"),
                      ("keepalives_count", "3"), ("tcp_user_timeout", String(backend.ioTimeout / 1_000_000)),
@@ -202,7 +202,7 @@ final class PostgresSession: LockSession {
             let ready = waitForSocket(libpq.socket(made), writable: polling == LibPQ.pollingWriting, deadline: limit, interruptible: interruptible)
             if ready != 0 {
                 libpq.finish(made)
-                if ready == ETIMEDOUT && (deadline < 0 || monotonicNow() < deadline) {
+                if ready == ETIMEDOUT && !Deadline.hasPassed(deadline) {
                     return DistributedLockMessage.fail(ECONNREFUSED, "cannot connect to \(server) of \(backend.name): no answer within \(io) s (connect_timeout)")
                 }
                 return DistributedLockMessage.fail(ready, ready == ETIMEDOUT ? "timed out connecting to \(server)" : "interrupted connecting to \(server)")
@@ -290,7 +290,7 @@ final class PostgresSession: LockSession {
         }
     }
 
-    private var ioDeadline: Int64 { monotonicNow() + backend.ioTimeout }
+    private var ioDeadline: Int64 { Deadline.after(nanoseconds: backend.ioTimeout) }
 
     private let tokenSequence = "libsync_fencing_token"
 
@@ -344,12 +344,12 @@ final class PostgresSession: LockSession {
     func tryAcquire(deadline: Int64) -> Int32 {
         for attempt in 0..<3 {
             let reconnected = conn == nil
-            let answerBy = deadline >= 0 ? min(deadline, ioDeadline) : ioDeadline
+            let answerBy = Deadline.earliest(deadline, ioDeadline)
             let code = connect(deadline: deadline, interruptible: false)
             if code != 0 { return code }
             let outcome = run(acquireStatement(try: true), deadline: answerBy)
             if case .lost(ETIMEDOUT, _) = outcome {
-                if deadline >= 0 && monotonicNow() >= deadline {
+                if Deadline.hasPassed(deadline) {
                     return DistributedLockMessage.fail(ETIMEDOUT, "timed out waiting for the lock \(backend.name): \(server) did not answer")
                 }
                 return DistributedLockMessage.fail(EIO, "\(server) did not answer within \(backend.ioTimeout / 1_000_000_000) s (connect_timeout)")
@@ -361,28 +361,28 @@ final class PostgresSession: LockSession {
     }
 
     func waitAcquire(deadline: Int64, interruptible: Bool) -> Int32 {
-        let sliceEnd = interruptible ? monotonicNow() + DistributedLock.interruptSliceNanoseconds : -1
+        let sliceEnd = interruptible ? Deadline.after(nanoseconds: Deadline.interruptSlice) : Deadline.none
         while true {
             let now = monotonicNow()
-            if deadline >= 0 && now >= deadline { return ETIMEDOUT }
-            if interruptible && now >= sliceEnd { return EINTR }
-            let connectBy: Int64 = [deadline, sliceEnd].filter { $0 >= 0 }.min() ?? -1
+            if Deadline.hasPassed(deadline, now: now) { return ETIMEDOUT }
+            if Deadline.hasPassed(sliceEnd, now: now) { return EINTR }
+            let connectBy = Deadline.earliest(deadline, sliceEnd)
             let connected = connect(deadline: connectBy, interruptible: interruptible)
-            if connected == ETIMEDOUT && interruptible && (deadline < 0 || monotonicNow() < deadline) { return EINTR }
+            if connected == ETIMEDOUT && interruptible && !Deadline.hasPassed(deadline) { return EINTR }
             if connected != 0 { return connected }
             // One slice: the server answers when the lock is granted, or at the slice's end.
-            var slice = deadline >= 0 ? deadline - now : backend.ioTimeout
+            var slice = Deadline.remaining(deadline, now: now) ?? backend.ioTimeout
             slice = min(slice, backend.ioTimeout)
             if interruptible { slice = min(slice, sliceEnd - now) }
             let margin = min(slice / 4, 20_000_000)
             let milliseconds = max(1, (slice - margin) / 1_000_000)
             let answerBy = now + slice + backend.ioTimeout
             let outcome = run("SET lock_timeout = \(milliseconds); " + acquireStatement(try: false),
-                              deadline: deadline >= 0 ? min(deadline, answerBy) : answerBy, interruptible: interruptible)
+                              deadline: Deadline.earliest(deadline, answerBy), interruptible: interruptible)
             switch outcome {
             case .refused("55P03", _): continue  // the slice ended
             case .lost(ETIMEDOUT, _):
-                if deadline >= 0 && monotonicNow() >= deadline {
+                if Deadline.hasPassed(deadline) {
                     return DistributedLockMessage.fail(ETIMEDOUT, "timed out waiting for the lock \(backend.name): \(server) did not answer")
                 }
                 return DistributedLockMessage.fail(EIO, "\(server) did not answer within \(backend.ioTimeout / 1_000_000_000) s (connect_timeout)")

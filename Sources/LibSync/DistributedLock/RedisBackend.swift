@@ -1,21 +1,24 @@
 import Glibc
 import Synchronization
 
-// The Redis backend: a lease. The lock is the key NAME, whose value is the holder's entry
-// (`<pid>.<start>.<acquired>.<serial>.<machine>@<host>`, as the file backend's: unique to one
-// acquisition), set with a time to live; the fencing counter is the key `NAME:fence`.
+// The Redis backend: a lease. The lock NAME is the key `libsync:lock:NAME`, whose value is the
+// holder's entry (`<pid>.<start>.<acquired>.<serial>.<machine>@<host>`, as the file backend's:
+// unique to one acquisition), set with a time to live; its fencing counter is the key
+// `libsync:fence:NAME` (the prefixes keep every lock's keys apart from every other lock's, and
+// from an application's own keys). Below, LOCK and FENCE are these two keys.
 //
-//   acquire   EVALSHA: SET NAME entry NX PX ttl (or the key already holds this entry: a retry
-//             whose first answer was lost), and if set, NAME:fence := max(last + 1, server time
+//   acquire   EVALSHA: SET LOCK entry NX PX ttl (or the key already holds this entry: a retry
+//             whose first answer was lost), and if set, FENCE := max(last + 1, server time
 //             in µs), returned as the token                                     one round trip
-//   release   EVALSHA: if GET NAME == entry then DEL (0), else the lease was lost: ESTALE if
+//   release   EVALSHA: if GET LOCK == entry then DEL (0), else the lease was lost: ESTALE if
 //             the key is gone, EBUSY if another entry is there                   one round trip
-//   renew     one thread per process renews every held lease (PEXPIRE if the value is still
-//             its entry) every ttl/3, over a connection of its own per server; a lease it finds
-//             gone is dropped, and its holder learns it at release (ESTALE/EBUSY) or is_held
-//   recover   EVALSHA: if GET NAME == the stale entry (a holder on this host whose process is
-//             gone), SET NAME my entry, and a new token
-//   break     DEL NAME
+//   renew     one thread per server and process renews that server's held leases (PEXPIRE if
+//             the value is still its entry) every ttl/3, over a connection of its own, so that a
+//             stalled server delays no other server's renewals; a lease it finds gone is
+//             dropped, and its holder learns it at release (ESTALE/EBUSY) or is_held
+//   recover   EVALSHA: if GET LOCK == the stale entry (a holder on this host whose process is
+//             gone), SET LOCK my entry, and a new token
+//   break     DEL LOCK
 //
 // Waiting polls with backoff (1 ms, doubling, up to the poll interval): a lease can end by
 // expiry, which Redis announces only through keyspace notifications, which are off by default
@@ -141,7 +144,7 @@ final class RedisConnection {
     /// Connects unless connected (by `deadline`, monotonic ns): 0, or ECONNREFUSED, EACCES, EIO.
     func connect(deadline: Int64) -> Int32 {
         if context != nil { return 0 }
-        let limit = min(address.ioTimeout, max(1_000_000, deadline - monotonicNow()))
+        let limit = min(address.ioTimeout, max(1_000_000, Deadline.remaining(deadline, now: monotonicNow()) ?? address.ioTimeout))
         let made = hiredis.connectWithTimeout(address.host, address.port, timeval(limit))
         guard let made else { return DistributedLockMessage.fail(ENOMEM, "out of memory connecting to \(server)") }
         let (code, text) = hiredis.error(made)
@@ -155,11 +158,17 @@ final class RedisConnection {
         var login: [[String]] = []
         if let password = address.password { login.append(["AUTH"] + (address.user.map { [$0] } ?? []) + [password]) }
         if address.database != 0 { login.append(["SELECT", String(address.database)]) }
+        // At least one round trip, so that a server that wants a password refuses now (NOAUTH).
+        if login.isEmpty { login.append(["PING"]) }
         for command in login {
-            switch run(command, deadline: monotonicNow() + address.ioTimeout) {
+            switch run(command, deadline: Deadline.after(nanoseconds: address.ioTimeout)) {
             case .success(.error(let message)):
                 disconnect()
-                let denied = ["WRONGPASS", "NOAUTH", "invalid password", "invalid username", "NOPERM"].contains { message.contains($0) }
+                if message.contains("NOAUTH") {
+                    return DistributedLockMessage.fail(EACCES, "\(server) wants a password, which the URL does not give "
+                                                       + "(redis://[user]:PASSWORD@host...): \(message)")
+                }
+                let denied = ["WRONGPASS", "invalid password", "invalid username", "NOPERM"].contains { message.contains($0) }
                 return DistributedLockMessage.fail(denied ? EACCES : EINVAL, "\(server) refused \(command[0]): \(message)")
             case .success: continue
             case .failure(let fault):
@@ -181,7 +190,7 @@ final class RedisConnection {
         let connected = connect(deadline: deadline)
         if connected != 0 { return .failure(Fault(code: connected, message: DistributedLockMessage.detail ?? "cannot connect")) }
         // (the I/O timeout unless the deadline is sooner: a socket option set only when it changes)
-        let left = deadline - monotonicNow()
+        let left = Deadline.remaining(deadline, now: monotonicNow()) ?? address.ioTimeout
         let wanted = left >= address.ioTimeout - 1_000_000 ? address.ioTimeout : max(1_000_000, left)
         if wanted != timeout {
             _ = hiredis.setTimeout(context, timeval(wanted))
@@ -189,10 +198,21 @@ final class RedisConnection {
         }
         // The command is sent with send(MSG_NOSIGNAL), never hiredis's write(), so that a server
         // that closed the connection cannot raise SIGPIPE; hiredis reads and parses the reply.
-        let strings = arguments.map { strdup($0) }
-        defer { strings.forEach { Glibc.free($0) } }
-        var pointers = strings.map { UnsafePointer($0) }
+        // Each argument is passed as its exact UTF-8 bytes and length (never as a C string, which
+        // a NUL byte would cut short of the length given).
         let lengths = arguments.map { $0.utf8.count }
+        let bytes = UnsafeMutablePointer<CChar>.allocate(capacity: max(1, lengths.reduce(0, +)))
+        defer { bytes.deallocate() }
+        var pointers: [UnsafePointer<CChar>?] = []
+        pointers.reserveCapacity(arguments.count)
+        var offset = 0
+        for argument in arguments {
+            pointers.append(UnsafePointer(bytes + offset))
+            for byte in argument.utf8 {
+                bytes[offset] = CChar(bitPattern: byte)
+                offset += 1
+            }
+        }
         var command: UnsafeMutablePointer<CChar>?
         let length = hiredis.formatCommandArgv(&command, Int32(arguments.count), &pointers, lengths)
         guard length > 0, let command else { return .failure(Fault(code: ENOMEM, message: "out of memory")) }
@@ -247,9 +267,11 @@ private func timeval(_ nanoseconds: Int64) -> Glibc.timeval {
 }
 
 enum RedisScripts {
-    /// KEYS: lock, fence; ARGV: entry, ttl ms. The token, or 0 if held. (Held by the entry
-    /// already, it is a retry of an acquisition whose answer was lost: acquired.)
+    /// KEYS: lock, fence, the entry's abandon marker; ARGV: entry, ttl ms. The token, or 0 if
+    /// held or abandoned. (Held by the entry already, it is a retry of an acquisition whose
+    /// answer was lost: acquired.)
     static let acquire = """
+        if redis.call('exists', KEYS[3]) == 1 then return 0 end
         if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) or
            (redis.call('get', KEYS[1]) == ARGV[1] and redis.call('pexpire', KEYS[1], ARGV[2]) == 1) then
           local t = redis.call('time')
@@ -268,8 +290,10 @@ enum RedisScripts {
     static let renew = """
         if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end
         """
-    /// KEYS: lock, fence; ARGV: stale entry, new entry, ttl ms. The token; -1 another holds it, -2 free.
+    /// KEYS: lock, fence, the new entry's abandon marker; ARGV: stale entry, new entry, ttl ms.
+    /// The token; -1 another holds it (or the new entry was abandoned), -2 free.
     static let takeOver = """
+        if redis.call('exists', KEYS[3]) == 1 then return -1 end
         local v = redis.call('get', KEYS[1])
         if v == ARGV[1] then
           redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
@@ -279,15 +303,28 @@ enum RedisScripts {
           return token
         elseif v then return -1 else return -2 end
         """
+    /// KEYS: lock, the entry's abandon marker; ARGV: entry, the marker's life in ms. Cancels an
+    /// acquisition by the entry whose answer never came: the marker makes its request a no-op if
+    /// it reaches the server later, and the lock is deleted if the request took it. 1.
+    static let cancel = """
+        redis.call('set', KEYS[2], '1', 'PX', ARGV[2])
+        if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) end
+        return 1
+        """
 }
 
 struct RedisBackend: LockBackend {
     let name: String
     let address: RedisAddress
-    let key: String
+    /// The lock's key, `libsync:lock:NAME`, and its fencing counter's, `libsync:fence:NAME`.
+    let key: String, fenceKey: String
     let ttlMilliseconds: Int64
     let hiredis: Hiredis
-    var fenceKey: String { key + ":fence" }
+    /// The key that marks an acquisition by `entry` as abandoned (RedisScripts.cancel).
+    func abandonedKey(_ entry: String) -> String { "libsync:abandoned:" + entry }
+    /// How long an abandon marker lives: an abandoned request that reaches the server later
+    /// than this could still take the lock, for one ttl.
+    var abandonedMilliseconds: Int64 { ttlMilliseconds + 60_000 }
     var waitsInStore: Bool { false }
     var firstPollNanoseconds: Int64? { 1_000_000 }
 
@@ -315,6 +352,9 @@ struct RedisBackend: LockBackend {
             }
             timeout = value
         }
+        for (part, value) in [("lock name", name), ("user", parsed.user), ("password", parsed.password)] where value?.utf8.contains(0) == true {
+            return (nil, DistributedLockMessage.fail(EINVAL, "the \(part) in the Redis URL '\(shown)' contains a NUL byte (%00), which libsync does not allow"))
+        }
         let database = parsed.path.isEmpty ? 0 : Int(parsed.path) ?? -1
         if database < 0 { return (nil, DistributedLockMessage.fail(EINVAL, "the database '\(parsed.path)' in '\(shown)' is not a number")) }
         if parsed.host.isEmpty { return (nil, DistributedLockMessage.fail(EINVAL, "the Redis URL '\(shown)' names no host")) }
@@ -322,7 +362,8 @@ struct RedisBackend: LockBackend {
         guard let hiredis = loaded else { return (nil, DistributedLockMessage.fail(ELIBACC, missing)) }
         let address = RedisAddress(host: parsed.host, port: Int32(parsed.port ?? 6379), database: database,
                                    user: parsed.user, password: parsed.password, ioTimeout: timeout)
-        return (RedisBackend(name: shown, address: address, key: name, ttlMilliseconds: max(1, ttl / 1_000_000), hiredis: hiredis), 0)
+        return (RedisBackend(name: shown, address: address, key: "libsync:lock:" + name, fenceKey: "libsync:fence:" + name,
+                             ttlMilliseconds: max(1, ttl / 1_000_000), hiredis: hiredis), 0)
     }
 
     func makeSession(_ me: ProcessIdentity) -> any LockSession { RedisSession(self, me) }
@@ -334,8 +375,8 @@ final class RedisSession: LockSession {
     private let connection: RedisConnection
     /// Names this session's lease to the renewer.
     private let leaseID = ProcessIdentity.nextSerial()
-    /// The renewer of this session's process (a session belongs to one process).
-    private lazy var renewer = LeaseRenewer.renewers.current()
+    /// The renewer of this session's server in its process (a session belongs to one process).
+    private lazy var renewer = LeaseRenewers.process.current().renewer(for: backend.address, backend.hiredis)
     /// The entry of this session's hold, while it holds the lock.
     private var entry: String?
     var token: UInt64 = 0
@@ -346,12 +387,12 @@ final class RedisSession: LockSession {
         connection = RedisConnection(backend.hiredis, backend.address)
     }
 
-    private var ioDeadline: Int64 { monotonicNow() + backend.address.ioTimeout }
+    private var ioDeadline: Int64 { Deadline.after(nanoseconds: backend.address.ioTimeout) }
     private var ttl: String { String(backend.ttlMilliseconds) }
 
     /// A failed exchange's errno, its message recorded; a timeout before `deadline` is EIO.
     private func failure(_ fault: RedisConnection.Fault, _ doing: String, deadline: Int64 = -1) -> Int32 {
-        if fault.code == ETIMEDOUT && !(deadline >= 0 && monotonicNow() >= deadline) {
+        if fault.code == ETIMEDOUT && !Deadline.hasPassed(deadline) {
             return DistributedLockMessage.fail(EIO, "\(doing): \(fault.message) (within connect_timeout)")
         }
         return DistributedLockMessage.fail(fault.code, "\(doing): \(fault.message)")
@@ -367,11 +408,12 @@ final class RedisSession: LockSession {
     }
 
     func tryAcquire(deadline: Int64) -> Int32 {
-        let answerBy = deadline >= 0 ? min(deadline, ioDeadline) : ioDeadline
+        let answerBy = Deadline.earliest(deadline, ioDeadline)
         let mine = me.newEntry()
-        var retried = false
+        var retried = false, maybeSent = false
         while true {
-            switch connection.eval(RedisScripts.acquire, keys: [backend.key, backend.fenceKey], arguments: [mine, ttl], deadline: answerBy) {
+            switch connection.eval(RedisScripts.acquire, keys: [backend.key, backend.fenceKey, backend.abandonedKey(mine)],
+                                   arguments: [mine, ttl], deadline: answerBy) {
             case .success(.integer(let token)) where token > 0:
                 took(mine, token)
                 return 0
@@ -379,7 +421,12 @@ final class RedisSession: LockSession {
             case .success(let other): return DistributedLockMessage.fail(EIO, "acquire: \(connection.server) answered \(other)")
             case .failure(let fault) where fault.code == EIO && !retried:
                 retried = true  // an old connection broke (a restart?): once more, afresh (the same entry: idempotent)
-            case .failure(let fault): return failure(fault, "acquire", deadline: deadline)
+                maybeSent = true
+            case .failure(let fault):
+                // The request may have reached the server and taken the lock for nobody: cancelled
+                // in the background, so that the caller's deadline holds.
+                if maybeSent || fault.code == ETIMEDOUT || fault.code == EIO { renewer.abandon(Lease(backend: backend, entry: mine)) }
+                return failure(fault, "acquire", deadline: deadline)
             }
         }
     }
@@ -415,14 +462,16 @@ final class RedisSession: LockSession {
         guard let holding else { return code == 0 ? ENOENT : code }
         if !me.isStale(entry: holding) { return EBUSY }
         let mine = me.newEntry()
-        switch connection.eval(RedisScripts.takeOver, keys: [backend.key, backend.fenceKey], arguments: [holding, mine, ttl],
-                               deadline: ioDeadline) {
+        switch connection.eval(RedisScripts.takeOver, keys: [backend.key, backend.fenceKey, backend.abandonedKey(mine)],
+                               arguments: [holding, mine, ttl], deadline: ioDeadline) {
         case .success(.integer(let token)) where token > 0:
             took(mine, token)
             return 0
         case .success(.integer(let result)): return result == -1 ? EBUSY : ENOENT
         case .success(let other): return DistributedLockMessage.fail(EIO, "recover: \(connection.server) answered \(other)")
-        case .failure(let fault): return failure(fault, "recover")
+        case .failure(let fault):
+            if fault.code == ETIMEDOUT || fault.code == EIO { renewer.abandon(Lease(backend: backend, entry: mine)) }
+            return failure(fault, "recover")
         }
     }
 
@@ -462,11 +511,33 @@ struct Lease {
     let entry: String
 }
 
-/// The process's lease renewer: one thread, started with the first lease, renewing each lease
-/// every ttl/3 over a connection of its own per server. A forked child has its own (and does
-/// not renew its parent's leases).
-final class LeaseRenewer: ProcessBound, @unchecked Sendable {
+/// The process's lease renewers, one per server (address, database and login): a server that
+/// stops answering delays the renewal of its own leases only, never another server's. A forked
+/// child has its own (and does not renew its parent's leases).
+final class LeaseRenewers: ProcessBound, @unchecked Sendable {
     let pid: Int32
+    private let renewers = Mutex<[RedisAddress: LeaseRenewer]>([:])
+
+    static let process = ProcessLocal<LeaseRenewers> { LeaseRenewers(pid: $0) }
+
+    init(pid: Int32) { self.pid = pid }
+
+    /// The renewer of the leases on `address` (made on first use).
+    func renewer(for address: RedisAddress, _ hiredis: Hiredis) -> LeaseRenewer {
+        renewers.withLock { renewers in
+            if let renewer = renewers[address] { return renewer }
+            let renewer = LeaseRenewer(address, hiredis)
+            renewers[address] = renewer
+            return renewer
+        }
+    }
+}
+
+/// The renewer of one server's leases in one process: one thread, started with the first lease
+/// (or abandoned acquisition), renewing each lease every ttl/3 over a connection of its own; a
+/// renewal waits for the server at most min(connect_timeout, ttl/3). It also cancels the
+/// acquisitions abandoned without an answer (`abandon`).
+final class LeaseRenewer: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let wake = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     /// Under `mutex`: the leases, and when each is due.
@@ -476,13 +547,16 @@ final class LeaseRenewer: ProcessBound, @unchecked Sendable {
     private var started = false
     /// Under `mutex`: the shortest renewal interval seen, the thread's nap while it has no lease.
     private var shortest = Int64.max
-    /// The thread's connections, per server.
-    private var connections: [RedisAddress: RedisConnection] = [:]
+    /// Under `mutex`: the abandoned acquisitions to cancel, each with when it is next tried and
+    /// when it is given up (its marker would have expired by then).
+    private var abandoned: [(lease: Lease, due: Int64, until: Int64)] = []
+    /// The thread's connection to the server.
+    private let connection: RedisConnection
+    /// How soon a cancellation the server did not answer is tried again.
+    private static let cancelRetryNanoseconds: Int64 = 100_000_000
 
-    static let renewers = ProcessLocal<LeaseRenewer> { LeaseRenewer(pid: $0) }
-
-    init(pid: Int32) {
-        self.pid = pid
+    init(_ address: RedisAddress, _ hiredis: Hiredis) {
+        connection = RedisConnection(hiredis, address)
         pthread_mutex_init(mutex, nil)
         var attributes = pthread_condattr_t()
         pthread_condattr_init(&attributes)
@@ -495,20 +569,37 @@ final class LeaseRenewer: ProcessBound, @unchecked Sendable {
 
     func add(_ lease: Lease, for holder: UInt64) {
         let interval = Self.interval(lease)
-        let due = monotonicNow() + interval
+        let due = Deadline.after(nanoseconds: interval)
         pthread_mutex_lock(mutex)
         leases[holder] = (lease, due)
-        if !started {
-            started = true
-            var thread = pthread_t()
-            let me = Unmanaged.passRetained(self).toOpaque()  // (the renewer lives as long as the process)
-            pthread_create(&thread, nil, { LeaseRenewer.run(Unmanaged<LeaseRenewer>.fromOpaque($0!).takeUnretainedValue()); return nil }, me)
-            pthread_detach(thread)
-        }
+        startIfNeeded()
         // Wakes the thread only if it would sleep past this lease's renewal: a lease taken and
         // released between two of its wakes costs no context switch.
         if nextWake < 0 || due < nextWake { pthread_cond_signal(wake) }
         shortest = min(shortest, interval)
+        pthread_mutex_unlock(mutex)
+    }
+
+    /// Under `mutex`: starts the thread unless started.
+    private func startIfNeeded() {
+        if started { return }
+        started = true
+        var thread = pthread_t()
+        let me = Unmanaged.passRetained(self).toOpaque()  // (the renewer lives as long as the process)
+        pthread_create(&thread, nil, { LeaseRenewer.run(Unmanaged<LeaseRenewer>.fromOpaque($0!).takeUnretainedValue()); return nil }, me)
+        pthread_detach(thread)
+    }
+
+    /// An acquisition by `lease.entry` that ended without an answer (a timeout, a broken
+    /// connection): its request may still reach the server and take the lock for nobody. The
+    /// thread cancels it at once (RedisScripts.cancel), retrying while the server does not
+    /// answer, until its marker would have expired.
+    func abandon(_ lease: Lease) {
+        let now = monotonicNow()
+        pthread_mutex_lock(mutex)
+        abandoned.append((lease, now, now + lease.backend.abandonedMilliseconds * 1_000_000))
+        startIfNeeded()
+        pthread_cond_signal(wake)
         pthread_mutex_unlock(mutex)
     }
 
@@ -526,13 +617,15 @@ final class LeaseRenewer: ProcessBound, @unchecked Sendable {
         while true { renewer.renewDue() }
     }
 
-    /// Sleeps until a lease is due, then renews the due ones (outside the mutex).
+    /// Sleeps until a lease or a cancellation is due, then does the due ones (outside the mutex).
     private func renewDue() {
         pthread_mutex_lock(mutex)
         let now = monotonicNow()
+        abandoned.removeAll { $0.until <= now }
         let due = leases.filter { $0.value.due <= now }
-        if due.isEmpty {
-            nextWake = leases.values.map(\.due).min() ?? (shortest == .max ? -1 : now + shortest)
+        let cancelling = abandoned.filter { $0.due <= now }.map(\.lease)
+        if due.isEmpty && cancelling.isEmpty {
+            nextWake = (leases.values.map(\.due) + abandoned.map(\.due)).min() ?? (shortest == .max ? -1 : now + shortest)
             if nextWake < 0 {
                 pthread_cond_wait(wake, mutex)
             } else {
@@ -543,12 +636,22 @@ final class LeaseRenewer: ProcessBound, @unchecked Sendable {
             return
         }
         for (holder, item) in due { leases[holder]?.due = now + Self.interval(item.lease) }
+        for i in abandoned.indices where abandoned[i].due <= now { abandoned[i].due = now + Self.cancelRetryNanoseconds }
         pthread_mutex_unlock(mutex)
+        for lease in cancelling {
+            let backend = lease.backend
+            let outcome = connection.eval(RedisScripts.cancel, keys: [backend.key, backend.abandonedKey(lease.entry)],
+                                          arguments: [lease.entry, String(backend.abandonedMilliseconds)],
+                                          deadline: Deadline.after(nanoseconds: backend.address.ioTimeout))
+            if case .success(.integer) = outcome {
+                pthread_mutex_lock(mutex)
+                abandoned.removeAll { $0.lease.entry == lease.entry }
+                pthread_mutex_unlock(mutex)
+            }
+        }
         for (holder, item) in due {
             let backend = item.lease.backend
-            let connection = connections[backend.address] ?? RedisConnection(backend.hiredis, backend.address)
-            connections[backend.address] = connection
-            let deadline = monotonicNow() + min(backend.address.ioTimeout, Self.interval(item.lease))
+            let deadline = Deadline.after(nanoseconds: min(backend.address.ioTimeout, Self.interval(item.lease)))
             let outcome = connection.eval(RedisScripts.renew, keys: [backend.key], arguments: [item.lease.entry, String(backend.ttlMilliseconds)],
                                           deadline: deadline)
             if case .success(.integer(0)) = outcome {  // lost: nothing left to renew

@@ -2,59 +2,6 @@ import CSyncShim
 import Glibc
 import Synchronization
 
-/// The errors of the lock family, each the Swift face of the errno code the C API returns.
-public enum LockError: Error, Equatable, Sendable {
-    /// EDEADLK: the caller already holds the lock; waiting would never end.
-    case wouldDeadlock
-    /// EPERM: the caller does not hold the lock (or the side of it) it tried to release.
-    case notOwner
-    /// EAGAIN: a count would overflow (recursion depth, readers).
-    case overflow
-    /// EINTR: a signal interrupted an interruptible wait.
-    case interrupted
-    /// EOWNERDEAD (robust locks): the previous holder died holding the lock. The caller now holds
-    /// it; the state it guards may be half-updated. Repair it and call `consistent()` before
-    /// unlocking, or the unlock makes the lock `.notRecoverable`.
-    case ownerDied
-    /// ENOTRECOVERABLE (robust locks): a holder that got `.ownerDied` unlocked without calling
-    /// `consistent()`. Every later lock fails so, until the lock is initialized again.
-    case notRecoverable
-    /// Any other code.
-    case other(Int32)
-
-    @usableFromInline package init(code: Int32) {
-        switch code {
-        case EDEADLK: self = .wouldDeadlock
-        case EPERM: self = .notOwner
-        case EAGAIN: self = .overflow
-        case EINTR: self = .interrupted
-        case EOWNERDEAD: self = .ownerDied
-        case ENOTRECOVERABLE: self = .notRecoverable
-        default: self = .other(code)
-        }
-    }
-}
-
-/// Throws the code as a LockError unless it is 0 (or ETIMEDOUT/EBUSY, which the caller maps to
-/// `false`); returns whether the lock was taken.
-@inlinable @inline(__always)
-func taken(_ code: Int32) throws(LockError) -> Bool {
-    if code == 0 { return true }
-    if code == ETIMEDOUT || code == EBUSY { return false }
-    throw LockError(code: code)
-}
-
-/// A monotonic deadline `timeout` seconds from now (saturating; negative timeouts are now).
-@inlinable
-func deadline(after timeout: Duration) -> Int64 {
-    let (seconds, attoseconds) = timeout.components
-    if seconds < 0 { return monotonicNow() }
-    let ns = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-    if ns.overflow { return Int64.max }
-    let total = ns.partialValue.addingReportingOverflow(attoseconds / 1_000_000_000 + monotonicNow())
-    return total.overflow ? Int64.max : total.partialValue
-}
-
 /// The mutex: one 32-bit word of caller memory.
 ///
 ///     bits 0-23  holder: 0 free, else the holder's kernel thread id (ids fit: pid_max <= 2^22),
@@ -69,8 +16,8 @@ func deadline(after timeout: Duration) -> Int64 {
 ///
 /// A default mutex is 0, so the fast paths are one CAS each: 0 -> tid to lock, tid -> 0 to
 /// unlock. Any other value (held, waiters, a mode bit) takes the slow path, where the owner
-/// checks (EDEADLK, EPERM) cost nothing on the fast path. Contended, a locker spins a little
-/// (the holder usually leaves within a couple of hundred ns), then sleeps on the futex. Unlock does
+/// checks (EDEADLK, EPERM) cost nothing on the fast path. Contended, a locker spins (`SpinWait`)
+/// while no thread sleeps on the word, then sleeps on the futex. Unlock does
 /// not hand the lock to the woken thread: a running thread may take it first (barging), which
 /// keeps the lock busy instead of idle while the woken thread is scheduled.
 ///
@@ -84,21 +31,15 @@ func deadline(after timeout: Duration) -> Int64 {
     @usableFromInline static let holderMask: UInt32 = 0x00FF_FFFF
     @usableFromInline static let notRecoverable: UInt32 = 1 << 25
     @usableFromInline static let ownerDied: UInt32 = 1 << 26
-    @usableFromInline static let robust: UInt32 = 1 << 28
-    @usableFromInline static let unowned: UInt32 = 1 << 29
+    @usableFromInline package static let robust: UInt32 = 1 << 28
+    @usableFromInline package static let unowned: UInt32 = 1 << 29
     @usableFromInline static let shared: UInt32 = 1 << 30
     @usableFromInline static let waiters: UInt32 = 1 << 31
     @usableFromInline static let modes: UInt32 = robust | unowned | shared
     /// The modes whose owners the `LockOwner` lists settle.
     @usableFromInline static let tracked: UInt32 = robust | shared
     /// The holder recorded by an unowned-mode lock (never a kernel thread id).
-    @usableFromInline static let anonymous: UInt32 = holderMask
-    @usableFromInline static let spinLimit = 3
-    /// A read of the word slower than this (cycles, ~150 ns at this EPYC's 2.6 GHz counter; ns
-    /// where there is no cycle counter) found the line at a far core; longer ones count as the
-    /// limit (~400 ns), so that a read a preemption stretched cannot make spinners wait long.
-    static let farRead: UInt64 = 400
-    static let farReadLimit: UInt64 = 1024
+    @usableFromInline package static let anonymous: UInt32 = holderMask
 
     @usableFromInline package typealias Word = UnsafeMutablePointer<Atomic<UInt32>>
 
@@ -245,18 +186,8 @@ func deadline(after timeout: Duration) -> Int64 {
         var value = word.pointee.load(ordering: .relaxed)
         let mine = holder(for: value, me: me)
         let isShared = value & shared != 0
-        // Spin while the holder is running and nobody sleeps: read before writing, and back off
-        // (1, 2, 4 PAUSEs between reads, ~200 ns in all), so that a spinner seldom pulls the
-        // line from the holder. Where the line lives at a far core (~450 ns round trips when
-        // this VM's vCPUs sit on different CCDs, as across sockets), every read costs the
-        // holder as much again: there, once a read finds the lock held, wait blind for 16 such
-        // reads (at most ~6 us), look once more, and sleep if it is still held, so that the
-        // holder runs whole bursts with its line at hand. How far is measured by timing the
-        // reads of one contended lock in 8 (timing every read cost the near case ~10%). A timed
-        // lock does not wait blind: its deadline may be near.
-        let measuring = sync_thread_spin_estimate.countdown == 0
-        if !measuring { sync_thread_spin_estimate.countdown -= 1 }
-        var spins = 0
+        // Spin (SpinWait) while nobody sleeps, reading before writing.
+        var spin = SpinWait()
         while true {
             if value & holderMask == 0 {
                 let (exchanged, now) = word.pointee.compareExchange(
@@ -265,27 +196,8 @@ func deadline(after timeout: Duration) -> Int64 {
                 value = now
                 continue
             }
-            if spins >= spinLimit || value & waiters != 0 { break }
-            for _ in 0..<(1 << spins) { sync_cpu_relax() }
-            spins += 1
-            let far: UInt64
-            if measuring {
-                let start = sync_cpu_ticks()
-                value = word.pointee.load(ordering: .relaxed)
-                let took = sync_cpu_ticks_after_loads() &- start
-                far = took > farRead ? min(took, farReadLimit) : 0
-                sync_thread_spin_estimate.far_read = UInt32(far)
-                if far != 0 || spins == spinLimit { sync_thread_spin_estimate.countdown = 8 }
-            } else {
-                value = word.pointee.load(ordering: .relaxed)
-                far = UInt64(sync_thread_spin_estimate.far_read)
-            }
-            if far != 0 && value & holderMask != 0 && value & waiters == 0 && deadline < 0 {
-                let now = sync_cpu_ticks(), until = now &+ far &* 16
-                while case let ticks = sync_cpu_ticks(), ticks < until && ticks >= now { sync_cpu_relax() }
-                value = word.pointee.load(ordering: .relaxed)
-                spins = spinLimit
-            }
+            if value & waiters != 0 || !spin.spin() { break }
+            value = word.pointee.load(ordering: .relaxed)
         }
         // Sleep. A thread that has slept takes the lock with WAITERS set: others may still
         // sleep, and one spurious wake costs less than a lost one.
@@ -300,8 +212,10 @@ func deadline(after timeout: Duration) -> Int64 {
                 if !word.pointee.compareExchange(expected: value, desired: value | waiters,
                                                  ordering: .relaxed).exchanged { continue }
             }
-            let result = Futex.wait(UnsafeMutableRawPointer(word), expected: value | waiters,
-                                    deadline: deadline, shared: isShared)
+            // Shared: in slices, so that a wakeup taken by a process that died before taking
+            // the lock leaves this waiter asleep one slice at most (it re-validates above).
+            let result = Futex.waitSliced(UnsafeMutableRawPointer(word), expected: value | waiters,
+                                          deadline: deadline, shared: isShared)
             if result == ETIMEDOUT || (result == EINTR && interruptible) {
                 return takeIfFree(word, me) ? 0 : result
             }
@@ -518,7 +432,7 @@ enum ThreadStat {
     static let slice: Int64 = 250_000_000
 
     static func bits(_ memory: Memory) -> UnsafeMutablePointer<Atomic<UInt64>> { atomic(memory, as: UInt64.self) }
-    @usableFromInline static func depth(_ memory: Memory) -> UnsafeMutablePointer<Atomic<UInt32>> { atomic(memory + 8, as: UInt32.self) }
+    @usableFromInline package static func depth(_ memory: Memory) -> UnsafeMutablePointer<Atomic<UInt32>> { atomic(memory + 8, as: UInt32.self) }
     static func tagCell(_ memory: Memory) -> UnsafeMutablePointer<Atomic<UInt32>> { atomic(memory + 12, as: UInt32.self) }
 
     /// The futex word (the half at offset 0) and the holder's start time (the other half).
@@ -599,14 +513,14 @@ enum ThreadStat {
             if !wait { return EBUSY }
             if stop != 0 { return stop }
             let now = monotonicNow()
-            if deadline >= 0 && now >= deadline { return ETIMEDOUT }
+            if Deadline.hasPassed(deadline, now: now) { return ETIMEDOUT }
             if word & MutexWord.waiters == 0 {
                 let marked = pack(word | MutexWord.waiters, start(of: state))
                 let (exchanged, current) = bits(memory).pointee.compareExchange(expected: state, desired: marked, ordering: .relaxed)
                 state = current
                 if !exchanged { continue }
             }
-            let until = deadline >= 0 ? min(deadline, now + slice) : now + slice
+            let until = Deadline.earliest(deadline, now + slice)
             let result = Futex.wait(memory, expected: word | MutexWord.waiters, deadline: until,
                                     shared: word & MutexWord.shared != 0)
             slept = true
@@ -706,7 +620,7 @@ enum ThreadStat {
     static func word(_ memory: Memory) -> MutexWord.Word { atomic(memory, as: UInt32.self) }
     /// The depth of a lock that is not robust.
     @inlinable @inline(__always)
-    static func plainDepth(_ memory: Memory) -> UnsafeMutablePointer<Atomic<UInt32>> { atomic(memory + 4, as: UInt32.self) }
+    package static func plainDepth(_ memory: Memory) -> UnsafeMutablePointer<Atomic<UInt32>> { atomic(memory + 4, as: UInt32.self) }
     /// The depth, where the lock's layout keeps it.
     @inlinable
     static func depth(_ memory: Memory) -> UnsafeMutablePointer<Atomic<UInt32>> {
@@ -808,30 +722,6 @@ enum ThreadStat {
 
 // MARK: Swift types
 
-/// Memory for a lock, with a stable address: zeroed or set to an initial word and freed on
-/// deinit, or the caller's (`borrowing`), which it neither initializes nor frees.
-@usableFromInline final class LockMemory: @unchecked Sendable {
-    @usableFromInline let raw: UnsafeMutableRawPointer
-    let size: Int
-    let owned: Bool
-    init(size: Int, first: UInt32 = 0) {
-        self.size = size
-        owned = true
-        raw = .allocate(byteCount: size, alignment: 64)
-        raw.initializeMemory(as: UInt8.self, repeating: 0, count: size)
-        raw.storeBytes(of: first, as: UInt32.self)
-    }
-    init(borrowing raw: UnsafeMutableRawPointer, size: Int) {
-        self.raw = raw
-        self.size = size
-        owned = false
-    }
-    deinit {
-        LockOrder.forget(raw)
-        if owned { raw.deallocate() }
-    }
-}
-
 /// The modes of a mutex or recursive lock (the C flags' values).
 public struct LockOptions: OptionSet, Sendable {
     public let rawValue: Int32
@@ -866,17 +756,6 @@ func makeLockMemory(_ memory: UnsafeMutableRawPointer?, size: Int, options: Lock
         guard word & (MutexWord.robust | MutexWord.shared | MutexWord.unowned) == modes else { throw .other(EINVAL) }
     }
     return LockMemory(borrowing: memory, size: size)
-}
-
-/// Traps with a message for what `withLock` cannot return.
-@usableFromInline func lockFailed(_ code: Int32, _ caller: StaticString) -> Never {
-    switch code {
-    case EDEADLK: preconditionFailure("\(caller): the calling thread already holds this lock")
-    case EAGAIN: preconditionFailure("\(caller): recursion depth overflow")
-    case EOWNERDEAD: preconditionFailure("\(caller): the previous holder died holding this robust lock; use lock() and handle LockError.ownerDied")
-    case ENOTRECOVERABLE: preconditionFailure("\(caller): this robust lock is not recoverable")
-    default: preconditionFailure("\(caller): lock failed (\(code))")
-    }
 }
 
 /// A mutual-exclusion lock that knows its owner: locking it again from the owning thread throws
@@ -924,7 +803,7 @@ public final class SyncMutex: @unchecked Sendable {
     @inlinable public func tryLock() throws(LockError) -> Bool { try taken(MutexWord.tryLock(word)) }
     /// Takes the lock unless `timeout` passes first (monotonic clock); returns whether it did.
     @inlinable public func lock(timeout: Duration) throws(LockError) -> Bool {
-        try taken(MutexWord.lock(word, deadline: deadline(after: timeout)))
+        try taken(MutexWord.lock(word, deadline: Deadline.after(timeout)))
     }
     /// Takes the lock unless the monotonic clock reaches `deadline` (ns) first.
     @inlinable public func lock(deadlineNanoseconds: Int64) throws(LockError) -> Bool {
@@ -982,7 +861,7 @@ public final class SyncRecursiveLock: @unchecked Sendable {
     @inlinable public func lock() throws(LockError) { _ = try taken(RecursiveWord.lock(memory.raw)) }
     @inlinable public func tryLock() throws(LockError) -> Bool { try taken(RecursiveWord.tryLock(memory.raw)) }
     @inlinable public func lock(timeout: Duration) throws(LockError) -> Bool {
-        try taken(RecursiveWord.lock(memory.raw, deadline: deadline(after: timeout)))
+        try taken(RecursiveWord.lock(memory.raw, deadline: Deadline.after(timeout)))
     }
     @inlinable public func unlock() throws(LockError) { _ = try taken(RecursiveWord.unlock(memory.raw)) }
     /// Robust: as `SyncMutex.consistent()`.

@@ -2,14 +2,15 @@ import CSyncShim
 import Glibc
 import Synchronization
 
-/// Run-once: the safe form of the double-checked lock that seed 000 discourages. One 32-bit
+/// Run-once: the safe form of double-checked locking (whose naive form may publish a
+/// half-initialized value). One 32-bit
 /// word: 0 not run, `done`, or the running thread's id (with `sleepers` when others wait).
 /// The fast path is one acquiring load: when it reads `done`, the initializer's writes are
 /// visible (its `end` stored `done` with release ordering). A failed run (an error, an
 /// exception) returns the word to 0 and the next caller runs it.
 @usableFromInline package enum OnceWord {
     @usableFromInline package typealias Word = UnsafeMutablePointer<Atomic<UInt32>>
-    @usableFromInline static let done: UInt32 = 0x7FFF_FFFF
+    @usableFromInline package static let done: UInt32 = 0x7FFF_FFFF
     @usableFromInline static let sleepers: UInt32 = 1 << 31
 
     /// The outcome of `begin` that tells the caller to run the initializer, then call `end`.

@@ -13,8 +13,8 @@ import Synchronization
 ///     waiting  how many writers wait: a hint, see below
 ///
 /// Writer preference: while WRITERS_WAITING is set, new readers wait, so a stream of readers
-/// cannot starve writers. Readers' fast path is one CAS on `state`; both sides spin briefly
-/// before sleeping. A reader cannot upgrade; a writer can downgrade.
+/// cannot starve writers. Readers' fast path is one CAS on `state`; both sides spin
+/// (`SpinWait`) before sleeping. A reader cannot upgrade; a writer can downgrade.
 ///
 /// The writers' mark is a bit, not a count, so that a waiter that leaves (timeout, signal, or
 /// death in another process) never leaves a mark that nobody clears:
@@ -29,6 +29,18 @@ import Synchronization
 /// for liveness: it saturates at UInt32.max, a writer that died while waiting stays in it, and
 /// either only makes the answer "yes" more often.
 ///
+/// The write holder: in private mode the thread whose id `writer` holds. In SHARED mode a bare
+/// id cannot say so, as the kernel gives a dead writer's id to a new thread, in any process:
+/// as with a shared mutex (`MutexWord`), the caller holds it only if `writer` holds its id and
+/// its `LockOwner` list has the lock's address (`writtenByCaller`). A SHARED state is never 0,
+/// so shared writers always take the slow paths, where the list is kept.
+/// Process-shared, both sides sleep in slices (`Futex.waitSliced`) and re-validate on each
+/// wake: a writer woken by a release that dies before it takes the lock cannot leave the other
+/// writers and the parked readers asleep for more than a slice. A writer that dies while it
+/// waits leaves the mark (and its count in `waiting`): while readers hold the lock, a reader
+/// whose sleep ended without a release asks the kernel whether any writer sleeps on
+/// `wakeups`, and withdraws the mark if none does (`withdrawDeadWritersMark`).
+///
 /// Invariants (a state that breaks one is impossible: EINVAL): WRITER and readers are never
 /// both set; WRITERS_WAITING is set only while the lock is held.
 @usableFromInline package enum RWLockWords {
@@ -39,7 +51,6 @@ import Synchronization
     @usableFromInline static let writersWaiting: UInt32 = 1 << 29
     @usableFromInline static let readersParked: UInt32 = 1 << 30
     @usableFromInline static let shared: UInt32 = 1 << 31
-    @usableFromInline static let spinLimit = 64
     /// Bytes of caller memory (sync_rwlock_t).
     package static let size = 16
 
@@ -102,12 +113,12 @@ import Synchronization
     static func readLockSlow(_ m: Memory, deadline: Int64, interruptible: Bool) -> Int32 {
         let first = state(m).pointee.load(ordering: .relaxed)
         if isImpossible(first) { return EINVAL }
-        if first & writer != 0 && owner(m).pointee.load(ordering: .relaxed) == threadID() { return EDEADLK }
-        for _ in 0..<spinLimit {
+        if writtenByCaller(m, first, threadID()) { return EDEADLK }
+        var spin = SpinWait()
+        repeat {
             let result = tryReadLock(m)
             if result != EBUSY { return result }
-            sync_cpu_relax()
-        }
+        } while spin.spin()
         while true {
             let value = state(m).pointee.load(ordering: .relaxed)
             if value & (writer | writersWaiting) == 0 {
@@ -120,12 +131,59 @@ import Synchronization
                 if !state(m).pointee.compareExchange(expected: value, desired: value | readersParked,
                                                      ordering: .relaxed).exchanged { continue }
             }
-            let result = Futex.wait(UnsafeMutableRawPointer(state(m)), expected: value | readersParked,
-                                    deadline: deadline, shared: value & shared != 0)
+            let result = Futex.waitSliced(UnsafeMutableRawPointer(state(m)), expected: value | readersParked,
+                                          deadline: deadline, shared: value & shared != 0)
+            // A sleep that no release ended (slice end, timeout, signal): the writers' mark that
+            // stopped this reader may be a dead writer's.
+            if result != 0 && value & shared != 0 { withdrawDeadWritersMark(m) }
             if result == ETIMEDOUT || (result == EINTR && interruptible) {
                 let last = tryReadLock(m)
                 return last == EBUSY ? result : last
             }
+        }
+    }
+
+    /// How long a reader waits between the two looks at the writers' futex in
+    /// `withdrawDeadWritersMark` (microseconds).
+    @usableFromInline static let markRecheckDelay: UInt32 = 2_000
+
+    /// Process-shared, by a reader whose sleep no release ended: withdraws the writers' mark if
+    /// no writer is behind it. While readers hold the lock, the mark announces a writer asleep
+    /// on `wakeups` (or about to sleep, or waking to re-validate); a writer SIGKILLed while it
+    /// waits leaves it, and nothing else clears it before every reader has left. So if the
+    /// kernel counts no sleeper on `wakeups` at two looks `markRecheckDelay` apart, the reader
+    /// clears the mark (and READERS_PARKED, waking the parked readers), then bumps the sequence
+    /// and wakes every writer: a live writer caught between marking and sleeping finds the
+    /// sequence changed, and one that began to sleep since is woken; both re-validate and mark
+    /// the lock again.
+    ///
+    /// Invariant: only writer preference rests on this judgement, never exclusion. Clearing the
+    /// mark lets readers in; a writer still takes the lock only by the CAS that finds neither
+    /// readers nor a writer. A live writer misjudged (it was out of the kernel at both looks)
+    /// waits for the readers that got in meanwhile, marks again, and keeps its place.
+    @usableFromInline @inline(never)
+    static func withdrawDeadWritersMark(_ m: Memory) {
+        func marked(_ value: UInt32) -> Bool {
+            value & (writer | writersWaiting) == writersWaiting && value & readerMask != 0
+        }
+        let sequence = UnsafeMutableRawPointer(wakeups(m))
+        guard marked(state(m).pointee.load(ordering: .sequentiallyConsistent)),
+              Futex.sleepers(sequence, shared: true) == 0 else { return }
+        usleep(markRecheckDelay)
+        var value = state(m).pointee.load(ordering: .sequentiallyConsistent)
+        guard marked(value), Futex.sleepers(sequence, shared: true) == 0 else { return }
+        while marked(value) {
+            let (exchanged, now) = state(m).pointee.compareExchange(
+                expected: value, desired: value & ~(writersWaiting | readersParked), ordering: .sequentiallyConsistent)
+            if exchanged {
+                wakeups(m).pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
+                Futex.wake(sequence, count: Int32.max, shared: true)
+                if value & readersParked != 0 {
+                    Futex.wake(UnsafeMutableRawPointer(state(m)), count: Int32.max, shared: true)
+                }
+                return
+            }
+            value = now
         }
     }
 
@@ -158,6 +216,7 @@ import Synchronization
                 expected: value, desired: value | writer, ordering: .acquiring)
             if exchanged {
                 owner(m).pointee.store(threadID(), ordering: .relaxed)
+                if value & shared != 0 { noteSharedWriter(m) }
                 return 0
             }
             value = now
@@ -182,12 +241,12 @@ import Synchronization
         let me = threadID()
         let first = state(m).pointee.load(ordering: .relaxed)
         if isImpossible(first) { return EINVAL }
-        if first & writer != 0 && owner(m).pointee.load(ordering: .relaxed) == me { return EDEADLK }
-        for _ in 0..<spinLimit {
+        if writtenByCaller(m, first, me) { return EDEADLK }
+        var spin = SpinWait()
+        repeat {
             let result = tryWriteLock(m)
             if result != EBUSY { return result }
-            sync_cpu_relax()
-        }
+        } while spin.spin()
         countWaiting(m, by: 1)
         let isShared = first & shared != 0
         while true {
@@ -207,8 +266,8 @@ import Synchronization
                 if !state(m).pointee.compareExchange(expected: value, desired: value | writersWaiting,
                                                      ordering: .sequentiallyConsistent).exchanged { continue }
             }
-            let result = Futex.wait(UnsafeMutableRawPointer(wakeups(m)), expected: sequence,
-                                    deadline: deadline, shared: isShared)
+            let result = Futex.waitSliced(UnsafeMutableRawPointer(wakeups(m)), expected: sequence,
+                                          deadline: deadline, shared: isShared)
             if result == ETIMEDOUT || (result == EINTR && interruptible) {
                 return abandonWrite(m, me: me, result: result)
             }
@@ -225,6 +284,7 @@ import Synchronization
                                                ordering: .sequentiallyConsistent).exchanged else { return false }
         countWaiting(m, by: UInt32.max)
         owner(m).pointee.store(me, ordering: .relaxed)
+        if value & shared != 0 { noteSharedWriter(m) }
         return true
     }
 
@@ -262,8 +322,18 @@ import Synchronization
         if value & writer == 0 || owner(m).pointee.load(ordering: .relaxed) != threadID() {
             return isImpossible(value) ? EINVAL : EPERM
         }
+        if value & shared != 0 { return writeUnlockShared(m) }
         owner(m).pointee.store(0, ordering: .relaxed)
         if state(m).pointee.compareExchange(expected: writer, desired: 0, ordering: .releasing).exchanged { return 0 }
+        return writeUnlockSlow(m)
+    }
+
+    /// A SHARED lock whose `writer` holds the caller's id: the caller's only if its list has
+    /// the lock (struck off here); else the id is a dead writer's, reused: EPERM.
+    @usableFromInline @inline(never)
+    static func writeUnlockShared(_ m: Memory) -> Int32 {
+        guard LockOwner.remove(m) else { return EPERM }
+        owner(m).pointee.store(0, ordering: .relaxed)
         return writeUnlockSlow(m)
     }
 
@@ -289,6 +359,7 @@ import Synchronization
         if value & writer == 0 || owner(m).pointee.load(ordering: .relaxed) != threadID() {
             return isImpossible(value) ? EINVAL : EPERM
         }
+        if value & shared != 0 && !LockOwner.remove(m) { return EPERM }
         owner(m).pointee.store(0, ordering: .relaxed)
         while true {
             if value & writer == 0 || isImpossible(value) { return EINVAL }
@@ -348,8 +419,19 @@ import Synchronization
 
     /// Whether the calling thread holds it for writing.
     @inlinable package static func isWriteLockedByCaller(_ m: Memory) -> Bool {
-        state(m).pointee.load(ordering: .relaxed) & writer != 0 && owner(m).pointee.load(ordering: .relaxed) == threadID()
+        writtenByCaller(m, state(m).pointee.load(ordering: .relaxed), threadID())
     }
+
+    /// Whether the caller, `me`, holds the lock for writing, its state reading `value`.
+    @inlinable @inline(__always)
+    static func writtenByCaller(_ m: Memory, _ value: UInt32, _ me: UInt32) -> Bool {
+        value & writer != 0 && owner(m).pointee.load(ordering: .relaxed) == me
+            && (value & shared == 0 || LockOwner.holds(m))
+    }
+
+    /// A SHARED lock just taken for writing: the caller lists it.
+    @usableFromInline @inline(never)
+    static func noteSharedWriter(_ m: Memory) { LockOwner.add(m) }
 
     /// How many writers wait (a snapshot; a writer that died while waiting stays counted).
     package static func waitingWriters(_ m: Memory) -> UInt32 {
@@ -377,14 +459,14 @@ public final class SyncRWLock: @unchecked Sendable {
     @inlinable public func readLock() throws(LockError) { _ = try taken(RWLockWords.readLock(memory.raw)) }
     @inlinable public func tryReadLock() -> Bool { LockOrder.tried(memory.raw, .readLock, RWLockWords.tryReadLock(memory.raw)) == 0 }
     @inlinable public func readLock(timeout: Duration) throws(LockError) -> Bool {
-        try taken(RWLockWords.readLock(memory.raw, deadline: deadline(after: timeout)))
+        try taken(RWLockWords.readLock(memory.raw, deadline: Deadline.after(timeout)))
     }
     @inlinable public func readUnlock() throws(LockError) { _ = try taken(RWLockWords.readUnlock(memory.raw)) }
 
     @inlinable public func writeLock() throws(LockError) { _ = try taken(RWLockWords.writeLock(memory.raw)) }
     @inlinable public func tryWriteLock() -> Bool { LockOrder.tried(memory.raw, .writeLock, RWLockWords.tryWriteLock(memory.raw)) == 0 }
     @inlinable public func writeLock(timeout: Duration) throws(LockError) -> Bool {
-        try taken(RWLockWords.writeLock(memory.raw, deadline: deadline(after: timeout)))
+        try taken(RWLockWords.writeLock(memory.raw, deadline: Deadline.after(timeout)))
     }
     @inlinable public func writeUnlock() throws(LockError) { _ = try taken(RWLockWords.writeUnlock(memory.raw)) }
 

@@ -125,7 +125,7 @@ import Synchronization
 
 /// Objective-C's `@synchronized(object) { body }`: runs `body` holding a recursive lock that
 /// belongs to `object`'s identity, and releases it even when `body` throws. Lock only on
-/// objects you own (seed 004): anyone else may lock on them too.
+/// objects you own: anyone else may lock on them too.
 @inlinable
 public func synchronized<R, E: Error>(_ object: AnyObject, _ body: () throws(E) -> R) throws(E) -> R {
     try withExtendedLifetime(object) { () throws(E) -> R in

@@ -1,6 +1,6 @@
 import Glibc
 
-// Per-thread, nestable autorelease pools for C (seed 002's "retain and autorelease"):
+// Per-thread, nestable autorelease pools for C (Objective-C's "retain and autorelease"):
 // `autorelease(object, release)` defers one release until the innermost pool of the calling
 // thread drains. Draining releases in reverse order (the last autoreleased first); popping an
 // outer pool drains the inner ones too; a thread that exits with pools open drains them (a

@@ -2,7 +2,8 @@ import CSyncShim
 import Glibc
 import Synchronization
 
-/// Seed 003's property pattern, packaged: a value whose reads run concurrently with each other
+/// The isolated-property pattern (a concurrent queue guarding a value), packaged: a value whose
+/// reads run concurrently with each other
 /// (the concurrent queue's `sync`) and whose writes run alone (barrier `async`, or `update` to
 /// wait), in the order they were issued. Ours entirely: a queue hop per access would cost more
 /// than the access, so no libdispatch here.
@@ -100,6 +101,8 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
     /// cache line.
     @usableFromInline let memory: UnsafeMutableRawPointer
     private let queue = Mutex<[@Sendable () -> Void]>([])
+    /// This isolation among all ever made (a `ReadShares` key: never reused, unlike addresses).
+    let id = ReadShares.newID()
 
     package init() {
         memory = .allocate(byteCount: Self.slotStride * (Self.slotCount + 1), alignment: Self.slotStride)
@@ -156,18 +159,23 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
         readerLeft()
     }
 
-    /// Releases a read share taken on the calling thread with `tryLockShared`, for callers that
-    /// do not pair the two by construction (C's try_begin/end). Returns false, changing nothing,
-    /// when the calling thread's slot counts no share.
+    /// `tryLockShared` for a caller that releases with `endShared` (C's try_begin/end pair,
+    /// where nothing ties the release to the take): the calling thread's `ReadShares` list
+    /// records the share and the slot that counts it.
+    package func beginShared() -> Bool {
+        guard tryLockShared() else { return false }
+        ReadShares.add(id, slot: Int(sync_thread_id()) & (Self.slotCount - 1))
+        return true
+    }
+
+    /// Releases a read share the calling thread took with `beginShared`. Returns false, changing
+    /// nothing, when its list has none: a slot is shared by threads, so its count alone cannot
+    /// tell whether the caller is one of its readers.
     package func endShared() -> Bool {
-        var count = slot.pointee.load(ordering: .relaxed)
-        while true {
-            guard count != 0 else { return false }
-            let (done, seen) = slot.pointee.weakCompareExchange(
-                expected: count, desired: count - 1, ordering: .sequentiallyConsistent)
-            if done { break }
-            count = seen
-        }
+        guard let index = ReadShares.remove(id) else { return false }
+        // The recorded slot counts the caller's share, so it is at least 1.
+        (memory + (index + 1) * Self.slotStride).assumingMemoryBound(to: Atomic<UInt32>.self)
+            .pointee.wrappingSubtract(1, ordering: .sequentiallyConsistent)
         readerLeft()
         return true
     }
@@ -199,7 +207,7 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
     @usableFromInline @inline(never)
     func lockSharedSlow() {
         unlockShared()
-        var attempt = 0
+        var spin = SpinWait()
         while true {
             let now = state.pointee.load(ordering: .relaxed)
             if now & (Self.writer | Self.pending) == 0 {
@@ -207,7 +215,7 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
             } else if now & Self.writer == 0 {
                 applyPending()  // pending writes and nobody applying them: apply them ourselves
             } else {
-                wait(whileAny: Self.writer, attempt: &attempt)
+                wait(whileAny: Self.writer, spin: &spin)
             }
         }
     }
@@ -276,14 +284,14 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
     /// applies the pending writes, which precede the caller's.
     @usableFromInline
     func lockExclusive() {
-        var attempt = 0
+        var spin = SpinWait()
         while true {
             let now = state.pointee.load(ordering: .relaxed)
             if now & Self.writer == 0 {
                 if state.pointee.weakCompareExchange(
                     expected: now, desired: now | Self.writer, ordering: .sequentiallyConsistent).exchanged { break }
             } else {
-                wait(whileAny: Self.writer, attempt: &attempt)
+                wait(whileAny: Self.writer, spin: &spin)
             }
         }
         waitForReaders()
@@ -323,13 +331,11 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
         return false
     }
 
-    /// With the writer flag held: spins, then yields, until no reader is inside.
+    /// With the writer flag held: spins, then yields (`SpinWait`), until no reader is inside.
+    /// Readers leave without waking anyone, so there is nothing to park on.
     func waitForReaders() {
-        var attempt = 0
-        while !readersGone() {
-            attempt += 1
-            if attempt < 100 { sync_cpu_relax() } else { sched_yield() }
-        }
+        var spin = SpinWait()
+        while !readersGone() { spin.spinOrYield() }
     }
 
     /// Applies the pending writes in FIFO order; clears `pending` when none is left. Called
@@ -350,12 +356,12 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
 
     // MARK: Sleeping
 
-    /// Spins, yields, then sleeps while any of `mask` is set in the state word.
+    /// One step of waiting while any of `mask` is set in the state word: a round of `spin`,
+    /// or once its rounds are spent, a sleep on the word (after which `spin` starts again).
     @usableFromInline
-    func wait(whileAny mask: UInt32, attempt: inout Int) {
-        attempt += 1
-        if attempt < 100 { sync_cpu_relax(); return }
-        if attempt < 104 { sched_yield(); return }
+    func wait(whileAny mask: UInt32, spin: inout SpinWait) {
+        if spin.spin() { return }
+        spin.reset()
         var now = state.pointee.load(ordering: .relaxed)
         while now & mask != 0 && now & Self.sleepers == 0 {
             let (done, seen) = state.pointee.weakCompareExchange(
@@ -366,5 +372,50 @@ extension IsolatedValue: @unchecked Sendable where Value: Sendable {}
         if now & mask != 0 {
             _ = Futex.wait(UnsafeMutableRawPointer(state), expected: now, shared: false)
         }
+    }
+}
+
+/// The read shares each thread took through `Isolation.beginShared` and has not released: one
+/// entry (isolation id, slot index) per share, in a list per thread reached through a pthread key
+/// and freed when the thread exits. A fork()ed child's thread keeps the forking thread's list,
+/// as it keeps the isolations' memory (the shares stay its to release).
+enum ReadShares {
+    final class List {
+        var entries: [(id: UInt64, slot: Int)] = []
+    }
+
+    private static let ids = Atomic<UInt64>(0)
+
+    /// A new isolation's id.
+    static func newID() -> UInt64 { ids.wrappingAdd(1, ordering: .relaxed).newValue }
+
+    static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let status = pthread_key_create(&key) { raw in
+            if let raw { Unmanaged<List>.fromOpaque(raw).release() }
+        }
+        precondition(status == 0, "ReadShares: pthread_key_create failed (\(status))")
+        return key
+    }()
+
+    /// Records a share of isolation `id` counted in slot `slot`.
+    static func add(_ id: UInt64, slot: Int) {
+        let list: List
+        if let raw = pthread_getspecific(key) {
+            list = Unmanaged<List>.fromOpaque(raw).takeUnretainedValue()
+        } else {
+            list = List()
+            pthread_setspecific(key, Unmanaged.passRetained(list).toOpaque())
+        }
+        list.entries.append((id, slot))
+    }
+
+    /// Strikes off the calling thread's latest share of isolation `id`; returns the slot that
+    /// counts it, or nil if the thread holds none.
+    static func remove(_ id: UInt64) -> Int? {
+        guard let raw = pthread_getspecific(key) else { return nil }
+        let list = Unmanaged<List>.fromOpaque(raw).takeUnretainedValue()
+        guard let i = list.entries.lastIndex(where: { $0.id == id }) else { return nil }
+        return list.entries.remove(at: i).slot
     }
 }

@@ -1,4 +1,5 @@
 import CSyncShim
+import Glibc
 
 /// Sleeping and waking on a 32-bit word: the kernel half of every blocking primitive.
 @usableFromInline
@@ -11,10 +12,41 @@ enum Futex {
         sync_futex_wait(word.assumingMemoryBound(to: UInt32.self), expected, deadline, shared ? 1 : 0)
     }
 
+    /// What `waitSliced` returns when a slice ends before the deadline (not an errno code).
+    @usableFromInline static let sliceEnded: Int32 = -1
+
+    /// `wait`, except that a `shared` sleeper never sleeps longer than
+    /// `Deadline.sharedWaitSlice`: a slice that ends before `deadline` returns `sliceEnded`,
+    /// which callers treat as a wakeup (they re-validate their word, and take the lock if it
+    /// is free). Invariant it keeps: a wakeup consumed by a process that then dies leaves the
+    /// other waiters asleep at most one slice. Private sleepers: exactly `wait`.
+    @inlinable @inline(__always)
+    static func waitSliced(_ word: UnsafeMutableRawPointer, expected: UInt32, deadline: Int64,
+                           shared: Bool) -> Int32 {
+        if !shared { return wait(word, expected: expected, deadline: deadline, shared: false) }
+        return waitSharedSlice(word, expected: expected, deadline: deadline)
+    }
+
+    @usableFromInline @inline(never)
+    static func waitSharedSlice(_ word: UnsafeMutableRawPointer, expected: UInt32, deadline: Int64) -> Int32 {
+        let end = monotonicNow() &+ Deadline.sharedWaitSlice
+        if deadline >= 0 && deadline <= end { return wait(word, expected: expected, deadline: deadline, shared: true) }
+        let result = wait(word, expected: expected, deadline: end, shared: true)
+        return result == ETIMEDOUT ? sliceEnded : result
+    }
+
     /// Wakes up to `count` sleepers on `word`; returns how many were woken.
     @usableFromInline @discardableResult
     static func wake(_ word: UnsafeMutableRawPointer, count: Int32 = 1, shared: Bool) -> Int32 {
         sync_futex_wake(word.assumingMemoryBound(to: UInt32.self), count, shared ? 1 : 0)
+    }
+
+    /// How many threads sleep on `word` now, by the kernel's count (waking none); nil if the
+    /// kernel cannot say. A snapshot: a thread about to sleep, or just woken, is not counted.
+    @usableFromInline
+    static func sleepers(_ word: UnsafeMutableRawPointer, shared: Bool) -> Int32? {
+        let count = sync_futex_sleepers(word.assumingMemoryBound(to: UInt32.self), shared ? 1 : 0)
+        return count < 0 ? nil : count
     }
 }
 

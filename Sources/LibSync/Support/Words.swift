@@ -23,7 +23,7 @@ struct Words {
 
 /// Bit 30 of such a word: no system runs 2^30 threads (Linux caps threads below it), so a count
 /// that reaches it is corrupt memory. Waits and wakes check it and return EINVAL.
-@usableFromInline let impossibleWaiterCount: UInt32 = 1 << 30
+@usableFromInline package let impossibleWaiterCount: UInt32 = 1 << 30
 
 extension Words {
     /// Whether word 1 (a waiter count with `processSharedFlag`) is impossible.
@@ -53,7 +53,9 @@ extension Words {
         let shared = self[1].pointee.wrappingAdd(1, ordering: .sequentiallyConsistent).newValue & processSharedFlag != 0
         defer { uncount() }
         while !ready() {
-            let result = Futex.wait(address(0), expected: value, deadline: deadline, shared: shared)
+            // Shared: in slices, so that a wakeup taken by a process that died before it took
+            // what it waited for leaves this waiter asleep one slice at most.
+            let result = Futex.waitSliced(address(0), expected: value, deadline: deadline, shared: shared)
             if result == ETIMEDOUT || (result == EINTR && interruptible) { return ready() ? 0 : result }
         }
         return 0

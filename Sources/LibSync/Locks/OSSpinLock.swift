@@ -3,14 +3,13 @@ import Glibc
 import Synchronization
 
 /// A lock in one 32-bit word of caller memory: 0 free, 1 held, 2 held and someone may sleep.
-/// Acquire spins briefly, yields, then sleeps on a futex, so it never burns a core while the
-/// holder is descheduled (the livelock that got Apple's OSSpinLock deprecated). Unfair: a
-/// running thread may take the lock before a woken one (throughput over order).
+/// Apple's OSSpinLock below, and the internal locks of the barrier, the wait queues and
+/// `synchronized`. Acquire spins (`SpinWait`: backoff, then yields), then sleeps on a futex, so
+/// it never burns a core while the holder is descheduled (the livelock that got Apple's
+/// OSSpinLock deprecated). Unfair: a running thread may take the lock before a woken one
+/// (throughput over order).
 /// `shared` selects the futex namespace for memory mapped by several processes.
 @usableFromInline package enum LockWord {
-    @usableFromInline static let spinLimit = 100
-    @usableFromInline static let yieldLimit = 3
-
     @inlinable @inline(__always)
     package static func tryLock(_ word: UnsafeMutablePointer<Atomic<Int32>>) -> Bool {
         word.pointee.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged
@@ -30,11 +29,11 @@ import Synchronization
 
     @usableFromInline @inline(never)
     static func lockContended(_ word: UnsafeMutablePointer<Atomic<Int32>>, shared: Bool) {
-        for attempt in 0..<(spinLimit + yieldLimit) {
+        var spin = SpinWait()
+        repeat {
             // Read before writing, so waiters do not bounce the cache line between cores.
             if word.pointee.load(ordering: .relaxed) == 0 && tryLock(word) { return }
-            if attempt < spinLimit { sync_cpu_relax() } else { sched_yield() }
-        }
+        } while spin.spin()
         // Mark the word "held, sleepers" and sleep until the holder's unlock wakes us. We may
         // take the lock in state 2 without sleepers: that costs one spurious wake, never a loss.
         while word.pointee.exchange(2, ordering: .acquiring) != 0 {

@@ -1,16 +1,17 @@
 import Glibc
 import Synchronization
 
-// The seed-004 throttler: at most `limit` holders at once; `tryEnter` fails fast and never
-// blocks; `enter` may wait for a slot until a deadline. Unlike the seed's increment-then-undo,
-// admission is a compare-and-swap that only succeeds below the limit, so `holders` never
+// The throttler: at most `limit` holders at once; `tryEnter` fails fast and never blocks;
+// `enter` may wait for a slot until a deadline. Admission is a compare-and-swap that only
+// succeeds below the limit (never an increment undone after the fact), so `holders` never
 // exceeds the limit even transiently, and `exit` refuses to go below zero: the counter cannot
 // drift.
 //
 // A full throttler's fail-fast path only reads (like sem_trywait): one load of `holders`, then
 // one increment of the calling thread's own rejection count (ThreadRecord, in TLS), summed on
-// read, so refusals on several cores never contend. Counters are keyed by the throttler's address and a
-// generation given at initialisation (memory reused by a new throttler starts from zero).
+// read, so refusals on several cores never contend. Counters are keyed by the throttler's
+// address and a generation given at initialisation (memory reused by a new throttler starts
+// from zero).
 //
 // Layout of C's sync_throttler_t (caller memory, 8-byte aligned):
 //   Int32 holders | Int32 waiters | Int32 limit | Int32 generation | Int64 rejections (timed-out
@@ -50,11 +51,9 @@ import Synchronization
     /// Takes a slot if fewer than `limit` hold one: 0, EBUSY (counted as a rejection), or
     /// EINVAL (the limit is not >= 1, or the holders are not within 0...limit).
     ///
-    /// A full throttler's refusal runs straight through, without a taken branch: the one branch
-    /// it passes that has ever been taken (the first refusal of a thread) is all the branch
-    /// predictor tracks on it, as on sem_trywait's refusal. Laid out the other way (admission
-    /// straight, refusal jumped to), the refusal cost a cycle more, ~1.1x sem_trywait; admission
-    /// pays one jump beside its compare-and-swap.
+    /// A full throttler's refusal runs straight through, without a taken branch (admission pays
+    /// one jump beside its compare-and-swap): the refusal is the path that must stay cheap
+    /// under overload.
     @inlinable @inline(__always)
     package static func tryEnter(_ t: UnsafeMutableRawPointer) -> Int32 {
         let tag = t.load(fromByteOffset: 8, as: UInt64.self)  // limit | generation << 32: one load
@@ -119,17 +118,17 @@ import Synchronization
     @inlinable @inline(__always)
     static func admit(_ t: UnsafeMutableRawPointer) -> Bool { admit(t, limit: limit(t), seen: holders(t).pointee.load(ordering: .relaxed)) }
 
-    /// The monotonic deadline `timeout` ns from now (-1, none, for a negative or huge timeout).
-    package static func deadline(after timeout: Int64) -> Int64 {
-        guard timeout >= 0 else { return -1 }
-        let now = monotonicNow()
-        return timeout > Int64.max - now ? -1 : now + timeout
+    /// Takes a slot, waiting until one frees or `deadline` (a `Deadline`) passes: 0, ETIMEDOUT
+    /// (counted as a rejection), EINTR (`interruptible` and a signal handler ran: not counted,
+    /// the caller may retry), or EINVAL (an impossible word).
+    package static func enter(_ t: UnsafeMutableRawPointer, deadline: Int64, interruptible: Bool) -> Int32 {
+        let result = wait(t, deadline: deadline, interruptible: interruptible)
+        return result == ETIMEDOUT ? timedOut(t) : result
     }
 
-    /// Takes a slot, waiting until one frees or the CLOCK_MONOTONIC `deadline` (ns; < 0: none)
-    /// passes: 0, ETIMEDOUT (counted as a rejection), EINTR (a signal interrupted the wait;
-    /// not counted, the caller may retry), or EINVAL (an impossible word).
-    package static func enter(_ t: UnsafeMutableRawPointer, deadline: Int64) -> Int32 {
+    /// `enter` without counting a timeout: ETIMEDOUT is left to the caller, which counts it with
+    /// `timedOut` once its own deadline (not a slice of it) has passed.
+    package static func wait(_ t: UnsafeMutableRawPointer, deadline: Int64, interruptible: Bool) -> Int32 {
         if admit(t) { return 0 }
         if !isValid(t) { return EINVAL }
         let word = holders(t)
@@ -144,13 +143,15 @@ import Synchronization
             }
             if seen > limit(t) { return EINVAL }
             let result = Futex.wait(UnsafeMutableRawPointer(word), expected: UInt32(bitPattern: seen), deadline: deadline, shared: true)
-            if result == EINTR { return EINTR }
-            if result == ETIMEDOUT || (deadline >= 0 && monotonicNow() >= deadline) {
-                if admit(t) { return 0 }
-                rejections(t).pointee.wrappingAdd(1, ordering: .relaxed)
-                return ETIMEDOUT
-            }
+            if result == EINTR && interruptible { return admit(t) ? 0 : EINTR }
+            if result == ETIMEDOUT || Deadline.hasPassed(deadline) { return admit(t) ? 0 : ETIMEDOUT }
         }
+    }
+
+    /// Counts a wait that timed out as a rejection: ETIMEDOUT.
+    package static func timedOut(_ t: UnsafeMutableRawPointer) -> Int32 {
+        rejections(t).pointee.wrappingAdd(1, ordering: .relaxed)
+        return ETIMEDOUT
     }
 
     /// Gives a slot back: 0, EPERM if nobody holds one (the counter never goes negative), or
@@ -182,20 +183,20 @@ import Synchronization
 
 // MARK: Swift front
 
-/// Errors of `Throttler.enter(timeout:)`.
+/// Errors of `SyncThrottler.enter(timeout:)`.
 public enum ThrottlerError: Error, Equatable {
     /// No slot freed before the timeout.
     case timedOut
 }
 
-/// At most `limit` concurrent holders (seed 004's `Throttler`). `throttledExec` fails fast:
+/// At most `limit` concurrent holders. `throttledExec` fails fast:
 /// it returns false at once when the throttler is full, never blocking.
-public final class Throttler: @unchecked Sendable {
+public final class SyncThrottler: @unchecked Sendable {
     @usableFromInline let storage: UnsafeMutableRawPointer
 
     /// `limit` must be >= 1 (a precondition).
     public init(limit: Int) {
-        require(limit >= 1 && limit <= Int(Int32.max), "Throttler: the limit must be between 1 and \(Int32.max), not \(limit)")
+        require(limit >= 1 && limit <= Int(Int32.max), "SyncThrottler: the limit must be between 1 and \(Int32.max), not \(limit)")
         storage = .allocate(byteCount: ThrottlerWord.size, alignment: 8)
         _ = ThrottlerWord.initialize(storage, limit: Int32(limit))
     }
@@ -212,19 +213,13 @@ public final class Throttler: @unchecked Sendable {
 
     /// Takes a slot, waiting up to `timeout` (nil: forever). Throws `ThrottlerError.timedOut`.
     public func enter(timeout: Duration? = nil) throws {
-        let deadline = timeout.map { LibSync.deadline(after: $0) } ?? -1  // a negative timeout: now
-        while true {
-            switch ThrottlerWord.enter(storage, deadline: deadline) {
-            case 0: return
-            case EINTR: continue
-            default: throw ThrottlerError.timedOut
-            }
-        }
+        let deadline = timeout.map { Deadline.after($0) } ?? Deadline.none
+        if ThrottlerWord.enter(storage, deadline: deadline, interruptible: false) != 0 { throw ThrottlerError.timedOut }
     }
 
     /// Gives the slot back. Calling it without holding a slot is a precondition failure.
     public func exit() {
-        require(ThrottlerWord.exit(storage) == 0, "Throttler.exit: no slot is held")
+        require(ThrottlerWord.exit(storage) == 0, "SyncThrottler.exit: no slot is held")
     }
 
     /// Runs `body` if a slot is free and returns true; returns false at once otherwise.
@@ -243,3 +238,7 @@ public final class Throttler: @unchecked Sendable {
         return try body()
     }
 }
+
+/// The former name of `SyncThrottler`.
+@available(*, deprecated, renamed: "SyncThrottler")
+public typealias Throttler = SyncThrottler

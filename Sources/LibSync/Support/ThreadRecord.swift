@@ -8,19 +8,101 @@ import Synchronization
 // and pass to a new thread when theirs exits (a pthread key destructor), so a scan of the list
 // sees every slot and every count ever made.
 //
-// Layout (384 bytes, 64-byte aligned):
-//   [0, 64)    8 hazard slots (UInt: 0, or an object being read)
-//   64 - | 72 next record | 80 in use (Atomic<Int>)   (the slots in use: sync_thread_hazard_depth, TLS)
-//   88 overflow record (slots 8... of a deeply nested reader; owner only)
-//   96 the owner's counter cache (its TLS address, 0 when none) | 104 its sequence (Atomic<UInt>,
-//   odd while the owner changes it) | 112 its gate: readers in it, and CLOSED once the owner
-//   exits (Atomic<Int>) | 120 the counter being folded into (its count's address, 0 when none)
-//   [128, 384) 8 counters: {address UInt, generation Int32, -, count Atomic<Int64>}
+// The record's layout is `ThreadRecordLayout`; its fields are reached through the accessors of
+// `ThreadRecord`, atomically wherever another thread reads them.
+
+/// A per-thread record: `ThreadRecord.size` bytes, 64-byte aligned, never freed.
+@usableFromInline struct ThreadRecordLayout {
+    /// Hazard slots: 0, or the address of an object being read (`Atomic<UInt>`; every writer of
+    /// shared objects scans them). How many are in use is per thread state, in TLS
+    /// (sync_thread_hazard_depth), so that a reader writes only its slot.
+    var slots: (UInt, UInt, UInt, UInt, UInt, UInt, UInt, UInt)
+    var reserved: UInt
+    /// The next record of the global list (set before the record is published, then fixed).
+    var next: UInt
+    /// 1 while a thread owns the record, 0 while it waits for the next thread (`Atomic<Int>`).
+    var inUse: Int
+    /// The record holding slots 8... of a deeply nested reader, 0 until needed (owner only).
+    var overflow: UInt
+    /// The owner's counter cache: its TLS address, 0 when none (`Atomic<UInt>`).
+    var cache: UInt
+    /// Odd while the owner folds its cache into a counter (`Atomic<UInt>`).
+    var sequence: UInt
+    /// Readers of the owner's cache inside it, and `ThreadRecord.closed` once the owner exits
+    /// (`Atomic<Int>`).
+    var gate: Int
+    /// The count being folded into (its address), 0 when no fold is under way (`Atomic<UInt>`).
+    var folding: UInt
+    /// The throttler rejection counters of the owners of this record.
+    var counters: (Counter, Counter, Counter, Counter, Counter, Counter, Counter, Counter)
+
+    /// One counter: whose it is (a throttler's address and generation) and its count.
+    struct Counter {
+        /// The throttler's address, 0 while unclaimed (`Atomic<UInt>`, released after
+        /// `generation`).
+        var key: UInt
+        var generation: Int32
+        /// The count (`Atomic<Int64>`): written by the record's owner, summed by any thread.
+        var count: Int64
+        /// The value a fold under way will leave in `count`, written before it starts, so that
+        /// a fork() that cuts the fold in half can finish it in the child.
+        var folded: Int64
+    }
+}
+
+/// The TLS entry of a thread's current throttler (sync_thread_counter_cache's bytes): the hot
+/// path of a refusal reads `key` and `tag` as one 128-bit value and bumps `count`.
+@usableFromInline struct CounterCacheLayout {
+    /// The throttler's address, 0 when none.
+    @usableFromInline var key: UInt
+    /// The caller's tag for the object's incarnation (`ThreadRecord.exitedTag` once the thread
+    /// has exited).
+    @usableFromInline var tag: UInt64
+    /// Refusals counted here since the entry was filled (`Atomic<Int64>`, one writer).
+    @usableFromInline var count: Int64
+    /// The record counter (`Counter.count`) this count is folded into.
+    @usableFromInline var slot: UnsafeMutablePointer<Int64>?
+}
 
 @usableFromInline package enum ThreadRecord {
+    /// The calling thread's counter cache (the shim's TLS bytes, typed).
+    @inlinable @inline(__always)
+    static var localCache: UnsafeMutablePointer<CounterCacheLayout> {
+        withUnsafeMutablePointer(to: &sync_thread_counter_cache) {
+            UnsafeMutableRawPointer($0).assumingMemoryBound(to: CounterCacheLayout.self)
+        }
+    }
+
     @usableFromInline static var slotCount: Int { 8 }
     @usableFromInline static var counterCount: Int { 8 }
-    static let size = 384
+    static let size = MemoryLayout<ThreadRecordLayout>.size
+
+    typealias Layout = ThreadRecordLayout
+    typealias Counter = ThreadRecordLayout.Counter
+    @usableFromInline static let nextOffset = MemoryLayout<Layout>.offset(of: \.next)!
+    @usableFromInline static let inUseOffset = MemoryLayout<Layout>.offset(of: \.inUse)!
+    @usableFromInline static let overflowOffset = MemoryLayout<Layout>.offset(of: \.overflow)!
+    @usableFromInline static let cacheOffset = MemoryLayout<Layout>.offset(of: \.cache)!
+    @usableFromInline static let sequenceOffset = MemoryLayout<Layout>.offset(of: \.sequence)!
+    @usableFromInline static let gateOffset = MemoryLayout<Layout>.offset(of: \.gate)!
+    @usableFromInline static let foldingOffset = MemoryLayout<Layout>.offset(of: \.folding)!
+    @usableFromInline static let countersOffset = MemoryLayout<Layout>.offset(of: \.counters)!
+    @usableFromInline static let counterKeyOffset = MemoryLayout<Counter>.offset(of: \.key)!
+    @usableFromInline static let counterGenerationOffset = MemoryLayout<Counter>.offset(of: \.generation)!
+    @usableFromInline static let counterCountOffset = MemoryLayout<Counter>.offset(of: \.count)!
+    @usableFromInline static let counterFoldedOffset = MemoryLayout<Counter>.offset(of: \.folded)!
+    /// Where a counter's `folded` lies from its `count` (the address a cache's `slot` holds).
+    @usableFromInline static let foldedOffset = counterFoldedOffset - counterCountOffset
+    @usableFromInline static let cacheKeyOffset = MemoryLayout<CounterCacheLayout>.offset(of: \.key)!
+    @usableFromInline static let cacheTagOffset = MemoryLayout<CounterCacheLayout>.offset(of: \.tag)!
+
+    static func inUse(_ record: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<Int>> {
+        atomic(record + inUseOffset, as: Int.self)
+    }
+    /// Counter `i` of `record`.
+    static func counter(_ record: UnsafeMutableRawPointer, _ i: Int) -> UnsafeMutableRawPointer {
+        record + countersOffset + i * MemoryLayout<Counter>.stride
+    }
 
     @usableFromInline static let head = Atomic<UInt>(0)
 
@@ -48,8 +130,8 @@ import Synchronization
         // A thread whose record was detached (a later key destructor of its exit) must not
         // publish its TLS again: no destructor round would be left to withdraw it. Its
         // refusals go to the throttler's shared word instead (see count).
-        if sync_thread_counter_cache.tag != exitedTag {
-            cache(record).pointee.store(UInt(bitPattern: sync_thread_counter_cache_address()!), ordering: .relaxed)
+        if localCache.pointee.tag != exitedTag {
+            cache(record).pointee.store(UInt(bitPattern: localCache), ordering: .relaxed)
             gate(record).pointee.store(0, ordering: .sequentiallyConsistent)  // open
         }
         pthread_setspecific(key, record)
@@ -68,7 +150,7 @@ import Synchronization
             forEach { record in
                 guard UInt(bitPattern: record) != mine else { return true }
                 if let pending = UnsafeMutableRawPointer(bitPattern: folding(record).pointee.load(ordering: .relaxed)) {
-                    atomic(pending, as: Int64.self).pointee.store(pending.load(fromByteOffset: 8, as: Int64.self), ordering: .relaxed)
+                    atomic(pending, as: Int64.self).pointee.store(pending.load(fromByteOffset: foldedOffset, as: Int64.self), ordering: .relaxed)
                 } else if let live = UnsafeMutableRawPointer(bitPattern: cache(record).pointee.load(ordering: .relaxed)),
                           let slot = live.load(fromByteOffset: slotOffset, as: UnsafeMutableRawPointer?.self) {
                     let counter = atomic(slot, as: Int64.self)
@@ -91,10 +173,11 @@ import Synchronization
         refill(record, key: 0, tag: exitedTag, slot: nil, count: 0)
         let gate = gate(record)
         gate.pointee.bitwiseOr(closed, ordering: .sequentiallyConsistent)
-        while gate.pointee.load(ordering: .sequentiallyConsistent) != closed { sched_yield() }
+        var spin = SpinWait()
+        while gate.pointee.load(ordering: .sequentiallyConsistent) != closed { spin.spinOrYield() }
         cache(record).pointee.store(0, ordering: .relaxed)
         sync_thread_record_cache = nil
-        atomic(record + 80, as: Int.self).pointee.store(0, ordering: .releasing)
+        inUse(record).pointee.store(0, ordering: .releasing)
     }
 
     /// A free record from the list, or a new one pushed onto it.
@@ -103,17 +186,17 @@ import Synchronization
         var node = head.load(ordering: .acquiring)
         while node != 0 {
             let record = UnsafeMutableRawPointer(bitPattern: node)!
-            if atomic(record + 80, as: Int.self).pointee.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged {
+            if inUse(record).pointee.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged {
                 return record
             }
             node = next(record)
         }
         let record = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 64)
         record.initializeMemory(as: UInt8.self, repeating: 0, count: size)
-        (record + 80).storeBytes(of: 1, as: Int.self)
+        (record + inUseOffset).storeBytes(of: 1, as: Int.self)
         var first = head.load(ordering: .relaxed)
         while true {
-            (record + 72).storeBytes(of: first, as: UInt.self)
+            (record + nextOffset).storeBytes(of: first, as: UInt.self)
             let (pushed, now) = head.compareExchange(expected: first, desired: UInt(bitPattern: record), ordering: .releasing)
             if pushed { return record }
             first = now
@@ -121,7 +204,7 @@ import Synchronization
     }
 
     @inlinable @inline(__always)
-    static func next(_ record: UnsafeMutableRawPointer) -> UInt { record.load(fromByteOffset: 72, as: UInt.self) }
+    static func next(_ record: UnsafeMutableRawPointer) -> UInt { record.load(fromByteOffset: nextOffset, as: UInt.self) }
 
     /// Calls `body` on every record ever made.
     @inlinable
@@ -138,7 +221,7 @@ import Synchronization
 
     @inlinable @inline(__always)
     static func slot(_ record: UnsafeMutableRawPointer, _ index: Int) -> UnsafeMutablePointer<Atomic<UInt>> {
-        atomic(record + index &* 8, as: UInt.self)
+        atomic(record + index &* MemoryLayout<UInt>.stride, as: UInt.self)  // `slots` begins the record
     }
     /// The calling thread's next free hazard slot (nested readers take the following ones).
     @inlinable @inline(__always)
@@ -158,10 +241,10 @@ import Synchronization
     @usableFromInline static func overflowSlot(_ record: UnsafeMutableRawPointer, _ index: Int) -> UnsafeMutablePointer<Atomic<UInt>> {
         var record = record, index = index
         while index >= slotCount {
-            var overflow = record.load(fromByteOffset: 88, as: UInt.self)
+            var overflow = record.load(fromByteOffset: overflowOffset, as: UInt.self)
             if overflow == 0 {
                 overflow = UInt(bitPattern: acquire())
-                record.storeBytes(of: overflow, toByteOffset: 88, as: UInt.self)
+                record.storeBytes(of: overflow, toByteOffset: overflowOffset, as: UInt.self)
             }
             record = UnsafeMutableRawPointer(bitPattern: overflow)!
             index -= slotCount
@@ -192,19 +275,19 @@ import Synchronization
     // a gate that the exiting owner closes keeps its TLS from going away while it is read.
 
     @inlinable @inline(__always)
-    static func cache(_ record: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt>> { atomic(record + 96, as: UInt.self) }
+    static func cache(_ record: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt>> { atomic(record + cacheOffset, as: UInt.self) }
     @inlinable @inline(__always)
-    static func sequence(_ record: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt>> { atomic(record + 104, as: UInt.self) }
+    static func sequence(_ record: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt>> { atomic(record + sequenceOffset, as: UInt.self) }
     @inlinable @inline(__always)
-    static func gate(_ record: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<Int>> { atomic(record + 112, as: Int.self) }
+    static func gate(_ record: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<Int>> { atomic(record + gateOffset, as: Int.self) }
     @inlinable @inline(__always)
-    static func folding(_ record: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt>> { atomic(record + 120, as: UInt.self) }
+    static func folding(_ record: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt>> { atomic(record + foldingOffset, as: UInt.self) }
     /// The gate's bit that says the owner has exited (or is not in this process): stay out.
     static let closed = 1 << 62
     /// The tag of an exited thread's entry (a throttler's tag never has limit -1).
     @usableFromInline static let exitedTag = UInt64.max
-    static let slotOffset = MemoryLayout<sync_counter_cache>.offset(of: \.slot)!
-    static let countOffset = MemoryLayout<sync_counter_cache>.offset(of: \.count)!
+    @usableFromInline static let slotOffset = MemoryLayout<CounterCacheLayout>.offset(of: \.slot)!
+    @usableFromInline static let countOffset = MemoryLayout<CounterCacheLayout>.offset(of: \.count)!
 
     /// Counts one refusal in the calling thread's entry if it is for `address` with `tag` (the
     /// incarnation at `address`, which the caller chooses): the hot path, %fs-relative accesses and
@@ -212,11 +295,12 @@ import Synchronization
     @inlinable @inline(__always)
     package static func countCached(_ address: UnsafeMutableRawPointer, tag: UInt64) -> Bool {
         // (key, tag) as one 128-bit value: one compare and one branch (two branches cost a cycle).
-        let cached = withUnsafePointer(to: &sync_thread_counter_cache) { UnsafeRawPointer($0).load(as: UInt128.self) }
+        let cache = localCache
+        let cached = UnsafeRawPointer(cache).load(as: UInt128.self)
         guard cached == UInt128(tag) << 64 | UInt128(UInt(bitPattern: address)) else { return false }
         // One writer (this thread); an atomic store, so that readers' loads see whole values and
         // no caller's loop may keep the count in a register.
-        let count = withUnsafeMutablePointer(to: &sync_thread_counter_cache.count) { $0 }
+        let count = withUnsafeMutablePointer(to: &cache.pointee.count) { $0 }
         atomic(count).pointee.store(atomic(count).pointee.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
         return true
     }
@@ -224,14 +308,14 @@ import Synchronization
     /// Counts one refusal for (`address`, `generation`) in the calling thread's record, and makes it
     /// the thread's entry (with `tag`, for `countCached`); false if its 8 counters are taken.
     package static func count(_ address: UnsafeMutableRawPointer, _ generation: Int32, tag: UInt64) -> Bool {
-        if sync_thread_counter_cache.tag == exitedTag { return false }
+        if localCache.pointee.tag == exitedTag { return false }
         let record = current(), key = UInt(bitPattern: address)
         for i in 0..<counterCount {
-            let entry = record + 128 + i * 32
-            let owner = entry.load(as: UInt.self)
+            let entry = counter(record, i)
+            let owner = entry.load(fromByteOffset: counterKeyOffset, as: UInt.self)
             if owner == 0 { claimCounter(entry, key, generation) }
-            if owner == 0 || (owner == key && entry.load(fromByteOffset: 8, as: Int32.self) == generation) {
-                refill(record, key: key, tag: tag, slot: entry + 16, count: 1)
+            if owner == 0 || (owner == key && entry.load(fromByteOffset: counterGenerationOffset, as: Int32.self) == generation) {
+                refill(record, key: key, tag: tag, slot: entry + counterCountOffset, count: 1)
                 return true
             }
         }
@@ -239,29 +323,29 @@ import Synchronization
     }
 
     static func claimCounter(_ entry: UnsafeMutableRawPointer, _ key: UInt, _ generation: Int32) {
-        entry.storeBytes(of: generation, toByteOffset: 8, as: Int32.self)
-        atomic(entry, as: UInt.self).pointee.store(key, ordering: .releasing)  // readers see the generation with it
+        entry.storeBytes(of: generation, toByteOffset: counterGenerationOffset, as: Int32.self)
+        atomic(entry + counterKeyOffset, as: UInt.self).pointee.store(key, ordering: .releasing)  // readers see the generation with it
     }
 
     /// Folds the calling thread's entry into its record counter and sets it anew (key 0: empty).
     static func refill(_ record: UnsafeMutableRawPointer, key: UInt, tag: UInt64, slot: UnsafeMutableRawPointer?, count: Int64) {
-        let entry = UnsafeMutableRawPointer(sync_thread_counter_cache_address()!)
+        let local = localCache, entry = UnsafeMutableRawPointer(local)
         let sequence = sequence(record), before = sequence.pointee.load(ordering: .relaxed)
         sequence.pointee.store(before &+ 1, ordering: .relaxed)
         atomicMemoryFence(ordering: .releasing)  // a reader that sees any write below sees the odd sequence
-        if let old = sync_thread_counter_cache.slot {
+        if let old = local.pointee.slot {
             // Written down first (the counter's spare word, then the record), so that a fork()
             // cutting this fold in half can finish it in the child.
             let slot = UnsafeMutableRawPointer(old), counter = atomic(slot, as: Int64.self)
-            let folded = counter.pointee.load(ordering: .relaxed) &+ sync_thread_counter_cache.count
-            atomic(slot + 8, as: Int64.self).pointee.store(folded, ordering: .relaxed)
+            let folded = counter.pointee.load(ordering: .relaxed) &+ local.pointee.count
+            atomic(slot + foldedOffset, as: Int64.self).pointee.store(folded, ordering: .relaxed)
             folding(record).pointee.store(UInt(bitPattern: slot), ordering: .relaxed)
             counter.pointee.store(folded, ordering: .relaxed)
         }
-        atomic(entry, as: UInt.self).pointee.store(key, ordering: .relaxed)
-        atomic(entry + 8, as: UInt64.self).pointee.store(tag, ordering: .relaxed)
+        atomic(entry + cacheKeyOffset, as: UInt.self).pointee.store(key, ordering: .relaxed)
+        atomic(entry + cacheTagOffset, as: UInt64.self).pointee.store(tag, ordering: .relaxed)
         atomic(entry + countOffset, as: Int64.self).pointee.store(count, ordering: .relaxed)
-        sync_thread_counter_cache.slot = slot?.assumingMemoryBound(to: Int64.self)
+        local.pointee.slot = slot?.assumingMemoryBound(to: Int64.self)
         folding(record).pointee.store(0, ordering: .relaxed)
         sequence.pointee.store(before &+ 2, ordering: .releasing)
     }
@@ -279,8 +363,8 @@ import Synchronization
         }
         defer { gate.pointee.wrappingSubtract(1, ordering: .sequentiallyConsistent) }
         guard let live = UnsafeMutableRawPointer(bitPattern: cache(record).pointee.load(ordering: .relaxed)),
-              atomic(live, as: UInt.self).pointee.load(ordering: .relaxed) == key,
-              atomic(live + 8, as: UInt64.self).pointee.load(ordering: .relaxed) == tag else { return 0 }
+              atomic(live + cacheKeyOffset, as: UInt.self).pointee.load(ordering: .relaxed) == key,
+              atomic(live + cacheTagOffset, as: UInt64.self).pointee.load(ordering: .relaxed) == tag else { return 0 }
         return atomic(live + countOffset, as: Int64.self).pointee.load(ordering: .relaxed)
     }
 
@@ -299,16 +383,17 @@ import Synchronization
     /// read between two equal even sequence values.
     static func sumCounters(_ record: UnsafeMutableRawPointer, _ key: UInt, _ generation: Int32, tag: UInt64) -> Int64 {
         let sequence = sequence(record)
+        var spin = SpinWait()
         while true {
             let before = sequence.pointee.load(ordering: .acquiring)
-            if before & 1 != 0 { sched_yield(); continue }  // the owner is folding: a few loads
+            if before & 1 != 0 { spin.spinOrYield(); continue }  // the owner is folding: a few loads
             var sum: Int64 = 0
             for i in 0..<counterCount {
-                let entry = record + 128 + i * 32
-                let owner = atomic(entry, as: UInt.self).pointee.load(ordering: .acquiring)
+                let entry = counter(record, i)
+                let owner = atomic(entry + counterKeyOffset, as: UInt.self).pointee.load(ordering: .acquiring)
                 if owner == 0 { break }
-                if owner == key && entry.load(fromByteOffset: 8, as: Int32.self) == generation {
-                    sum &+= atomic(entry + 16, as: Int64.self).pointee.load(ordering: .relaxed)
+                if owner == key && entry.load(fromByteOffset: counterGenerationOffset, as: Int32.self) == generation {
+                    sum &+= atomic(entry + counterCountOffset, as: Int64.self).pointee.load(ordering: .relaxed)
                 }
             }
             sum &+= liveCount(record, key, tag: tag)

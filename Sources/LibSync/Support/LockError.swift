@@ -1,0 +1,54 @@
+import Glibc
+
+/// The errors of the lock family, each the Swift face of the errno code the C API returns.
+public enum LockError: Error, Equatable, Sendable {
+    /// EDEADLK: the caller already holds the lock; waiting would never end.
+    case wouldDeadlock
+    /// EPERM: the caller does not hold the lock (or the side of it) it tried to release.
+    case notOwner
+    /// EAGAIN: a count would overflow (recursion depth, readers).
+    case overflow
+    /// EINTR: a signal interrupted an interruptible wait.
+    case interrupted
+    /// EOWNERDEAD (robust locks): the previous holder died holding the lock. The caller now holds
+    /// it; the state it guards may be half-updated. Repair it and call `consistent()` before
+    /// unlocking, or the unlock makes the lock `.notRecoverable`.
+    case ownerDied
+    /// ENOTRECOVERABLE (robust locks): a holder that got `.ownerDied` unlocked without calling
+    /// `consistent()`. Every later lock fails so, until the lock is initialized again.
+    case notRecoverable
+    /// Any other code.
+    case other(Int32)
+
+    @usableFromInline package init(code: Int32) {
+        switch code {
+        case EDEADLK: self = .wouldDeadlock
+        case EPERM: self = .notOwner
+        case EAGAIN: self = .overflow
+        case EINTR: self = .interrupted
+        case EOWNERDEAD: self = .ownerDied
+        case ENOTRECOVERABLE: self = .notRecoverable
+        default: self = .other(code)
+        }
+    }
+}
+
+/// Throws the code as a LockError unless it is 0 (or ETIMEDOUT/EBUSY, which the caller maps to
+/// `false`); returns whether the lock was taken.
+@inlinable @inline(__always)
+func taken(_ code: Int32) throws(LockError) -> Bool {
+    if code == 0 { return true }
+    if code == ETIMEDOUT || code == EBUSY { return false }
+    throw LockError(code: code)
+}
+
+/// Traps with a message for what `withLock` cannot return.
+@usableFromInline func lockFailed(_ code: Int32, _ caller: StaticString) -> Never {
+    switch code {
+    case EDEADLK: preconditionFailure("\(caller): the calling thread already holds this lock")
+    case EAGAIN: preconditionFailure("\(caller): recursion depth overflow")
+    case EOWNERDEAD: preconditionFailure("\(caller): the previous holder died holding this robust lock; use lock() and handle LockError.ownerDied")
+    case ENOTRECOVERABLE: preconditionFailure("\(caller): this robust lock is not recoverable")
+    default: preconditionFailure("\(caller): lock failed (\(code))")
+    }
+}
