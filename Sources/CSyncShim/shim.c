@@ -2,6 +2,10 @@
 #include "sync_shim.h"
 
 #include <errno.h>
+#include <execinfo.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <string.h>
@@ -131,4 +135,117 @@ void sync_signal_forward(int signo, siginfo_t *info, void *ucontext) {
     if (__atomic_sub_fetch(&forwarding.in_flight, 1, __ATOMIC_SEQ_CST) == 0)
         sync_futex_wake(&forwarding.in_flight, INT32_MAX, 0);
     errno = saved_errno;
+}
+
+// ---- Lock-order checking (see sync_shim.h) ----
+
+int sync_lock_order_flag;
+int sync_lock_order_env;
+
+// Read once, when the library is loaded, before any lock can be taken.
+__attribute__((constructor)) static void read_lock_order_env(void) {
+    const char *value = getenv("LIBSYNC_CHECK_LOCK_ORDER");
+    if (value == NULL || value[0] == 0 || strcmp(value, "0") == 0) return;
+    if (strcmp(value, "1") == 0) sync_lock_order_env = 1;
+    else if (strcmp(value, "abort") == 0) sync_lock_order_env = 2;
+    else {
+        sync_lock_order_env = -1;
+        fprintf(stderr, "libsync: LIBSYNC_CHECK_LOCK_ORDER=%s is not understood (use 1 or abort): "
+                "lock-order checking stays off\n", value);
+        return;
+    }
+    sync_lock_order_set(1);
+}
+
+int sync_backtrace(void **frames, int capacity) { return backtrace(frames, capacity); }
+char **sync_backtrace_symbols(void *const *frames, int count) { return backtrace_symbols(frames, count); }
+
+static sem_t sigquit_wakeup;
+static void (*sigquit_dump)(void);
+static int sigquit_installed;
+static pthread_mutex_t sigquit_install_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void sigquit_handler(int signo) {
+    if (!sync_lock_order_on()) {
+        int saved = errno;
+        signal(signo, SIG_DFL);
+        raise(signo);
+        errno = saved;
+        return;
+    }
+    sem_post(&sigquit_wakeup);  // async-signal-safe
+}
+
+static void *sigquit_thread(void *unused) {
+    (void)unused;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    pthread_setname_np(pthread_self(), "libsync-sigquit");
+    for (;;) {
+        if (sem_wait(&sigquit_wakeup) != 0) continue;  // EINTR
+        sigquit_dump();
+    }
+    return NULL;
+}
+
+static int start_sigquit_thread(void) {
+    pthread_t thread;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    // The thread blocks every signal from its start: SIGQUIT must not be sent to it.
+    sigset_t all, saved;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &saved);
+    int made = pthread_create(&thread, &attr, sigquit_thread, NULL);
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    pthread_attr_destroy(&attr);
+    return made;
+}
+
+// A fork()ed child has the handler but not the thread: it gets one of its own when it next
+// uses lock-order checking (sync_lock_order_sigquit_check), not in the fork handler, as most
+// children exec at once.
+static int sigquit_thread_missing;
+static void sigquit_after_fork_in_child(void) {
+    pthread_mutex_init(&sigquit_install_lock, NULL);
+    sem_init(&sigquit_wakeup, 0, 0);
+    __atomic_store_n(&sigquit_thread_missing, 1, __ATOMIC_RELAXED);
+}
+
+void sync_lock_order_sigquit_check(void) {
+    if (!__atomic_load_n(&sigquit_thread_missing, __ATOMIC_RELAXED)) return;
+    pthread_mutex_lock(&sigquit_install_lock);
+    if (sigquit_thread_missing && start_sigquit_thread() == 0) __atomic_store_n(&sigquit_thread_missing, 0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&sigquit_install_lock);
+}
+
+int sync_lock_order_install_sigquit(void (*dump)(void)) {
+    pthread_mutex_lock(&sigquit_install_lock);
+    int result = 1;
+    if (!sigquit_installed) {
+        struct sigaction old;
+        if (sigaction(SIGQUIT, NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) {
+            result = 0;
+        } else {
+            sigquit_dump = dump;
+            sem_init(&sigquit_wakeup, 0, 0);
+            int made = start_sigquit_thread();
+            if (made != 0) {
+                result = -1;
+            } else {
+                struct sigaction action;
+                memset(&action, 0, sizeof action);
+                action.sa_handler = sigquit_handler;
+                sigemptyset(&action.sa_mask);
+                action.sa_flags = SA_RESTART;
+                sigaction(SIGQUIT, &action, NULL);
+                sigquit_installed = 1;
+                pthread_atfork(NULL, NULL, sigquit_after_fork_in_child);
+            }
+        }
+    }
+    pthread_mutex_unlock(&sigquit_install_lock);
+    return result;
 }

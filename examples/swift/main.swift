@@ -28,3 +28,4 @@ if !ok { fatalError("Listing 4-1 did not behave as Apple documents") }
 print("\nConditions (Swift):")
 if try !conditionsDemo() { fatalError("the condition listings did not behave as Apple documents") }
 print("\nSignals (Swift):"); if try !signalsDemo() { fatalError("the routed signal did not reach its thread") }
+print("\nLock-order checking (Swift):"); if !lockOrderDemo() { fatalError("the inversion was not reported") }

@@ -8,6 +8,7 @@ Modules:
     libsync.distributed_lock   NSDistributedLock: a lock between processes and hosts (filelock-style).
     libsync.queues             SerialQueue, ConcurrentQueue (barriers), IsolatedValue, ThreadExecutor.
     libsync.signals            route(): a signal handled on a chosen thread or queue, with its siginfo.
+    libsync.debug              check_lock_order(): potential deadlocks reported with their stacks; waits().
 """
 from ._lib import path as library_path
 from ._lib import version as __version__
@@ -18,10 +19,13 @@ from . import conditions
 from . import distributed_lock
 from . import queues
 from . import signals
+from . import debug
 from .osatomic import ref
 from .conditions import Barrier, BoundedSemaphore, BrokenBarrierError, Condition, ConditionLock, Event, Semaphore
 from .locks import Lock, RLock
 
-__all__ = ["__version__", "library_path", "osatomic", "ref", "locks", "atomics", "distributed_lock", "queues", "conditions",
+debug._start_if_enabled()
+
+__all__ = ["__version__", "library_path", "osatomic", "ref", "locks", "atomics", "distributed_lock", "queues", "conditions", "debug",
            "Lock", "RLock", "Condition", "ConditionLock", "Semaphore", "BoundedSemaphore", "Event", "Barrier",
            "BrokenBarrierError"]

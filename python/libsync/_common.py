@@ -197,12 +197,13 @@ def acquired(code: int, pointer: Any, wait_function: Callable[..., int], limit: 
 
 
 def acquire(pointer: Any, try_function: Callable[[Any], int], wait_function: Callable[..., int], what: str,
-            blocking: Any, timeout: Any) -> bool:
+            blocking: Any, timeout: Any, take_function: Optional[Callable[[Any], int]] = None) -> bool:
     """threading's acquire(blocking, timeout) of the lock at `pointer`: `try_function(pointer)`
     returns 0 (taken), EBUSY or an error; `wait_function(pointer, deadline)` is its
-    `_interruptible` wait."""
+    `_interruptible` wait. `take_function`, if given, replaces the try of a blocking acquire
+    (lock-order checking counts a lock taken there as a lock, not as a trylock)."""
     limit = lock_deadline(blocking, timeout)
-    code = try_function(pointer)
+    code = (try_function if limit is None or take_function is None else take_function)(pointer)
     return not code or acquired(code, pointer, wait_function, limit, what)
 
 

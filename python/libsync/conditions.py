@@ -262,6 +262,7 @@ _cl_trylock_when = declare("sync_condition_lock_trylock_when")
 _cl_unlock = declare("sync_condition_lock_unlock")
 _cl_unlock_with = declare("sync_condition_lock_unlock_with")
 _cl_condition = declare("sync_condition_lock_condition", c_int64)
+_cl_take, _cl_take_when = _cl_trylock, _cl_trylock_when  # see libsync.locks._rw_take
 
 
 class ConditionLock(_Memory):
@@ -307,7 +308,7 @@ class ConditionLock(_Memory):
         -1: none; another negative value, or NaN: ValueError; one with blocking=False:
         ValueError; more than threading.TIMEOUT_MAX: none)."""
         limit = lock_deadline(blocking, -1 if timeout is None else timeout)
-        if not _cl_trylock(self._p):
+        if not (_cl_trylock if limit is None else _cl_take)(self._p):
             return True
         return self._take(None, limit)
 
@@ -316,7 +317,7 @@ class ConditionLock(_Memory):
         False if not blocking or timed out first. The timeout as acquire's."""
         wanted = _int64(condition, "ConditionLock condition")
         limit = lock_deadline(blocking, -1 if timeout is None else timeout)
-        if not _cl_trylock_when(self._p, wanted):
+        if not (_cl_trylock_when if limit is None else _cl_take_when)(self._p, wanted):
             return True
         return self._take(wanted, limit)
 

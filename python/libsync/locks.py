@@ -48,6 +48,7 @@ from typing import Any, Callable, Optional
 
 from ._common import (FOREVER, DeadlockError, LockError, NotOwnerError, NotRecoverableError, OwnerDiedError, acquire,
                       acquired, check, declare, error, interruptible, layout, wait, word, words)
+from . import debug as _debug
 from ._memory import PRIVATE, ref as _ref
 
 __all__ = ["Lock", "RLock", "Mutex", "RWLock", "SpinLock", "Once", "once", "synchronized",
@@ -90,6 +91,8 @@ class _Memory:
             self._cells = cells.from_buffer(buffer, offset)
         self._p = c_void_p(ctypes.addressof(self._cells))
         self._shared = buffer is not PRIVATE
+        if _debug.tracking:  # lock-order checking: the lock's orders go with its memory
+            _debug.track(self)
         return self._shared
 
     def __reduce__(self):
@@ -131,7 +134,9 @@ def _check_robust(cells: Any, robust: bool) -> None:
 
 class _Acquirable(_Memory):
     """A lock taken by a C try function (0, EBUSY, or an error) and its `_interruptible` wait,
-    the class's _TRY and _WAIT; _WHAT names the acquire in errors."""
+    the class's _TRY and _WAIT; _WHAT names the acquire in errors. _TAKE is the try that opens a
+    blocking acquire: _TRY, which lock-order checking (libsync.debug) replaces so that a lock
+    taken at that first try counts as a lock, not as a trylock."""
     __slots__ = ()
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
@@ -139,9 +144,9 @@ class _Acquirable(_Memory):
         non-blocking and held by another thread. Owner-checked locks raise DeadlockError for
         their holder's wait, and robust ones OwnerDiedError (held) or NotRecoverableError."""
         if blocking is True and timeout == -1:  # the common call: nothing to check, one C call
-            code = self._TRY(self._p)
+            code = self._TAKE(self._p)
             return not code or acquired(code, self._p, self._WAIT, FOREVER, self._WHAT)
-        return acquire(self._p, self._TRY, self._WAIT, self._WHAT, blocking, timeout)
+        return acquire(self._p, self._TRY, self._WAIT, self._WHAT, blocking, timeout, self._TAKE)
 
     __enter__ = acquire
 
@@ -150,7 +155,8 @@ class Lock(_Acquirable):
     """threading.Lock, from libsync: any thread may release it. 4 bytes of lock state."""
     __slots__ = ()
     _FLAGS = _UNOWNED
-    _TRY, _WAIT = _mutex_trylock, _mutex_wait
+    _TRY = _TAKE = _mutex_trylock
+    _WAIT = _mutex_wait
 
     def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
         shared = self._place(buffer, offset)
@@ -272,7 +278,8 @@ class RLock(_Robust):
     it once; ``mark_consistent()`` then ``release()``."""
     __slots__ = ()
     _WORDS = 2
-    _INIT, _TRY, _WAIT = _rlock_init, _rlock_trylock, _rlock_wait
+    _INIT, _WAIT = _rlock_init, _rlock_wait
+    _TRY = _TAKE = _rlock_trylock
     _WHAT = "RLock.acquire"
 
     def release(self) -> None:
@@ -334,13 +341,18 @@ _rw_waiting = declare("sync_rwlock_waiting_writers", c_uint32)
 _RELEASE_UNLOCKED = "release unlocked lock"  # threading.Lock's message
 
 
-def _rw_bounded(p, try_lock, wait_function, what: str, blocking: Any, timeout: Any) -> bool:
+def _rw_bounded(p, try_lock, take, wait_function, what: str, blocking: Any, timeout: Any) -> bool:
     """A side's acquire with a timeout or non-blocking. The write holder's own attempt returns
     False at once: its wait could only time out (the C functions say EBUSY or EDEADLK)."""
     try:
-        return acquire(p, try_lock, wait_function, what, blocking, timeout)
+        return acquire(p, try_lock, wait_function, what, blocking, timeout, take)
     except DeadlockError:
         return False
+
+
+# The try that opens a blocking acquire of each side: the trylock, which lock-order checking
+# (libsync.debug) replaces so that a lock taken at that first try counts as a lock.
+_rw_take = {"read": _rw_tryrd, "write": _rw_trywr}
 
 
 def _side(name: str, try_lock, wait_function, unlock) -> tuple:
@@ -349,9 +361,9 @@ def _side(name: str, try_lock, wait_function, unlock) -> tuple:
 
     def acquire_side(p, blocking: Any = True, timeout: Any = -1) -> bool:
         if timeout == -1 and blocking is True:  # the common call: one C call
-            code = try_lock(p)
+            code = _rw_take[name](p)
             return not code or acquired(code, p, wait_function, FOREVER, acquiring)
-        return _rw_bounded(p, try_lock, wait_function, acquiring, blocking, timeout)
+        return _rw_bounded(p, try_lock, _rw_take[name], wait_function, acquiring, blocking, timeout)
 
     def release_side(p) -> None:
         code = unlock(p)
@@ -542,7 +554,8 @@ class SpinLock(_Acquirable):
     process initializes it, the others pass ``initialize=False``; its owner checks then hold
     across processes (a thread that got a dead holder's thread id is not taken for the holder)."""
     __slots__ = ()
-    _TRY, _WAIT = _spin_trylock, _spin_wait
+    _TRY = _TAKE = _spin_trylock
+    _WAIT = _spin_wait
     _WHAT = "SpinLock.acquire"
 
     def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):

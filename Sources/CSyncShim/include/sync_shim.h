@@ -142,6 +142,37 @@ struct sync_signal_forwarding *sync_signal_forwarding_state(void);
 /// thread, for the action the reset restores.
 void sync_signal_forward(int signo, siginfo_t *info, void *ucontext);
 
+/// Lock-order checking (LibSync's LockOrder, Sources/LibSync/Debug). Nonzero while checking is
+/// on: every lock's hooks load it once and do nothing else while it is 0. Written only by
+/// LockOrder (and, before any other code runs, by the load-time reading of
+/// LIBSYNC_CHECK_LOCK_ORDER below). The hooks read it as a plain load (Swift does not inline
+/// the accessor below): an int's load is atomic on every target, and a stale 0 only delays
+/// checking by an operation.
+extern int sync_lock_order_flag SYNC_SWIFT_NONISOLATED_UNSAFE;
+static inline int sync_lock_order_on(void) { return __atomic_load_n(&sync_lock_order_flag, __ATOMIC_RELAXED); }
+static inline void sync_lock_order_set(int on) { __atomic_store_n(&sync_lock_order_flag, on, __ATOMIC_RELAXED); }
+
+/// What LIBSYNC_CHECK_LOCK_ORDER asked for when the library was loaded: 0 nothing (unset, empty
+/// or "0"), 1 checking on ("1"), 2 on and abort after a report ("abort"), -1 a value not
+/// understood (checking stays off; the load says so on stderr).
+extern int sync_lock_order_env SYNC_SWIFT_NONISOLATED_UNSAFE;
+
+/// backtrace(3) and backtrace_symbols(3) (execinfo.h, which Swift's Glibc module lacks). The
+/// symbols array is one malloc'd block: free() it.
+int sync_backtrace(void **frames, int capacity);
+char **sync_backtrace_symbols(void *const *frames, int count);
+
+/// Lock-order checking's SIGQUIT: if SIGQUIT's disposition is the default, installs a handler
+/// that wakes a dedicated thread, which calls `dump` (never in signal-handler context). While
+/// sync_lock_order_flag is 0 the handler restores the default action and raises SIGQUIT again,
+/// so the signal then quits as usual. Returns 1 if installed (now or before), 0 if SIGQUIT had
+/// another disposition (left alone), or -1 if the thread could not be made.
+int sync_lock_order_install_sigquit(void (*dump)(void));
+
+/// In a fork()ed child of a process that installed it: starts the child's SIGQUIT thread (the
+/// parent's did not survive the fork). Cheap when there is nothing to do.
+void sync_lock_order_sigquit_check(void);
+
 #ifdef __cplusplus
 }
 #endif

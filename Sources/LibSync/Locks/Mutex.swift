@@ -52,6 +52,7 @@ import Synchronization
     /// 0, or EINVAL (robust and unowned; robust memory not 8-aligned).
     package static func initialize(_ memory: UnsafeMutableRawPointer, shared isShared: Bool, unowned isUnowned: Bool,
                                    robust isRobust: Bool) -> Int32 {
+        LockOrder.forget(memory)
         if isRobust { return isUnowned ? EINVAL : RobustWord.initialize(memory, shared: isShared) }
         atomic(memory, as: UInt32.self).pointee.store(initial(shared: isShared, unowned: isUnowned), ordering: .releasing)
         return 0
@@ -61,8 +62,11 @@ import Synchronization
     @inlinable @inline(__always)
     package static func tryLock(_ word: Word) -> Int32 {
         let me = cachedThreadID()
-        if me != 0 && word.pointee.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged { return 0 }
-        return tryLockSlow(word, me)
+        if me != 0 && word.pointee.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged {
+            LockOrder.acquired(word, .mutex, tried: true)
+            return 0
+        }
+        return LockOrder.settled(word, .mutex, tryLockSlow(word, me), tried: true)
     }
 
     /// 0; ETIMEDOUT once `deadline` (monotonic ns, < 0: none) passes; EDEADLK if the caller
@@ -71,13 +75,17 @@ import Synchronization
     @inlinable @inline(__always)
     package static func lock(_ word: Word, deadline: Int64 = -1, interruptible: Bool = false) -> Int32 {
         let me = cachedThreadID()
-        if me != 0 && word.pointee.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged { return 0 }
+        if me != 0 && word.pointee.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged {
+            LockOrder.acquired(word, .mutex)
+            return 0
+        }
         return lockSlow(word, me, deadline: deadline, interruptible: interruptible)
     }
 
     /// 0, or EPERM if the caller does not hold it (unowned mode: if it is not held).
     @inlinable @inline(__always)
-    package static func unlock(_ word: Word) -> Int32 {
+    package static func unlock(_ word: Word, hooked: Bool = false) -> Int32 {
+        if !hooked && _slowPath(sync_lock_order_flag != 0) { return LockOrder.unlockingMutex(word) }
         let me = cachedThreadID()
         if me != 0 && word.pointee.compareExchange(expected: me, desired: 0, ordering: .releasing).exchanged { return 0 }
         return unlockSlow(word, me)
@@ -157,6 +165,11 @@ import Synchronization
 
     @usableFromInline @inline(never)
     static func lockSlow(_ word: Word, _ cached: UInt32, deadline: Int64, interruptible: Bool) -> Int32 {
+        LockOrder.waiting(word, .mutex)
+        return LockOrder.settled(word, .mutex, lockWaiting(word, cached, deadline: deadline, interruptible: interruptible))
+    }
+
+    static func lockWaiting(_ word: Word, _ cached: UInt32, deadline: Int64, interruptible: Bool) -> Int32 {
         let value = word.pointee.load(ordering: .relaxed)
         if value & robust != 0 {
             return RobustWord.lock(UnsafeMutableRawPointer(word), deadline: deadline, interruptible: interruptible, recursive: false)
@@ -616,6 +629,7 @@ enum ThreadStat {
 
     /// Initializes the lock at `memory` (8 bytes; robust: 16, 8-aligned). 0, or EINVAL.
     package static func initialize(_ memory: Memory, shared: Bool, robust: Bool) -> Int32 {
+        LockOrder.forget(memory)
         if robust { return RobustWord.initialize(memory, shared: shared) }
         plainDepth(memory).pointee.store(0, ordering: .relaxed)
         word(memory).pointee.store(MutexWord.initial(shared: shared, unowned: false), ordering: .releasing)

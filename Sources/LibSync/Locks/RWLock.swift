@@ -102,9 +102,11 @@ import Synchronization
         let value = state(m).pointee.load(ordering: .relaxed)
         if value & (writer | writersWaiting) == 0 && value & readerMask != readerMask,
            state(m).pointee.compareExchange(expected: value, desired: value &+ 1, ordering: .acquiring).exchanged {
+            LockOrder.acquired(m, .readLock)
             return 0
         }
-        return readLockSlow(m, deadline: deadline, interruptible: interruptible)
+        LockOrder.waiting(m, .readLock)
+        return LockOrder.settled(m, .readLock, readLockSlow(m, deadline: deadline, interruptible: interruptible))
     }
 
     @usableFromInline @inline(never)
@@ -188,6 +190,7 @@ import Synchronization
     /// 0, EPERM if no reader holds it (or the caller holds it for writing), or EINVAL.
     @inlinable @inline(__always)
     package static func readUnlock(_ m: Memory) -> Int32 {
+        LockOrder.releasing(m, .readLock)
         var value = state(m).pointee.load(ordering: .relaxed)
         while true {
             if value & readerMask == 0 || value & writer != 0 { return isImpossible(value) ? EINVAL : EPERM }
@@ -226,9 +229,11 @@ import Synchronization
     package static func writeLock(_ m: Memory, deadline: Int64 = -1, interruptible: Bool = false) -> Int32 {
         if state(m).pointee.compareExchange(expected: 0, desired: writer, ordering: .acquiring).exchanged {
             owner(m).pointee.store(threadID(), ordering: .relaxed)
+            LockOrder.acquired(m, .writeLock)
             return 0
         }
-        return writeLockSlow(m, deadline: deadline, interruptible: interruptible)
+        LockOrder.waiting(m, .writeLock)
+        return LockOrder.settled(m, .writeLock, writeLockSlow(m, deadline: deadline, interruptible: interruptible))
     }
 
     @usableFromInline @inline(never)
@@ -312,6 +317,7 @@ import Synchronization
     /// 0, or EPERM if the caller does not hold it for writing, or EINVAL.
     @inlinable @inline(__always)
     package static func writeUnlock(_ m: Memory) -> Int32 {
+        LockOrder.releasing(m, .writeLock)
         let value = state(m).pointee.load(ordering: .relaxed)
         if value & writer == 0 || owner(m).pointee.load(ordering: .relaxed) != threadID() {
             return isImpossible(value) ? EINVAL : EPERM
@@ -451,14 +457,14 @@ public final class SyncRWLock: @unchecked Sendable {
     public init() {}
 
     @inlinable public func readLock() throws(LockError) { _ = try taken(RWLockWords.readLock(memory.raw)) }
-    @inlinable public func tryReadLock() -> Bool { RWLockWords.tryReadLock(memory.raw) == 0 }
+    @inlinable public func tryReadLock() -> Bool { LockOrder.tried(memory.raw, .readLock, RWLockWords.tryReadLock(memory.raw)) == 0 }
     @inlinable public func readLock(timeout: Duration) throws(LockError) -> Bool {
         try taken(RWLockWords.readLock(memory.raw, deadline: Deadline.after(timeout)))
     }
     @inlinable public func readUnlock() throws(LockError) { _ = try taken(RWLockWords.readUnlock(memory.raw)) }
 
     @inlinable public func writeLock() throws(LockError) { _ = try taken(RWLockWords.writeLock(memory.raw)) }
-    @inlinable public func tryWriteLock() -> Bool { RWLockWords.tryWriteLock(memory.raw) == 0 }
+    @inlinable public func tryWriteLock() -> Bool { LockOrder.tried(memory.raw, .writeLock, RWLockWords.tryWriteLock(memory.raw)) == 0 }
     @inlinable public func writeLock(timeout: Duration) throws(LockError) -> Bool {
         try taken(RWLockWords.writeLock(memory.raw, deadline: Deadline.after(timeout)))
     }

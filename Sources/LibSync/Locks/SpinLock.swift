@@ -35,7 +35,8 @@ import Synchronization
     @inlinable @inline(__always)
     package static func tryLock(_ word: Word) -> Int32 {
         let (exchanged, seen) = word.pointee.compareExchange(expected: 0, desired: threadID(), ordering: .acquiring)
-        return exchanged ? 0 : seen < threadIDLimit ? EBUSY : tryLockSlow(word, seen)
+        if exchanged { LockOrder.acquired(word, .spinLock, tried: true); return 0 }
+        return seen < threadIDLimit ? EBUSY : LockOrder.tried(word, .spinLock, tryLockSlow(word, seen))
     }
 
     /// 0; ETIMEDOUT once `deadline` (monotonic ns, < 0: none) passes; EDEADLK if the caller
@@ -44,13 +45,18 @@ import Synchronization
     @inlinable @inline(__always)
     package static func lock(_ word: Word, deadline: Int64 = -1, interruptible: Bool = false) -> Int32 {
         let me = threadID()
-        if word.pointee.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged { return 0 }
-        return lockSlow(word, me, deadline: deadline, interruptible: interruptible)
+        if word.pointee.compareExchange(expected: 0, desired: me, ordering: .acquiring).exchanged {
+            LockOrder.acquired(word, .spinLock)
+            return 0
+        }
+        LockOrder.waiting(word, .spinLock)
+        return LockOrder.settled(word, .spinLock, lockSlow(word, me, deadline: deadline, interruptible: interruptible))
     }
 
     /// 0, EPERM if the caller does not hold it, or EINVAL if the word names no thread.
     @inlinable @inline(__always)
     package static func unlock(_ word: Word) -> Int32 {
+        LockOrder.releasing(word, .spinLock)
         let (exchanged, seen) = word.pointee.compareExchange(expected: threadID(), desired: 0, ordering: .releasing)
         return exchanged ? 0 : seen < threadIDLimit ? EPERM : unlockSlow(word, seen)
     }

@@ -98,6 +98,7 @@ import Synchronization
     @usableFromInline package static func enter(_ token: UInt, deadline: Int64 = -1, interruptible: Bool = false) -> Int32 {
         let bucket = bucket(token)
         let entry = join(bucket, token) ?? claim(bucket, token)
+        LockOrder.alias(lock(entry), to: token)
         let result = RecursiveWord.lock(lock(entry), deadline: deadline, interruptible: interruptible)
         if result != 0 { leave(entry) }
         return result

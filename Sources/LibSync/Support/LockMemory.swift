@@ -16,5 +16,8 @@
         self.size = size
         owned = false
     }
-    deinit { if owned { raw.deallocate() } }
+    deinit {
+        LockOrder.forget(raw)
+        if owned { raw.deallocate() }
+    }
 }

@@ -1,0 +1,562 @@
+import CSyncShim
+import Glibc
+import Synchronization
+
+/// The kinds of lock that lock-order checking tells apart. A recursive lock, a condition and a
+/// condition lock are reported as the mutex that is their first word.
+@usableFromInline package enum LockKind: UInt8, Sendable {
+    case mutex = 0, readLock, writeLock, spinLock, synchronized
+
+    package var name: String {
+        switch self {
+        case .mutex: "mutex"
+        case .readLock: "rwlock (read)"
+        case .writeLock: "rwlock (write)"
+        case .spinLock: "spin lock"
+        case .synchronized: "synchronized"
+        }
+    }
+}
+
+/// Lock-order checking (debug mode): the hooks the locks call, and the checker behind them.
+///
+/// Contract of the hooks: each lock calls `acquired` after every successful acquire (`tried`
+/// for a trylock, which cannot wait and so adds no order), `releasing` before every release,
+/// `waiting` before it may block and `settled` with the result after its slow path. A hook is
+/// one load of `sync_lock_order_flag` and a branch not taken while checking is off.
+///
+/// Model. Every thread has a stack of the locks it holds. Each lock instance (an address; for
+/// `synchronized`, the token) is a node of one global graph, with an edge A -> B the first time
+/// some thread waits for or takes B while holding A (a trylock adds no edge into the lock it
+/// tries). The edge keeps where that happened: the site provider's text (Python's stack) or
+/// else a C backtrace. When a new edge closes a cycle, the cycle is a potential deadlock: it
+/// is reported once (per set of nodes in that order), to the handler or else to stderr, and
+/// the process aborts if asked to. A read lock counts as its lock (a writer-preferring rwlock
+/// deadlocks on a read-read inversion too).
+///
+/// Reuse. A node is forgotten (its edges with it) when its lock is initialized again, when a
+/// Swift lock object is freed, or on `forget`; a new lock at the same address is then a new
+/// node (ids are never reused, edges to a forgotten id are dead). A lock that is freed without
+/// any of these and whose memory then holds another lock keeps the old lock's edges.
+///
+/// All state is under one internal pthread mutex, never held while calling out (handler, site
+/// provider), so those may take libsync locks themselves.
+@usableFromInline package enum LockOrder {
+    // MARK: hooks (inlined into every lock)
+
+    @inlinable @inline(__always)
+    package static func acquired(_ lock: UnsafeRawPointer, _ kind: LockKind, tried: Bool = false) {
+        if _slowPath(sync_lock_order_flag != 0) { noteAcquired(lock, kind, tried: tried) }
+    }
+
+    @inlinable @inline(__always)
+    package static func releasing(_ lock: UnsafeRawPointer, _ kind: LockKind) {
+        if _slowPath(sync_lock_order_flag != 0) { noteReleasing(lock, kind) }
+    }
+
+    @inlinable @inline(__always)
+    package static func waiting(_ lock: UnsafeRawPointer, _ kind: LockKind) {
+        if _slowPath(sync_lock_order_flag != 0) { noteWaiting(lock, kind) }
+    }
+
+    /// After a slow path that may have waited: `result` 0 or EOWNERDEAD is an acquire.
+    @inlinable @inline(__always)
+    package static func settled(_ lock: UnsafeRawPointer, _ kind: LockKind, _ result: Int32, tried: Bool = false) -> Int32 {
+        if _slowPath(sync_lock_order_flag != 0) { noteSettled(lock, kind, result, tried: tried) }
+        return result
+    }
+
+    /// A trylock's result from a caller of a core function that is also used inside slow paths.
+    @inlinable @inline(__always)
+    package static func tried(_ lock: UnsafeRawPointer, _ kind: LockKind, _ result: Int32) -> Int32 {
+        if _slowPath(sync_lock_order_flag != 0) && result == 0 { noteAcquired(lock, kind, tried: true) }
+        return result
+    }
+
+    /// A mutex unlock while checking is on: off the fast path (which then keeps no value
+    /// across a call), the hook and then the unlock itself.
+    @usableFromInline @inline(never)
+    package static func unlockingMutex(_ word: MutexWord.Word) -> Int32 {
+        noteReleasing(word, .mutex)
+        return MutexWord.unlock(word, hooked: true)
+    }
+
+    /// The `synchronized` entry lock at `lock` now stands for `token` (while it has users).
+    @inlinable @inline(__always)
+    package static func alias(_ lock: UnsafeRawPointer, to token: UInt) {
+        if _slowPath(sync_lock_order_flag != 0) { noteAlias(lock, token) }
+    }
+
+    /// The lock at `lock` was initialized or destroyed: its edges go.
+    @inlinable @inline(__always)
+    package static func forget(_ lock: UnsafeRawPointer) {
+        if _slowPath(sync_lock_order_flag != 0 || graphUsed.load(ordering: .relaxed)) { forgetNode(UInt(bitPattern: lock)) }
+    }
+
+    /// Whether the graph has ever had a node (so a forget must look, even with checking off).
+    @usableFromInline static let graphUsed = Atomic<Bool>(false)
+
+    // MARK: state
+
+    struct Held {
+        var address: UInt
+        var kind: LockKind
+        var tried: Bool
+    }
+
+    /// One per thread that has used a lock with checking on; registered in `State.threads`.
+    final class ThreadRecord {
+        var tid: UInt32
+        var held: [Held] = []
+        var waitingFor: Held? = nil
+        init(tid: UInt32) { self.tid = tid }
+    }
+
+    struct Edge {
+        var site: String
+        var thread: UInt32
+    }
+
+    struct State {
+        var ids: [UInt: Int] = [:]            // live lock address -> node id
+        var nodes: [Int: (address: UInt, kind: LockKind)] = [:]
+        var nextID = 1
+        var edges: [Int: [Int: Edge]] = [:]   // from -> to
+        var reported: Set<[Int]> = []
+        var aliases: [UInt: UInt] = [:]       // synchronized entry lock -> token
+        var threads: [ObjectIdentifier: ThreadRecord] = [:]
+        var handler: ((LockOrderCycle) -> Void)? = nil
+        var siteProvider: (() -> String?)? = nil
+        var abortOnCycle = sync_lock_order_env == 2
+    }
+
+    /// The state, only under `mutex` (through a pointer: no dynamic exclusivity checks).
+    nonisolated(unsafe) static let state: UnsafeMutablePointer<State> = {
+        let state = UnsafeMutablePointer<State>.allocate(capacity: 1)
+        state.initialize(to: State())
+        return state
+    }()
+
+    nonisolated(unsafe) static let mutex: UnsafeMutablePointer<pthread_mutex_t> = {
+        let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        pthread_mutex_init(mutex, nil)
+        return mutex
+    }()
+
+    static func withState<R>(_ body: (inout State) -> R) -> R {
+        _ = started
+        sync_lock_order_sigquit_check()
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return body(&state.pointee)
+    }
+
+    /// Once per process, the first time checking is used: fork handlers, and SIGQUIT's dump.
+    static let started: Bool = {
+        pthread_atfork({ pthread_mutex_lock(LockOrder.mutex) }, { pthread_mutex_unlock(LockOrder.mutex) }, {
+            // The child has only the forking thread: the other records and their stacks go.
+            let mine = pthread_getspecific(LockOrder.key).map { Unmanaged<ThreadRecord>.fromOpaque($0).takeUnretainedValue() }
+            LockOrder.state.pointee.threads = [:]
+            if let mine {
+                mine.tid = threadID()
+                LockOrder.state.pointee.threads[ObjectIdentifier(mine)] = mine
+            }
+            pthread_mutex_unlock(LockOrder.mutex)
+        })
+        _ = sync_lock_order_install_sigquit { LockOrder.dumpWaits() }
+        return true
+    }()
+
+    static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let status = pthread_key_create(&key) { raw in
+            guard let raw else { return }
+            let record = Unmanaged<ThreadRecord>.fromOpaque(raw)
+            pthread_mutex_lock(LockOrder.mutex)
+            LockOrder.state.pointee.threads[ObjectIdentifier(record.takeUnretainedValue())] = nil
+            pthread_mutex_unlock(LockOrder.mutex)
+            record.release()
+        }
+        precondition(status == 0, "LockOrder: pthread_key_create failed (\(status))")
+        return key
+    }()
+
+    /// The calling thread's record (made and registered on first use). Under `mutex`.
+    static func current(_ state: inout State) -> ThreadRecord {
+        if let raw = pthread_getspecific(key) { return Unmanaged<ThreadRecord>.fromOpaque(raw).takeUnretainedValue() }
+        let record = ThreadRecord(tid: threadID())
+        pthread_setspecific(key, Unmanaged.passRetained(record).toOpaque())
+        state.threads[ObjectIdentifier(record)] = record
+        return record
+    }
+
+    /// The lock's identity: a synchronized entry's token, else its address.
+    static func resolve(_ state: inout State, _ lock: UnsafeRawPointer, _ kind: LockKind) -> (UInt, LockKind) {
+        let address = UInt(bitPattern: lock)
+        if !state.aliases.isEmpty, let token = state.aliases[address] { return (token, .synchronized) }
+        return (address, kind)
+    }
+
+    static func node(_ state: inout State, _ address: UInt, _ kind: LockKind) -> Int {
+        if let id = state.ids[address] { return id }
+        let id = state.nextID
+        state.nextID += 1
+        state.ids[address] = id
+        state.nodes[id] = (address, kind)
+        graphUsed.store(true, ordering: .relaxed)
+        return id
+    }
+
+    /// The edges into `address` from the locks `record` holds that the graph lacks.
+    static func missingEdges(_ state: inout State, _ record: ThreadRecord, _ address: UInt, _ kind: LockKind) -> [(Int, Int)] {
+        if record.held.isEmpty { return [] }
+        let to = node(&state, address, kind)
+        var missing: [(Int, Int)] = []
+        for held in record.held where held.address != address {
+            let from = node(&state, held.address, held.kind)
+            if state.edges[from]?[to] == nil && !missing.contains(where: { $0.0 == from }) { missing.append((from, to)) }
+        }
+        return missing
+    }
+
+    // MARK: hook bodies
+
+    @usableFromInline @inline(never)
+    static func noteAcquired(_ lock: UnsafeRawPointer, _ kind: LockKind, tried: Bool) {
+        let (missing, provider) = withState { state -> ([(Int, Int)], (() -> String?)?) in
+            let record = current(&state)
+            let (address, kind) = resolve(&state, lock, kind)
+            let missing = tried ? [] : missingEdges(&state, record, address, kind)
+            record.held.append(Held(address: address, kind: kind, tried: tried))
+            record.waitingFor = nil
+            return (missing, state.siteProvider)
+        }
+        if !missing.isEmpty { add(missing, provider) }
+    }
+
+    @usableFromInline @inline(never)
+    static func noteWaiting(_ lock: UnsafeRawPointer, _ kind: LockKind) {
+        let (missing, provider) = withState { state -> ([(Int, Int)], (() -> String?)?) in
+            let record = current(&state)
+            let (address, kind) = resolve(&state, lock, kind)
+            record.waitingFor = Held(address: address, kind: kind, tried: false)
+            return (missingEdges(&state, record, address, kind), state.siteProvider)
+        }
+        if !missing.isEmpty { add(missing, provider) }
+    }
+
+    @usableFromInline @inline(never)
+    static func noteSettled(_ lock: UnsafeRawPointer, _ kind: LockKind, _ result: Int32, tried: Bool) {
+        if result == 0 || result == EOWNERDEAD { return noteAcquired(lock, kind, tried: tried) }
+        withState { state in current(&state).waitingFor = nil }
+    }
+
+    @usableFromInline @inline(never)
+    static func noteReleasing(_ lock: UnsafeRawPointer, _ kind: LockKind) {
+        // Locks that a thread other than the taker may release: an unowned mutex (a binary
+        // semaphore) and a read lock.
+        let anyThread = kind == .readLock
+            || (kind == .mutex && UnsafeRawPointer(lock).load(as: UInt32.self) & MutexWord.unowned != 0)
+        withState { state in
+            let (address, _) = resolve(&state, lock, kind)
+            let record = current(&state)
+            if let i = record.held.lastIndex(where: { $0.address == address }) {
+                record.held.remove(at: i)
+                return
+            }
+            guard anyThread else { return }
+            for other in state.threads.values {
+                if let i = other.held.lastIndex(where: { $0.address == address }) {
+                    other.held.remove(at: i)
+                    return
+                }
+            }
+        }
+    }
+
+    /// The caller's latest held trylock of `lock` opened a blocking acquire (an interpreter's
+    /// first attempt): it counts as a lock, with the orders from the locks held before it.
+    /// 0, or EPERM if the caller holds no trylock of it. Nothing (0) while checking is off.
+    package static func promote(_ lock: UnsafeRawPointer) -> Int32 {
+        guard sync_lock_order_flag != 0 else { return 0 }
+        let (result, missing, provider) = withState { state -> (Int32, [(Int, Int)], (() -> String?)?) in
+            let record = current(&state)
+            let (address, _) = resolve(&state, lock, .mutex)
+            guard let i = record.held.lastIndex(where: { $0.address == address }), record.held[i].tried else {
+                return (EPERM, [], nil)
+            }
+            record.held[i].tried = false
+            let below = ThreadRecord(tid: record.tid)
+            below.held = Array(record.held[..<i])
+            return (0, missingEdges(&state, below, address, record.held[i].kind), state.siteProvider)
+        }
+        if !missing.isEmpty { add(missing, provider) }
+        return result
+    }
+
+    @usableFromInline @inline(never)
+    static func noteAlias(_ lock: UnsafeRawPointer, _ token: UInt) {
+        withState { state in state.aliases[UInt(bitPattern: lock)] = token }
+    }
+
+    @usableFromInline @inline(never)
+    static func forgetNode(_ address: UInt) {
+        withState { state in
+            guard let id = state.ids.removeValue(forKey: address) else { return }
+            state.nodes[id] = nil
+            state.edges[id] = nil  // edges into it are dead: their target id is no node
+        }
+    }
+
+    /// Records the new edges (with the calling thread's site) and reports the cycles they close.
+    static func add(_ missing: [(Int, Int)], _ provider: (() -> String?)?) {
+        let site = captureSite(provider)
+        let me = threadID()
+        let (reports, handler, abortOnCycle) = withState { state -> ([LockOrderCycle], ((LockOrderCycle) -> Void)?, Bool) in
+            var reports: [LockOrderCycle] = []
+            for (from, to) in missing where state.nodes[from] != nil && state.nodes[to] != nil && state.edges[from]?[to] == nil {
+                state.edges[from, default: [:]][to] = Edge(site: site, thread: me)
+                guard let path = path(state, from: to, to: from) else { continue }
+                let cycle = [from] + path  // from -> to -> ... -> from
+                let ring = Array(cycle.dropLast())
+                let start = ring.indices.min(by: { ring[$0] < ring[$1] })!
+                let canonical = Array(ring[start...] + ring[..<start])
+                if state.reported.insert(canonical).inserted { reports.append(describe(state, cycle)) }
+            }
+            return (reports, state.handler, state.abortOnCycle)
+        }
+        for report in reports {
+            if let handler { handler(report) } else { writeToStderr(report.description) }
+        }
+        if !reports.isEmpty && abortOnCycle {
+            writeToStderr("libsync: lock-order checking: aborting (LIBSYNC_CHECK_LOCK_ORDER=abort or the abort option)\n")
+            abort()
+        }
+    }
+
+    /// The shortest path of live nodes from `from` to `to` (both included), if any.
+    static func path(_ state: State, from: Int, to: Int) -> [Int]? {
+        var parent: [Int: Int] = [from: from]
+        var queue = [from], head = 0
+        while head < queue.count {
+            let node = queue[head]
+            head += 1
+            if node == to {
+                var path = [to], cursor = to
+                while cursor != from { cursor = parent[cursor]!; path.append(cursor) }
+                return path.reversed()
+            }
+            for next in (state.edges[node] ?? [:]).keys.sorted() where state.nodes[next] != nil && parent[next] == nil {
+                parent[next] = node
+                queue.append(next)
+            }
+        }
+        return nil
+    }
+
+    static func describe(_ state: State, _ cycle: [Int]) -> LockOrderCycle {
+        var edges: [LockOrderCycle.Edge] = []
+        for i in 0..<(cycle.count - 1) {
+            let from = state.nodes[cycle[i]]!, to = state.nodes[cycle[i + 1]]!
+            let edge = state.edges[cycle[i]]![cycle[i + 1]]!
+            edges.append(LockOrderCycle.Edge(from: from.address, to: to.address, fromKind: from.kind.name,
+                                             toKind: to.kind.name, thread: edge.thread, site: edge.site))
+        }
+        return LockOrderCycle(edges: edges)
+    }
+
+    /// Where the calling thread is: the site provider's text if it gives one, else a C
+    /// backtrace without the library's own frames.
+    static func captureSite(_ provider: (() -> String?)?) -> String {
+        if let provider, let text = provider(), !text.isEmpty { return text }
+        let capacity = 64
+        let frames = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: capacity)
+        defer { frames.deallocate() }
+        let count = Int(sync_backtrace(frames, Int32(capacity)))
+        guard count > 0, let symbols = sync_backtrace_symbols(frames, Int32(count)) else { return "(no backtrace)" }
+        defer { free(symbols) }
+        var lines: [String] = []
+        var inLibrary = true
+        for i in 0..<count {
+            let line = symbols[i].map { String(cString: $0) } ?? "?"
+            if inLibrary && (line.contains("libsync.so") || line.contains("$s7LibSync") || line.contains("$s8SyncCABI")
+                             || line.contains("sync_mutex_") || line.contains("sync_rwlock_") || line.contains("sync_spinlock_")
+                             || line.contains("sync_recursive_lock_") || line.contains("sync_synchronized")
+                             || line.contains("sync_condition")) { continue }
+            inLibrary = false
+            lines.append(line)
+        }
+        return lines.isEmpty ? "(no frames outside libsync)" : lines.joined(separator: "\n")
+    }
+
+    static func writeToStderr(_ text: String) {
+        var text = text
+        if !text.hasSuffix("\n") { text += "\n" }
+        text.withCString { pointer in
+            var offset = 0
+            let total = strlen(pointer)
+            while offset < total {
+                let n = write(2, pointer + offset, total - offset)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                offset += n
+            }
+        }
+    }
+
+    // MARK: control
+
+    package static var isEnabled: Bool {
+        get { sync_lock_order_on() != 0 }
+        set {
+            if newValue { _ = started }
+            sync_lock_order_set(newValue ? 1 : 0)
+        }
+    }
+
+    package static func setHandler(_ handler: ((LockOrderCycle) -> Void)?) { withState { $0.handler = handler } }
+    package static func setSiteProvider(_ provider: (() -> String?)?) { withState { $0.siteProvider = provider } }
+    package static var abortOnCycle: Bool {
+        get { withState { $0.abortOnCycle } }
+        set { withState { $0.abortOnCycle = newValue } }
+    }
+
+    /// Forgets every order and report (the held stacks stay: those locks are still held).
+    package static func reset() {
+        withState { state in
+            state.ids = [:]
+            state.nodes = [:]
+            state.edges = [:]
+            state.reported = []
+            state.aliases = [:]
+        }
+    }
+
+    // MARK: waits
+
+    /// Which thread holds and which waits for each lock, with the threads of a wait-for cycle
+    /// marked `*`.
+    package static func waitsDescription() -> String {
+        withState { state in
+            let records = state.threads.values.sorted { $0.tid < $1.tid }
+            func holders(_ address: UInt) -> [ThreadRecord] { records.filter { $0.held.contains { $0.address == address } } }
+            // A thread is on a wait-for cycle if following "waits for a lock held by" from it
+            // comes back to it.
+            func onCycle(_ start: ThreadRecord) -> [ThreadRecord]? {
+                var parent: [ObjectIdentifier: ThreadRecord] = [:]
+                var queue = [start], head = 0
+                while head < queue.count {
+                    let thread = queue[head]
+                    head += 1
+                    guard let wanted = thread.waitingFor else { continue }
+                    for holder in holders(wanted.address) {
+                        if holder === start {
+                            var cycle = [start], cursor = thread
+                            while cursor !== start { cycle.insert(cursor, at: 1); cursor = parent[ObjectIdentifier(cursor)]! }
+                            return cycle
+                        }
+                        if parent[ObjectIdentifier(holder)] == nil {
+                            parent[ObjectIdentifier(holder)] = thread
+                            queue.append(holder)
+                        }
+                    }
+                }
+                return nil
+            }
+            func lockName(_ held: Held) -> String { "\(held.kind.name) 0x\(String(held.address, radix: 16))" }
+            var text = "libsync: locks held and awaited, per thread (* = on a wait-for cycle: a deadlock)\n"
+            var cycles: [[ThreadRecord]] = []
+            var marked = Set<ObjectIdentifier>()
+            for record in records {
+                if let cycle = onCycle(record) {
+                    if !marked.contains(ObjectIdentifier(record)) { cycles.append(cycle) }
+                    for thread in cycle { marked.insert(ObjectIdentifier(thread)) }
+                }
+            }
+            for record in records where !record.held.isEmpty || record.waitingFor != nil {
+                let mark = marked.contains(ObjectIdentifier(record)) ? "*" : " "
+                text += "\(mark) thread \(record.tid)\n"
+                for held in record.held { text += "      holds \(lockName(held))\(held.tried ? " (trylock)" : "")\n" }
+                if let wanted = record.waitingFor {
+                    let owners = holders(wanted.address).map { "thread \($0.tid)" }
+                    text += "      waits for \(lockName(wanted)), held by \(owners.isEmpty ? "no checked thread" : owners.joined(separator: ", "))"
+                    text += mark == "*" ? "   <-- deadlock\n" : "\n"
+                }
+            }
+            if cycles.isEmpty { text += "no wait-for cycle\n" }
+            for cycle in cycles {
+                var line = "deadlock: wait-for cycle"
+                for thread in cycle {
+                    line += " thread \(thread.tid) -> \(lockName(thread.waitingFor!)) ->"
+                }
+                text += line + " thread \(cycle[0].tid)\n"
+            }
+            return text
+        }
+    }
+
+    package static func dumpWaits() { writeToStderr(waitsDescription()) }
+}
+
+/// A potential deadlock found by lock-order checking: locks taken in orders that form a cycle.
+/// `edges[i].to` is `edges[i + 1].from`, and the last edge's `to` the first's `from`.
+public struct LockOrderCycle: Sendable, CustomStringConvertible {
+    public struct Edge: Sendable {
+        /// The locks' addresses (synchronized: the token, the object's address).
+        public let from: UInt, to: UInt
+        /// "mutex", "rwlock (read)", "rwlock (write)", "spin lock" or "synchronized".
+        public let fromKind: String, toKind: String
+        /// The kernel id of the thread that first took (or waited for) `to` while holding `from`.
+        public let thread: UInt32
+        /// Where: the site provider's text (Python: its stack), else a C backtrace, one frame a line.
+        public let site: String
+    }
+    public let edges: [Edge]
+
+    public var description: String {
+        var text = "libsync: potential deadlock: lock-order cycle of \(edges.count) locks\n"
+        for edge in edges {
+            text += "  \(edge.fromKind) 0x\(String(edge.from, radix: 16)) -> \(edge.toKind) 0x\(String(edge.to, radix: 16))"
+            text += ", first in this order in thread \(edge.thread) at:\n"
+            for line in edge.site.split(separator: "\n", omittingEmptySubsequences: false) { text += "      \(line)\n" }
+        }
+        return text
+    }
+}
+
+/// Lock-order checking (debug mode) for every libsync lock: mutex, recursive lock, rwlock,
+/// spin lock, `synchronized`, conditions and condition locks. See docs/lock_order.md.
+public enum LockOrderChecking {
+    /// On or off (off by default; `LIBSYNC_CHECK_LOCK_ORDER=1` or `=abort` at load turns it on).
+    /// Locks already held when it is turned on are not on the threads' stacks.
+    public static var isEnabled: Bool {
+        get { LockOrder.isEnabled }
+        set { LockOrder.isEnabled = newValue }
+    }
+
+    /// Whether a reported cycle aborts the process (after the report).
+    public static var abortsOnCycle: Bool {
+        get { LockOrder.abortOnCycle }
+        set { LockOrder.abortOnCycle = newValue }
+    }
+
+    /// Replaces the default report (stderr) with `handler`, called once per cycle in the thread
+    /// that closed it, holding its locks; nil restores the default.
+    public static func onCycle(_ handler: (@Sendable (LockOrderCycle) -> Void)?) {
+        LockOrder.setHandler(handler.map { handler in { handler($0) } })
+    }
+
+    /// Forgets the lock at `lock` (call before freeing memory that held a lock which is no
+    /// Swift lock object and is not initialized again).
+    public static func forget(_ lock: UnsafeRawPointer) { LockOrder.forgetNode(UInt(bitPattern: lock)) }
+
+    /// Forgets every order seen and every cycle reported.
+    public static func reset() { LockOrder.reset() }
+
+    /// The locks each thread holds and waits for, with any wait-for cycle marked.
+    public static func waitsDescription() -> String { LockOrder.waitsDescription() }
+
+    /// Writes `waitsDescription()` to stderr (so does SIGQUIT while checking is on, if its
+    /// disposition was the default).
+    public static func dumpWaits() { LockOrder.dumpWaits() }
+}

@@ -1,0 +1,348 @@
+/* Lock-order checking (sync/debug.h) in one process: inversions are reported with their sites,
+ * consistent orders are not, every lock kind takes part, trylocks add no order, reused memory
+ * gives no false report. (Child processes: test_lock_order_children.c.) */
+#define _GNU_SOURCE
+#include <sync.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+
+/* What the handler saw: the last cycle, copied. */
+#define MAX_EDGES 8
+static struct {
+    int reports;
+    size_t length;
+    const void *from[MAX_EDGES], *to[MAX_EDGES];
+    uint32_t thread[MAX_EDGES];
+    char site[MAX_EDGES][4096];
+    char kind[MAX_EDGES][32];
+    char text[16384];
+} seen;
+static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void on_cycle(const sync_lock_order_cycle *cycle, void *context) {
+    CHECK(context == &seen);
+    pthread_mutex_lock(&seen_lock);
+    seen.reports++;
+    seen.length = cycle->length;
+    for (size_t i = 0; i < cycle->length && i < MAX_EDGES; i++) {
+        seen.from[i] = cycle->edges[i].from;
+        seen.to[i] = cycle->edges[i].to;
+        seen.thread[i] = cycle->edges[i].thread;
+        snprintf(seen.site[i], sizeof seen.site[i], "%s", cycle->edges[i].site);
+        snprintf(seen.kind[i], sizeof seen.kind[i], "%s", cycle->edges[i].to_kind);
+    }
+    snprintf(seen.text, sizeof seen.text, "%s", cycle->text);
+    pthread_mutex_unlock(&seen_lock);
+}
+
+static void start_checking(void) {
+    memset(&seen, 0, sizeof seen);
+    sync_debug_lock_order_reset();
+    sync_debug_lock_order_set_handler(on_cycle, &seen);
+    sync_debug_lock_order(true);
+}
+
+static uint32_t gettid_now(void) { return (uint32_t)syscall(SYS_gettid); }
+
+/* ---- a two-thread inversion, the threads one after the other ---- */
+
+static sync_mutex_t lock_a = SYNC_MUTEX_INIT, lock_b = SYNC_MUTEX_INIT;
+static uint32_t tid_ab, tid_ba;
+
+/* Not static: the test links with -rdynamic, so that backtraces name them. */
+void *take_a_then_b(void *unused);
+void *take_b_then_a(void *unused);
+
+__attribute__((noinline)) void *take_a_then_b(void *unused) {
+    (void)unused;
+    tid_ab = gettid_now();
+    CHECK_EQ(sync_mutex_lock(&lock_a), 0);
+    CHECK_EQ(sync_mutex_lock(&lock_b), 0);
+    CHECK_EQ(sync_mutex_unlock(&lock_b), 0);
+    CHECK_EQ(sync_mutex_unlock(&lock_a), 0);
+    return NULL;
+}
+
+__attribute__((noinline)) void *take_b_then_a(void *unused) {
+    (void)unused;
+    tid_ba = gettid_now();
+    CHECK_EQ(sync_mutex_lock(&lock_b), 0);
+    CHECK_EQ(sync_mutex_lock(&lock_a), 0);
+    CHECK_EQ(sync_mutex_unlock(&lock_a), 0);
+    CHECK_EQ(sync_mutex_unlock(&lock_b), 0);
+    return NULL;
+}
+
+static void run_thread(void *(*body)(void *)) {
+    pthread_t thread;
+    CHECK_EQ(pthread_create(&thread, NULL, body, NULL), 0);
+    CHECK_EQ(pthread_join(thread, NULL), 0);
+}
+
+static void test_two_thread_inversion(void) {
+    start_checking();
+    run_thread(take_a_then_b);
+    CHECK_EQ(seen.reports, 0);
+    run_thread(take_b_then_a);  /* never deadlocks: the first thread is gone */
+    CHECK_EQ(seen.reports, 1);
+    CHECK_EQ(seen.length, 2);
+    /* The cycle: A -> B (first seen in take_a_then_b), B -> A (in take_b_then_a), from either end. */
+    int ab = seen.from[0] == &lock_a ? 0 : 1, ba = 1 - ab;
+    CHECK(seen.from[ab] == &lock_a && seen.to[ab] == &lock_b);
+    CHECK(seen.from[ba] == &lock_b && seen.to[ba] == &lock_a);
+    CHECK_EQ(seen.thread[ab], tid_ab);
+    CHECK_EQ(seen.thread[ba], tid_ba);
+    CHECK(strstr(seen.site[ab], "take_a_then_b") != NULL);
+    CHECK(strstr(seen.site[ba], "take_b_then_a") != NULL);
+    CHECK(strcmp(seen.kind[ab], "mutex") == 0);
+    CHECK(strstr(seen.text, "potential deadlock") != NULL);
+    /* Once per cycle. */
+    run_thread(take_b_then_a);
+    run_thread(take_a_then_b);
+    CHECK_EQ(seen.reports, 1);
+    sync_debug_lock_order(false);
+}
+
+/* ---- a consistent order over 100 locks reports nothing ---- */
+
+#define MANY 100
+static sync_mutex_t many[MANY];
+
+static void *take_in_order(void *arg) {
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    for (int round = 0; round < 20; round++) {
+        /* An increasing subset, held nested, released in any order. */
+        int taken[MANY], count = 0;
+        for (int i = 0; i < MANY; i++) {
+            if (rand_r(&seed) % 3 == 0) continue;
+            CHECK_EQ(sync_mutex_lock(&many[i]), 0);
+            taken[count++] = i;
+        }
+        for (int i = 0; i < count; i++) CHECK_EQ(sync_mutex_unlock(&many[taken[round % 2 ? i : count - 1 - i]]), 0);
+    }
+    return NULL;
+}
+
+static void test_consistent_order(void) {
+    for (int i = 0; i < MANY; i++) CHECK_EQ(sync_mutex_init(&many[i], 0), 0);
+    start_checking();
+    pthread_t threads[4];
+    for (int t = 0; t < 4; t++) CHECK_EQ(pthread_create(&threads[t], NULL, take_in_order, (void *)(uintptr_t)(t + 1)), 0);
+    for (int t = 0; t < 4; t++) CHECK_EQ(pthread_join(threads[t], NULL), 0);
+    CHECK_EQ(seen.reports, 0);
+    /* The check can fail: one step against the order is reported. */
+    CHECK_EQ(sync_mutex_lock(&many[MANY - 1]), 0);
+    CHECK_EQ(sync_mutex_lock(&many[0]), 0);
+    CHECK_EQ(sync_mutex_unlock(&many[0]), 0);
+    CHECK_EQ(sync_mutex_unlock(&many[MANY - 1]), 0);
+    CHECK_EQ(seen.reports, 1);
+    sync_debug_lock_order(false);
+}
+
+/* ---- a three-lock cycle, across kinds ---- */
+
+static void test_three_lock_cycle(void) {
+    sync_mutex_t a = SYNC_MUTEX_INIT;
+    sync_rwlock_t b = SYNC_RWLOCK_INIT;
+    sync_spinlock_t c = SYNC_SPINLOCK_INIT;
+    start_checking();
+    CHECK_EQ(sync_mutex_lock(&a), 0);      /* A -> B */
+    CHECK_EQ(sync_rwlock_wrlock(&b), 0);
+    CHECK_EQ(sync_rwlock_wrunlock(&b), 0);
+    CHECK_EQ(sync_mutex_unlock(&a), 0);
+    CHECK_EQ(sync_rwlock_rdlock(&b), 0);   /* B -> C */
+    CHECK_EQ(sync_spinlock_lock(&c), 0);
+    CHECK_EQ(sync_spinlock_unlock(&c), 0);
+    CHECK_EQ(sync_rwlock_rdunlock(&b), 0);
+    CHECK_EQ(seen.reports, 0);
+    CHECK_EQ(sync_spinlock_lock(&c), 0);   /* C -> A closes the cycle */
+    CHECK_EQ(sync_mutex_lock(&a), 0);
+    CHECK_EQ(sync_mutex_unlock(&a), 0);
+    CHECK_EQ(sync_spinlock_unlock(&c), 0);
+    CHECK_EQ(seen.reports, 1);
+    CHECK_EQ(seen.length, 3);
+    for (size_t i = 0; i < 3; i++) CHECK(seen.to[i] == seen.from[(i + 1) % 3]);
+    int found_a = 0, found_b = 0, found_c = 0;
+    for (size_t i = 0; i < 3; i++) {
+        found_a |= seen.from[i] == (void *)&a;
+        found_b |= seen.from[i] == (void *)&b;
+        found_c |= seen.from[i] == (void *)&c;
+    }
+    CHECK(found_a && found_b && found_c);
+    CHECK(strstr(seen.text, "spin lock") != NULL && strstr(seen.text, "rwlock") != NULL);
+    sync_debug_lock_order(false);
+}
+
+/* ---- the other kinds: recursive lock, synchronized, condition, condition lock ---- */
+
+static int token_a, token_b;
+
+static void test_other_kinds(void) {
+    sync_recursive_lock_t r = SYNC_RECURSIVE_LOCK_INIT;
+    sync_condition_t cond = SYNC_CONDITION_INIT;
+    sync_condition_lock_t cl = SYNC_CONDITION_LOCK_INIT(0);
+
+    start_checking();
+    CHECK_EQ(sync_recursive_lock_lock(&r), 0);
+    CHECK_EQ(sync_recursive_lock_lock(&r), 0);      /* again: no new order */
+    CHECK_EQ(sync_condition_lock(&cond), 0);
+    CHECK_EQ(sync_condition_unlock(&cond), 0);
+    CHECK_EQ(sync_recursive_lock_unlock(&r), 0);
+    CHECK_EQ(sync_recursive_lock_unlock(&r), 0);
+    CHECK_EQ(seen.reports, 0);
+    CHECK_EQ(sync_condition_lock(&cond), 0);
+    CHECK_EQ(sync_recursive_lock_lock(&r), 0);
+    CHECK_EQ(sync_recursive_lock_unlock(&r), 0);
+    CHECK_EQ(sync_condition_unlock(&cond), 0);
+    CHECK_EQ(seen.reports, 1);
+
+    start_checking();
+    CHECK_EQ(sync_synchronized_enter(&token_a), 0);
+    CHECK_EQ(sync_condition_lock_lock(&cl), 0);
+    CHECK_EQ(sync_condition_lock_unlock(&cl), 0);
+    CHECK_EQ(sync_synchronized_exit(&token_a), 0);
+    CHECK_EQ(sync_condition_lock_lock(&cl), 0);
+    CHECK_EQ(sync_synchronized_enter(&token_a), 0);
+    CHECK_EQ(sync_synchronized_exit(&token_a), 0);
+    CHECK_EQ(sync_condition_lock_unlock(&cl), 0);
+    CHECK_EQ(seen.reports, 1);
+    CHECK(seen.from[0] == &token_a || seen.to[0] == &token_a);  /* a synchronized lock is its token */
+    CHECK(strstr(seen.text, "synchronized") != NULL);
+
+    /* Two tokens: their (reused) table entries never make the tokens one lock. */
+    start_checking();
+    CHECK_EQ(sync_synchronized_enter(&token_a), 0);
+    CHECK_EQ(sync_synchronized_enter(&token_b), 0);
+    CHECK_EQ(sync_synchronized_exit(&token_b), 0);
+    CHECK_EQ(sync_synchronized_exit(&token_a), 0);
+    CHECK_EQ(seen.reports, 0);
+    CHECK_EQ(sync_synchronized_enter(&token_b), 0);
+    CHECK_EQ(sync_synchronized_enter(&token_a), 0);
+    CHECK_EQ(sync_synchronized_exit(&token_a), 0);
+    CHECK_EQ(sync_synchronized_exit(&token_b), 0);
+    CHECK_EQ(seen.reports, 1);
+    sync_debug_lock_order(false);
+}
+
+/* ---- a trylock adds no order into the lock it tries ---- */
+
+static void test_trylock(void) {
+    sync_mutex_t a = SYNC_MUTEX_INIT, b = SYNC_MUTEX_INIT, c = SYNC_MUTEX_INIT;
+    start_checking();
+    CHECK_EQ(sync_mutex_lock(&a), 0);
+    CHECK_EQ(sync_mutex_trylock(&b), 0);   /* A held, B tried: no A -> B */
+    CHECK_EQ(sync_mutex_lock(&c), 0);      /* but B -> C and A -> C */
+    CHECK_EQ(sync_mutex_unlock(&c), 0);
+    CHECK_EQ(sync_mutex_unlock(&b), 0);
+    CHECK_EQ(sync_mutex_unlock(&a), 0);
+    CHECK_EQ(sync_mutex_lock(&b), 0);
+    CHECK_EQ(sync_mutex_lock(&a), 0);      /* B -> A: no cycle, A -> B was a trylock */
+    CHECK_EQ(sync_mutex_unlock(&a), 0);
+    CHECK_EQ(sync_mutex_unlock(&b), 0);
+    CHECK_EQ(seen.reports, 0);
+    CHECK_EQ(sync_mutex_lock(&c), 0);
+    CHECK_EQ(sync_mutex_lock(&b), 0);      /* C -> B closes B -> C */
+    CHECK_EQ(sync_mutex_unlock(&b), 0);
+    CHECK_EQ(sync_mutex_unlock(&c), 0);
+    CHECK_EQ(seen.reports, 1);
+    sync_debug_lock_order(false);
+}
+
+/* ---- locks destroyed and their memory reused give no false report ---- */
+
+static void order(void *first, void *second) {
+    CHECK_EQ(sync_mutex_lock(first), 0);
+    CHECK_EQ(sync_mutex_lock(second), 0);
+    CHECK_EQ(sync_mutex_unlock(second), 0);
+    CHECK_EQ(sync_mutex_unlock(first), 0);
+}
+
+static void test_reused_memory(void) {
+    start_checking();
+    /* Initialized again: the old locks' orders go. */
+    sync_mutex_t *block = malloc(2 * sizeof *block);
+    CHECK(block != NULL);
+    CHECK_EQ(sync_mutex_init(&block[0], 0), 0);
+    CHECK_EQ(sync_mutex_init(&block[1], 0), 0);
+    order(&block[0], &block[1]);
+    CHECK_EQ(sync_mutex_init(&block[0], 0), 0);  /* new locks in the same memory */
+    CHECK_EQ(sync_mutex_init(&block[1], 0), 0);
+    order(&block[1], &block[0]);
+    CHECK_EQ(seen.reports, 0);
+
+    /* Forgotten before free(): whatever malloc gives next (the same memory or not). */
+    CHECK_EQ(sync_debug_lock_forget(&block[0]), 0);
+    CHECK_EQ(sync_debug_lock_forget(&block[1]), 0);
+    free(block);
+    sync_mutex_t *again = malloc(2 * sizeof *again);
+    CHECK(again != NULL);
+    again[0] = (sync_mutex_t)SYNC_MUTEX_INIT;
+    again[1] = (sync_mutex_t)SYNC_MUTEX_INIT;
+    order(&again[0], &again[1]);
+    CHECK_EQ(seen.reports, 0);
+
+    /* A read-write lock and a recursive lock initialized again, too. */
+    sync_rwlock_t rw;
+    sync_recursive_lock_t rec;
+    CHECK_EQ(sync_rwlock_init(&rw, 0), 0);
+    CHECK_EQ(sync_recursive_lock_init(&rec, 0), 0);
+    CHECK_EQ(sync_rwlock_wrlock(&rw), 0);
+    CHECK_EQ(sync_recursive_lock_lock(&rec), 0);
+    CHECK_EQ(sync_recursive_lock_unlock(&rec), 0);
+    CHECK_EQ(sync_rwlock_wrunlock(&rw), 0);
+    CHECK_EQ(sync_rwlock_init(&rw, 0), 0);
+    CHECK_EQ(sync_recursive_lock_init(&rec, 0), 0);
+    CHECK_EQ(sync_recursive_lock_lock(&rec), 0);
+    CHECK_EQ(sync_rwlock_wrlock(&rw), 0);
+    CHECK_EQ(sync_rwlock_wrunlock(&rw), 0);
+    CHECK_EQ(sync_recursive_lock_unlock(&rec), 0);
+    CHECK_EQ(seen.reports, 0);
+
+    /* Neither: the same memory is the same lock, and the inversion is reported (the check
+     * above can fail). */
+    order(&again[1], &again[0]);
+    CHECK_EQ(seen.reports, 1);
+    free(again);
+    sync_debug_lock_order(false);
+}
+
+/* ---- bad input, and checking off ---- */
+
+static void test_bad_input_and_off(void) {
+    CHECK_EQ(sync_debug_lock_forget(NULL), EINVAL);
+    CHECK_EQ(sync_debug_lock_order_set_action(2), EINVAL);
+    CHECK_EQ(sync_debug_lock_order_set_action(-1), EINVAL);
+    CHECK_EQ(sync_debug_format_waits(NULL, 0) > 0, 1);
+
+    start_checking();
+    sync_debug_lock_order(false);
+    CHECK(!sync_debug_lock_order_enabled());
+    sync_mutex_t a = SYNC_MUTEX_INIT, b = SYNC_MUTEX_INIT;
+    order(&a, &b);
+    order(&b, &a);
+    CHECK_EQ(seen.reports, 0);
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IONBF, 0);
+    alarm(300);  /* against a hang only */
+    test_two_thread_inversion();
+    test_consistent_order();
+    test_three_lock_cycle();
+    test_other_kinds();
+    test_trylock();
+    test_reused_memory();
+    test_bad_input_and_off();
+    DONE();
+}

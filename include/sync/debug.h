@@ -1,0 +1,129 @@
+/*
+ * sync/debug.h — lock-order checking (debug mode): potential deadlocks found before they happen,
+ * and a dump of who holds and who waits for which lock when one does happen.
+ *
+ * When on, libsync keeps, per thread, the stack of locks it holds, and one graph of the orders
+ * in which locks were taken: an edge A -> B the first time a thread waits for or takes B while
+ * holding A, with where that happened (a backtrace). An order that closes a cycle with orders
+ * seen before is a potential deadlock, reported once per cycle even if no deadlock happened:
+ *
+ *     thread 1: lock(A); lock(B); unlock(B); unlock(A);
+ *     thread 2 (later): lock(B); lock(A);      -> "potential deadlock: cycle of 2 locks", both sites
+ *
+ * Covered: sync_mutex_t (any mode), sync_recursive_lock_t, sync_rwlock_t (a read lock counts as
+ * the lock), sync_spinlock_t, sync_synchronized (the token is the lock), sync_condition_t and
+ * sync_condition_lock_t (through their mutex: a wait releases it and takes it again). A trylock
+ * that succeeds is held (edges from it to later locks count) but adds no edge into it: it never
+ * waits. Not covered: robust recursive locks (sync_recursive_lock_init with SYNC_MUTEX_ROBUST),
+ * locks taken before checking was turned on (they are not on the stacks).
+ *
+ * Turning it on: LIBSYNC_CHECK_LOCK_ORDER=1 in the environment (read once, when libsync.so is
+ * loaded; =abort also aborts after a report; any other value except 0 prints a warning and leaves
+ * it off), or sync_debug_lock_order(true). Off, each lock and unlock costs one load and one branch
+ * not taken; on, every lock and unlock takes an internal mutex (see docs/lock_order.md for the
+ * measured cost), and a new order captures a backtrace.
+ *
+ * Reused memory: a lock's orders are forgotten when it is initialized again (sync_*_init) and on
+ * sync_debug_lock_forget; a lock at the same address afterwards is a new lock. Memory that held a
+ * statically initialized lock (SYNC_..._INIT, no init call) and is freed and reused for another
+ * lock without sync_debug_lock_forget keeps the old lock's orders: call it before free().
+ *
+ * SIGQUIT: while checking is on, if SIGQUIT's disposition was the default when checking first
+ * ran, SIGQUIT (kill -QUIT, ^\) prints sync_debug_dump_waits()'s text to stderr and the process
+ * goes on; with checking off again, SIGQUIT quits as by default.
+ *
+ * Thread safety: every function may be called from any thread.
+ */
+#ifndef SYNC_DEBUG_H
+#define SYNC_DEBUG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** One order of a cycle: `to` was first waited for or taken while `from` was held. */
+typedef struct sync_lock_order_edge {
+    const void *from, *to;      /**< the locks (sync_synchronized: the token) */
+    const char *from_kind;      /**< "mutex", "rwlock (read)", "rwlock (write)", "spin lock", "synchronized" */
+    const char *to_kind;
+    uint32_t thread;            /**< kernel id of the thread that first took them in this order */
+    const char *site;           /**< where: backtrace lines (or the site hook's text), '\n'-separated */
+} sync_lock_order_edge;
+
+/** A potential deadlock: edges[i].to == edges[i + 1].from, and the last edge's to is edges[0].from. */
+typedef struct sync_lock_order_cycle {
+    size_t length;                        /**< number of edges (and of locks), >= 2 */
+    const sync_lock_order_edge *edges;
+    const char *text;                     /**< the report the default action prints */
+} sync_lock_order_cycle;
+
+/**
+ * Called once per cycle, in the thread whose lock or wait closed it (holding its locks, but no
+ * internal lock of libsync: it may lock and call anything). `cycle` and its strings are valid
+ * during the call only.
+ */
+typedef void (*sync_lock_order_handler)(const sync_lock_order_cycle *cycle, void *context);
+
+/** Gives the text of an edge's site: writes at most `size` bytes (no terminator needed) to
+ * `buffer` and returns how many; 0 means "use the C backtrace". */
+typedef size_t (*sync_lock_order_site_hook)(char *buffer, size_t size, void *context);
+
+#define SYNC_LOCK_ORDER_REPORT 0 /**< sync_debug_lock_order_set_action: report, go on (default) */
+#define SYNC_LOCK_ORDER_ABORT 1  /**< report, then abort() */
+
+/** Turns lock-order checking on or off. Orders already recorded stay; locks already held when
+ * it is turned on are not on the stacks. */
+void sync_debug_lock_order(bool on);
+
+/** Whether lock-order checking is on. */
+bool sync_debug_lock_order_enabled(void);
+
+/** What a report does after it is delivered: SYNC_LOCK_ORDER_REPORT or SYNC_LOCK_ORDER_ABORT.
+ * @return 0, or EINVAL for another value. */
+int sync_debug_lock_order_set_action(int action);
+
+/** Delivers reports to `handler` instead of stderr; NULL restores stderr. */
+void sync_debug_lock_order_set_handler(sync_lock_order_handler handler, void *context);
+
+/** Describes sites with `hook` (an interpreter's stack) instead of a C backtrace; NULL restores
+ * the backtrace. libsync's Python package sets one that gives the Python stack. */
+void sync_debug_lock_order_set_site_hook(sync_lock_order_site_hook hook, void *context);
+
+/**
+ * Forgets the lock at `lock` and its orders (call before freeing the memory of a lock that no
+ * init call will reinitialize). The lock may not be held.
+ * @return 0, or EINVAL for NULL.
+ */
+int sync_debug_lock_forget(const void *lock);
+
+/**
+ * The calling thread's latest successful trylock of `lock` (still held) was the first attempt of
+ * a blocking acquire (an interpreter binding that tries before it waits): it counts as a lock,
+ * with the orders from the locks held before it. Does nothing while checking is off.
+ * @return 0; EINVAL for NULL; EPERM if the caller holds no trylock of `lock` (checking on).
+ */
+int sync_debug_lock_order_promote(const void *lock);
+
+/** Forgets every order recorded and every cycle reported (the held locks stay held). */
+void sync_debug_lock_order_reset(void);
+
+/**
+ * Writes, for every thread that holds or waits for a lock (while checking was on), the locks it
+ * holds and the lock it waits for with that lock's holders, marking with '*' the threads of a
+ * wait-for cycle (a deadlock) and naming the cycle. Like snprintf: writes at most `size` bytes
+ * including the terminating NUL (buffer may be NULL if size is 0) and returns the length of the
+ * whole text.
+ */
+size_t sync_debug_format_waits(char *buffer, size_t size);
+
+/** Writes sync_debug_format_waits's text to stderr. @return 0, or the errno of a failed write. */
+int sync_debug_dump_waits(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SYNC_DEBUG_H */
