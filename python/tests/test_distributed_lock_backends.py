@@ -6,6 +6,7 @@ stopped (SIGSTOP) server while waiting, a restart while held, a lost lease, bad 
 missing client library."""
 import errno
 import itertools
+import math
 import os
 import signal
 import subprocess
@@ -154,6 +155,19 @@ def test_killed_holder_is_recovered(make_target):
     holder.wait()
     with lock.acquire(timeout=30):  # stale (file, Redis on this host) or its session ended (PostgreSQL)
         assert lock.holder.pid == os.getpid()
+
+
+@pytest.mark.parametrize("poll_interval", [math.inf, 5e18, 2.0 ** 62 / 1e9 + 1])
+def test_longest_poll_intervals_end_at_the_timeout(make_target, poll_interval):
+    """A poll interval as long as C can sleep (inf) or beyond 2**62 ns: the pauses saturate, and
+    a wait for a held lock ends with Timeout at its timeout."""
+    target = make_target()
+    holder, waiter = DistributedLock(target), DistributedLock(target)
+    with holder.acquire(timeout=5):
+        with pytest.raises(Timeout):
+            waiter.acquire(timeout=0.2, poll_interval=poll_interval)
+    with waiter.acquire(timeout=5, poll_interval=poll_interval):  # a free lock: taken at once
+        assert waiter.token is not None
 
 
 def test_ctrl_c_interrupts_a_wait(make_target):

@@ -432,7 +432,7 @@ public final class DistributedLock: Sendable {
                 if side.sleep(while: releases, deadline: end) == EINTR && interrupts != .retried { return EINTR }
             } else {
                 let pause = end >= 0 ? min(nap, end - now) : nap
-                nap = min(poll, nap * 2)
+                nap = nap > poll / 2 ? poll : nap * 2  // (saturates: any poll up to Int64.max)
                 var request = timespec(tv_sec: Int(pause / 1_000_000_000), tv_nsec: Int(pause % 1_000_000_000))
                 if clock_nanosleep(CLOCK_MONOTONIC, 0, &request, nil) == EINTR && interrupts != .retried { return EINTR }
             }
