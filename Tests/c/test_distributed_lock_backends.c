@@ -253,6 +253,38 @@ static void test_dead_holders_child_keeps_nothing(enum backend b) {
     sync_distributed_lock_destroy(a);
 }
 
+/* A wait with no time left (timeout 0, a deadline in the past, a tiny timeout) still makes its
+ * one try: a free lock is taken, a held one is ETIMEDOUT, and the object goes on working. */
+static void test_no_time_left_still_tries(enum backend b) {
+    char t[600];
+    target(b, NULL, t, sizeof t);
+    sync_distributed_lock_t *a = make(t), *c = make(t);
+    uint64_t last = 0, token = 0;
+    for (int i = 0; i < 5; i++) {
+        CHECK_EQ(sync_distributed_lock_lock(a, 0, MS), 0);
+        CHECK_EQ(sync_distributed_lock_token(a, &token), 0);
+        CHECK(token > last);
+        last = token;
+        CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+        CHECK_EQ(sync_distributed_lock_lock_until(a, 0, MS), 0);                      /* long past */
+        CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+        CHECK_EQ(sync_distributed_lock_lock_until(a, sync_monotonic_ns() - MS, MS), 0);
+        CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+        CHECK_EQ(sync_distributed_lock_lock(a, 1000, MS), 0);                         /* 1 us */
+        CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    }
+    CHECK_EQ(sync_distributed_lock_try_lock(c), 0);
+    CHECK_EQ(sync_distributed_lock_lock(a, 0, MS), ETIMEDOUT);                        /* held */
+    CHECK_EQ(sync_distributed_lock_lock_until(a, 0, MS), ETIMEDOUT);
+    CHECK_EQ(sync_distributed_lock_unlock(c), 0);
+    CHECK_EQ(sync_distributed_lock_lock(a, 0, MS), 0);  /* the failed tries left a working object */
+    CHECK_EQ(sync_distributed_lock_token(a, &token), 0);
+    CHECK(token > last);
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    sync_distributed_lock_destroy(a);
+    sync_distributed_lock_destroy(c);
+}
+
 static void on_alarm(int signal) { (void)signal; }
 
 /* The interruptible wait returns EINTR at least every 50 ms (and when a signal handler ran), and
@@ -562,6 +594,7 @@ int main(void) {
         test_mutual_exclusion_and_fencing(b);
         test_killed_holder(b);
         test_dead_holders_child_keeps_nothing(b);
+        test_no_time_left_still_tries(b);
         test_interruptible(b);
         test_fork(b);
         if (b != FILES) {

@@ -185,7 +185,8 @@ int sync_distributed_lock_try_lock(sync_distributed_lock_t *lock);
  * Acquires the lock. While another thread holds it through this object, sleeps until that hold
  * ends; while another holder has it, polls every poll_interval_ns (Redis: backing off from 1 ms
  * up to it), taking over a stale holder's lock (see sync_distributed_lock_recover), or, for
- * PostgreSQL, waits in the server. timeout_ns < 0 waits forever; 0 tries once. Any
+ * PostgreSQL, waits in the server. timeout_ns < 0 waits forever; 0 tries once: that try takes a
+ * free lock whatever the time left (a server's answer is awaited up to connect_timeout). Any
  * poll_interval_ns > 0 is valid, up to INT64_MAX ("as rarely as possible"): the pauses never
  * outlast the timeout.
  * Returns 0, or:

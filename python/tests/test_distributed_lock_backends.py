@@ -170,6 +170,28 @@ def test_longest_poll_intervals_end_at_the_timeout(make_target, poll_interval):
         assert waiter.token is not None
 
 
+def test_no_time_left_still_tries(make_target):
+    """timeout=0, blocking=False and tiny timeouts make their one try: a free lock is taken, a
+    held one raises Timeout, and the object goes on working."""
+    target = make_target()
+    lock, other, face = DistributedLock(target), DistributedLock(target), FileLock(target, timeout=0)
+    tokens = []
+    for _ in range(5):
+        for holder, acquire in ((lock, lambda: lock.acquire(timeout=0)), (lock, lambda: lock.acquire(blocking=False)),
+                                (lock, lambda: lock.acquire(timeout=1e-6)), (face, face.acquire)):
+            acquire()
+            tokens.append(holder.token)
+            holder.release()
+    assert tokens == sorted(set(tokens)) and len(tokens) == 20
+    with other.acquire(timeout=5):
+        with pytest.raises(Timeout):
+            lock.acquire(timeout=0)
+        with pytest.raises(Timeout):
+            lock.acquire(blocking=False)
+    with lock.acquire(timeout=0):
+        assert lock.token > tokens[-1]
+
+
 def test_ctrl_c_interrupts_a_wait(make_target):
     target = make_target()
     holder = spawn_holder(target)

@@ -645,9 +645,9 @@ protocol LockBackend: Sendable {
 protocol LockSession: AnyObject {
     /// Connects now (a server's session): 0 or an errno.
     func open() -> Int32
-    /// One try: 0 (held, `token` set), EBUSY, or an errno. A server's answer is awaited until
-    /// the monotonic `deadline` (< 0: none) or its I/O timeout, whichever is first (ETIMEDOUT
-    /// when the deadline passed, else EIO).
+    /// One try: 0 (held, `token` set), EBUSY, or an errno. With no time left (the monotonic
+    /// `deadline` passed; < 0: none) it still tries, so that a free lock is taken; a server that
+    /// does not answer within its I/O timeout gives ETIMEDOUT when the deadline passed, else EIO.
     func tryAcquire(deadline: Int64) -> Int32
     /// Waits in the store until the monotonic `deadline` (ns, < 0: none): 0, ETIMEDOUT, EINTR
     /// (`interruptible`: a signal handler ran, or 50 ms passed), or an errno. Only for backends

@@ -341,13 +341,15 @@ final class PostgresSession: LockSession {
 
     // MARK: LockSession
 
+    /// A try is one round trip, awaited up to connect_timeout whatever `deadline` says: with no
+    /// time left (a timeout of 0, a deadline passed) it still takes a free lock. `deadline` only
+    /// says which error a server that does not answer gives (ETIMEDOUT once it passed, else EIO).
     func tryAcquire(deadline: Int64) -> Int32 {
         for attempt in 0..<3 {
             let reconnected = conn == nil
-            let answerBy = deadline >= 0 ? min(deadline, ioDeadline) : ioDeadline
-            let code = connect(deadline: deadline, interruptible: false)
+            let code = connect(deadline: -1, interruptible: false)
             if code != 0 { return code }
-            let outcome = run(acquireStatement(try: true), deadline: answerBy)
+            let outcome = run(acquireStatement(try: true), deadline: ioDeadline)
             if case .lost(ETIMEDOUT, _) = outcome {
                 if deadline >= 0 && monotonicNow() >= deadline {
                     return DistributedLockMessage.fail(ETIMEDOUT, "timed out waiting for the lock \(backend.name): \(server) did not answer")
