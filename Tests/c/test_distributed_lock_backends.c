@@ -518,6 +518,53 @@ static void test_client_libraries(void) {
     wait_ok(child);
 }
 
+/* `from` in `text` replaced by `to` (once), into out. */
+static void replaced(const char *text, const char *from, const char *to, char *out, size_t size) {
+    const char *at = strstr(text, from);
+    CHECK(at != NULL);
+    snprintf(out, size, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+}
+
+/* A thread that holds a server lock through one object and waits for it with no timeout through
+ * another gets EDEADLK however the URLs spell the lock (scheme alias, extra parameters, localhost
+ * for 127.0.0.1, the default database): the lock's identity is compared, not the text. Another
+ * database of the same server is another lock. (In a child with an alarm: a hang fails.) */
+static void test_self_deadlock_across_spellings(enum backend b) {
+    char t[600], same[4][700];
+    int n = 0;
+    snprintf(t, sizeof t, "%s%slock=spelling%d", base[b], strchr(base[b], '?') ? "&" : "?", (int)getpid());
+    if (b == POSTGRES) replaced(t, "postgresql://", "postgres://", same[n++], sizeof same[0]);
+    snprintf(same[n++], sizeof same[0], "%s&connect_timeout=7", t);
+    replaced(t, "127.0.0.1", "localhost", same[n++], sizeof same[0]);
+    if (b == REDIS) replaced(t, "?lock", "/0?lock", same[n++], sizeof same[0]);
+    pid_t child = fork();
+    if (child == 0) {
+        alarm(30);
+        sync_distributed_lock_t *a = make(t);
+        CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+        for (int i = 0; i < n; i++) {
+            sync_distributed_lock_t *other = make(same[i]);
+            int err = sync_distributed_lock_lock(other, -1, MS);
+            if (err != EDEADLK) fprintf(stderr, "%s: %s: %d\n", names[b], same[i], err);
+            CHECK_EQ(err, EDEADLK);
+            CHECK_EQ(sync_distributed_lock_lock(other, 0, MS), ETIMEDOUT);  /* it is the same lock */
+            sync_distributed_lock_destroy(other);
+        }
+        if (b == REDIS) {
+            char elsewhere[700];
+            replaced(t, "?lock", "/1?lock", elsewhere, sizeof elsewhere);
+            sync_distributed_lock_t *other = make(elsewhere);
+            CHECK_EQ(sync_distributed_lock_lock(other, -1, MS), 0);
+            CHECK_EQ(sync_distributed_lock_unlock(other), 0);
+            sync_distributed_lock_destroy(other);
+        }
+        CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+        sync_distributed_lock_destroy(a);
+        _exit(0);
+    }
+    wait_ok(child);
+}
+
 /* A forked child never holds its parent's server lock, and takes it over its own connection. */
 static void test_fork(enum backend b) {
     char t[600];
@@ -599,6 +646,7 @@ int main(void) {
         test_fork(b);
         if (b != FILES) {
             test_bad_targets(b);
+            test_self_deadlock_across_spellings(b);
             test_server_paused_while_waiting(b);
             test_server_restarted_while_held(b);
         }

@@ -58,7 +58,10 @@
  * not unlock it (EPERM); SYNC_DISTRIBUTED_LOCK_PROCESS_OWNED makes the process the holder. The
  * holder acquiring again gets EDEADLK, or, with SYNC_DISTRIBUTED_LOCK_RECURSIVE, a counted
  * re-entry (each needs its unlock; the token stays). A thread that waits without a timeout for a
- * lock it holds through another object of its process gets EDEADLK instead of waiting forever.
+ * lock it holds through another object of its process gets EDEADLK instead of waiting forever,
+ * however the two targets spell the lock: a URL's lock is its engine (postgres:// is
+ * postgresql://), host (localhost, 127.0.0.1 and ::1 are one), port, database and lock name, with
+ * defaults filled in and other parameters ignored.
  *
  * Fork: the holder is the process that acquired the lock. A forked child never holds its
  * parent's lock: its unlock returns EPERM, its is_held false, and its destroy touches nothing of

@@ -326,6 +326,43 @@ def test_postgres_scheme_alias_is_the_same_lock(servers):
         assert not long_form.try_lock()
 
 
+SELF_DEADLOCK = """
+import sys
+from libsync.distributed_lock import DistributedLock, Timeout
+held = DistributedLock(sys.argv[1])
+held.acquire(timeout=5)
+for spelling in sys.argv[2:]:
+    other = DistributedLock(spelling)
+    try:
+        other.acquire()  # no timeout: it would wait for itself forever
+        sys.exit(f"acquired twice through {spelling}")
+    except RuntimeError as error:
+        assert "never end" in str(error), error
+    try:
+        other.acquire(timeout=0)
+        sys.exit(f"{spelling} is another lock")
+    except Timeout:
+        pass
+print("ok")
+"""
+
+
+@servers_only
+def test_self_deadlock_whatever_the_spelling(servers, backend):
+    """A thread holding a server lock that waits for it without a timeout through an object whose
+    URL spells the lock differently gets RuntimeError (EDEADLK), not a wait forever."""
+    url = (servers / f"{backend}.url").read_text().strip()
+    target = f"{url}?lock=spelling{os.getpid()}-{next(_serial)}"
+    spellings = [target + "&connect_timeout=7", target.replace("127.0.0.1", "localhost", 1)]
+    if backend == "postgres":
+        spellings.append(target.replace("postgresql://", "postgres://", 1))
+    else:
+        spellings.append(target.replace("?lock", "/0?lock", 1))
+    done = subprocess.run([sys.executable, "-c", SELF_DEADLOCK, target, *spellings], capture_output=True, text=True,
+                          env=os.environ, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
 def _first_users(url: str, barrier) -> None:
     lock = DistributedLock(url)  # connects now
     barrier.wait(30)

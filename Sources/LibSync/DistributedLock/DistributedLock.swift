@@ -208,6 +208,8 @@ public final class DistributedLock: Sendable {
     /// `path` as a C string, for the C API (immutable; freed with the object).
     nonisolated(unsafe) package let cPath: UnsafeMutablePointer<CChar>
     private let backend: any LockBackend
+    /// Which lock `path` names, whatever its spelling (`LockIdentity`): the registry's key.
+    private let identity: String
     /// This process's bookkeeping of the object (a forked child makes its own).
     private let sides: ProcessLocal<ProcessSide>
 
@@ -240,6 +242,7 @@ public final class DistributedLock: Sendable {
         self.backend = backend
         self.options = options
         path = backend.name
+        identity = LockIdentity.of(backend.name)
         cPath = strdup(path)!
         sides = ProcessLocal { ProcessSide(pid: $0, backend: backend) }
     }
@@ -248,7 +251,7 @@ public final class DistributedLock: Sendable {
         // Only this process's own bookkeeping: a child's copy of a parent's object touches nothing.
         if let side = sides.ifCurrent() {
             side.state.withLock { s in
-                if s.held { side.registry.remove(path: path, lock: ObjectIdentifier(self)) }
+                if s.held { side.registry.remove(path: identity, lock: ObjectIdentifier(self)) }
                 s.session.close(releasing: s.held && options.contains(.releaseOnDeinit))
             }
         }
@@ -322,7 +325,7 @@ public final class DistributedLock: Sendable {
         s.held = true
         s.owner = threadID()
         s.depth = 1
-        side.registry.add(path: path, thread: s.owner, lock: ObjectIdentifier(self))
+        side.registry.add(path: identity, thread: s.owner, lock: ObjectIdentifier(self))
     }
 
     /// Ends the hold (`all`: whatever its count; `anyThread`: whichever thread holds it).
@@ -338,7 +341,7 @@ public final class DistributedLock: Sendable {
             let code = s.session.release()
             if code != 0 && code != ESTALE && code != EBUSY { return (code, false) }  // still held: a retry may work
             (s.held, s.owner, s.depth) = (false, 0, 0)
-            side.registry.remove(path: path, lock: ObjectIdentifier(self))
+            side.registry.remove(path: identity, lock: ObjectIdentifier(self))
             side.releases.pointee.add(1, ordering: .sequentiallyConsistent)
             return (code, true)
         }
@@ -411,7 +414,7 @@ public final class DistributedLock: Sendable {
             case .failed(let code): return code
             case .heldHere(let releases): heldHere = releases
             case .busy:
-                if deadline < 0 && side.registry.holds(path: path, thread: threadID(), lock: ObjectIdentifier(self)) {
+                if deadline < 0 && side.registry.holds(path: identity, thread: threadID(), lock: ObjectIdentifier(self)) {
                     return EDEADLK  // this thread holds it through another object: it would wait forever
                 }
                 if backend.waitsInStore {
