@@ -225,7 +225,9 @@ int sync_distributed_lock_lock_interruptible(sync_distributed_lock_t *lock, int6
 /**
  * The fencing token of the caller's hold into *token: strictly larger than the token of every
  * earlier acquisition of the lock, by any holder (file system: max(last + 1, wall-clock ns),
- * kept beside the lock; PostgreSQL: the sequence libsync_fencing_token, made on first use;
+ * kept beside the lock; PostgreSQL: the sequence public.libsync_fencing_token of the database,
+ * made on first use (a role that may not make or use it gets EACCES from the acquire, with the
+ * message naming the CREATE SEQUENCE / GRANT USAGE to run once);
  * Redis: max(last + 1, server time in µs), in the key NAME:fence). A recursive re-entry keeps
  * the token. Returns 0, EPERM (the caller does not hold the lock through this object), EINVAL
  * (NULL). Not checked in the store: a lost hold keeps its token, which the resource then refuses.

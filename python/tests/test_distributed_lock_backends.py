@@ -377,7 +377,7 @@ def test_postgres_first_users_race_to_make_the_token_sequence(servers):
     url = (servers / "postgres.url").read_text().strip()
     context = multiprocessing.get_context("fork")
     for round in range(3):
-        subprocess.run(["psql", "-q", url, "-c", "DROP SEQUENCE IF EXISTS libsync_fencing_token"], check=True)
+        subprocess.run(["psql", "-q", url, "-c", "DROP SEQUENCE IF EXISTS public.libsync_fencing_token"], check=True)
         barrier = context.Barrier(8)
         workers = [context.Process(target=_first_users, args=(f"{url}?lock=first{round}", barrier)) for _ in range(8)]
         for w in workers:
@@ -385,6 +385,54 @@ def test_postgres_first_users_race_to_make_the_token_sequence(servers):
         for w in workers:
             w.join(60)
         assert [w.exitcode for w in workers] == [0] * 8
+
+
+def _psql(url: str, sql: str) -> None:
+    subprocess.run(["psql", "-q", "-v", "ON_ERROR_STOP=1", url, "-c", sql], check=True, capture_output=True)
+
+
+def test_postgres_tokens_are_one_sequence_for_every_role(servers):
+    """Roles with a schema of their own (first in their search_path) share the one sequence
+    public.libsync_fencing_token: tokens strictly increase across all holders. A role that may not
+    use it, or make it, gets PermissionError naming the exact commands, and leaves the lock free."""
+    url = (servers / "postgres.url").read_text().strip()
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    roles = ("libsync_alice", "libsync_bob", "libsync_carol")
+    def drop_roles():
+        for r in roles:
+            _psql(url, f"DO $$ BEGIN IF EXISTS (SELECT FROM pg_roles WHERE rolname = '{r}') THEN "
+                       f"EXECUTE 'DROP OWNED BY {r} CASCADE'; EXECUTE 'DROP ROLE {r}'; END IF; END $$;")
+    drop_roles()
+    _psql(url, "DROP SEQUENCE IF EXISTS public.libsync_fencing_token;")
+    for r in roles:
+        _psql(url, f"CREATE ROLE {r} LOGIN PASSWORD 'pw'; CREATE SCHEMA {r} AUTHORIZATION {r};")
+    _psql(url, "GRANT CREATE ON SCHEMA public TO libsync_alice;")
+    name = f"roles{os.getpid()}-{next(_serial)}"
+    owner = DistributedLock(f"{url}?lock={name}")
+    alice, bob, carol = (DistributedLock(f"postgresql://{r}:pw@127.0.0.1:{port}/postgres?lock={name}") for r in roles)
+    try:
+        with alice.acquire(timeout=5):  # the first user: makes the sequence
+            pass
+        _psql(url, "GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO libsync_bob;")
+        tokens = []
+        for _ in range(3):
+            for lock in (alice, bob, owner):
+                with lock.acquire(timeout=5):
+                    tokens.append(lock.token)
+        assert tokens == sorted(set(tokens)), tokens
+        with pytest.raises(PermissionError, match="GRANT USAGE ON SEQUENCE public.libsync_fencing_token TO libsync_carol"):
+            carol.acquire(timeout=5)
+        with owner.acquire(timeout=0):  # carol's failed try left the lock free
+            pass
+        _psql(url, "DROP SEQUENCE public.libsync_fencing_token;")
+        with pytest.raises(PermissionError, match="CREATE SEQUENCE public.libsync_fencing_token"):
+            carol.acquire(timeout=5)
+        with owner.acquire(timeout=0):
+            pass
+    finally:
+        del alice, bob, carol  # (their sessions end with the objects)
+        drop_roles()
+        _psql(url, "CREATE SEQUENCE IF NOT EXISTS public.libsync_fencing_token;")
 
 
 def test_missing_client_library_names_the_package(servers):

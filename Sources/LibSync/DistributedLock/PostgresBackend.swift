@@ -11,7 +11,7 @@ import Synchronization
 // process ends (its connection is kept open). A holder whose connection breaks (the server
 // restarted, the network failed) has lost the lock: its release says ESTALE.
 //
-//   try      SELECT CASE WHEN pg_try_advisory_lock(k) THEN nextval('libsync_fencing_token') END,
+//   try      SELECT CASE WHEN pg_try_advisory_lock(k) THEN nextval('public.libsync_fencing_token') END,
 //                   set_config('application_name', '<holder>', false)        one round trip
 //   wait     SET lock_timeout = <slice>; SELECT nextval(...), set_config(...)
 //                   FROM (SELECT pg_advisory_lock(k)) AS granted
@@ -23,7 +23,8 @@ import Synchronization
 //            `libsync <pid> <start> <acquired ms> <host>`
 //   break    pg_terminate_backend(<the holder's backend pid>)
 //
-// Fencing tokens come from the sequence `libsync_fencing_token` (made on first use): nextval is
+// Fencing tokens come from the sequence `public.libsync_fencing_token` (made on first use; one per
+// database, schema-qualified so that no role's search_path finds another one): nextval is
 // strictly increasing across all sessions, and durable (PostgreSQL flushes the WAL of a nextval
 // that logs ahead before the value is used), so a restarted server never hands out an old one.
 
@@ -292,7 +293,8 @@ final class PostgresSession: LockSession {
 
     private var ioDeadline: Int64 { monotonicNow() + backend.ioTimeout }
 
-    private let tokenSequence = "libsync_fencing_token"
+    /// Schema-qualified: one sequence per database, whatever a role's search_path says.
+    private let tokenSequence = "public.libsync_fencing_token"
 
     /// The host name as application_name carries it (letters, digits, '.', '-', '_').
     private lazy var hostForName = me.host.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == "_") }
@@ -330,13 +332,34 @@ final class PostgresSession: LockSession {
                 // later one fails on the catalog's unique index (23505) or as a duplicate (42P07).
                 // The sequence exists then: try again.
                 if state == "23505" || state == "42P07" { return nil }
-                return DistributedLockMessage.fail(state == "42501" ? EACCES : EIO,
-                    "\(server) has no sequence \(tokenSequence) for fencing tokens, and this user cannot make it (\(message)): run `CREATE SEQUENCE \(tokenSequence)` once as its owner")
+                if state == "42501" {
+                    let user = currentUser()
+                    return DistributedLockMessage.fail(EACCES,
+                        "\(server) has no sequence \(tokenSequence) for fencing tokens, and the role \(user) may not make it (\(message)): "
+                        + "run once, as a role that may create in schema public: `CREATE SEQUENCE \(tokenSequence); "
+                        + "GRANT USAGE ON SEQUENCE \(tokenSequence) TO \(user);`")
+                }
+                return DistributedLockMessage.fail(EIO, "\(doing): \(server) cannot make the sequence \(tokenSequence): \(message) (SQLSTATE \(state))")
             }
             return failure(made, doing) == 0 ? nil : failure(made, doing)
+        case .refused("42501", let message):  // the sequence may not be used (a lock the try took goes)
+            let user = currentUser()
+            return DistributedLockMessage.fail(EACCES,
+                "the role \(user) may not use the sequence \(tokenSequence) of the fencing tokens (\(message)): "
+                + "run once, as its owner or a superuser: `GRANT USAGE ON SEQUENCE \(tokenSequence) TO \(user);`")
         default:
             return failure(outcome, doing)
         }
+    }
+
+    /// Releases any lock a failed acquire statement took (the session holds none then) and
+    /// returns the session's role, quoted as SQL needs it ("<role>" if the server does not say).
+    private func currentUser() -> String {
+        if case .rows(let row) = run("SELECT pg_advisory_unlock_all(); SELECT quote_ident(current_user)", deadline: ioDeadline),
+           let user = row.first ?? nil {
+            return user
+        }
+        return "<role>"
     }
 
     // MARK: LockSession
