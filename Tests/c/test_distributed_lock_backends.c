@@ -317,6 +317,34 @@ static void test_interruptible(enum backend b) {
     sync_distributed_lock_destroy(a);
 }
 
+/* An interruptible wait whose server stops answering (SIGSTOP) returns EINTR when a signal
+ * handler runs, not after connect_timeout (60 s here), whether the lock is free or held. */
+static void test_interruptible_with_server_paused(enum backend b) {
+    for (int held = 0; held <= 1; held++) {
+        char t[600];
+        target(b, "&connect_timeout=60", t, sizeof t);
+        pid_t holder = held ? spawn_holder(t) : 0;
+        sync_distributed_lock_t *a = make(t);
+        control("pause", b);
+        struct sigaction action = {0};
+        action.sa_handler = on_alarm;  /* no SA_RESTART */
+        sigaction(SIGALRM, &action, NULL);
+        struct itimerval timer = {{0, 0}, {0, 100000}};
+        setitimer(ITIMER_REAL, &timer, NULL);
+        int err = sync_distributed_lock_lock_interruptible(a, sync_monotonic_ns() + 120 * S, MS);
+        control("resume", b);
+        if (err != EINTR) fprintf(stderr, "%s (%s): %d: %s\n", names[b], held ? "held" : "free", err, sync_distributed_lock_error_message());
+        CHECK_EQ(err, EINTR);
+        if (holder) {
+            kill(holder, SIGKILL);
+            waitpid(holder, NULL, 0);
+        }
+        CHECK_EQ(sync_distributed_lock_lock_until(a, sync_monotonic_ns() + 30 * S, MS), 0);
+        CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+        sync_distributed_lock_destroy(a);
+    }
+}
+
 /* The server stops (SIGSTOP) while a process waits: the wait ends at its deadline with ETIMEDOUT
  * and a message saying the server did not answer; the lock works again once it resumes. */
 static void test_server_paused_while_waiting(enum backend b) {
@@ -648,6 +676,7 @@ int main(void) {
             test_bad_targets(b);
             test_self_deadlock_across_spellings(b);
             test_server_paused_while_waiting(b);
+            if (b == POSTGRES) test_interruptible_with_server_paused(b);
             test_server_restarted_while_held(b);
         }
     }

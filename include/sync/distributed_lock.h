@@ -218,7 +218,10 @@ int sync_distributed_lock_lock_until(sync_distributed_lock_t *lock, int64_t dead
  * As sync_distributed_lock_lock_until, and returns EINTR when a signal handler ran during the
  * wait, and at least every 50 ms, so that an interpreter can run its signal handlers and call
  * again. A wait in a PostgreSQL server is given back to the server at each EINTR (its
- * connection is closed when a signal interrupts it). Returns the codes of lock_until and EINTR.
+ * connection is closed when a signal interrupts it). PostgreSQL: every wait for the server in
+ * the call (connecting, the try's answer) also ends with EINTR as soon as a signal handler runs,
+ * so a server that stops answering never delays a signal by connect_timeout.
+ * Returns the codes of lock_until and EINTR.
  */
 int sync_distributed_lock_lock_interruptible(sync_distributed_lock_t *lock, int64_t deadline_ns, int64_t poll_interval_ns);
 

@@ -246,6 +246,27 @@ def test_server_paused_while_waiting(make_target, servers, backend):
         pass
 
 
+@pytest.mark.parametrize("held", [False, True])
+def test_postgres_ctrl_c_while_the_server_does_not_answer(servers, held):
+    """Ctrl-C during an acquire whose server stopped answering (SIGSTOP) raises KeyboardInterrupt
+    at once, not after connect_timeout (60 s here), whether the lock is free or held."""
+    url = (servers / "postgres.url").read_text().strip()
+    target = f"{url}?lock=py{os.getpid()}-{next(_serial)}&connect_timeout=60"
+    holder = spawn_holder(target) if held else None
+    try:
+        assert_ctrl_c_interrupts(f"""
+            import subprocess
+            from libsync.distributed_lock import DistributedLock
+            lock = DistributedLock({target!r})
+            subprocess.run([{str(SERVERS_SCRIPT)!r}, "pause", "postgres", {str(servers)!r}], check=True)
+            """, "lock.acquire(timeout=120)")
+    finally:
+        control(servers, "resume", "postgres")
+        if holder:
+            holder.kill()
+            holder.wait()
+
+
 @servers_only
 def test_server_restarted_while_held(make_target, servers, backend):
     target = make_target()

@@ -394,7 +394,7 @@ public final class DistributedLock: Sendable {
         // A sleeper woken by a release that leaves without the lock passes the wakeup on, so that
         // the object's other sleepers are never left waiting for a release that already happened.
         var slept = false
-        let code = wait(side, deadline, pollNanoseconds, interrupts, &slept)
+        let code = InterruptibleCall.run(interrupts == .sliced) { wait(side, deadline, pollNanoseconds, interrupts, &slept) }
         if code != 0 && slept { side.wakeOne() }
         if code == ETIMEDOUT && DistributedLockMessage.detail == nil {
             DistributedLockMessage.set("timed out waiting for the lock \(path): it is held")

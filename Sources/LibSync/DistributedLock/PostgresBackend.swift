@@ -367,12 +367,16 @@ final class PostgresSession: LockSession {
     /// A try is one round trip, awaited up to connect_timeout whatever `deadline` says: with no
     /// time left (a timeout of 0, a deadline passed) it still takes a free lock. `deadline` only
     /// says which error a server that does not answer gives (ETIMEDOUT once it passed, else EIO).
+    /// Inside an interruptible call (`InterruptibleCall`), a signal handler ends it with EINTR
+    /// (abandoning the request: the session ends, and any lock it took).
     func tryAcquire(deadline: Int64) -> Int32 {
+        let interruptible = InterruptibleCall.isActive
         for attempt in 0..<3 {
             let reconnected = conn == nil
-            let code = connect(deadline: -1, interruptible: false)
+            let code = connect(deadline: -1, interruptible: interruptible)
             if code != 0 { return code }
-            let outcome = run(acquireStatement(try: true), deadline: ioDeadline)
+            let outcome = run(acquireStatement(try: true), deadline: ioDeadline, interruptible: interruptible)
+            if case .lost(EINTR, _) = outcome { return DistributedLockMessage.fail(EINTR, "acquire: interrupted waiting for \(server)") }
             if case .lost(ETIMEDOUT, _) = outcome {
                 if deadline >= 0 && monotonicNow() >= deadline {
                     return DistributedLockMessage.fail(ETIMEDOUT, "timed out waiting for the lock \(backend.name): \(server) did not answer")
