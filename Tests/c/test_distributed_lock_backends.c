@@ -461,6 +461,17 @@ static void test_bad_targets(enum backend b) {
     snprintf(t, sizeof t, "%s://127.0.0.1:99999/?lock=x", scheme);           /* a bad port */
     CHECK_EQ(create_error(t), EINVAL);
     CHECK_EQ(create_error("ftp://host/x"), EINVAL);                          /* an unknown scheme */
+    if (b == POSTGRES) {  /* options libpq rejects before connecting: its message, at once */
+        snprintf(t, sizeof t, "%s?lock=x&connect_timeout=2&sslmode=bogus", base[b]);
+        CHECK_EQ(create_error(t), EINVAL);
+        CHECK(strstr(sync_distributed_lock_error_message(), "sslmode") != NULL);
+        snprintf(t, sizeof t, "%s?lock=x&connect_timeout=2&foo=bar", base[b]);
+        CHECK_EQ(create_error(t), EINVAL);
+        CHECK(strstr(sync_distributed_lock_error_message(), "foo") != NULL);
+        snprintf(t, sizeof t, "%s?lock=x&connect_timeout=2&host=/nonexistent", base[b]);
+        CHECK_EQ(create_error(t), ECONNREFUSED);
+        CHECK(strstr(sync_distributed_lock_error_message(), "no answer") == NULL);
+    }
     if (b == REDIS) {
         snprintf(t, sizeof t, "redis://127.0.0.1/?lock=x&ttl=0");
         CHECK_EQ(create_error(t), EINVAL);

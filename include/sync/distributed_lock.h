@@ -156,7 +156,9 @@ int sync_distributed_lock_create(const char *path, sync_distributed_lock_t **loc
  *                 directory with other content
  *   another errno of mkdir(2) (MAKE_PARENTS: ENOSPC, EIO...)
  * URLs: EINVAL (malformed, no lock=NAME, an unknown parameter, a bad ttl or connect_timeout,
- * an unsupported scheme), ELIBACC, ECONNREFUSED, EACCES, EIO (see the top); the reason is in
+ * an unsupported scheme; PostgreSQL: an option or value libpq refuses, e.g. sslmode=bogus, at
+ * once with libpq's message), ELIBACC, ECONNREFUSED (also at once for a host=/socket/directory
+ * where no server listens), EACCES, EIO (see the top); the reason is in
  * sync_distributed_lock_error_message().
  * On failure *lock is NULL.
  */

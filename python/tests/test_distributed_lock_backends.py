@@ -336,6 +336,18 @@ def test_bad_targets(servers, backend):
         DistributedLock(f"postgresql://postgres:secret@127.0.0.1:{port}/postgres?lock=x")
 
 
+def test_postgres_bad_libpq_options_are_refused_at_once(servers):
+    """Options libpq rejects before connecting give its own message: ValueError for a bad option or
+    value, ConnectionRefusedError for a socket directory with no server; never a wait for an
+    answer that cannot come ("no answer within ...")."""
+    url = (servers / "postgres.url").read_text().strip() + "?lock=x&connect_timeout=2"
+    for extra, error, says in (("&sslmode=bogus", ValueError, "sslmode"), ("&foo=bar", ValueError, "foo"),
+                               ("&host=/nonexistent", ConnectionRefusedError, "/nonexistent")):
+        with pytest.raises(error) as caught:
+            DistributedLock(url + extra)
+        assert says in str(caught.value) and "no answer" not in str(caught.value), caught.value
+
+
 def test_postgres_scheme_alias_is_the_same_lock(servers):
     url = (servers / "postgres.url").read_text().strip()
     assert url.startswith("postgresql://")

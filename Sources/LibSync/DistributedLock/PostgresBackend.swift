@@ -52,7 +52,7 @@ struct LibPQ: @unchecked Sendable {
     let setNoticeProcessor: @convention(c) (Conn?, (@convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?) -> Void)?, UnsafeMutableRawPointer?) -> OpaquePointer?
 
     // libpq's enumerations
-    static let connectionOK: Int32 = 0, pollingFailed: Int32 = 0, pollingReading: Int32 = 1,
+    static let connectionOK: Int32 = 0, connectionBad: Int32 = 1, pollingFailed: Int32 = 0, pollingReading: Int32 = 1,
                pollingWriting: Int32 = 2, pollingOK: Int32 = 3
     static let commandOK: Int32 = 1, tuplesOK: Int32 = 2
     static let sqlstateField = Int32(UInt8(ascii: "C"))
@@ -193,12 +193,16 @@ final class PostgresSession: LockSession {
             }
         }
         guard let made else { return DistributedLockMessage.fail(ENOMEM, "out of memory connecting to \(server)") }
-        var polling = LibPQ.pollingWriting
+        // libpq refuses bad options (and fails a Unix socket's connect) before there is a socket
+        // to wait on: CONNECTION_BAD at once, or no socket.
+        var polling = libpq.status(made) == LibPQ.connectionBad || libpq.socket(made) < 0 ? LibPQ.pollingFailed : LibPQ.pollingWriting
         while polling != LibPQ.pollingOK {
             if polling != LibPQ.pollingReading && polling != LibPQ.pollingWriting {
                 let message = libpq.errorMessage(made).map { String(cString: $0) } ?? "unknown error"
                 libpq.finish(made)
-                return DistributedLockMessage.fail(Self.classify(message), "cannot connect to \(server) of \(backend.name): \(trimmed(message))")
+                let code = Self.classify(message)
+                if code == EINVAL { return DistributedLockMessage.fail(EINVAL, "libpq refuses the URL '\(backend.name)': \(trimmed(message))") }
+                return DistributedLockMessage.fail(code, "cannot connect to \(server) of \(backend.name): \(trimmed(message))")
             }
             let ready = waitForSocket(libpq.socket(made), writable: polling == LibPQ.pollingWriting, deadline: limit, interruptible: interruptible)
             if ready != 0 {
@@ -221,11 +225,15 @@ final class PostgresSession: LockSession {
     private static func classify(_ message: String) -> Int32 {
         let text = message.lowercased()
         if ["invalid uri", "invalid connection option", "missing \"=\"", "invalid integer value", "invalid port",
-            "unterminated quoted string", "invalid percent-encoded"].contains(where: text.contains) { return EINVAL }
+            "unterminated quoted string", "invalid percent-encoded", "invalid sslmode", "invalid gssencmode",
+            "invalid target_session_attrs", "invalid load_balance_hosts", "invalid channel_binding", "invalid require_auth",
+            "invalid ssl_min_protocol_version", "invalid ssl_max_protocol_version", "invalid sslnegotiation",
+            "invalid value for parameter", "sslmode value"].contains(where: text.contains) { return EINVAL }
         if ["authentication failed", "no password supplied", "does not exist", "permission denied", "pg_hba.conf",
             "password authentication"].contains(where: text.contains) { return EACCES }
         if ["could not connect", "connection refused", "could not translate host name", "timeout expired",
-            "no route to host", "network is unreachable", "connection timed out", "server closed the connection"].contains(where: text.contains) {
+            "no route to host", "network is unreachable", "connection timed out", "server closed the connection",
+            "no such file or directory"].contains(where: text.contains) {
             return ECONNREFUSED
         }
         return EIO
