@@ -19,7 +19,9 @@
  *   postgresql://user[:password]@host[:port]/db?lock=NAME[&connect_timeout=S][&libpq options]
  *   postgres://...      the same: a session advisory lock on a 64-bit hash (FNV-1a) of NAME.
  *                       The server releases it when the holder's session ends (a dead holder's
- *                       lock is free at once); the holder is shown through its session's
+ *                       lock is free at once; a holder whose host died or was cut off: the
+ *                       server's side of the session probes it after connect_timeout, so within
+ *                       about connect_timeout + 3 s); the holder is shown through its session's
  *                       application_name. Waits happen in the server (pg_advisory_lock under
  *                       lock_timeout), not by polling. Two names whose hashes collide share one
  *                       lock (they exclude each other: never less safe).

@@ -348,6 +348,27 @@ def test_postgres_bad_libpq_options_are_refused_at_once(servers):
         assert says in str(caught.value) and "no answer" not in str(caught.value), caught.value
 
 
+def test_postgres_server_probes_a_silent_holder_within_connect_timeout(servers):
+    """The server side of a lock's session probes a silent client after connect_timeout (TCP
+    keepalive), not after the system's 2 hours: a holder whose host died loses the lock soon."""
+    import re
+    url = (servers / "postgres.url").read_text().strip()
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    lock = DistributedLock(f"{url}?lock=py{os.getpid()}-{next(_serial)}&connect_timeout=7")
+    with lock.acquire(timeout=5):
+        client_port = subprocess.run(
+            ["psql", "-Atq", url, "-c", "SELECT a.client_port FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+             f"WHERE l.locktype = 'advisory' AND a.application_name LIKE 'libsync {os.getpid()} %'"],
+            check=True, capture_output=True, text=True).stdout.split()
+        assert len(client_port) == 1, client_port
+        sockets = subprocess.run(["ss", "-tnoH", "state", "established", f"( sport = :{port} and dport = :{client_port[0]} )"],
+                                 check=True, capture_output=True, text=True).stdout
+    timer = re.search(r"timer:\(keepalive,([\d.]+)(ms|sec|min)", sockets)
+    assert timer, sockets
+    seconds = float(timer.group(1)) * {"ms": 0.001, "sec": 1, "min": 60}[timer.group(2)]
+    assert seconds <= 7, sockets
+
+
 def test_postgres_scheme_alias_is_the_same_lock(servers):
     url = (servers / "postgres.url").read_text().strip()
     assert url.startswith("postgresql://")

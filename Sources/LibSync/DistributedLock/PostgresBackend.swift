@@ -218,7 +218,17 @@ final class PostgresSession: LockSession {
         conn = made
         socketNumber = libpq.socket(made)
         InheritedSockets.register(socketNumber)
-        return 0
+        // The server's side of the session probes a silent client after connect_timeout too (its
+        // default is the system's, 2 hours): a holder whose host died or was cut off loses the
+        // lock within about connect_timeout + 3 s, not hours. (Ignored over a Unix socket.)
+        let keepalives = "SET tcp_keepalives_idle = \(max(1, backend.ioTimeout / 1_000_000_000)); SET tcp_keepalives_interval = 1; "
+            + "SET tcp_keepalives_count = 3; SET tcp_user_timeout = \(backend.ioTimeout / 1_000_000)"
+        let set = run(keepalives, deadline: limit, interruptible: interruptible)
+        guard case .lost = set else { return 0 }  // (a server too old for a setting keeps its default)
+        let code = failure(set, "connecting to \(server)")
+        return code == ETIMEDOUT && (deadline < 0 || monotonicNow() < deadline)
+            ? DistributedLockMessage.fail(ECONNREFUSED, "cannot connect to \(server) of \(backend.name): no answer within \(io) s (connect_timeout)")
+            : code
     }
 
     /// The errno for libpq's connection failure message.
