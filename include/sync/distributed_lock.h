@@ -221,8 +221,12 @@ int sync_distributed_lock_lock_until(sync_distributed_lock_t *lock, int64_t dead
 /**
  * As sync_distributed_lock_lock_until, and returns EINTR when a signal handler ran during the
  * wait, and at least every 50 ms, so that an interpreter can run its signal handlers and call
- * again. A wait in a PostgreSQL server is given back to the server at each EINTR (its
- * connection is closed when a signal interrupts it). PostgreSQL: every wait for the server in
+ * again. PostgreSQL: the wait's request stays queued in the server at each EINTR, and the next
+ * call goes on waiting for it (keeping its place, in the same session; the server logs one lock
+ * timeout per connect_timeout at most). A caller that gives the wait up instead (it does not
+ * call again) calls sync_distributed_lock_is_held (which never waits) or any other function on
+ * the object: that withdraws the request, closing the session, so that the lock is never
+ * granted to an idle object. PostgreSQL: every wait for the server in
  * the call (connecting, the try's answer) also ends with EINTR as soon as a signal handler runs,
  * so a server that stops answering never delays a signal by connect_timeout.
  * Returns the codes of lock_until and EINTR.
@@ -313,7 +317,8 @@ int sync_distributed_lock_date(const sync_distributed_lock_t *lock, int64_t *ns_
 
 /** Whether the caller holds the lock through this object now (checked in the store: false once
  *  it was broken, its lease lost or its session ended; false in a forked child for its parent's
- *  hold). */
+ *  hold). When the object neither holds nor waits, it also withdraws the request an interrupted
+ *  sync_distributed_lock_lock_interruptible left queued in a PostgreSQL server (never waiting). */
 bool sync_distributed_lock_is_held(const sync_distributed_lock_t *lock);
 
 #ifdef __cplusplus

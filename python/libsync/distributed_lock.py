@@ -226,10 +226,14 @@ def _wait(handle: int, timeout_ns: int, poll_ns: int) -> int:
     between the calls, also while a server waits for the lock. (time.monotonic_ns is the core's
     CLOCK_MONOTONIC.)"""
     deadline = -1 if timeout_ns < 0 else time.monotonic_ns() + timeout_ns
-    while True:
-        code = _lock_interruptible(handle, deadline, poll_ns)
-        if code != errno.EINTR:
-            return code
+    try:
+        while True:
+            code = _lock_interruptible(handle, deadline, poll_ns)
+            if code != errno.EINTR:
+                return code
+    except BaseException:
+        _is_held(handle)  # gives the wait up: withdraws its request queued in a server
+        raise
 
 
 def _read_token(handle: int) -> Optional[int]:

@@ -369,6 +369,88 @@ def test_postgres_server_probes_a_silent_holder_within_connect_timeout(servers):
     assert seconds <= 7, sockets
 
 
+SIGNALLED_WAITER = """
+import signal, sys
+from libsync.distributed_lock import DistributedLock
+lock = DistributedLock(sys.argv[1])
+ticks = 0
+def tick(*_):
+    global ticks
+    ticks += 1
+    if ticks == 40:
+        print("ticked", flush=True)
+signal.signal(signal.SIGALRM, tick)
+signal.setitimer(signal.ITIMER_REAL, 0.005, 0.005)
+print("waiting", flush=True)
+lock.acquire(timeout=60)
+signal.setitimer(signal.ITIMER_REAL, 0)
+print("acquired", lock.token, flush=True)
+"""
+
+
+def test_postgres_wait_keeps_its_place_through_signals(servers):
+    """A Python wait for a held PostgreSQL lock, in a process whose signal handlers run every 5 ms
+    (a profiler's or watchdog's timer), stays one queued request in one session: no reconnect,
+    no lock timeout logged per 50 ms slice; it gets the lock when it is released."""
+    url = (servers / "postgres.url").read_text().strip()
+    target = f"{url}?lock=py{os.getpid()}-{next(_serial)}&connect_timeout=30"
+    log = servers / "postgres.log"
+
+    def waiting_session():
+        out = subprocess.run(["psql", "-Atq", url, "-c", "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"],
+                             check=True, capture_output=True, text=True).stdout.split()
+        return out[0] if len(out) == 1 else None
+
+    holder = DistributedLock(target)
+    holder.acquire(timeout=5)
+    waiter = subprocess.Popen([sys.executable, "-c", SIGNALLED_WAITER, target], stdout=subprocess.PIPE, text=True, env=os.environ)
+    try:
+        assert waiter.stdout.readline().strip() == "waiting"
+        deadline = time.monotonic() + 30  # (a hang guard)
+        while (first := waiting_session()) is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        timeouts_before = log.read_text(errors="replace").count("canceling statement due to lock timeout")
+        assert waiter.stdout.readline().strip() == "ticked"  # 40 signal handlers ran meanwhile
+        assert waiting_session() == first  # the same session, still queued
+        assert log.read_text(errors="replace").count("canceling statement due to lock timeout") == timeouts_before
+        token = holder.token
+        holder.release()
+        line = waiter.stdout.readline().split()
+        assert line[0] == "acquired" and int(line[1]) > token
+        assert waiter.wait(timeout=30) == 0
+    finally:
+        waiter.kill()
+        waiter.wait()
+
+
+def test_postgres_given_up_wait_leaves_the_lock_free(servers):
+    """A wait given up by an exception from a signal handler withdraws its queued request: the
+    lock, released later, goes to another process instead of to the idle object."""
+    url = (servers / "postgres.url").read_text().strip()
+    target = f"{url}?lock=py{os.getpid()}-{next(_serial)}"
+    holder, quitter = DistributedLock(target), DistributedLock(target)
+    holder.acquire(timeout=5)
+
+    class GiveUp(Exception):
+        pass
+
+    def give_up(*_):
+        raise GiveUp()
+    previous = signal.signal(signal.SIGALRM, give_up)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(GiveUp):
+            quitter.acquire(timeout=30)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    holder.release()
+    other = DistributedLock(target)
+    with other.acquire(timeout=0):  # free: the quitter's request did not take it
+        assert not quitter.is_locked
+
+
 def test_postgres_scheme_alias_is_the_same_lock(servers):
     url = (servers / "postgres.url").read_text().strip()
     assert url.startswith("postgresql://")

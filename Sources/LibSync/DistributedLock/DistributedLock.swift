@@ -382,7 +382,8 @@ public final class DistributedLock: Sendable {
     /// thread holds it through this object, sleeps until that hold ends; while another holder
     /// has it, waits in the store (PostgreSQL) or polls, pausing up to `pollNanoseconds`
     /// between tries (taking over a stale holder's lock). `interrupts` says what a signal does; `.sliced` also returns EINTR at
-    /// least every 50 ms (a server-side wait is abandoned then, closing its connection). 0,
+    /// least every 50 ms (a server-side wait's request stays queued for the next call, until
+    /// `isHeldByCaller` or another operation withdraws it). 0,
     /// ETIMEDOUT, EINTR (a signal handler ran while sleeping: call again), EINVAL (poll interval
     /// <= 0), EDEADLK (the caller holds it through this non-recursive object, or, with no
     /// deadline, through another object of this process), EAGAIN, EEXIST, a backend's error, or
@@ -521,10 +522,15 @@ public final class DistributedLock: Sendable {
     }
 
     /// Whether the caller holds the lock through this object now (checked in the store: false
-    /// once it was broken, its lease lost or its session ended).
+    /// once it was broken, its lease lost or its session ended). While the object neither holds
+    /// nor waits, it also withdraws what an interrupted interruptible wait left for its next call
+    /// (`withdrawWait`): a caller that gives such a wait up calls this, which never waits.
     package func isHeldByCaller() -> Bool {
         guard let side = sides.ifCurrent() else { return false }
-        return side.state.withLock { s in heldByCaller(s) && s.session.holds() }
+        return side.state.withLock { s in
+            if !s.held && !s.waiting { s.session.withdrawWait() }
+            return heldByCaller(s) && s.session.holds()
+        }
     }
 
     /// The fencing token of the caller's hold: (token, 0), or (0, EPERM) when the caller does
@@ -671,6 +677,14 @@ protocol LockSession: AnyObject {
     var token: UInt64 { get }
     /// The object goes away in this process: releases the hold if `releasing`, frees the rest.
     func close(releasing: Bool)
+    /// Withdraws what an interrupted interruptible wait left in the store for the next call to
+    /// go on with (its queued request), without waiting for the server.
+    func withdrawWait()
+}
+
+extension LockSession {
+    /// (Backends whose interrupted waits leave nothing behind.)
+    func withdrawWait() {}
 }
 
 /// The reason for the calling thread's last failed distributed-lock call, when the backend gave

@@ -17,7 +17,8 @@ import Synchronization
 //                   FROM (SELECT pg_advisory_lock(k)) AS granted
 //            the server queues the waiter and answers when the lock is granted (no polling); a
 //            slice ends with SQLSTATE 55P03 and the next begins (slices bound how long a stopped
-//            server goes unnoticed, and give an interruptible wait its 50 ms)
+//            server goes unnoticed); an interruptible wait's request stays queued between its
+//            50 ms calls (`queued`), until granted, its slice ends, or it is withdrawn
 //   release  SELECT pg_advisory_unlock(k)                                     one round trip
 //   holder   pg_locks joined with pg_stat_activity: the holder's application_name,
 //            `libsync <pid> <start> <acquired ms> <host>`
@@ -172,7 +173,10 @@ final class PostgresSession: LockSession {
 
     // MARK: Connection
 
-    func open() -> Int32 { connect(deadline: -1, interruptible: false) }
+    func open() -> Int32 {
+        withdraw()
+        return connect(deadline: -1, interruptible: false)
+    }
 
     private var server: String { "the PostgreSQL server" }
 
@@ -255,6 +259,7 @@ final class PostgresSession: LockSession {
             libpq.finish(conn)
         }
         conn = nil
+        queued = nil
     }
 
     // MARK: Queries
@@ -263,12 +268,27 @@ final class PostgresSession: LockSession {
     private func run(_ sql: String, deadline: Int64, interruptible: Bool = false) -> Outcome {
         guard let conn else { return .lost(EIO, "not connected") }
         if libpq.sendQuery(conn, sql) == 0 { return broken() }
+        var answer = Answer()
+        return collect(&answer, deadline: deadline, interruptible: interruptible, keep: false)!
+    }
+
+    /// The part of an answer collected so far.
+    private struct Answer {
         var rows: [String?] = []
         var refusal: (String, String)?
+    }
+
+    /// Collects the answer to the request in flight until `deadline`. When the deadline passes
+    /// or a signal handler runs (`interruptible`): with `keep`, nil, the request still in
+    /// flight and `answer` holding what came so far; else the request is abandoned (the
+    /// connection closed: the server ends the session, and any lock it took) and `.lost`.
+    private func collect(_ answer: inout Answer, deadline: Int64, interruptible: Bool, keep: Bool) -> Outcome? {
+        guard let conn else { return .lost(EIO, "not connected") }
         while true {
             while libpq.isBusy(conn) != 0 {
                 let ready = waitForSocket(libpq.socket(conn), deadline: deadline, interruptible: interruptible)
                 if ready != 0 {
+                    if keep && (ready == ETIMEDOUT || ready == EINTR) { return nil }
                     disconnect()  // abandons the request: the server ends the session (and any lock it took)
                     return .lost(ready, ready == ETIMEDOUT ? "\(server) did not answer in time" : "interrupted")
                 }
@@ -277,20 +297,35 @@ final class PostgresSession: LockSession {
             guard let result = libpq.getResult(conn) else { break }
             let status = libpq.resultStatus(result)
             if status == LibPQ.tuplesOK {
-                rows = libpq.ntuples(result) == 0 ? [] : (0..<libpq.nfields(result)).map { f in
+                answer.rows = libpq.ntuples(result) == 0 ? [] : (0..<libpq.nfields(result)).map { f in
                     libpq.getisnull(result, 0, f) != 0 ? nil : libpq.getvalue(result, 0, f).map { String(cString: $0) }
                 }
-            } else if status != LibPQ.commandOK && refusal == nil {
+            } else if status != LibPQ.commandOK && answer.refusal == nil {
                 let state = libpq.resultErrorField(result, LibPQ.sqlstateField).map { String(cString: $0) } ?? ""
-                refusal = (state, trimmed(libpq.errorMessage(conn).map { String(cString: $0) } ?? "error"))
+                answer.refusal = (state, trimmed(libpq.errorMessage(conn).map { String(cString: $0) } ?? "error"))
             }
             libpq.clear(result)
         }
-        if let (state, message) = refusal {
+        if let (state, message) = answer.refusal {
             if state.isEmpty || state.hasPrefix("08") || state.hasPrefix("57P") { return broken(message) }  // connection or shutdown
             return .refused(state, message)
         }
-        return .rows(rows)
+        return .rows(answer.rows)
+    }
+
+    /// An interruptible wait's request still in flight between calls (it keeps its place in
+    /// the server's queue): what came of it so far, and by when the server answers it (its
+    /// lock_timeout ends).
+    private var queued: (answer: Answer, answersBy: Int64)?
+
+    func withdrawWait() { withdraw() }
+
+    /// Withdraws a queued wait request: the session is closed (the server ends it, with any lock
+    /// the request took), so that the request never takes the lock for nobody.
+    private func withdraw() {
+        guard queued != nil else { return }
+        queued = nil
+        disconnect()
     }
 
     private func broken(_ message: String? = nil) -> Outcome {
@@ -387,8 +422,12 @@ final class PostgresSession: LockSession {
     /// says which error a server that does not answer gives (ETIMEDOUT once it passed, else EIO).
     /// Inside an interruptible call (`InterruptibleCall`), a signal handler ends it with EINTR
     /// (abandoning the request: the session ends, and any lock it took).
+    /// While an interruptible wait's request is queued (between its calls), an interruptible
+    /// call's try looks at its answer without waiting: EBUSY while it is still queued and the
+    /// deadline has not passed; any other try withdraws it first.
     func tryAcquire(deadline: Int64) -> Int32 {
         let interruptible = InterruptibleCall.isActive
+        if let code = lookAtQueued(deadline: deadline, keeping: interruptible) { return code }
         for attempt in 0..<3 {
             let reconnected = conn == nil
             let code = connect(deadline: -1, interruptible: interruptible)
@@ -407,25 +446,77 @@ final class PostgresSession: LockSession {
         return DistributedLockMessage.fail(EIO, "acquire: \(server) keeps failing")
     }
 
+    /// The queued request of an interruptible wait, if any, looked at without waiting (nil: none,
+    /// or it ended without the lock and a try may follow): 0 (granted: held), EBUSY (still
+    /// queued; kept if `keeping` and `deadline` has not passed, else withdrawn), or an errno.
+    private func lookAtQueued(deadline: Int64, keeping: Bool) -> Int32? {
+        guard var waiting = queued else { return nil }
+        guard let conn, libpq.consumeInput(conn) != 0 else {
+            disconnect()
+            return nil
+        }
+        guard let outcome = collect(&waiting.answer, deadline: 0, interruptible: false, keep: true) else {
+            if keeping && (deadline < 0 || monotonicNow() < deadline) {
+                queued = waiting
+                return EBUSY
+            }
+            withdraw()
+            return nil
+        }
+        queued = nil
+        switch outcome {
+        case .refused("55P03", _), .lost: return nil  // its slice ended, or the connection broke
+        default: return acquired(outcome, "acquire").map { $0 == EBUSY ? EIO : $0 }
+        }
+    }
+
+    /// An interruptible wait (`interruptible`) returns EINTR at least every 50 ms and when a
+    /// signal handler runs, leaving its request queued in the server (`queued`): the next call
+    /// goes on waiting for its answer, keeping its place, and a slice is as long as a plain
+    /// wait's (connect_timeout at most), so the server logs one lock timeout per slice at most.
     func waitAcquire(deadline: Int64, interruptible: Bool) -> Int32 {
+        if !interruptible { withdraw() }
         let sliceEnd = interruptible ? monotonicNow() + DistributedLock.interruptSliceNanoseconds : -1
         while true {
             let now = monotonicNow()
-            if deadline >= 0 && now >= deadline { return ETIMEDOUT }
+            if deadline >= 0 && now >= deadline {
+                withdraw()
+                return ETIMEDOUT
+            }
             if interruptible && now >= sliceEnd { return EINTR }
-            let connectBy: Int64 = [deadline, sliceEnd].filter { $0 >= 0 }.min() ?? -1
-            let connected = connect(deadline: connectBy, interruptible: interruptible)
-            if connected == ETIMEDOUT && interruptible && (deadline < 0 || monotonicNow() < deadline) { return EINTR }
-            if connected != 0 { return connected }
-            // One slice: the server answers when the lock is granted, or at the slice's end.
-            var slice = deadline >= 0 ? deadline - now : backend.ioTimeout
-            slice = min(slice, backend.ioTimeout)
-            if interruptible { slice = min(slice, sliceEnd - now) }
-            let margin = min(slice / 4, 20_000_000)
-            let milliseconds = max(1, (slice - margin) / 1_000_000)
-            let answerBy = now + slice + backend.ioTimeout
-            let outcome = run("SET lock_timeout = \(milliseconds); " + acquireStatement(try: false),
-                              deadline: deadline >= 0 ? min(deadline, answerBy) : answerBy, interruptible: interruptible)
+            if queued == nil {
+                let connectBy: Int64 = [deadline, sliceEnd].filter { $0 >= 0 }.min() ?? -1
+                let connected = connect(deadline: connectBy, interruptible: interruptible)
+                if connected == ETIMEDOUT && interruptible && (deadline < 0 || monotonicNow() < deadline) { return EINTR }
+                if connected != 0 { return connected }
+                // One slice: the server answers when the lock is granted, or at the slice's end.
+                let slice = min(deadline >= 0 ? deadline - now : backend.ioTimeout, backend.ioTimeout)
+                let margin = min(slice / 4, 20_000_000)
+                let milliseconds = max(1, (slice - margin) / 1_000_000)
+                guard let conn, libpq.sendQuery(conn, "SET lock_timeout = \(milliseconds); " + acquireStatement(try: false)) != 0 else {
+                    _ = broken()
+                    continue  // connect again
+                }
+                queued = (Answer(), now + slice)
+            }
+            guard var waiting = queued else { continue }
+            let answerBy = waiting.answersBy + backend.ioTimeout
+            let until = [answerBy, deadline, sliceEnd].filter { $0 >= 0 }.min()!
+            guard let outcome = collect(&waiting.answer, deadline: until, interruptible: interruptible, keep: interruptible) else {
+                queued = waiting
+                let now = monotonicNow()
+                if now >= answerBy {
+                    withdraw()
+                    return DistributedLockMessage.fail(EIO, "\(server) did not answer within \(backend.ioTimeout / 1_000_000_000) s (connect_timeout)")
+                }
+                if deadline >= 0 && now >= deadline {
+                    let late = now >= waiting.answersBy
+                    withdraw()
+                    return late ? DistributedLockMessage.fail(ETIMEDOUT, "timed out waiting for the lock \(backend.name): \(server) did not answer") : ETIMEDOUT
+                }
+                return EINTR  // the slice's end or a signal: the request stays queued
+            }
+            queued = nil
             switch outcome {
             case .refused("55P03", _): continue  // the slice ended
             case .lost(ETIMEDOUT, _):
@@ -465,12 +556,14 @@ final class PostgresSession: LockSession {
     }
 
     func breakLock() -> Int32 {
+        withdraw()
         let connected = connect(deadline: -1, interruptible: false)
         if connected != 0 { return connected }
         return failure(run("SELECT pg_terminate_backend(l.pid) FROM pg_locks l WHERE \(backend.lockRow)", deadline: ioDeadline), "break")
     }
 
     func holder() -> (DistributedLockHolder?, Int32) {
+        withdraw()
         let connected = connect(deadline: -1, interruptible: false)
         if connected != 0 { return (nil, connected) }
         let outcome = run("SELECT a.application_name, a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE \(backend.lockRow)",
