@@ -201,6 +201,9 @@ static void test_busy_timeout_and_interrupt(void) {
     double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     CHECK(waited >= 0.099 && waited < 5);
     CHECK_EQ(sync_distributed_lock_lock(a, 0, 1000000), ETIMEDOUT);
+    /* the longest poll interval: the pauses saturate at it, the wait ends at its deadline */
+    CHECK_EQ(sync_distributed_lock_lock(a, 100000000, INT64_MAX), ETIMEDOUT);
+    CHECK_EQ(sync_distributed_lock_lock(a, 100000000, INT64_MAX / 2 + 1), ETIMEDOUT);
 
     /* A signal handler interrupts the wait: EINTR, so callers (Python's Ctrl-C) can act. */
     struct sigaction action = {0};

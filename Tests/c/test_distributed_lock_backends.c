@@ -255,6 +255,38 @@ static void test_dead_holders_child_keeps_nothing(enum backend b) {
     sync_distributed_lock_destroy(a);
 }
 
+/* A wait with no time left (timeout 0, a deadline in the past, a tiny timeout) still makes its
+ * one try: a free lock is taken, a held one is ETIMEDOUT, and the object goes on working. */
+static void test_no_time_left_still_tries(enum backend b) {
+    char t[600];
+    target(b, NULL, t, sizeof t);
+    sync_distributed_lock_t *a = make(t), *c = make(t);
+    uint64_t last = 0, token = 0;
+    for (int i = 0; i < 5; i++) {
+        CHECK_EQ(sync_distributed_lock_lock(a, 0, MS), 0);
+        CHECK_EQ(sync_distributed_lock_token(a, &token), 0);
+        CHECK(token > last);
+        last = token;
+        CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+        CHECK_EQ(sync_distributed_lock_lock_until(a, 0, MS), 0);                      /* long past */
+        CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+        CHECK_EQ(sync_distributed_lock_lock_until(a, sync_monotonic_ns() - MS, MS), 0);
+        CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+        CHECK_EQ(sync_distributed_lock_lock(a, 1000, MS), 0);                         /* 1 us */
+        CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    }
+    CHECK_EQ(sync_distributed_lock_try_lock(c), 0);
+    CHECK_EQ(sync_distributed_lock_lock(a, 0, MS), ETIMEDOUT);                        /* held */
+    CHECK_EQ(sync_distributed_lock_lock_until(a, 0, MS), ETIMEDOUT);
+    CHECK_EQ(sync_distributed_lock_unlock(c), 0);
+    CHECK_EQ(sync_distributed_lock_lock(a, 0, MS), 0);  /* the failed tries left a working object */
+    CHECK_EQ(sync_distributed_lock_token(a, &token), 0);
+    CHECK(token > last);
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    sync_distributed_lock_destroy(a);
+    sync_distributed_lock_destroy(c);
+}
+
 static void on_alarm(int signal) { (void)signal; }
 
 /* The interruptible wait returns EINTR at least every 50 ms (and when a signal handler ran), and
@@ -285,6 +317,34 @@ static void test_interruptible(enum backend b) {
              sync_distributed_lock_lock_until(a, sync_monotonic_ns() + 30 * S, 5 * MS) == 0, 1);
     CHECK_EQ(sync_distributed_lock_unlock(a), 0);
     sync_distributed_lock_destroy(a);
+}
+
+/* An interruptible wait whose server stops answering (SIGSTOP) returns EINTR when a signal
+ * handler runs, not after connect_timeout (60 s here), whether the lock is free or held. */
+static void test_interruptible_with_server_paused(enum backend b) {
+    for (int held = 0; held <= 1; held++) {
+        char t[600];
+        target(b, "&connect_timeout=60", t, sizeof t);
+        pid_t holder = held ? spawn_holder(t) : 0;
+        sync_distributed_lock_t *a = make(t);
+        control("pause", b);
+        struct sigaction action = {0};
+        action.sa_handler = on_alarm;  /* no SA_RESTART */
+        sigaction(SIGALRM, &action, NULL);
+        struct itimerval timer = {{0, 0}, {0, 100000}};
+        setitimer(ITIMER_REAL, &timer, NULL);
+        int err = sync_distributed_lock_lock_interruptible(a, sync_monotonic_ns() + 120 * S, MS);
+        control("resume", b);
+        if (err != EINTR) fprintf(stderr, "%s (%s): %d: %s\n", names[b], held ? "held" : "free", err, sync_distributed_lock_error_message());
+        CHECK_EQ(err, EINTR);
+        if (holder) {
+            kill(holder, SIGKILL);
+            waitpid(holder, NULL, 0);
+        }
+        CHECK_EQ(sync_distributed_lock_lock_until(a, sync_monotonic_ns() + 30 * S, MS), 0);
+        CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+        sync_distributed_lock_destroy(a);
+    }
 }
 
 /* The server stops (SIGSTOP) while a process waits: the wait ends at its deadline with ETIMEDOUT
@@ -495,6 +555,17 @@ static void test_bad_targets(enum backend b) {
     snprintf(t, sizeof t, "%s://127.0.0.1:99999/?lock=x", scheme);           /* a bad port */
     CHECK_EQ(create_error(t), EINVAL);
     CHECK_EQ(create_error("ftp://host/x"), EINVAL);                          /* an unknown scheme */
+    if (b == POSTGRES) {  /* options libpq rejects before connecting: its message, at once */
+        snprintf(t, sizeof t, "%s?lock=x&connect_timeout=2&sslmode=bogus", base[b]);
+        CHECK_EQ(create_error(t), EINVAL);
+        CHECK(strstr(sync_distributed_lock_error_message(), "sslmode") != NULL);
+        snprintf(t, sizeof t, "%s?lock=x&connect_timeout=2&foo=bar", base[b]);
+        CHECK_EQ(create_error(t), EINVAL);
+        CHECK(strstr(sync_distributed_lock_error_message(), "foo") != NULL);
+        snprintf(t, sizeof t, "%s?lock=x&connect_timeout=2&host=/nonexistent", base[b]);
+        CHECK_EQ(create_error(t), ECONNREFUSED);
+        CHECK(strstr(sync_distributed_lock_error_message(), "no answer") == NULL);
+    }
     if (b == REDIS) {
         snprintf(t, sizeof t, "redis://127.0.0.1/?lock=x&ttl=0");
         CHECK_EQ(create_error(t), EINVAL);
@@ -598,6 +669,53 @@ static void test_client_libraries(void) {
     wait_ok(child);
 }
 
+/* `from` in `text` replaced by `to` (once), into out. */
+static void replaced(const char *text, const char *from, const char *to, char *out, size_t size) {
+    const char *at = strstr(text, from);
+    CHECK(at != NULL);
+    snprintf(out, size, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+}
+
+/* A thread that holds a server lock through one object and waits for it with no timeout through
+ * another gets EDEADLK however the URLs spell the lock (scheme alias, extra parameters, localhost
+ * for 127.0.0.1, the default database): the lock's identity is compared, not the text. Another
+ * database of the same server is another lock. (In a child with an alarm: a hang fails.) */
+static void test_self_deadlock_across_spellings(enum backend b) {
+    char t[600], same[4][700];
+    int n = 0;
+    snprintf(t, sizeof t, "%s%slock=spelling%d", base[b], strchr(base[b], '?') ? "&" : "?", (int)getpid());
+    if (b == POSTGRES) replaced(t, "postgresql://", "postgres://", same[n++], sizeof same[0]);
+    snprintf(same[n++], sizeof same[0], "%s&connect_timeout=7", t);
+    replaced(t, "127.0.0.1", "localhost", same[n++], sizeof same[0]);
+    if (b == REDIS) replaced(t, "?lock", "/0?lock", same[n++], sizeof same[0]);
+    pid_t child = fork();
+    if (child == 0) {
+        alarm(30);
+        sync_distributed_lock_t *a = make(t);
+        CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+        for (int i = 0; i < n; i++) {
+            sync_distributed_lock_t *other = make(same[i]);
+            int err = sync_distributed_lock_lock(other, -1, MS);
+            if (err != EDEADLK) fprintf(stderr, "%s: %s: %d\n", names[b], same[i], err);
+            CHECK_EQ(err, EDEADLK);
+            CHECK_EQ(sync_distributed_lock_lock(other, 0, MS), ETIMEDOUT);  /* it is the same lock */
+            sync_distributed_lock_destroy(other);
+        }
+        if (b == REDIS) {
+            char elsewhere[700];
+            replaced(t, "?lock", "/1?lock", elsewhere, sizeof elsewhere);
+            sync_distributed_lock_t *other = make(elsewhere);
+            CHECK_EQ(sync_distributed_lock_lock(other, -1, MS), 0);
+            CHECK_EQ(sync_distributed_lock_unlock(other), 0);
+            sync_distributed_lock_destroy(other);
+        }
+        CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+        sync_distributed_lock_destroy(a);
+        _exit(0);
+    }
+    wait_ok(child);
+}
+
 /* A forked child never holds its parent's server lock, and takes it over its own connection. */
 static void test_fork(enum backend b) {
     char t[600];
@@ -674,11 +792,14 @@ int main(void) {
         test_mutual_exclusion_and_fencing(b);
         test_killed_holder(b);
         test_dead_holders_child_keeps_nothing(b);
+        test_no_time_left_still_tries(b);
         test_interruptible(b);
         test_fork(b);
         if (b != FILES) {
             test_bad_targets(b);
+            test_self_deadlock_across_spellings(b);
             test_server_paused_while_waiting(b);
+            if (b == POSTGRES) test_interruptible_with_server_paused(b);
             test_server_restarted_while_held(b);
         }
     }

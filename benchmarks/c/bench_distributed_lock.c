@@ -82,7 +82,7 @@ static void redis_ping_twice(void) {
  * beyond a round trip (the token, the holder's name, the compare-and-delete), without libsync. */
 static char redis_acquire_sha[64], redis_release_sha[64];
 static void pg_same_statements(void) {
-    pg_round_trip("SELECT CASE WHEN pg_try_advisory_lock(4242) THEN nextval('libsync_fencing_token') END, "
+    pg_round_trip("SELECT CASE WHEN pg_try_advisory_lock(4242) THEN nextval('public.libsync_fencing_token') END, "
                   "set_config('application_name', 'libsync 1 1 1 bench', false)");
     pg_round_trip("SELECT pg_advisory_unlock(4242)");
 }

@@ -19,7 +19,9 @@
  *   postgresql://user[:password]@host[:port]/db?lock=NAME[&connect_timeout=S][&libpq options]
  *   postgres://...      the same: a session advisory lock on a 64-bit hash (FNV-1a) of NAME.
  *                       The server releases it when the holder's session ends (a dead holder's
- *                       lock is free at once); the holder is shown through its session's
+ *                       lock is free at once; a holder whose host died or was cut off: the
+ *                       server's side of the session probes it after connect_timeout, so within
+ *                       about connect_timeout + 3 s); the holder is shown through its session's
  *                       application_name. Waits happen in the server (pg_advisory_lock under
  *                       lock_timeout), not by polling. Two names whose hashes collide share one
  *                       lock (they exclude each other: never less safe).
@@ -65,7 +67,10 @@
  * not unlock it (EPERM); SYNC_DISTRIBUTED_LOCK_PROCESS_OWNED makes the process the holder. The
  * holder acquiring again gets EDEADLK, or, with SYNC_DISTRIBUTED_LOCK_RECURSIVE, a counted
  * re-entry (each needs its unlock; the token stays). A thread that waits without a timeout for a
- * lock it holds through another object of its process gets EDEADLK instead of waiting forever.
+ * lock it holds through another object of its process gets EDEADLK instead of waiting forever,
+ * however the two targets spell the lock: a URL's lock is its engine (postgres:// is
+ * postgresql://), host (localhost, 127.0.0.1 and ::1 are one), port, database and lock name, with
+ * defaults filled in and other parameters ignored.
  *
  * Fork: the holder is the process that acquired the lock. A forked child never holds its
  * parent's lock: its unlock returns EPERM, its is_held false, and its destroy touches nothing of
@@ -160,7 +165,10 @@ int sync_distributed_lock_create(const char *path, sync_distributed_lock_t **loc
  *                 directory with other content
  *   another errno of mkdir(2) (MAKE_PARENTS: ENOSPC, EIO...)
  * URLs: EINVAL (malformed, no lock=NAME, an unknown parameter, a bad ttl or connect_timeout,
- * an unsupported scheme; Redis: a NUL byte, %00, in the lock name, user or password), ELIBACC, ECONNREFUSED, EACCES, EIO (see the top); the reason is in
+ * an unsupported scheme; Redis: a NUL byte, %00, in the lock name, user or password;
+ * PostgreSQL: an option or value libpq refuses, e.g. sslmode=bogus, at
+ * once with libpq's message), ELIBACC, ECONNREFUSED (also at once for a host=/socket/directory
+ * where no server listens), EACCES, EIO (see the top); the reason is in
  * sync_distributed_lock_error_message().
  * On failure *lock is NULL.
  */
@@ -193,7 +201,10 @@ int sync_distributed_lock_try_lock(sync_distributed_lock_t *lock);
  * Acquires the lock. While another thread holds it through this object, sleeps until that hold
  * ends; while another holder has it, polls every poll_interval_ns (Redis: backing off from 1 ms
  * up to it), taking over a stale holder's lock (see sync_distributed_lock_recover), or, for
- * PostgreSQL, waits in the server. timeout_ns < 0 waits forever; 0 tries once.
+ * PostgreSQL, waits in the server. timeout_ns < 0 waits forever; 0 tries once: that try takes a
+ * free lock whatever the time left (a server's answer is awaited up to connect_timeout). Any
+ * poll_interval_ns > 0 is valid, up to INT64_MAX ("as rarely as possible"): the pauses never
+ * outlast the timeout.
  * Returns 0, or:
  *   ETIMEDOUT  timeout_ns passed (CLOCK_MONOTONIC) and the lock is held (or the server did not
  *              answer: the message says so)
@@ -219,15 +230,24 @@ int sync_distributed_lock_lock_until(sync_distributed_lock_t *lock, int64_t dead
 /**
  * As sync_distributed_lock_lock_until, and returns EINTR when a signal handler ran during the
  * wait, and at least every 50 ms, so that an interpreter can run its signal handlers and call
- * again. A wait in a PostgreSQL server is given back to the server at each EINTR (its
- * connection is closed when a signal interrupts it). Returns the codes of lock_until and EINTR.
+ * again. PostgreSQL: the wait's request stays queued in the server at each EINTR, and the next
+ * call goes on waiting for it (keeping its place, in the same session; the server logs one lock
+ * timeout per connect_timeout at most). A caller that gives the wait up instead (it does not
+ * call again) calls sync_distributed_lock_is_held (which never waits) or any other function on
+ * the object: that withdraws the request, closing the session, so that the lock is never
+ * granted to an idle object. PostgreSQL: every wait for the server in
+ * the call (connecting, the try's answer) also ends with EINTR as soon as a signal handler runs,
+ * so a server that stops answering never delays a signal by connect_timeout.
+ * Returns the codes of lock_until and EINTR.
  */
 int sync_distributed_lock_lock_interruptible(sync_distributed_lock_t *lock, int64_t deadline_ns, int64_t poll_interval_ns);
 
 /**
  * The fencing token of the caller's hold into *token: strictly larger than the token of every
  * earlier acquisition of the lock, by any holder (file system: max(last + 1, wall-clock ns),
- * kept beside the lock; PostgreSQL: the sequence libsync_fencing_token, made on first use;
+ * kept beside the lock; PostgreSQL: the sequence public.libsync_fencing_token of the database,
+ * made on first use (a role that may not make or use it gets EACCES from the acquire, with the
+ * message naming the CREATE SEQUENCE / GRANT USAGE to run once);
  * Redis: max(last + 1, server time in µs), in the key libsync:fence:NAME). A recursive re-entry keeps
  * the token. Returns 0, EPERM (the caller does not hold the lock through this object), EINVAL
  * (NULL). Not checked in the store: a lost hold keeps its token, which the resource then refuses.
@@ -306,7 +326,8 @@ int sync_distributed_lock_date(const sync_distributed_lock_t *lock, int64_t *ns_
 
 /** Whether the caller holds the lock through this object now (checked in the store: false once
  *  it was broken, its lease lost or its session ended; false in a forked child for its parent's
- *  hold). */
+ *  hold). When the object neither holds nor waits, it also withdraws the request an interrupted
+ *  sync_distributed_lock_lock_interruptible left queued in a PostgreSQL server (never waiting). */
 bool sync_distributed_lock_is_held(const sync_distributed_lock_t *lock);
 
 /** Whether the calling thread holds the lock through ANOTHER object of this process, so that

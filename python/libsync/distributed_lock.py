@@ -228,8 +228,13 @@ class _Handle:
 def _wait(handle: int, timeout_ns: int, poll_ns: int) -> int:
     """Acquires, waiting up to timeout_ns (< 0: forever; 0: one try); returns the C code. It
     returns at least every 50 ms, so a pending KeyboardInterrupt (or another signal handler's
-    exception) is raised between the calls, also while a server waits for the lock."""
-    return interruptible(_lock_interruptible, handle, deadline_ns(timeout_ns), poll_ns)
+    exception) is raised between the calls, also while a server waits for the lock; a wait given
+    up so withdraws its request queued in a server."""
+    try:
+        return interruptible(_lock_interruptible, handle, deadline_ns(timeout_ns), poll_ns)
+    except BaseException:
+        _is_held(handle)  # gives the wait up: withdraws its request queued in a server
+        raise
 
 
 def _read_token(handle: int) -> Optional[int]:

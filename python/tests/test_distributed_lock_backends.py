@@ -6,6 +6,7 @@ stopped (SIGSTOP) server while waiting, a restart while held, a lost lease, bad 
 missing client library."""
 import errno
 import itertools
+import math
 import os
 import signal
 import subprocess
@@ -195,6 +196,41 @@ def test_killed_holder_is_recovered(make_target):
         assert lock.holder.pid == os.getpid()
 
 
+@pytest.mark.parametrize("poll_interval", [math.inf, 5e18, 2.0 ** 62 / 1e9 + 1])
+def test_longest_poll_intervals_end_at_the_timeout(make_target, poll_interval):
+    """A poll interval as long as C can sleep (inf) or beyond 2**62 ns: the pauses saturate, and
+    a wait for a held lock ends with Timeout at its timeout."""
+    target = make_target()
+    holder, waiter = DistributedLock(target), DistributedLock(target)
+    with holder.acquire(timeout=5):
+        with pytest.raises(Timeout):
+            waiter.acquire(timeout=0.2, poll_interval=poll_interval)
+    with waiter.acquire(timeout=5, poll_interval=poll_interval):  # a free lock: taken at once
+        assert waiter.token is not None
+
+
+def test_no_time_left_still_tries(make_target):
+    """timeout=0, blocking=False and tiny timeouts make their one try: a free lock is taken, a
+    held one raises Timeout, and the object goes on working."""
+    target = make_target()
+    lock, other, face = DistributedLock(target), DistributedLock(target), FileLock(target, timeout=0)
+    tokens = []
+    for _ in range(5):
+        for holder, acquire in ((lock, lambda: lock.acquire(timeout=0)), (lock, lambda: lock.acquire(blocking=False)),
+                                (lock, lambda: lock.acquire(timeout=1e-6)), (face, face.acquire)):
+            acquire()
+            tokens.append(holder.token)
+            holder.release()
+    assert tokens == sorted(set(tokens)) and len(tokens) == 20
+    with other.acquire(timeout=5):
+        with pytest.raises(Timeout):
+            lock.acquire(timeout=0)
+        with pytest.raises(Timeout):
+            lock.acquire(blocking=False)
+    with lock.acquire(timeout=0):
+        assert lock.token > tokens[-1]
+
+
 def test_ctrl_c_interrupts_a_wait(make_target):
     target = make_target()
     holder = spawn_holder(target)
@@ -247,6 +283,27 @@ def test_server_paused_while_waiting(make_target, servers, backend):
         holder.wait()
     with lock.acquire(timeout=30):
         pass
+
+
+@pytest.mark.parametrize("held", [False, True])
+def test_postgres_ctrl_c_while_the_server_does_not_answer(servers, held):
+    """Ctrl-C during an acquire whose server stopped answering (SIGSTOP) raises KeyboardInterrupt
+    at once, not after connect_timeout (60 s here), whether the lock is free or held."""
+    url = (servers / "postgres.url").read_text().strip()
+    target = f"{url}?lock=py{os.getpid()}-{next(_serial)}&connect_timeout=60"
+    holder = spawn_holder(target) if held else None
+    try:
+        assert_ctrl_c_interrupts(f"""
+            import subprocess
+            from libsync.distributed_lock import DistributedLock
+            lock = DistributedLock({target!r})
+            subprocess.run([{str(SERVERS_SCRIPT)!r}, "pause", "postgres", {str(servers)!r}], check=True)
+            """, "lock.acquire(timeout=120)")
+    finally:
+        control(servers, "resume", "postgres")
+        if holder:
+            holder.kill()
+            holder.wait()
 
 
 @servers_only
@@ -323,6 +380,121 @@ def test_bad_targets(servers, backend):
         DistributedLock(f"postgresql://postgres:secret@127.0.0.1:{port}/postgres?lock=x")
 
 
+def test_postgres_bad_libpq_options_are_refused_at_once(servers):
+    """Options libpq rejects before connecting give its own message: ValueError for a bad option or
+    value, ConnectionRefusedError for a socket directory with no server; never a wait for an
+    answer that cannot come ("no answer within ...")."""
+    url = (servers / "postgres.url").read_text().strip() + "?lock=x&connect_timeout=2"
+    for extra, error, says in (("&sslmode=bogus", ValueError, "sslmode"), ("&foo=bar", ValueError, "foo"),
+                               ("&host=/nonexistent", ConnectionRefusedError, "/nonexistent")):
+        with pytest.raises(error) as caught:
+            DistributedLock(url + extra)
+        assert says in str(caught.value) and "no answer" not in str(caught.value), caught.value
+
+
+def test_postgres_server_probes_a_silent_holder_within_connect_timeout(servers):
+    """The server side of a lock's session probes a silent client after connect_timeout (TCP
+    keepalive), not after the system's 2 hours: a holder whose host died loses the lock soon."""
+    import re
+    url = (servers / "postgres.url").read_text().strip()
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    lock = DistributedLock(f"{url}?lock=py{os.getpid()}-{next(_serial)}&connect_timeout=7")
+    with lock.acquire(timeout=5):
+        client_port = subprocess.run(
+            ["psql", "-Atq", url, "-c", "SELECT a.client_port FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+             f"WHERE l.locktype = 'advisory' AND a.application_name LIKE 'libsync {os.getpid()} %'"],
+            check=True, capture_output=True, text=True).stdout.split()
+        assert len(client_port) == 1, client_port
+        sockets = subprocess.run(["ss", "-tnoH", "state", "established", f"( sport = :{port} and dport = :{client_port[0]} )"],
+                                 check=True, capture_output=True, text=True).stdout
+    timer = re.search(r"timer:\(keepalive,([\d.]+)(ms|sec|min)", sockets)
+    assert timer, sockets
+    seconds = float(timer.group(1)) * {"ms": 0.001, "sec": 1, "min": 60}[timer.group(2)]
+    assert seconds <= 7, sockets
+
+
+SIGNALLED_WAITER = """
+import signal, sys
+from libsync.distributed_lock import DistributedLock
+lock = DistributedLock(sys.argv[1])
+ticks = 0
+def tick(*_):
+    global ticks
+    ticks += 1
+    if ticks == 40:
+        print("ticked", flush=True)
+signal.signal(signal.SIGALRM, tick)
+signal.setitimer(signal.ITIMER_REAL, 0.005, 0.005)
+print("waiting", flush=True)
+lock.acquire(timeout=60)
+signal.setitimer(signal.ITIMER_REAL, 0)
+print("acquired", lock.token, flush=True)
+"""
+
+
+def test_postgres_wait_keeps_its_place_through_signals(servers):
+    """A Python wait for a held PostgreSQL lock, in a process whose signal handlers run every 5 ms
+    (a profiler's or watchdog's timer), stays one queued request in one session: no reconnect,
+    no lock timeout logged per 50 ms slice; it gets the lock when it is released."""
+    url = (servers / "postgres.url").read_text().strip()
+    target = f"{url}?lock=py{os.getpid()}-{next(_serial)}&connect_timeout=30"
+    log = servers / "postgres.log"
+
+    def waiting_session():
+        out = subprocess.run(["psql", "-Atq", url, "-c", "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"],
+                             check=True, capture_output=True, text=True).stdout.split()
+        return out[0] if len(out) == 1 else None
+
+    holder = DistributedLock(target)
+    holder.acquire(timeout=5)
+    waiter = subprocess.Popen([sys.executable, "-c", SIGNALLED_WAITER, target], stdout=subprocess.PIPE, text=True, env=os.environ)
+    try:
+        assert waiter.stdout.readline().strip() == "waiting"
+        deadline = time.monotonic() + 30  # (a hang guard)
+        while (first := waiting_session()) is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        timeouts_before = log.read_text(errors="replace").count("canceling statement due to lock timeout")
+        assert waiter.stdout.readline().strip() == "ticked"  # 40 signal handlers ran meanwhile
+        assert waiting_session() == first  # the same session, still queued
+        assert log.read_text(errors="replace").count("canceling statement due to lock timeout") == timeouts_before
+        token = holder.token
+        holder.release()
+        line = waiter.stdout.readline().split()
+        assert line[0] == "acquired" and int(line[1]) > token
+        assert waiter.wait(timeout=30) == 0
+    finally:
+        waiter.kill()
+        waiter.wait()
+
+
+def test_postgres_given_up_wait_leaves_the_lock_free(servers):
+    """A wait given up by an exception from a signal handler withdraws its queued request: the
+    lock, released later, goes to another process instead of to the idle object."""
+    url = (servers / "postgres.url").read_text().strip()
+    target = f"{url}?lock=py{os.getpid()}-{next(_serial)}"
+    holder, quitter = DistributedLock(target), DistributedLock(target)
+    holder.acquire(timeout=5)
+
+    class GiveUp(Exception):
+        pass
+
+    def give_up(*_):
+        raise GiveUp()
+    previous = signal.signal(signal.SIGALRM, give_up)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(GiveUp):
+            quitter.acquire(timeout=30)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    holder.release()
+    other = DistributedLock(target)
+    with other.acquire(timeout=0):  # free: the quitter's request did not take it
+        assert not quitter.is_locked
+
+
 def test_postgres_scheme_alias_is_the_same_lock(servers):
     url = (servers / "postgres.url").read_text().strip()
     assert url.startswith("postgresql://")
@@ -332,6 +504,43 @@ def test_postgres_scheme_alias_is_the_same_lock(servers):
         assert short_form.holder.pid == os.getpid()
     with short_form:
         assert not long_form.try_lock()
+
+
+SELF_DEADLOCK = """
+import sys
+from libsync.distributed_lock import DistributedLock, Timeout
+held = DistributedLock(sys.argv[1])
+held.acquire(timeout=5)
+for spelling in sys.argv[2:]:
+    other = DistributedLock(spelling)
+    try:
+        other.acquire()  # no timeout: it would wait for itself forever
+        sys.exit(f"acquired twice through {spelling}")
+    except RuntimeError as error:
+        assert "never end" in str(error), error
+    try:
+        other.acquire(timeout=0)
+        sys.exit(f"{spelling} is another lock")
+    except Timeout:
+        pass
+print("ok")
+"""
+
+
+@servers_only
+def test_self_deadlock_whatever_the_spelling(servers, backend):
+    """A thread holding a server lock that waits for it without a timeout through an object whose
+    URL spells the lock differently gets RuntimeError (EDEADLK), not a wait forever."""
+    url = (servers / f"{backend}.url").read_text().strip()
+    target = f"{url}?lock=spelling{os.getpid()}-{next(_serial)}"
+    spellings = [target + "&connect_timeout=7", target.replace("127.0.0.1", "localhost", 1)]
+    if backend == "postgres":
+        spellings.append(target.replace("postgresql://", "postgres://", 1))
+    else:
+        spellings.append(target.replace("?lock", "/0?lock", 1))
+    done = subprocess.run([sys.executable, "-c", SELF_DEADLOCK, target, *spellings], capture_output=True, text=True,
+                          env=os.environ, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
 def _first_users(url: str, barrier) -> None:
@@ -348,7 +557,7 @@ def test_postgres_first_users_race_to_make_the_token_sequence(servers):
     url = (servers / "postgres.url").read_text().strip()
     context = multiprocessing.get_context("fork")
     for round in range(3):
-        subprocess.run(["psql", "-q", url, "-c", "DROP SEQUENCE IF EXISTS libsync_fencing_token"], check=True)
+        subprocess.run(["psql", "-q", url, "-c", "DROP SEQUENCE IF EXISTS public.libsync_fencing_token"], check=True)
         barrier = context.Barrier(8)
         workers = [context.Process(target=_first_users, args=(f"{url}?lock=first{round}", barrier)) for _ in range(8)]
         for w in workers:
@@ -356,6 +565,54 @@ def test_postgres_first_users_race_to_make_the_token_sequence(servers):
         for w in workers:
             w.join(60)
         assert [w.exitcode for w in workers] == [0] * 8
+
+
+def _psql(url: str, sql: str) -> None:
+    subprocess.run(["psql", "-q", "-v", "ON_ERROR_STOP=1", url, "-c", sql], check=True, capture_output=True)
+
+
+def test_postgres_tokens_are_one_sequence_for_every_role(servers):
+    """Roles with a schema of their own (first in their search_path) share the one sequence
+    public.libsync_fencing_token: tokens strictly increase across all holders. A role that may not
+    use it, or make it, gets PermissionError naming the exact commands, and leaves the lock free."""
+    url = (servers / "postgres.url").read_text().strip()
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    roles = ("libsync_alice", "libsync_bob", "libsync_carol")
+    def drop_roles():
+        for r in roles:
+            _psql(url, f"DO $$ BEGIN IF EXISTS (SELECT FROM pg_roles WHERE rolname = '{r}') THEN "
+                       f"EXECUTE 'DROP OWNED BY {r} CASCADE'; EXECUTE 'DROP ROLE {r}'; END IF; END $$;")
+    drop_roles()
+    _psql(url, "DROP SEQUENCE IF EXISTS public.libsync_fencing_token;")
+    for r in roles:
+        _psql(url, f"CREATE ROLE {r} LOGIN PASSWORD 'pw'; CREATE SCHEMA {r} AUTHORIZATION {r};")
+    _psql(url, "GRANT CREATE ON SCHEMA public TO libsync_alice;")
+    name = f"roles{os.getpid()}-{next(_serial)}"
+    owner = DistributedLock(f"{url}?lock={name}")
+    alice, bob, carol = (DistributedLock(f"postgresql://{r}:pw@127.0.0.1:{port}/postgres?lock={name}") for r in roles)
+    try:
+        with alice.acquire(timeout=5):  # the first user: makes the sequence
+            pass
+        _psql(url, "GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO libsync_bob;")
+        tokens = []
+        for _ in range(3):
+            for lock in (alice, bob, owner):
+                with lock.acquire(timeout=5):
+                    tokens.append(lock.token)
+        assert tokens == sorted(set(tokens)), tokens
+        with pytest.raises(PermissionError, match="GRANT USAGE ON SEQUENCE public.libsync_fencing_token TO libsync_carol"):
+            carol.acquire(timeout=5)
+        with owner.acquire(timeout=0):  # carol's failed try left the lock free
+            pass
+        _psql(url, "DROP SEQUENCE public.libsync_fencing_token;")
+        with pytest.raises(PermissionError, match="CREATE SEQUENCE public.libsync_fencing_token"):
+            carol.acquire(timeout=5)
+        with owner.acquire(timeout=0):
+            pass
+    finally:
+        del alice, bob, carol  # (their sessions end with the objects)
+        drop_roles()
+        _psql(url, "CREATE SEQUENCE IF NOT EXISTS public.libsync_fencing_token;")
 
 
 def test_missing_client_library_names_the_package(servers):

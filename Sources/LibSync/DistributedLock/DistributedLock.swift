@@ -208,6 +208,8 @@ public final class DistributedLock: Sendable {
     /// `path` as a C string, for the C API (immutable; freed with the object).
     nonisolated(unsafe) package let cPath: UnsafeMutablePointer<CChar>
     private let backend: any LockBackend
+    /// Which lock `path` names, whatever its spelling (`LockIdentity`): the registry's key.
+    private let identity: String
     /// This process's bookkeeping of the object (a forked child makes its own).
     private let sides: ProcessLocal<ProcessSide>
 
@@ -240,6 +242,7 @@ public final class DistributedLock: Sendable {
         self.backend = backend
         self.options = options
         path = backend.name
+        identity = LockIdentity.of(backend.name)
         cPath = strdup(path)!
         sides = ProcessLocal { ProcessSide(pid: $0, backend: backend) }
     }
@@ -248,7 +251,7 @@ public final class DistributedLock: Sendable {
         // Only this process's own bookkeeping: a child's copy of a parent's object touches nothing.
         if let side = sides.ifCurrent() {
             side.state.withLock { s in
-                if s.held { side.registry.remove(path: path, lock: ObjectIdentifier(self)) }
+                if s.held { side.registry.remove(path: identity, lock: ObjectIdentifier(self)) }
                 s.session.close(releasing: s.held && options.contains(.releaseOnDeinit))
             }
         }
@@ -322,7 +325,7 @@ public final class DistributedLock: Sendable {
         s.held = true
         s.owner = threadID()
         s.depth = 1
-        side.registry.add(path: path, thread: s.owner, lock: ObjectIdentifier(self))
+        side.registry.add(path: identity, thread: s.owner, lock: ObjectIdentifier(self))
     }
 
     /// Ends the hold (`all`: whatever its count; `anyThread`: whichever thread holds it).
@@ -338,7 +341,7 @@ public final class DistributedLock: Sendable {
             let code = s.session.release()
             if code != 0 && code != ESTALE && code != EBUSY { return (code, false) }  // still held: a retry may work
             (s.held, s.owner, s.depth) = (false, 0, 0)
-            side.registry.remove(path: path, lock: ObjectIdentifier(self))
+            side.registry.remove(path: identity, lock: ObjectIdentifier(self))
             side.releases.pointee.add(1, ordering: .sequentiallyConsistent)
             return (code, true)
         }
@@ -376,7 +379,8 @@ public final class DistributedLock: Sendable {
     /// thread holds it through this object, sleeps until that hold ends; while another holder
     /// has it, waits in the store (PostgreSQL) or polls, pausing up to `pollNanoseconds`
     /// between tries (taking over a stale holder's lock). `interrupts` says what a signal does; `.sliced` also returns EINTR at
-    /// least every 50 ms (a server-side wait is abandoned then, closing its connection). 0,
+    /// least every 50 ms (a server-side wait's request stays queued for the next call, until
+    /// `isHeldByCaller` or another operation withdraws it). 0,
     /// ETIMEDOUT, EINTR (a signal handler ran while sleeping: call again), EINVAL (poll interval
     /// <= 0), EDEADLK (the caller holds it through this non-recursive object, or, with no
     /// deadline, through another object of this process), EAGAIN, EEXIST, a backend's error, or
@@ -388,7 +392,7 @@ public final class DistributedLock: Sendable {
         // A sleeper woken by a release that leaves without the lock passes the wakeup on, so that
         // the object's other sleepers are never left waiting for a release that already happened.
         var slept = false
-        let code = wait(side, deadline, pollNanoseconds, interrupts, &slept)
+        let code = InterruptibleCall.run(interrupts == .sliced) { wait(side, deadline, pollNanoseconds, interrupts, &slept) }
         if code != 0 && slept { side.wakeOne() }
         if code == ETIMEDOUT && DistributedLockMessage.detail == nil {
             DistributedLockMessage.set("timed out waiting for the lock \(path): it is held")
@@ -429,7 +433,7 @@ public final class DistributedLock: Sendable {
                 if side.sleep(while: releases, deadline: end) == EINTR && interrupts != .retried { return EINTR }
             } else {
                 let pause = min(nap, Deadline.remaining(end, now: now) ?? nap)
-                nap = min(poll, nap * 2)
+                nap = nap > poll / 2 ? poll : nap * 2  // (saturates: any poll up to Int64.max)
                 var request = timespec(tv_sec: Int(pause / 1_000_000_000), tv_nsec: Int(pause % 1_000_000_000))
                 if clock_nanosleep(CLOCK_MONOTONIC, 0, &request, nil) == EINTR && interrupts != .retried { return EINTR }
             }
@@ -508,10 +512,15 @@ public final class DistributedLock: Sendable {
     }
 
     /// Whether the caller holds the lock through this object now (checked in the store: false
-    /// once it was broken, its lease lost or its session ended).
+    /// once it was broken, its lease lost or its session ended). While the object neither holds
+    /// nor waits, it also withdraws what an interrupted interruptible wait left for its next call
+    /// (`withdrawWait`): a caller that gives such a wait up calls this, which never waits.
     package func isHeldByCaller() -> Bool {
         guard let side = sides.ifCurrent() else { return false }
-        return side.state.withLock { s in heldByCaller(s) && s.session.holds() }
+        return side.state.withLock { s in
+            if !s.held && !s.waiting { s.session.withdrawWait() }
+            return heldByCaller(s) && s.session.holds()
+        }
     }
 
     /// Whether the calling thread holds the lock through another object of this process: a wait
@@ -524,7 +533,7 @@ public final class DistributedLock: Sendable {
     }
 
     private func heldElsewhereByCaller(_ side: ProcessSide) -> Bool {
-        side.registry.holds(path: path, thread: threadID(), lock: ObjectIdentifier(self))
+        side.registry.holds(path: identity, thread: threadID(), lock: ObjectIdentifier(self))
     }
 
     /// The fencing token of the caller's hold: (token, 0), or (0, EPERM) when the caller does
@@ -648,9 +657,9 @@ protocol LockBackend: Sendable {
 protocol LockSession: AnyObject {
     /// Connects now (a server's session): 0 or an errno.
     func open() -> Int32
-    /// One try: 0 (held, `token` set), EBUSY, or an errno. A server's answer is awaited until
-    /// the monotonic `deadline` (< 0: none) or its I/O timeout, whichever is first (ETIMEDOUT
-    /// when the deadline passed, else EIO).
+    /// One try: 0 (held, `token` set), EBUSY, or an errno. With no time left (the monotonic
+    /// `deadline` passed; < 0: none) it still tries, so that a free lock is taken; a server that
+    /// does not answer within its I/O timeout gives ETIMEDOUT when the deadline passed, else EIO.
     func tryAcquire(deadline: Int64) -> Int32
     /// Waits in the store until the monotonic `deadline` (ns, < 0: none): 0, ETIMEDOUT, EINTR
     /// (`interruptible`: a signal handler ran, or 50 ms passed), or an errno. Only for backends
@@ -671,6 +680,14 @@ protocol LockSession: AnyObject {
     var token: UInt64 { get }
     /// The object goes away in this process: releases the hold if `releasing`, frees the rest.
     func close(releasing: Bool)
+    /// Withdraws what an interrupted interruptible wait left in the store for the next call to
+    /// go on with (its queued request), without waiting for the server.
+    func withdrawWait()
+}
+
+extension LockSession {
+    /// (Backends whose interrupted waits leave nothing behind.)
+    func withdrawWait() {}
 }
 
 /// The reason for the calling thread's last failed distributed-lock call, when the backend gave

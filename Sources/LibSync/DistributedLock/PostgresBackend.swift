@@ -11,19 +11,21 @@ import Synchronization
 // process ends (its connection is kept open). A holder whose connection breaks (the server
 // restarted, the network failed) has lost the lock: its release says ESTALE.
 //
-//   try      SELECT CASE WHEN pg_try_advisory_lock(k) THEN nextval('libsync_fencing_token') END,
+//   try      SELECT CASE WHEN pg_try_advisory_lock(k) THEN nextval('public.libsync_fencing_token') END,
 //                   set_config('application_name', '<holder>', false)        one round trip
 //   wait     SET lock_timeout = <slice>; SELECT nextval(...), set_config(...)
 //                   FROM (SELECT pg_advisory_lock(k)) AS granted
 //            the server queues the waiter and answers when the lock is granted (no polling); a
 //            slice ends with SQLSTATE 55P03 and the next begins (slices bound how long a stopped
-//            server goes unnoticed, and give an interruptible wait its 50 ms)
+//            server goes unnoticed); an interruptible wait's request stays queued between its
+//            50 ms calls (`queued`), until granted, its slice ends, or it is withdrawn
 //   release  SELECT pg_advisory_unlock(k)                                     one round trip
 //   holder   pg_locks joined with pg_stat_activity: the holder's application_name,
 //            `libsync <pid> <start> <acquired ms> <host>`
 //   break    pg_terminate_backend(<the holder's backend pid>)
 //
-// Fencing tokens come from the sequence `libsync_fencing_token` (made on first use): nextval is
+// Fencing tokens come from the sequence `public.libsync_fencing_token` (made on first use; one per
+// database, schema-qualified so that no role's search_path finds another one): nextval is
 // strictly increasing across all sessions, and durable (PostgreSQL flushes the WAL of a nextval
 // that logs ahead before the value is used), so a restarted server never hands out an old one.
 
@@ -51,7 +53,7 @@ struct LibPQ: @unchecked Sendable {
     let setNoticeProcessor: @convention(c) (Conn?, (@convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?) -> Void)?, UnsafeMutableRawPointer?) -> OpaquePointer?
 
     // libpq's enumerations
-    static let connectionOK: Int32 = 0, pollingFailed: Int32 = 0, pollingReading: Int32 = 1,
+    static let connectionOK: Int32 = 0, connectionBad: Int32 = 1, pollingFailed: Int32 = 0, pollingReading: Int32 = 1,
                pollingWriting: Int32 = 2, pollingOK: Int32 = 3
     static let commandOK: Int32 = 1, tuplesOK: Int32 = 2
     static let sqlstateField = Int32(UInt8(ascii: "C"))
@@ -171,7 +173,10 @@ final class PostgresSession: LockSession {
 
     // MARK: Connection
 
-    func open() -> Int32 { connect(deadline: -1, interruptible: false) }
+    func open() -> Int32 {
+        withdraw()
+        return connect(deadline: -1, interruptible: false)
+    }
 
     private var server: String { "the PostgreSQL server" }
 
@@ -192,12 +197,16 @@ final class PostgresSession: LockSession {
             }
         }
         guard let made else { return DistributedLockMessage.fail(ENOMEM, "out of memory connecting to \(server)") }
-        var polling = LibPQ.pollingWriting
+        // libpq refuses bad options (and fails a Unix socket's connect) before there is a socket
+        // to wait on: CONNECTION_BAD at once, or no socket.
+        var polling = libpq.status(made) == LibPQ.connectionBad || libpq.socket(made) < 0 ? LibPQ.pollingFailed : LibPQ.pollingWriting
         while polling != LibPQ.pollingOK {
             if polling != LibPQ.pollingReading && polling != LibPQ.pollingWriting {
                 let message = libpq.errorMessage(made).map { String(cString: $0) } ?? "unknown error"
                 libpq.finish(made)
-                return DistributedLockMessage.fail(Self.classify(message), "cannot connect to \(server) of \(backend.name): \(trimmed(message))")
+                let code = Self.classify(message)
+                if code == EINVAL { return DistributedLockMessage.fail(EINVAL, "libpq refuses the URL '\(backend.name)': \(trimmed(message))") }
+                return DistributedLockMessage.fail(code, "cannot connect to \(server) of \(backend.name): \(trimmed(message))")
             }
             let ready = waitForSocket(libpq.socket(made), writable: polling == LibPQ.pollingWriting, deadline: limit, interruptible: interruptible)
             if ready != 0 {
@@ -213,18 +222,32 @@ final class PostgresSession: LockSession {
         conn = made
         socketNumber = libpq.socket(made)
         InheritedSockets.register(socketNumber)
-        return 0
+        // The server's side of the session probes a silent client after connect_timeout too (its
+        // default is the system's, 2 hours): a holder whose host died or was cut off loses the
+        // lock within about connect_timeout + 3 s, not hours. (Ignored over a Unix socket.)
+        let keepalives = "SET tcp_keepalives_idle = \(max(1, backend.ioTimeout / 1_000_000_000)); SET tcp_keepalives_interval = 1; "
+            + "SET tcp_keepalives_count = 3; SET tcp_user_timeout = \(backend.ioTimeout / 1_000_000)"
+        let set = run(keepalives, deadline: limit, interruptible: interruptible)
+        guard case .lost = set else { return 0 }  // (a server too old for a setting keeps its default)
+        let code = failure(set, "connecting to \(server)")
+        return code == ETIMEDOUT && (deadline < 0 || monotonicNow() < deadline)
+            ? DistributedLockMessage.fail(ECONNREFUSED, "cannot connect to \(server) of \(backend.name): no answer within \(io) s (connect_timeout)")
+            : code
     }
 
     /// The errno for libpq's connection failure message.
     private static func classify(_ message: String) -> Int32 {
         let text = message.lowercased()
         if ["invalid uri", "invalid connection option", "missing \"=\"", "invalid integer value", "invalid port",
-            "unterminated quoted string", "invalid percent-encoded"].contains(where: text.contains) { return EINVAL }
+            "unterminated quoted string", "invalid percent-encoded", "invalid sslmode", "invalid gssencmode",
+            "invalid target_session_attrs", "invalid load_balance_hosts", "invalid channel_binding", "invalid require_auth",
+            "invalid ssl_min_protocol_version", "invalid ssl_max_protocol_version", "invalid sslnegotiation",
+            "invalid value for parameter", "sslmode value"].contains(where: text.contains) { return EINVAL }
         if ["authentication failed", "no password supplied", "does not exist", "permission denied", "pg_hba.conf",
             "password authentication"].contains(where: text.contains) { return EACCES }
         if ["could not connect", "connection refused", "could not translate host name", "timeout expired",
-            "no route to host", "network is unreachable", "connection timed out", "server closed the connection"].contains(where: text.contains) {
+            "no route to host", "network is unreachable", "connection timed out", "server closed the connection",
+            "no such file or directory"].contains(where: text.contains) {
             return ECONNREFUSED
         }
         return EIO
@@ -236,6 +259,7 @@ final class PostgresSession: LockSession {
             libpq.finish(conn)
         }
         conn = nil
+        queued = nil
     }
 
     // MARK: Queries
@@ -244,12 +268,27 @@ final class PostgresSession: LockSession {
     private func run(_ sql: String, deadline: Int64, interruptible: Bool = false) -> Outcome {
         guard let conn else { return .lost(EIO, "not connected") }
         if libpq.sendQuery(conn, sql) == 0 { return broken() }
+        var answer = Answer()
+        return collect(&answer, deadline: deadline, interruptible: interruptible, keep: false)!
+    }
+
+    /// The part of an answer collected so far.
+    private struct Answer {
         var rows: [String?] = []
         var refusal: (String, String)?
+    }
+
+    /// Collects the answer to the request in flight until `deadline`. When the deadline passes
+    /// or a signal handler runs (`interruptible`): with `keep`, nil, the request still in
+    /// flight and `answer` holding what came so far; else the request is abandoned (the
+    /// connection closed: the server ends the session, and any lock it took) and `.lost`.
+    private func collect(_ answer: inout Answer, deadline: Int64, interruptible: Bool, keep: Bool) -> Outcome? {
+        guard let conn else { return .lost(EIO, "not connected") }
         while true {
             while libpq.isBusy(conn) != 0 {
                 let ready = waitForSocket(libpq.socket(conn), deadline: deadline, interruptible: interruptible)
                 if ready != 0 {
+                    if keep && (ready == ETIMEDOUT || ready == EINTR) { return nil }
                     disconnect()  // abandons the request: the server ends the session (and any lock it took)
                     return .lost(ready, ready == ETIMEDOUT ? "\(server) did not answer in time" : "interrupted")
                 }
@@ -258,20 +297,35 @@ final class PostgresSession: LockSession {
             guard let result = libpq.getResult(conn) else { break }
             let status = libpq.resultStatus(result)
             if status == LibPQ.tuplesOK {
-                rows = libpq.ntuples(result) == 0 ? [] : (0..<libpq.nfields(result)).map { f in
+                answer.rows = libpq.ntuples(result) == 0 ? [] : (0..<libpq.nfields(result)).map { f in
                     libpq.getisnull(result, 0, f) != 0 ? nil : libpq.getvalue(result, 0, f).map { String(cString: $0) }
                 }
-            } else if status != LibPQ.commandOK && refusal == nil {
+            } else if status != LibPQ.commandOK && answer.refusal == nil {
                 let state = libpq.resultErrorField(result, LibPQ.sqlstateField).map { String(cString: $0) } ?? ""
-                refusal = (state, trimmed(libpq.errorMessage(conn).map { String(cString: $0) } ?? "error"))
+                answer.refusal = (state, trimmed(libpq.errorMessage(conn).map { String(cString: $0) } ?? "error"))
             }
             libpq.clear(result)
         }
-        if let (state, message) = refusal {
+        if let (state, message) = answer.refusal {
             if state.isEmpty || state.hasPrefix("08") || state.hasPrefix("57P") { return broken(message) }  // connection or shutdown
             return .refused(state, message)
         }
-        return .rows(rows)
+        return .rows(answer.rows)
+    }
+
+    /// An interruptible wait's request still in flight between calls (it keeps its place in
+    /// the server's queue): what came of it so far, and by when the server answers it (its
+    /// lock_timeout ends).
+    private var queued: (answer: Answer, answersBy: Int64)?
+
+    func withdrawWait() { withdraw() }
+
+    /// Withdraws a queued wait request: the session is closed (the server ends it, with any lock
+    /// the request took), so that the request never takes the lock for nobody.
+    private func withdraw() {
+        guard queued != nil else { return }
+        queued = nil
+        disconnect()
     }
 
     private func broken(_ message: String? = nil) -> Outcome {
@@ -292,7 +346,8 @@ final class PostgresSession: LockSession {
 
     private var ioDeadline: Int64 { Deadline.after(nanoseconds: backend.ioTimeout) }
 
-    private let tokenSequence = "libsync_fencing_token"
+    /// Schema-qualified: one sequence per database, whatever a role's search_path says.
+    private let tokenSequence = "public.libsync_fencing_token"
 
     /// The host name as application_name carries it (letters, digits, '.', '-', '_').
     private lazy var hostForName = me.host.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == "_") }
@@ -330,24 +385,55 @@ final class PostgresSession: LockSession {
                 // later one fails on the catalog's unique index (23505) or as a duplicate (42P07).
                 // The sequence exists then: try again.
                 if state == "23505" || state == "42P07" { return nil }
-                return DistributedLockMessage.fail(state == "42501" ? EACCES : EIO,
-                    "\(server) has no sequence \(tokenSequence) for fencing tokens, and this user cannot make it (\(message)): run `CREATE SEQUENCE \(tokenSequence)` once as its owner")
+                if state == "42501" {
+                    let user = currentUser()
+                    return DistributedLockMessage.fail(EACCES,
+                        "\(server) has no sequence \(tokenSequence) for fencing tokens, and the role \(user) may not make it (\(message)): "
+                        + "run once, as a role that may create in schema public: `CREATE SEQUENCE \(tokenSequence); "
+                        + "GRANT USAGE ON SEQUENCE \(tokenSequence) TO \(user);`")
+                }
+                return DistributedLockMessage.fail(EIO, "\(doing): \(server) cannot make the sequence \(tokenSequence): \(message) (SQLSTATE \(state))")
             }
             return failure(made, doing) == 0 ? nil : failure(made, doing)
+        case .refused("42501", let message):  // the sequence may not be used (a lock the try took goes)
+            let user = currentUser()
+            return DistributedLockMessage.fail(EACCES,
+                "the role \(user) may not use the sequence \(tokenSequence) of the fencing tokens (\(message)): "
+                + "run once, as its owner or a superuser: `GRANT USAGE ON SEQUENCE \(tokenSequence) TO \(user);`")
         default:
             return failure(outcome, doing)
         }
     }
 
+    /// Releases any lock a failed acquire statement took (the session holds none then) and
+    /// returns the session's role, quoted as SQL needs it ("<role>" if the server does not say).
+    private func currentUser() -> String {
+        if case .rows(let row) = run("SELECT pg_advisory_unlock_all(); SELECT quote_ident(current_user)", deadline: ioDeadline),
+           let user = row.first ?? nil {
+            return user
+        }
+        return "<role>"
+    }
+
     // MARK: LockSession
 
+    /// A try is one round trip, awaited up to connect_timeout whatever `deadline` says: with no
+    /// time left (a timeout of 0, a deadline passed) it still takes a free lock. `deadline` only
+    /// says which error a server that does not answer gives (ETIMEDOUT once it passed, else EIO).
+    /// Inside an interruptible call (`InterruptibleCall`), a signal handler ends it with EINTR
+    /// (abandoning the request: the session ends, and any lock it took).
+    /// While an interruptible wait's request is queued (between its calls), an interruptible
+    /// call's try looks at its answer without waiting: EBUSY while it is still queued and the
+    /// deadline has not passed; any other try withdraws it first.
     func tryAcquire(deadline: Int64) -> Int32 {
+        let interruptible = InterruptibleCall.isActive
+        if let code = lookAtQueued(deadline: deadline, keeping: interruptible) { return code }
         for attempt in 0..<3 {
             let reconnected = conn == nil
-            let answerBy = Deadline.earliest(deadline, ioDeadline)
-            let code = connect(deadline: deadline, interruptible: false)
+            let code = connect(deadline: -1, interruptible: interruptible)
             if code != 0 { return code }
-            let outcome = run(acquireStatement(try: true), deadline: answerBy)
+            let outcome = run(acquireStatement(try: true), deadline: ioDeadline, interruptible: interruptible)
+            if case .lost(EINTR, _) = outcome { return DistributedLockMessage.fail(EINTR, "acquire: interrupted waiting for \(server)") }
             if case .lost(ETIMEDOUT, _) = outcome {
                 if Deadline.hasPassed(deadline) {
                     return DistributedLockMessage.fail(ETIMEDOUT, "timed out waiting for the lock \(backend.name): \(server) did not answer")
@@ -360,25 +446,77 @@ final class PostgresSession: LockSession {
         return DistributedLockMessage.fail(EIO, "acquire: \(server) keeps failing")
     }
 
+    /// The queued request of an interruptible wait, if any, looked at without waiting (nil: none,
+    /// or it ended without the lock and a try may follow): 0 (granted: held), EBUSY (still
+    /// queued; kept if `keeping` and `deadline` has not passed, else withdrawn), or an errno.
+    private func lookAtQueued(deadline: Int64, keeping: Bool) -> Int32? {
+        guard var waiting = queued else { return nil }
+        guard let conn, libpq.consumeInput(conn) != 0 else {
+            disconnect()
+            return nil
+        }
+        guard let outcome = collect(&waiting.answer, deadline: 0, interruptible: false, keep: true) else {
+            if keeping && (deadline < 0 || monotonicNow() < deadline) {
+                queued = waiting
+                return EBUSY
+            }
+            withdraw()
+            return nil
+        }
+        queued = nil
+        switch outcome {
+        case .refused("55P03", _), .lost: return nil  // its slice ended, or the connection broke
+        default: return acquired(outcome, "acquire").map { $0 == EBUSY ? EIO : $0 }
+        }
+    }
+
+    /// An interruptible wait (`interruptible`) returns EINTR at least every 50 ms and when a
+    /// signal handler runs, leaving its request queued in the server (`queued`): the next call
+    /// goes on waiting for its answer, keeping its place, and a slice is as long as a plain
+    /// wait's (connect_timeout at most), so the server logs one lock timeout per slice at most.
     func waitAcquire(deadline: Int64, interruptible: Bool) -> Int32 {
+        if !interruptible { withdraw() }
         let sliceEnd = interruptible ? Deadline.after(nanoseconds: Deadline.interruptSlice) : Deadline.none
         while true {
             let now = monotonicNow()
-            if Deadline.hasPassed(deadline, now: now) { return ETIMEDOUT }
-            if Deadline.hasPassed(sliceEnd, now: now) { return EINTR }
-            let connectBy = Deadline.earliest(deadline, sliceEnd)
-            let connected = connect(deadline: connectBy, interruptible: interruptible)
-            if connected == ETIMEDOUT && interruptible && !Deadline.hasPassed(deadline) { return EINTR }
-            if connected != 0 { return connected }
-            // One slice: the server answers when the lock is granted, or at the slice's end.
-            var slice = Deadline.remaining(deadline, now: now) ?? backend.ioTimeout
-            slice = min(slice, backend.ioTimeout)
-            if interruptible { slice = min(slice, sliceEnd - now) }
-            let margin = min(slice / 4, 20_000_000)
-            let milliseconds = max(1, (slice - margin) / 1_000_000)
-            let answerBy = now + slice + backend.ioTimeout
-            let outcome = run("SET lock_timeout = \(milliseconds); " + acquireStatement(try: false),
-                              deadline: Deadline.earliest(deadline, answerBy), interruptible: interruptible)
+            if deadline >= 0 && now >= deadline {
+                withdraw()
+                return ETIMEDOUT
+            }
+            if interruptible && now >= sliceEnd { return EINTR }
+            if queued == nil {
+                let connectBy: Int64 = [deadline, sliceEnd].filter { $0 >= 0 }.min() ?? -1
+                let connected = connect(deadline: connectBy, interruptible: interruptible)
+                if connected == ETIMEDOUT && interruptible && (deadline < 0 || monotonicNow() < deadline) { return EINTR }
+                if connected != 0 { return connected }
+                // One slice: the server answers when the lock is granted, or at the slice's end.
+                let slice = min(deadline >= 0 ? deadline - now : backend.ioTimeout, backend.ioTimeout)
+                let margin = min(slice / 4, 20_000_000)
+                let milliseconds = max(1, (slice - margin) / 1_000_000)
+                guard let conn, libpq.sendQuery(conn, "SET lock_timeout = \(milliseconds); " + acquireStatement(try: false)) != 0 else {
+                    _ = broken()
+                    continue  // connect again
+                }
+                queued = (Answer(), now + slice)
+            }
+            guard var waiting = queued else { continue }
+            let answerBy = waiting.answersBy + backend.ioTimeout
+            let until = [answerBy, deadline, sliceEnd].filter { $0 >= 0 }.min()!
+            guard let outcome = collect(&waiting.answer, deadline: until, interruptible: interruptible, keep: interruptible) else {
+                queued = waiting
+                let now = monotonicNow()
+                if now >= answerBy {
+                    withdraw()
+                    return DistributedLockMessage.fail(EIO, "\(server) did not answer within \(backend.ioTimeout / 1_000_000_000) s (connect_timeout)")
+                }
+                if deadline >= 0 && now >= deadline {
+                    let late = now >= waiting.answersBy
+                    withdraw()
+                    return late ? DistributedLockMessage.fail(ETIMEDOUT, "timed out waiting for the lock \(backend.name): \(server) did not answer") : ETIMEDOUT
+                }
+                return EINTR  // the slice's end or a signal: the request stays queued
+            }
+            queued = nil
             switch outcome {
             case .refused("55P03", _): continue  // the slice ended
             case .lost(ETIMEDOUT, _):
@@ -418,12 +556,14 @@ final class PostgresSession: LockSession {
     }
 
     func breakLock() -> Int32 {
+        withdraw()
         let connected = connect(deadline: -1, interruptible: false)
         if connected != 0 { return connected }
         return failure(run("SELECT pg_terminate_backend(l.pid) FROM pg_locks l WHERE \(backend.lockRow)", deadline: ioDeadline), "break")
     }
 
     func holder() -> (DistributedLockHolder?, Int32) {
+        withdraw()
         let connected = connect(deadline: -1, interruptible: false)
         if connected != 0 { return (nil, connected) }
         let outcome = run("SELECT a.application_name, a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE \(backend.lockRow)",
