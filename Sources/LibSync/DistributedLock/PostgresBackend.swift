@@ -230,7 +230,7 @@ final class PostgresSession: LockSession {
         let set = run(keepalives, deadline: limit, interruptible: interruptible)
         guard case .lost = set else { return 0 }  // (a server too old for a setting keeps its default)
         let code = failure(set, "connecting to \(server)")
-        return code == ETIMEDOUT && (deadline < 0 || monotonicNow() < deadline)
+        return code == ETIMEDOUT && !Deadline.hasPassed(deadline)
             ? DistributedLockMessage.fail(ECONNREFUSED, "cannot connect to \(server) of \(backend.name): no answer within \(io) s (connect_timeout)")
             : code
     }
@@ -456,7 +456,7 @@ final class PostgresSession: LockSession {
             return nil
         }
         guard let outcome = collect(&waiting.answer, deadline: 0, interruptible: false, keep: true) else {
-            if keeping && (deadline < 0 || monotonicNow() < deadline) {
+            if keeping && !Deadline.hasPassed(deadline) {
                 queued = waiting
                 return EBUSY
             }
@@ -479,18 +479,18 @@ final class PostgresSession: LockSession {
         let sliceEnd = interruptible ? Deadline.after(nanoseconds: Deadline.interruptSlice) : Deadline.none
         while true {
             let now = monotonicNow()
-            if deadline >= 0 && now >= deadline {
+            if Deadline.hasPassed(deadline, now: now) {
                 withdraw()
                 return ETIMEDOUT
             }
             if interruptible && now >= sliceEnd { return EINTR }
             if queued == nil {
-                let connectBy: Int64 = [deadline, sliceEnd].filter { $0 >= 0 }.min() ?? -1
+                let connectBy = Deadline.earliest(deadline, sliceEnd)
                 let connected = connect(deadline: connectBy, interruptible: interruptible)
-                if connected == ETIMEDOUT && interruptible && (deadline < 0 || monotonicNow() < deadline) { return EINTR }
+                if connected == ETIMEDOUT && interruptible && !Deadline.hasPassed(deadline) { return EINTR }
                 if connected != 0 { return connected }
                 // One slice: the server answers when the lock is granted, or at the slice's end.
-                let slice = min(deadline >= 0 ? deadline - now : backend.ioTimeout, backend.ioTimeout)
+                let slice = min(Deadline.remaining(deadline, now: now) ?? backend.ioTimeout, backend.ioTimeout)
                 let margin = min(slice / 4, 20_000_000)
                 let milliseconds = max(1, (slice - margin) / 1_000_000)
                 guard let conn, libpq.sendQuery(conn, "SET lock_timeout = \(milliseconds); " + acquireStatement(try: false)) != 0 else {
@@ -501,7 +501,7 @@ final class PostgresSession: LockSession {
             }
             guard var waiting = queued else { continue }
             let answerBy = waiting.answersBy + backend.ioTimeout
-            let until = [answerBy, deadline, sliceEnd].filter { $0 >= 0 }.min()!
+            let until = Deadline.earliest(Deadline.earliest(answerBy, deadline), sliceEnd)
             guard let outcome = collect(&waiting.answer, deadline: until, interruptible: interruptible, keep: interruptible) else {
                 queued = waiting
                 let now = monotonicNow()
@@ -509,7 +509,7 @@ final class PostgresSession: LockSession {
                     withdraw()
                     return DistributedLockMessage.fail(EIO, "\(server) did not answer within \(backend.ioTimeout / 1_000_000_000) s (connect_timeout)")
                 }
-                if deadline >= 0 && now >= deadline {
+                if Deadline.hasPassed(deadline, now: now) {
                     let late = now >= waiting.answersBy
                     withdraw()
                     return late ? DistributedLockMessage.fail(ETIMEDOUT, "timed out waiting for the lock \(backend.name): \(server) did not answer") : ETIMEDOUT
