@@ -49,6 +49,8 @@ def _public_classes():
 
     import libsync
     for info in pkgutil.iter_modules(libsync.__path__):
+        if info.name == "libsync":  # the bundled libsync.so of an installed package, not a module
+            continue
         module = importlib.import_module(f"libsync.{info.name}")
         for name, cls in vars(module).items():
             if inspect.isclass(cls) and not name.startswith("_") and cls.__module__ == module.__name__:
