@@ -91,8 +91,8 @@ class _Memory:
             self._cells = cells.from_buffer(buffer, offset)
         self._p = c_void_p(ctypes.addressof(self._cells))
         self._shared = buffer is not PRIVATE
-        if _debug.tracking:  # lock-order checking: the lock's orders go with its memory
-            _debug.track(self)
+        if _debug.tracking and not self._shared:  # lock-order checking: the orders go with the
+            _debug.track(self)                       # memory (a shared lock outlives its wrappers)
         return self._shared
 
     def __reduce__(self):

@@ -312,3 +312,23 @@ def test_waits_show_a_real_deadlock_and_sigquit_dumps_them():
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_shared_lock_keeps_its_orders_when_a_wrapper_goes(reports):
+    from multiprocessing import shared_memory
+    shm = shared_memory.SharedMemory(create=True, size=64)
+    try:
+        libsync.Lock(shm.buf, 0)
+        other = libsync.Lock()
+        with libsync.Lock(shm.buf, 0, initialize=False):  # a short-lived attachment, as another
+            with other:                                   # process makes
+                pass
+        gc.collect()
+        with other:
+            with libsync.Lock(shm.buf, 0, initialize=False):
+                pass
+        assert len(reports) == 1
+    finally:
+        gc.collect()
+        shm.close()
+        shm.unlink()
