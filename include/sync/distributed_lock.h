@@ -222,7 +222,9 @@ int sync_distributed_lock_lock(sync_distributed_lock_t *lock, int64_t timeout_ns
  * any negative deadline_ns waits forever, one in the past tries once (ETIMEDOUT if busy). Never
  * returns EINTR (it retries). PostgreSQL waits in the server (poll_interval_ns unused, but still
  * checked); a server that stops answering ends the wait at the deadline (ETIMEDOUT, the message
- * says the server did not answer) or, without one, after connect_timeout (EIO). Returns 0,
+ * says the server did not answer; Redis: whichever request it was waiting for, a try or a
+ * stale-holder check, each answered by the deadline, or within 1 ms when less is left) or,
+ * without one, after connect_timeout (EIO). A signal handler never extends a wait for a server. Returns 0,
  * ETIMEDOUT, EINVAL, EDEADLK, EAGAIN, EEXIST, a server backend's code, or another errno.
  */
 int sync_distributed_lock_lock_until(sync_distributed_lock_t *lock, int64_t deadline_ns, int64_t poll_interval_ns);
@@ -235,9 +237,11 @@ int sync_distributed_lock_lock_until(sync_distributed_lock_t *lock, int64_t dead
  * timeout per connect_timeout at most). A caller that gives the wait up instead (it does not
  * call again) calls sync_distributed_lock_is_held (which never waits) or any other function on
  * the object: that withdraws the request, closing the session, so that the lock is never
- * granted to an idle object. PostgreSQL: every wait for the server in
- * the call (connecting, the try's answer) also ends with EINTR as soon as a signal handler runs,
- * so a server that stops answering never delays a signal by connect_timeout.
+ * granted to an idle object. PostgreSQL and Redis: every wait for the server in the call
+ * (connecting, a request's answer: the try, Redis's stale-holder check) also ends with EINTR as
+ * soon as a signal handler runs, so a server that stops answering never delays a signal by
+ * connect_timeout; a Redis acquire request so abandoned is cancelled (as at a timeout), so it
+ * never leaves a lease behind.
  * Returns the codes of lock_until and EINTR.
  */
 int sync_distributed_lock_lock_interruptible(sync_distributed_lock_t *lock, int64_t deadline_ns, int64_t poll_interval_ns);

@@ -420,7 +420,7 @@ public final class DistributedLock: Sendable {
                     if let code = waitInStore(side, deadline, interruptible) { return code }
                     continue  // the object's state changed meanwhile: look again
                 }
-                let code = recoverStaleCode()
+                let code = recoverStaleCode(deadline: deadline)
                 if code == 0 || (code != EBUSY && code != ENOENT) { return code }
                 if code == ENOENT { continue }  // released meanwhile: try again at once
             }
@@ -492,14 +492,15 @@ public final class DistributedLock: Sendable {
     /// atomic step: the caller holds it then. 0 (taken over), EBUSY (the holder is alive, or on
     /// another host, or another breaker took it over first, or another thread holds it through
     /// this object), ENOENT (the lock is free), EDEADLK (the caller holds it), EEXIST, a
-    /// backend's error, or a system errno.
-    package func recoverStaleCode() -> Int32 {
+    /// backend's error, or a system errno. A server's answers are awaited until the monotonic
+    /// `deadline` (a wait's: ETIMEDOUT once it passed) or connect_timeout, whichever is sooner.
+    package func recoverStaleCode(deadline: Int64 = Deadline.none) -> Int32 {
         DistributedLockMessage.clear()
         let side = sides.current()
         return side.state.withLock { s in
             if s.held { return heldByCaller(s) ? EDEADLK : EBUSY }
             if s.waiting { return EBUSY }
-            let code = s.session.recoverStale()
+            let code = s.session.recoverStale(deadline: deadline)
             if code == 0 { took(&s, side) }
             return code
         }
@@ -668,8 +669,10 @@ protocol LockSession: AnyObject {
     /// Ends the hold: 0; ESTALE (lost meanwhile, nobody else known to hold it); EBUSY (lost,
     /// another holds it); or an errno (still held).
     func release() -> Int32
-    /// Takes over a stale holder's lock: 0, EBUSY, ENOENT (free), or an errno.
-    func recoverStale() -> Int32
+    /// Takes over a stale holder's lock: 0, EBUSY, ENOENT (free), or an errno. A server's
+    /// answers are awaited until the monotonic `deadline` (< 0: none; a wait's, which it never
+    /// outlasts: ETIMEDOUT once it passed) or connect_timeout, whichever is sooner.
+    func recoverStale(deadline: Int64) -> Int32
     /// Removes the lock whoever holds it: 0 or an errno.
     func breakLock() -> Int32
     /// The current holder: (holder, 0), (nil, 0) when free, or (nil, errno).

@@ -99,7 +99,7 @@ final class FileSession: LockSession {
         return code
     }
 
-    func recoverStale() -> Int32 { fenced(directory.recoverStale(&hold, as: me)) }
+    func recoverStale(deadline: Int64) -> Int32 { fenced(directory.recoverStale(&hold, as: me)) }
 
     func breakLock() -> Int32 { directory.breakLock() }
 

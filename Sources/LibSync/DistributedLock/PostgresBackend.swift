@@ -549,7 +549,7 @@ final class PostgresSession: LockSession {
         }
     }
 
-    func recoverStale() -> Int32 {
+    func recoverStale(deadline: Int64) -> Int32 {
         // The server releases a dead holder's lock itself: nothing is ever stale.
         let (holder, code) = holder()
         return code != 0 ? code : holder == nil ? ENOENT : EBUSY

@@ -33,12 +33,12 @@ import Synchronization
 /// hiredis (hiredis.h), loaded on first use. The layouts of `redisContext` and `redisReply`
 /// differ between 0.14 (Debian 12) and 1.x (Debian 13): the soname loaded says which.
 struct Hiredis: @unchecked Sendable {
-    let connectWithTimeout: @convention(c) (UnsafePointer<CChar>?, Int32, timeval) -> OpaquePointer?
-    let setTimeout: @convention(c) (OpaquePointer?, timeval) -> Int32
+    let connectNonBlock: @convention(c) (UnsafePointer<CChar>?, Int32) -> OpaquePointer?
     let enableKeepAlive: @convention(c) (OpaquePointer?) -> Int32
     let formatCommandArgv: @convention(c) (UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int>?) -> Int32
     let freeCommand: @convention(c) (UnsafeMutablePointer<CChar>?) -> Void
-    let getReply: @convention(c) (OpaquePointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32
+    let bufferRead: @convention(c) (OpaquePointer?) -> Int32
+    let getReplyFromReader: @convention(c) (OpaquePointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32
     let freeReply: @convention(c) (UnsafeMutableRawPointer?) -> Void
     let free: @convention(c) (OpaquePointer?) -> Void
     /// 1.x's layouts (else 0.14's).
@@ -53,25 +53,24 @@ struct Hiredis: @unchecked Sendable {
         guard let library else {
             return (nil, "hiredis, Redis's C client library, cannot be loaded (\(why)): install it with \(packages)")
         }
-        typealias Connect = @convention(c) (UnsafePointer<CChar>?, Int32, timeval) -> OpaquePointer?
-        typealias SetTimeout = @convention(c) (OpaquePointer?, timeval) -> Int32
+        typealias Connect = @convention(c) (UnsafePointer<CChar>?, Int32) -> OpaquePointer?
         typealias Context = @convention(c) (OpaquePointer?) -> Int32
         typealias Format = @convention(c) (UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int>?) -> Int32
         typealias FreeCommand = @convention(c) (UnsafeMutablePointer<CChar>?) -> Void
         typealias GetReply = @convention(c) (OpaquePointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> Int32
         typealias FreeReply = @convention(c) (UnsafeMutableRawPointer?) -> Void
         typealias Free = @convention(c) (OpaquePointer?) -> Void
-        guard let connect = library.function("redisConnectWithTimeout", Connect.self),
-              let setTimeout = library.function("redisSetTimeout", SetTimeout.self),
+        guard let connect = library.function("redisConnectNonBlock", Connect.self),
               let keepAlive = library.function("redisEnableKeepAlive", Context.self),
               let format = library.function("redisFormatCommandArgv", Format.self),
               let freeCommand = library.function("redisFreeCommand", FreeCommand.self),
-              let getReply = library.function("redisGetReply", GetReply.self),
+              let bufferRead = library.function("redisBufferRead", Context.self),
+              let getReply = library.function("redisGetReplyFromReader", GetReply.self),
               let freeReply = library.function("freeReplyObject", FreeReply.self),
               let free = library.function("redisFree", Free.self)
         else { return (nil, "\(library.soname) lacks a hiredis function libsync needs: install \(packages)") }
-        return (Hiredis(connectWithTimeout: connect, setTimeout: setTimeout, enableKeepAlive: keepAlive,
-                        formatCommandArgv: format, freeCommand: freeCommand, getReply: getReply, freeReply: freeReply, free: free,
+        return (Hiredis(connectNonBlock: connect, enableKeepAlive: keepAlive, formatCommandArgv: format, freeCommand: freeCommand,
+                        bufferRead: bufferRead, getReplyFromReader: getReply, freeReply: freeReply, free: free,
                         isVersion1: library.soname.contains(".so.1")), "")
     }()
 
@@ -118,12 +117,14 @@ struct RedisAddress: Hashable, Sendable {
     let ioTimeout: Int64
 }
 
-/// One connection to a Redis server (not thread-safe: its owner serializes its use).
+/// One connection to a Redis server (not thread-safe: its owner serializes its use). Its socket
+/// is non-blocking, and every wait for the server (connecting, sending, the reply) is a poll
+/// until a monotonic deadline: a signal handler never restarts a wait's time, and inside an
+/// interruptible call (`InterruptibleCall`) a signal handler ends the wait with EINTR.
 final class RedisConnection {
     private let hiredis: Hiredis
     private let address: RedisAddress
     private var context: OpaquePointer?
-    private var timeout: Int64 = -1
     private var scripts: [String: String] = [:]  // script -> its SHA1 on the server
 
     init(_ hiredis: Hiredis, _ address: RedisAddress) {
@@ -141,19 +142,42 @@ final class RedisConnection {
         scripts = [:]
     }
 
-    /// Connects unless connected (by `deadline`, monotonic ns): 0, or ECONNREFUSED, EACCES, EIO.
+    /// When an exchange started now with `deadline` (monotonic ns, < 0: none) must be answered:
+    /// by the deadline or within connect_timeout, whichever is sooner, and never in less than
+    /// 1 ms (so a request made with no time left still gets its answer from a live server).
+    private func answerBy(_ deadline: Int64) -> Int64 {
+        let now = monotonicNow()
+        return max(now + 1_000_000, Deadline.earliest(deadline, now + address.ioTimeout))
+    }
+
+    /// Connects unless connected, by `deadline` (monotonic ns, < 0: none) or within
+    /// connect_timeout, whichever is sooner (login included): 0; ECONNREFUSED (refused, or no
+    /// answer within connect_timeout); ETIMEDOUT (`deadline` passed first); EINTR (a signal
+    /// handler ran during an interruptible call); EACCES, EINVAL (the server refused the login
+    /// or the database); EIO; ENOMEM.
     func connect(deadline: Int64) -> Int32 {
         if context != nil { return 0 }
-        let limit = min(address.ioTimeout, max(1_000_000, Deadline.remaining(deadline, now: monotonicNow()) ?? address.ioTimeout))
-        let made = hiredis.connectWithTimeout(address.host, address.port, timeval(limit))
-        guard let made else { return DistributedLockMessage.fail(ENOMEM, "out of memory connecting to \(server)") }
+        let limit = answerBy(deadline)
+        guard let made = hiredis.connectNonBlock(address.host, address.port) else {
+            return DistributedLockMessage.fail(ENOMEM, "out of memory connecting to \(server)")
+        }
         let (code, text) = hiredis.error(made)
         if code != 0 {
             hiredis.free(made)
             return DistributedLockMessage.fail(ECONNREFUSED, "cannot connect to \(server): \(text)")
         }
+        let fd = hiredis.socket(made)
+        let ready = waitForSocket(fd, writable: true, deadline: limit, interruptible: InterruptibleCall.isActive)
+        var refused: Int32 = 0
+        var size = socklen_t(MemoryLayout<Int32>.size)
+        if ready == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &refused, &size) != 0 { refused = errno }
+        if ready != 0 || refused != 0 {
+            hiredis.free(made)
+            if ready == EINTR { return DistributedLockMessage.fail(EINTR, "interrupted connecting to \(server)") }
+            if ready == ETIMEDOUT { return unanswered(deadline) }
+            return DistributedLockMessage.fail(ECONNREFUSED, "cannot connect to \(server): \(String(cString: strerror(ready != 0 ? ready : refused)))")
+        }
         context = made
-        timeout = -1
         _ = hiredis.enableKeepAlive(made)
         var login: [[String]] = []
         if let password = address.password { login.append(["AUTH"] + (address.user.map { [$0] } ?? []) + [password]) }
@@ -161,7 +185,7 @@ final class RedisConnection {
         // At least one round trip, so that a server that wants a password refuses now (NOAUTH).
         if login.isEmpty { login.append(["PING"]) }
         for command in login {
-            switch run(command, deadline: Deadline.after(nanoseconds: address.ioTimeout)) {
+            switch run(command, deadline: limit) {
             case .success(.error(let message)):
                 disconnect()
                 if message.contains("NOAUTH") {
@@ -172,30 +196,33 @@ final class RedisConnection {
                 return DistributedLockMessage.fail(denied ? EACCES : EINVAL, "\(server) refused \(command[0]): \(message)")
             case .success: continue
             case .failure(let fault):
-                if fault.code == ETIMEDOUT {
-                    return DistributedLockMessage.fail(ECONNREFUSED, "cannot connect to \(server): no answer within connect_timeout")
-                }
+                if fault.code == ETIMEDOUT { return unanswered(deadline) }
                 return DistributedLockMessage.fail(fault.code, fault.message)
             }
         }
         return 0
     }
 
+    /// A connect that got no answer in time: ETIMEDOUT once `deadline` passed, else ECONNREFUSED.
+    private func unanswered(_ deadline: Int64) -> Int32 {
+        Deadline.hasPassed(deadline)
+            ? DistributedLockMessage.fail(ETIMEDOUT, "\(server) did not answer in time (connecting)")
+            : DistributedLockMessage.fail(ECONNREFUSED, "cannot connect to \(server): no answer within connect_timeout")
+    }
+
     struct Fault: Error { let code: Int32, message: String }
 
-    /// Sends `arguments` and reads the reply by `deadline` (connecting first if need be). A
-    /// failed exchange (no answer in time: ETIMEDOUT; a broken connection: EIO) closes the
-    /// connection.
+    /// Sends `arguments` and reads the reply by `deadline` (monotonic ns, < 0: none) or within
+    /// connect_timeout, whichever is sooner (connecting first if need be). A failed exchange
+    /// closes the connection (a late answer is never taken for the next request's): no answer
+    /// in time (ETIMEDOUT), a signal handler ran during an interruptible call (EINTR), a broken
+    /// connection (EIO), or connect's errno. After ETIMEDOUT or EINTR the request may still
+    /// reach the server.
     func run(_ arguments: [String], deadline: Int64) -> Result<RedisReply, Fault> {
-        let connected = connect(deadline: deadline)
+        let by = answerBy(deadline)
+        let connected = connect(deadline: by)
         if connected != 0 { return .failure(Fault(code: connected, message: DistributedLockMessage.detail ?? "cannot connect")) }
-        // (the I/O timeout unless the deadline is sooner: a socket option set only when it changes)
-        let left = Deadline.remaining(deadline, now: monotonicNow()) ?? address.ioTimeout
-        let wanted = left >= address.ioTimeout - 1_000_000 ? address.ioTimeout : max(1_000_000, left)
-        if wanted != timeout {
-            _ = hiredis.setTimeout(context, timeval(wanted))
-            timeout = wanted
-        }
+        let interruptible = InterruptibleCall.isActive
         // The command is sent with send(MSG_NOSIGNAL), never hiredis's write(), so that a server
         // that closed the connection cannot raise SIGPIPE; hiredis reads and parses the reply.
         // Each argument is passed as its exact UTF-8 bytes and length (never as a C string, which
@@ -223,22 +250,44 @@ final class RedisConnection {
             let n = send(fd, command + sent, Int(length) - sent, Int32(MSG_NOSIGNAL))
             if n > 0 { sent += n; continue }
             if n < 0 && errno == EINTR { continue }
-            let timedOut = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
-            let text = n < 0 ? String(cString: strerror(errno)) : "closed"
-            disconnect()
-            return .failure(Fault(code: timedOut ? ETIMEDOUT : EIO,
-                                  message: timedOut ? "\(server) did not answer in time" : "the connection to \(server) broke: \(text)"))
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                let ready = waitForSocket(fd, writable: true, deadline: by, interruptible: interruptible)
+                if ready != 0 { return unanswered(ready) }
+                continue
+            }
+            return broken(n < 0 ? String(cString: strerror(errno)) : "closed")
         }
+        // What has come is parsed first (reading never blocks), so an answer already there is
+        // taken however little time is left; then the socket is polled until `by`.
         var answer: UnsafeMutableRawPointer?
-        guard hiredis.getReply(context, &answer) == 0, let reply = answer else {
-            let (_, text) = context.map { hiredis.error($0) } ?? (0, "not connected")
-            disconnect()
-            let timedOut = text.contains("temporarily unavailable") || text.contains("timed out")
-            return .failure(Fault(code: timedOut ? ETIMEDOUT : EIO,
-                                  message: timedOut ? "\(server) did not answer in time" : "the connection to \(server) broke: \(text)"))
+        while true {
+            if hiredis.bufferRead(context) != 0 || hiredis.getReplyFromReader(context, &answer) != 0 {
+                return broken(context.map { hiredis.error($0).text } ?? "not connected")
+            }
+            if answer != nil { break }
+            let ready = waitForSocket(fd, deadline: by, interruptible: interruptible)
+            if ready != 0 { return unanswered(ready) }
         }
-        defer { hiredis.freeReply(reply) }
-        return .success(hiredis.reply(reply))
+        defer { hiredis.freeReply(answer) }
+        return .success(hiredis.reply(answer!))
+    }
+
+    /// An exchange whose wait for the server ended (`waitForSocket`'s code) without an answer.
+    private func unanswered(_ code: Int32) -> Result<RedisReply, Fault> {
+        switch code {
+        case ETIMEDOUT:
+            disconnect()
+            return .failure(Fault(code: ETIMEDOUT, message: "\(server) did not answer in time"))
+        case EINTR:
+            disconnect()
+            return .failure(Fault(code: EINTR, message: "interrupted waiting for \(server)"))
+        default: return broken(String(cString: strerror(code)))
+        }
+    }
+
+    private func broken(_ text: String) -> Result<RedisReply, Fault> {
+        disconnect()
+        return .failure(Fault(code: EIO, message: "the connection to \(server) broke: \(text)"))
     }
 
     /// Runs a Lua script (by its SHA1 once loaded).
@@ -260,10 +309,6 @@ final class RedisConnection {
         }
         return .failure(Fault(code: EIO, message: "\(server) keeps forgetting libsync's scripts"))
     }
-}
-
-private func timeval(_ nanoseconds: Int64) -> Glibc.timeval {
-    Glibc.timeval(tv_sec: Int(nanoseconds / 1_000_000_000), tv_usec: Int(nanoseconds % 1_000_000_000 / 1000))
 }
 
 enum RedisScripts {
@@ -390,7 +435,8 @@ final class RedisSession: LockSession {
     private var ioDeadline: Int64 { Deadline.after(nanoseconds: backend.address.ioTimeout) }
     private var ttl: String { String(backend.ttlMilliseconds) }
 
-    /// A failed exchange's errno, its message recorded; a timeout before `deadline` is EIO.
+    /// A failed exchange's errno, its message recorded: a timeout once `deadline` (< 0: none)
+    /// passed is ETIMEDOUT, before it EIO (the server did not answer within connect_timeout).
     private func failure(_ fault: RedisConnection.Fault, _ doing: String, deadline: Int64 = -1) -> Int32 {
         if fault.code == ETIMEDOUT && !Deadline.hasPassed(deadline) {
             return DistributedLockMessage.fail(EIO, "\(doing): \(fault.message) (within connect_timeout)")
@@ -398,7 +444,7 @@ final class RedisSession: LockSession {
         return DistributedLockMessage.fail(fault.code, "\(doing): \(fault.message)")
     }
 
-    func open() -> Int32 { connection.connect(deadline: ioDeadline) }
+    func open() -> Int32 { connection.connect(deadline: -1) }
 
     /// Holds the lock as `entry` with `token` (a script's integer reply).
     private func took(_ entry: String, _ reply: Int64) {
@@ -424,8 +470,8 @@ final class RedisSession: LockSession {
                 maybeSent = true
             case .failure(let fault):
                 // The request may have reached the server and taken the lock for nobody: cancelled
-                // in the background, so that the caller's deadline holds.
-                if maybeSent || fault.code == ETIMEDOUT || fault.code == EIO { renewer.abandon(Lease(backend: backend, entry: mine)) }
+                // in the background, so that the caller's deadline (or its interruption) holds.
+                if maybeSent || [ETIMEDOUT, EIO, EINTR].contains(fault.code) { renewer.abandon(Lease(backend: backend, entry: mine)) }
                 return failure(fault, "acquire", deadline: deadline)
             }
         }
@@ -448,30 +494,33 @@ final class RedisSession: LockSession {
         }
     }
 
-    private func current() -> (String?, Int32) {
-        switch connection.run(["GET", backend.key], deadline: ioDeadline) {
+    /// The lock's value, answered by `deadline` (see `failure`) or within connect_timeout.
+    private func current(_ doing: String, deadline: Int64 = -1) -> (String?, Int32) {
+        switch connection.run(["GET", backend.key], deadline: Deadline.earliest(deadline, ioDeadline)) {
         case .success(.string(let value)): return (value, 0)
         case .success(.null): return (nil, 0)
         case .success(let other): return (nil, DistributedLockMessage.fail(EIO, "\(connection.server) answered \(other) to GET"))
-        case .failure(let fault): return (nil, failure(fault, "holder"))
+        case .failure(let fault): return (nil, failure(fault, doing, deadline: deadline))
         }
     }
 
-    func recoverStale() -> Int32 {
-        let (holding, code) = current()
+    /// Both requests are answered by `deadline` (a wait's: it never outlasts it) or within
+    /// connect_timeout.
+    func recoverStale(deadline: Int64) -> Int32 {
+        let (holding, code) = current("recover", deadline: deadline)
         guard let holding else { return code == 0 ? ENOENT : code }
         if !me.isStale(entry: holding) { return EBUSY }
         let mine = me.newEntry()
         switch connection.eval(RedisScripts.takeOver, keys: [backend.key, backend.fenceKey, backend.abandonedKey(mine)],
-                               arguments: [holding, mine, ttl], deadline: ioDeadline) {
+                               arguments: [holding, mine, ttl], deadline: Deadline.earliest(deadline, ioDeadline)) {
         case .success(.integer(let token)) where token > 0:
             took(mine, token)
             return 0
         case .success(.integer(let result)): return result == -1 ? EBUSY : ENOENT
         case .success(let other): return DistributedLockMessage.fail(EIO, "recover: \(connection.server) answered \(other)")
         case .failure(let fault):
-            if fault.code == ETIMEDOUT || fault.code == EIO { renewer.abandon(Lease(backend: backend, entry: mine)) }
-            return failure(fault, "recover")
+            if [ETIMEDOUT, EIO, EINTR].contains(fault.code) { renewer.abandon(Lease(backend: backend, entry: mine)) }
+            return failure(fault, "recover", deadline: deadline)
         }
     }
 
@@ -484,7 +533,7 @@ final class RedisSession: LockSession {
     }
 
     func holder() -> (DistributedLockHolder?, Int32) {
-        let (holding, code) = current()
+        let (holding, code) = current("holder")
         guard let holding else { return (nil, code) }
         guard let parsed = parseEntry(holding) else {
             return (DistributedLockHolder(host: "(not a libsync holder: '\(holding)')", pid: 0, processStart: 0, acquired: .zero,
@@ -495,7 +544,7 @@ final class RedisSession: LockSession {
 
     func holds() -> Bool {
         guard let mine = entry else { return false }
-        let (holding, _) = current()
+        let (holding, _) = current("is_held")
         return holding == mine
     }
 
