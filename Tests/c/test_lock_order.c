@@ -334,6 +334,40 @@ static void test_bad_input_and_off(void) {
     CHECK_EQ(seen.reports, 0);
 }
 
+/* ---- a site hook that takes a libsync lock is not checked inside itself ---- */
+
+static sync_mutex_t hook_lock = SYNC_MUTEX_INIT;
+static int hook_calls;
+
+static size_t locking_site_hook(char *buffer, size_t size, void *context) {
+    CHECK(context == &hook_calls);
+    CHECK_EQ(sync_mutex_lock(&hook_lock), 0);
+    hook_calls++;
+    int n = snprintf(buffer, size, "site %d", hook_calls);
+    CHECK_EQ(sync_mutex_unlock(&hook_lock), 0);
+    return n < 0 ? 0 : (size_t)n > size ? size : (size_t)n;
+}
+
+static void test_site_hook_takes_a_lock(void) {
+    start_checking();
+    hook_calls = 0;
+    sync_debug_lock_order_set_site_hook(locking_site_hook, &hook_calls);
+    sync_mutex_t a = SYNC_MUTEX_INIT, b = SYNC_MUTEX_INIT;
+    order(&a, &b);           /* one new order: one site, and the hook's own lock adds none */
+    CHECK_EQ(hook_calls, 1);
+    order(&b, &a);           /* closes the cycle: one more site */
+    CHECK_EQ(hook_calls, 2);
+    CHECK_EQ(seen.reports, 1);
+    CHECK(strcmp(seen.site[0], "site 1") == 0 || strcmp(seen.site[0], "site 2") == 0);
+    sync_debug_lock_order_set_site_hook(NULL, NULL);
+    /* hook_lock, taken in the hook while a and b were held, has no order after them: taking
+     * them under it closes no cycle. */
+    order(&hook_lock, &a);
+    order(&hook_lock, &b);
+    CHECK_EQ(seen.reports, 1);
+    sync_debug_lock_order(false);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IONBF, 0);
     alarm(300);  /* against a hang only */
@@ -344,5 +378,6 @@ int main(void) {
     test_trylock();
     test_reused_memory();
     test_bad_input_and_off();
+    test_site_hook_takes_a_lock();
     DONE();
 }

@@ -90,7 +90,11 @@ int sync_debug_lock_order_set_action(int action);
 void sync_debug_lock_order_set_handler(sync_lock_order_handler handler, void *context);
 
 /** Describes sites with `hook` (an interpreter's stack) instead of a C backtrace; NULL restores
- * the backtrace. libsync's Python package sets one that gives the Python stack. */
+ * the backtrace. libsync's Python package sets one that gives the Python stack.
+ * The hook and the handler run without libsync's internal lock and may take libsync locks; the
+ * locks a thread takes, waits for and releases inside them are not checked (not on its stack,
+ * no orders), so a hook that locks cannot recurse. Release inside a hook or handler only the
+ * locks taken there. */
 void sync_debug_lock_order_set_site_hook(sync_lock_order_site_hook hook, void *context);
 
 /**

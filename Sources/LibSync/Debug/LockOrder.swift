@@ -40,7 +40,9 @@ import Synchronization
 /// any of these and whose memory then holds another lock keeps the old lock's edges.
 ///
 /// All state is under one internal pthread mutex, never held while calling out (handler, site
-/// provider), so those may take libsync locks themselves.
+/// provider), so those may take libsync locks themselves. The locks a thread takes, waits for
+/// and releases while it runs a callout are not checked (not on its stack, no orders): a
+/// callout that takes a lock cannot recurse into another callout.
 @usableFromInline package enum LockOrder {
     // MARK: hooks (inlined into every lock)
 
@@ -181,6 +183,26 @@ import Synchronization
         return key
     }()
 
+    /// Non-nil on a thread while it runs the site provider or the handler: the locks it takes
+    /// and releases there are not checked (they would need sites and reports themselves).
+    static let calloutKey: pthread_key_t = {
+        var key = pthread_key_t()
+        let status = pthread_key_create(&key, nil)
+        precondition(status == 0, "LockOrder: pthread_key_create failed (\(status))")
+        return key
+    }()
+
+    /// Whether the calling thread is inside the site provider or the handler.
+    static var inCallout: Bool { pthread_getspecific(calloutKey) != nil }
+
+    /// Runs `body` with the calling thread marked as inside a callout.
+    static func callingOut<R>(_ body: () -> R) -> R {
+        let outer = pthread_getspecific(calloutKey)
+        pthread_setspecific(calloutKey, UnsafeRawPointer(bitPattern: 1))
+        defer { pthread_setspecific(calloutKey, outer) }
+        return body()
+    }
+
     /// The calling thread's record (made and registered on first use). Under `mutex`.
     static func current(_ state: inout State) -> ThreadRecord {
         if let raw = pthread_getspecific(key) { return Unmanaged<ThreadRecord>.fromOpaque(raw).takeUnretainedValue() }
@@ -223,6 +245,7 @@ import Synchronization
 
     @usableFromInline @inline(never)
     static func noteAcquired(_ lock: UnsafeRawPointer, _ kind: LockKind, tried: Bool) {
+        if inCallout { return }
         let (missing, provider) = withState { state -> ([(Int, Int)], (() -> String?)?) in
             let record = current(&state)
             let (address, kind) = resolve(&state, lock, kind)
@@ -236,6 +259,7 @@ import Synchronization
 
     @usableFromInline @inline(never)
     static func noteWaiting(_ lock: UnsafeRawPointer, _ kind: LockKind) {
+        if inCallout { return }
         let (missing, provider) = withState { state -> ([(Int, Int)], (() -> String?)?) in
             let record = current(&state)
             let (address, kind) = resolve(&state, lock, kind)
@@ -248,11 +272,13 @@ import Synchronization
     @usableFromInline @inline(never)
     static func noteSettled(_ lock: UnsafeRawPointer, _ kind: LockKind, _ result: Int32, tried: Bool) {
         if result == 0 || result == EOWNERDEAD { return noteAcquired(lock, kind, tried: tried) }
+        if inCallout { return }
         withState { state in current(&state).waitingFor = nil }
     }
 
     @usableFromInline @inline(never)
     static func noteReleasing(_ lock: UnsafeRawPointer, _ kind: LockKind) {
+        if inCallout { return }
         // Locks that a thread other than the taker may release: an unowned mutex (a binary
         // semaphore) and a read lock.
         let anyThread = kind == .readLock
@@ -278,7 +304,7 @@ import Synchronization
     /// first attempt): it counts as a lock, with the orders from the locks held before it.
     /// 0, or EPERM if the caller holds no trylock of it. Nothing (0) while checking is off.
     package static func promote(_ lock: UnsafeRawPointer) -> Int32 {
-        guard sync_lock_order_flag != 0 else { return 0 }
+        guard sync_lock_order_flag != 0, !inCallout else { return 0 }
         let (result, missing, provider) = withState { state -> (Int32, [(Int, Int)], (() -> String?)?) in
             let record = current(&state)
             let (address, _) = resolve(&state, lock, .mutex)
@@ -310,7 +336,7 @@ import Synchronization
 
     /// Records the new edges (with the calling thread's site) and reports the cycles they close.
     static func add(_ missing: [(Int, Int)], _ provider: (() -> String?)?) {
-        let site = captureSite(provider)
+        let site = callingOut { captureSite(provider) }
         let me = threadID()
         let (reports, handler, abortOnCycle) = withState { state -> ([LockOrderCycle], ((LockOrderCycle) -> Void)?, Bool) in
             var reports: [LockOrderCycle] = []
@@ -325,8 +351,10 @@ import Synchronization
             }
             return (reports, state.handler, state.abortOnCycle)
         }
-        for report in reports {
-            if let handler { handler(report) } else { writeToStderr(report.description) }
+        callingOut {
+            for report in reports {
+                if let handler { handler(report) } else { writeToStderr(report.description) }
+            }
         }
         if !reports.isEmpty && abortOnCycle {
             writeToStderr("libsync: lock-order checking: aborting (LIBSYNC_CHECK_LOCK_ORDER=abort or the abort option)\n")
