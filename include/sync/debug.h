@@ -15,7 +15,10 @@
  * sync_condition_lock_t (through their mutex: a wait releases it and takes it again). A trylock
  * that succeeds is held (edges from it to later locks count) but adds no edge into it: it never
  * waits. Not covered: robust recursive locks (sync_recursive_lock_init with SYNC_MUTEX_ROBUST),
- * locks taken before checking was turned on (they are not on the stacks).
+ * locks taken before checking was turned on (they are not on the stacks; their release is
+ * ignored). A release removes only the calling thread's own hold, except for an unowned mutex
+ * (one holder, whoever releases it): a read lock released by another thread than its taker
+ * stays on the taker's stack until that thread exits.
  *
  * Turning it on: LIBSYNC_CHECK_LOCK_ORDER=1 in the environment (read once, when libsync.so is
  * loaded; =abort also aborts after a report; any other value except 0 prints a warning and leaves
@@ -112,7 +115,8 @@ int sync_debug_lock_forget(const void *lock);
  */
 int sync_debug_lock_order_promote(const void *lock);
 
-/** Forgets every order recorded and every cycle reported (the held locks stay held). */
+/** Forgets every order recorded and every cycle reported (the held locks stay held, and their
+ * releases, sync_synchronized_exit included, are still seen). */
 void sync_debug_lock_order_reset(void);
 
 /**

@@ -279,10 +279,12 @@ import Synchronization
     @usableFromInline @inline(never)
     static func noteReleasing(_ lock: UnsafeRawPointer, _ kind: LockKind) {
         if inCallout { return }
-        // Locks that a thread other than the taker may release: an unowned mutex (a binary
-        // semaphore) and a read lock.
-        let anyThread = kind == .readLock
-            || (kind == .mutex && UnsafeRawPointer(lock).load(as: UInt32.self) & MutexWord.unowned != 0)
+        // A release removes the caller's own latest hold of the lock. Only an unowned mutex (a
+        // binary semaphore) may be released by another thread than its taker: it has one
+        // holder, so a hold on another thread's stack is the one released. A read lock has
+        // many holders, and a caller that holds none on its stack releases a hold that
+        // checking never saw (taken while off, or in a callout): no other thread's.
+        let anyThread = kind == .mutex && UnsafeRawPointer(lock).load(as: UInt32.self) & MutexWord.unowned != 0
         withState { state in
             let (address, _) = resolve(&state, lock, kind)
             let record = current(&state)
@@ -449,14 +451,19 @@ import Synchronization
         set { withState { $0.abortOnCycle = newValue } }
     }
 
-    /// Forgets every order and report (the held stacks stay: those locks are still held).
+    /// Forgets every order and report. The held stacks stay (those locks are still held), and
+    /// so do the aliases of the `synchronized` tokens on them, which their exits resolve.
     package static func reset() {
         withState { state in
             state.ids = [:]
             state.nodes = [:]
             state.edges = [:]
             state.reported = []
-            state.aliases = [:]
+            var heldTokens = Set<UInt>()
+            for record in state.threads.values {
+                for held in record.held where held.kind == .synchronized { heldTokens.insert(held.address) }
+            }
+            state.aliases = state.aliases.filter { heldTokens.contains($0.value) }
         }
     }
 
