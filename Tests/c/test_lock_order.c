@@ -368,6 +368,34 @@ static void test_site_hook_takes_a_lock(void) {
     sync_debug_lock_order(false);
 }
 
+/* ---- a lock released while checking was off does not stay on the thread's stack ---- */
+
+static void test_released_while_off(void) {
+    start_checking();
+    sync_mutex_t a, b;
+    CHECK_EQ(sync_mutex_init(&a, 0), 0);
+    CHECK_EQ(sync_mutex_init(&b, 0), 0);
+    CHECK_EQ(sync_mutex_lock(&a), 0);
+    sync_debug_lock_order(false);
+    CHECK_EQ(sync_mutex_unlock(&a), 0);   /* unseen */
+    sync_debug_lock_order(true);
+    CHECK_EQ(sync_mutex_lock(&b), 0);     /* no order a -> b: a is free */
+    CHECK_EQ(sync_mutex_unlock(&b), 0);
+    order(&b, &a);                         /* the only order */
+    CHECK_EQ(seen.reports, 0);
+    char text[4096];
+    sync_debug_format_waits(text, sizeof text);
+    CHECK(strstr(text, "holds") == NULL);
+    /* A lock held across the toggle is unknown: its release is ignored, later orders count. */
+    CHECK_EQ(sync_mutex_lock(&a), 0);
+    sync_debug_lock_order(false);
+    sync_debug_lock_order(true);
+    CHECK_EQ(sync_mutex_unlock(&a), 0);
+    order(&a, &b);                         /* closes b -> a */
+    CHECK_EQ(seen.reports, 1);
+    sync_debug_lock_order(false);
+}
+
 /* ---- reset while a synchronized token is held keeps the token's release working ---- */
 
 static int reset_token;
@@ -448,6 +476,7 @@ int main(void) {
     test_reused_memory();
     test_bad_input_and_off();
     test_site_hook_takes_a_lock();
+    test_released_while_off();
     test_reset_while_synchronized();
     test_read_release_is_own();
     DONE();

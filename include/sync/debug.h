@@ -79,7 +79,10 @@ typedef size_t (*sync_lock_order_site_hook)(char *buffer, size_t size, void *con
 #define SYNC_LOCK_ORDER_ABORT 1  /**< report, then abort() */
 
 /** Turns lock-order checking on or off. Orders already recorded stay; locks already held when
- * it is turned on are not on the stacks. */
+ * it is turned on are not on the stacks. Turning it on again after off forgets every thread's
+ * stack (at that thread's next lock operation): a lock released while checking was off must not
+ * stay on it, so a lock held across the off -> on turn is unknown like one taken before checking
+ * was on (its release is ignored, it gives no orders). */
 void sync_debug_lock_order(bool on);
 
 /** Whether lock-order checking is on. */
@@ -95,9 +98,9 @@ void sync_debug_lock_order_set_handler(sync_lock_order_handler handler, void *co
 /** Describes sites with `hook` (an interpreter's stack) instead of a C backtrace; NULL restores
  * the backtrace. libsync's Python package sets one that gives the Python stack.
  * The hook and the handler run without libsync's internal lock and may take libsync locks; the
- * locks a thread takes, waits for and releases inside them are not checked (not on its stack,
- * no orders), so a hook that locks cannot recurse. Release inside a hook or handler only the
- * locks taken there. */
+ * locks a thread takes or waits for inside them are not checked (not on its stack, no orders),
+ * so a hook that locks cannot recurse. Releases inside them are seen as anywhere (a handler may
+ * release the thread's locks). */
 void sync_debug_lock_order_set_site_hook(sync_lock_order_site_hook hook, void *context);
 
 /**

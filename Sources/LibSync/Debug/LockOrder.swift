@@ -34,15 +34,20 @@ import Synchronization
 /// the process aborts if asked to. A read lock counts as its lock (a writer-preferring rwlock
 /// deadlocks on a read-read inversion too).
 ///
+/// Periods. Each off -> on turn of checking starts a new period; a thread's stack of an older
+/// period is dropped at its next hook (a lock released while checking was off must not stay on
+/// it), so the locks held across the turn are unknown like those taken before checking was on:
+/// their releases are ignored.
+///
 /// Reuse. A node is forgotten (its edges with it) when its lock is initialized again, when a
 /// Swift lock object is freed, or on `forget`; a new lock at the same address is then a new
 /// node (ids are never reused, edges to a forgotten id are dead). A lock that is freed without
 /// any of these and whose memory then holds another lock keeps the old lock's edges.
 ///
 /// All state is under one internal pthread mutex, never held while calling out (handler, site
-/// provider), so those may take libsync locks themselves. The locks a thread takes, waits for
-/// and releases while it runs a callout are not checked (not on its stack, no orders): a
-/// callout that takes a lock cannot recurse into another callout.
+/// provider), so those may take libsync locks themselves. The locks a thread takes or waits for
+/// while it runs a callout are not checked (not on its stack, no orders): a callout that takes
+/// a lock cannot recurse into another callout. Its releases are checked as anywhere.
 @usableFromInline package enum LockOrder {
     // MARK: hooks (inlined into every lock)
 
@@ -107,11 +112,22 @@ import Synchronization
     }
 
     /// One per thread that has used a lock with checking on; registered in `State.threads`.
+    /// Its stack and wait are of checking period `epoch`: those of an older period are stale
+    /// (a lock may have been released unseen while checking was off) and go at its next hook.
     final class ThreadRecord {
         var tid: UInt32
+        var epoch: Int
         var held: [Held] = []
         var waitingFor: Held? = nil
-        init(tid: UInt32) { self.tid = tid }
+        init(tid: UInt32, epoch: Int = 0) { self.tid = tid; self.epoch = epoch }
+
+        /// Drops a stale stack: the locks held across an off -> on turn are unknown.
+        func renew(_ epoch: Int) {
+            guard self.epoch != epoch else { return }
+            held = []
+            waitingFor = nil
+            self.epoch = epoch
+        }
     }
 
     struct Edge {
@@ -127,6 +143,7 @@ import Synchronization
         var reported: Set<[Int]> = []
         var aliases: [UInt: UInt] = [:]       // synchronized entry lock -> token
         var threads: [ObjectIdentifier: ThreadRecord] = [:]
+        var epoch = 0                         // checking period: bumped at each off -> on turn
         var handler: ((LockOrderCycle) -> Void)? = nil
         var siteProvider: (() -> String?)? = nil
         var abortOnCycle = sync_lock_order_env == 2
@@ -184,7 +201,8 @@ import Synchronization
     }()
 
     /// Non-nil on a thread while it runs the site provider or the handler: the locks it takes
-    /// and releases there are not checked (they would need sites and reports themselves).
+    /// or waits for there are not checked (they would need sites and reports themselves, and
+    /// so callouts again). Releases are: a handler may release the thread's held locks.
     static let calloutKey: pthread_key_t = {
         var key = pthread_key_t()
         let status = pthread_key_create(&key, nil)
@@ -205,8 +223,12 @@ import Synchronization
 
     /// The calling thread's record (made and registered on first use). Under `mutex`.
     static func current(_ state: inout State) -> ThreadRecord {
-        if let raw = pthread_getspecific(key) { return Unmanaged<ThreadRecord>.fromOpaque(raw).takeUnretainedValue() }
-        let record = ThreadRecord(tid: threadID())
+        if let raw = pthread_getspecific(key) {
+            let record = Unmanaged<ThreadRecord>.fromOpaque(raw).takeUnretainedValue()
+            record.renew(state.epoch)
+            return record
+        }
+        let record = ThreadRecord(tid: threadID(), epoch: state.epoch)
         pthread_setspecific(key, Unmanaged.passRetained(record).toOpaque())
         state.threads[ObjectIdentifier(record)] = record
         return record
@@ -278,7 +300,6 @@ import Synchronization
 
     @usableFromInline @inline(never)
     static func noteReleasing(_ lock: UnsafeRawPointer, _ kind: LockKind) {
-        if inCallout { return }
         // A release removes the caller's own latest hold of the lock. Only an unowned mutex (a
         // binary semaphore) may be released by another thread than its taker: it has one
         // holder, so a hold on another thread's stack is the one released. A read lock has
@@ -293,7 +314,7 @@ import Synchronization
                 return
             }
             guard anyThread else { return }
-            for other in state.threads.values {
+            for other in state.threads.values where other.epoch == state.epoch {
                 if let i = other.held.lastIndex(where: { $0.address == address }) {
                     other.held.remove(at: i)
                     return
@@ -439,8 +460,17 @@ import Synchronization
     package static var isEnabled: Bool {
         get { sync_lock_order_on() != 0 }
         set {
-            if newValue { _ = started }
-            sync_lock_order_set(newValue ? 1 : 0)
+            guard newValue else { return sync_lock_order_set(0) }
+            _ = started
+            // Off -> on starts a new period: the stacks of the last one may hold locks released
+            // while checking was off. Under the mutex, so that no hook sees the flag on with
+            // the old period.
+            withState { state in
+                if sync_lock_order_on() == 0 {
+                    state.epoch += 1
+                    sync_lock_order_set(1)
+                }
+            }
         }
     }
 
@@ -460,7 +490,7 @@ import Synchronization
             state.edges = [:]
             state.reported = []
             var heldTokens = Set<UInt>()
-            for record in state.threads.values {
+            for record in state.threads.values where record.epoch == state.epoch {
                 for held in record.held where held.kind == .synchronized { heldTokens.insert(held.address) }
             }
             state.aliases = state.aliases.filter { heldTokens.contains($0.value) }
@@ -473,6 +503,7 @@ import Synchronization
     /// marked `*`.
     package static func waitsDescription() -> String {
         withState { state in
+            for record in state.threads.values { record.renew(state.epoch) }
             let records = state.threads.values.sorted { $0.tid < $1.tid }
             func holders(_ address: UInt) -> [ThreadRecord] { records.filter { $0.held.contains { $0.address == address } } }
             // A thread is on a wait-for cycle if following "waits for a lock held by" from it
