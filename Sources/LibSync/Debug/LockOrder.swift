@@ -594,7 +594,8 @@ public struct LockOrderCycle: Sendable, CustomStringConvertible {
 /// spin lock, `synchronized`, conditions and condition locks. See docs/lock_order.md.
 public enum LockOrderChecking {
     /// On or off (off by default; `LIBSYNC_CHECK_LOCK_ORDER=1` or `=abort` at load turns it on).
-    /// Locks already held when it is turned on are not on the threads' stacks.
+    /// Locks already held when it is turned on are not on the threads' stacks (their release
+    /// is ignored); after an off -> on turn, neither are the locks held across it.
     public static var isEnabled: Bool {
         get { LockOrder.isEnabled }
         set { LockOrder.isEnabled = newValue }
@@ -607,7 +608,8 @@ public enum LockOrderChecking {
     }
 
     /// Replaces the default report (stderr) with `handler`, called once per cycle in the thread
-    /// that closed it, holding its locks; nil restores the default.
+    /// that closed it, holding its locks; nil restores the default. The locks the handler takes
+    /// are not checked.
     public static func onCycle(_ handler: (@Sendable (LockOrderCycle) -> Void)?) {
         LockOrder.setHandler(handler.map { handler in { handler($0) } })
     }
@@ -616,7 +618,7 @@ public enum LockOrderChecking {
     /// Swift lock object and is not initialized again).
     public static func forget(_ lock: UnsafeRawPointer) { LockOrder.forgetNode(UInt(bitPattern: lock)) }
 
-    /// Forgets every order seen and every cycle reported.
+    /// Forgets every order seen and every cycle reported (held locks stay held).
     public static func reset() { LockOrder.reset() }
 
     /// The locks each thread holds and waits for, with any wait-for cycle marked.
