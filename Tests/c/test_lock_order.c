@@ -334,6 +334,137 @@ static void test_bad_input_and_off(void) {
     CHECK_EQ(seen.reports, 0);
 }
 
+/* ---- a site hook that takes a libsync lock is not checked inside itself ---- */
+
+static sync_mutex_t hook_lock = SYNC_MUTEX_INIT;
+static int hook_calls;
+
+static size_t locking_site_hook(char *buffer, size_t size, void *context) {
+    CHECK(context == &hook_calls);
+    CHECK_EQ(sync_mutex_lock(&hook_lock), 0);
+    hook_calls++;
+    int n = snprintf(buffer, size, "site %d", hook_calls);
+    CHECK_EQ(sync_mutex_unlock(&hook_lock), 0);
+    return n < 0 ? 0 : (size_t)n > size ? size : (size_t)n;
+}
+
+static void test_site_hook_takes_a_lock(void) {
+    start_checking();
+    hook_calls = 0;
+    sync_debug_lock_order_set_site_hook(locking_site_hook, &hook_calls);
+    sync_mutex_t a = SYNC_MUTEX_INIT, b = SYNC_MUTEX_INIT;
+    order(&a, &b);           /* one new order: one site, and the hook's own lock adds none */
+    CHECK_EQ(hook_calls, 1);
+    order(&b, &a);           /* closes the cycle: one more site */
+    CHECK_EQ(hook_calls, 2);
+    CHECK_EQ(seen.reports, 1);
+    CHECK(strcmp(seen.site[0], "site 1") == 0 || strcmp(seen.site[0], "site 2") == 0);
+    sync_debug_lock_order_set_site_hook(NULL, NULL);
+    /* hook_lock, taken in the hook while a and b were held, has no order after them: taking
+     * them under it closes no cycle. */
+    order(&hook_lock, &a);
+    order(&hook_lock, &b);
+    CHECK_EQ(seen.reports, 1);
+    sync_debug_lock_order(false);
+}
+
+/* ---- a lock released while checking was off does not stay on the thread's stack ---- */
+
+static void test_released_while_off(void) {
+    start_checking();
+    sync_mutex_t a, b;
+    CHECK_EQ(sync_mutex_init(&a, 0), 0);
+    CHECK_EQ(sync_mutex_init(&b, 0), 0);
+    CHECK_EQ(sync_mutex_lock(&a), 0);
+    sync_debug_lock_order(false);
+    CHECK_EQ(sync_mutex_unlock(&a), 0);   /* unseen */
+    sync_debug_lock_order(true);
+    CHECK_EQ(sync_mutex_lock(&b), 0);     /* no order a -> b: a is free */
+    CHECK_EQ(sync_mutex_unlock(&b), 0);
+    order(&b, &a);                         /* the only order */
+    CHECK_EQ(seen.reports, 0);
+    char text[4096];
+    sync_debug_format_waits(text, sizeof text);
+    CHECK(strstr(text, "holds") == NULL);
+    /* A lock held across the toggle is unknown: its release is ignored, later orders count. */
+    CHECK_EQ(sync_mutex_lock(&a), 0);
+    sync_debug_lock_order(false);
+    sync_debug_lock_order(true);
+    CHECK_EQ(sync_mutex_unlock(&a), 0);
+    order(&a, &b);                         /* closes b -> a */
+    CHECK_EQ(seen.reports, 1);
+    sync_debug_lock_order(false);
+}
+
+/* ---- reset while a synchronized token is held keeps the token's release working ---- */
+
+static int reset_token;
+
+static void test_reset_while_synchronized(void) {
+    start_checking();
+    sync_mutex_t m;
+    CHECK_EQ(sync_mutex_init(&m, 0), 0);
+    CHECK_EQ(sync_synchronized_enter(&reset_token), 0);
+    sync_debug_lock_order_reset();
+    CHECK_EQ(sync_synchronized_exit(&reset_token), 0);
+    CHECK_EQ(sync_mutex_lock(&m), 0);      /* no order token -> m: the token is free */
+    CHECK_EQ(sync_mutex_unlock(&m), 0);
+    CHECK_EQ(sync_mutex_lock(&m), 0);
+    CHECK_EQ(sync_synchronized_enter(&reset_token), 0);
+    CHECK_EQ(sync_synchronized_exit(&reset_token), 0);
+    CHECK_EQ(sync_mutex_unlock(&m), 0);
+    CHECK_EQ(seen.reports, 0);
+    char text[4096];
+    sync_debug_format_waits(text, sizeof text);
+    CHECK(strstr(text, "holds") == NULL);
+    sync_debug_lock_order(false);
+}
+
+/* ---- releasing an unseen read hold leaves other threads' read holds alone ---- */
+
+static sync_rwlock_t steal_rw = SYNC_RWLOCK_INIT;
+static sync_mutex_t steal_m = SYNC_MUTEX_INIT;
+static pthread_barrier_t steal_held, steal_released;
+
+static void *read_then_lock(void *unused) {
+    (void)unused;
+    CHECK_EQ(sync_rwlock_rdlock(&steal_rw), 0);   /* checking on: on this thread's stack */
+    pthread_barrier_wait(&steal_held);
+    pthread_barrier_wait(&steal_released);
+    CHECK_EQ(sync_mutex_lock(&steal_m), 0);       /* rw (read) -> m */
+    CHECK_EQ(sync_mutex_unlock(&steal_m), 0);
+    CHECK_EQ(sync_rwlock_rdunlock(&steal_rw), 0);
+    return NULL;
+}
+
+static void test_read_release_is_own(void) {
+    start_checking();
+    sync_debug_lock_order(false);
+    CHECK_EQ(sync_rwlock_rdlock(&steal_rw), 0);   /* unseen read hold */
+    sync_debug_lock_order(true);
+    CHECK_EQ(pthread_barrier_init(&steal_held, NULL, 2), 0);
+    CHECK_EQ(pthread_barrier_init(&steal_released, NULL, 2), 0);
+    pthread_t thread;
+    CHECK_EQ(pthread_create(&thread, NULL, read_then_lock, NULL), 0);
+    pthread_barrier_wait(&steal_held);
+    CHECK_EQ(sync_rwlock_rdunlock(&steal_rw), 0); /* this thread's own, unseen hold */
+    char text[4096], expected[64];
+    sync_debug_format_waits(text, sizeof text);
+    snprintf(expected, sizeof expected, "holds rwlock (read) %p", (void *)&steal_rw);
+    CHECK(strstr(text, expected) != NULL);        /* the other thread's hold stays */
+    pthread_barrier_wait(&steal_released);
+    CHECK_EQ(pthread_join(thread, NULL), 0);
+    CHECK_EQ(seen.reports, 0);
+    CHECK_EQ(sync_mutex_lock(&steal_m), 0);       /* m -> rw closes the cycle */
+    CHECK_EQ(sync_rwlock_wrlock(&steal_rw), 0);
+    CHECK_EQ(sync_rwlock_wrunlock(&steal_rw), 0);
+    CHECK_EQ(sync_mutex_unlock(&steal_m), 0);
+    CHECK_EQ(seen.reports, 1);
+    pthread_barrier_destroy(&steal_held);
+    pthread_barrier_destroy(&steal_released);
+    sync_debug_lock_order(false);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IONBF, 0);
     alarm(300);  /* against a hang only */
@@ -344,5 +475,9 @@ int main(void) {
     test_trylock();
     test_reused_memory();
     test_bad_input_and_off();
+    test_site_hook_takes_a_lock();
+    test_released_while_off();
+    test_reset_while_synchronized();
+    test_read_release_is_own();
     DONE();
 }

@@ -15,7 +15,10 @@
  * sync_condition_lock_t (through their mutex: a wait releases it and takes it again). A trylock
  * that succeeds is held (edges from it to later locks count) but adds no edge into it: it never
  * waits. Not covered: robust recursive locks (sync_recursive_lock_init with SYNC_MUTEX_ROBUST),
- * locks taken before checking was turned on (they are not on the stacks).
+ * locks taken before checking was turned on (they are not on the stacks; their release is
+ * ignored). A release removes only the calling thread's own hold, except for an unowned mutex
+ * (one holder, whoever releases it): a read lock released by another thread than its taker
+ * stays on the taker's stack until that thread exits.
  *
  * Turning it on: LIBSYNC_CHECK_LOCK_ORDER=1 in the environment (read once, when libsync.so is
  * loaded; =abort also aborts after a report; any other value except 0 prints a warning and leaves
@@ -76,7 +79,10 @@ typedef size_t (*sync_lock_order_site_hook)(char *buffer, size_t size, void *con
 #define SYNC_LOCK_ORDER_ABORT 1  /**< report, then abort() */
 
 /** Turns lock-order checking on or off. Orders already recorded stay; locks already held when
- * it is turned on are not on the stacks. */
+ * it is turned on are not on the stacks. Turning it on again after off forgets every thread's
+ * stack (at that thread's next lock operation): a lock released while checking was off must not
+ * stay on it, so a lock held across the off -> on turn is unknown like one taken before checking
+ * was on (its release is ignored, it gives no orders). */
 void sync_debug_lock_order(bool on);
 
 /** Whether lock-order checking is on. */
@@ -90,7 +96,11 @@ int sync_debug_lock_order_set_action(int action);
 void sync_debug_lock_order_set_handler(sync_lock_order_handler handler, void *context);
 
 /** Describes sites with `hook` (an interpreter's stack) instead of a C backtrace; NULL restores
- * the backtrace. libsync's Python package sets one that gives the Python stack. */
+ * the backtrace. libsync's Python package sets one that gives the Python stack.
+ * The hook and the handler run without libsync's internal lock and may take libsync locks; the
+ * locks a thread takes or waits for inside them are not checked (not on its stack, no orders),
+ * so a hook that locks cannot recurse. Releases inside them are seen as anywhere (a handler may
+ * release the thread's locks). */
 void sync_debug_lock_order_set_site_hook(sync_lock_order_site_hook hook, void *context);
 
 /**
@@ -108,7 +118,8 @@ int sync_debug_lock_forget(const void *lock);
  */
 int sync_debug_lock_order_promote(const void *lock);
 
-/** Forgets every order recorded and every cycle reported (the held locks stay held). */
+/** Forgets every order recorded and every cycle reported (the held locks stay held, and their
+ * releases, sync_synchronized_exit included, are still seen). */
 void sync_debug_lock_order_reset(void);
 
 /**

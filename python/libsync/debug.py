@@ -162,7 +162,11 @@ def _start_if_enabled() -> None:
 
 
 def check_lock_order(enabled: bool = True) -> None:
-    """Turns lock-order checking on (for every libsync lock of the process) or off."""
+    """Turns lock-order checking on (for every libsync lock of the process) or off.
+
+    Locks already held when it is turned on are unknown to it (their release is ignored, they
+    give no orders); that includes, after an off -> on turn, the locks held across the turn:
+    each thread's stack of held locks starts empty again."""
     if not isinstance(enabled, bool):
         raise TypeError(f"enabled must be a bool, not {type(enabled).__name__}")
     if enabled:
@@ -178,7 +182,7 @@ def is_checking() -> bool:
 def set_handler(handler: Optional[Callable[[Cycle], Any]]) -> None:
     """Calls ``handler(cycle)`` for each potential deadlock instead of printing it to stderr
     (None: print again). It runs in the thread whose lock closed the cycle, holding its locks;
-    what it raises is printed to stderr."""
+    what it raises is printed to stderr. The locks it takes are not checked (no orders)."""
     global _handler
     if handler is not None and not callable(handler):
         raise TypeError(f"handler must be callable or None, not {type(handler).__name__}")

@@ -195,6 +195,19 @@ def test_off_records_nothing_and_bad_input():
     assert "no wait-for cycle" in debug.waits()
 
 
+def test_lock_released_while_off_is_not_held_when_back_on(reports):
+    a, b = libsync.Lock(), libsync.Lock()
+    a.acquire()
+    debug.check_lock_order(False)
+    a.release()                 # unseen
+    debug.check_lock_order(True)
+    with b:                     # no order a -> b: a is free
+        pass
+    in_order(b, a)              # the only order
+    assert reports == []
+    assert "holds" not in debug.waits()
+
+
 def test_handler_that_raises_is_reported_and_checking_goes_on(reports, capfd):
     def broken(cycle):
         raise RuntimeError("handler bug")

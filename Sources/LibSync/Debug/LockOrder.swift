@@ -34,13 +34,20 @@ import Synchronization
 /// the process aborts if asked to. A read lock counts as its lock (a writer-preferring rwlock
 /// deadlocks on a read-read inversion too).
 ///
+/// Periods. Each off -> on turn of checking starts a new period; a thread's stack of an older
+/// period is dropped at its next hook (a lock released while checking was off must not stay on
+/// it), so the locks held across the turn are unknown like those taken before checking was on:
+/// their releases are ignored.
+///
 /// Reuse. A node is forgotten (its edges with it) when its lock is initialized again, when a
 /// Swift lock object is freed, or on `forget`; a new lock at the same address is then a new
 /// node (ids are never reused, edges to a forgotten id are dead). A lock that is freed without
 /// any of these and whose memory then holds another lock keeps the old lock's edges.
 ///
 /// All state is under one internal pthread mutex, never held while calling out (handler, site
-/// provider), so those may take libsync locks themselves.
+/// provider), so those may take libsync locks themselves. The locks a thread takes or waits for
+/// while it runs a callout are not checked (not on its stack, no orders): a callout that takes
+/// a lock cannot recurse into another callout. Its releases are checked as anywhere.
 @usableFromInline package enum LockOrder {
     // MARK: hooks (inlined into every lock)
 
@@ -105,11 +112,22 @@ import Synchronization
     }
 
     /// One per thread that has used a lock with checking on; registered in `State.threads`.
+    /// Its stack and wait are of checking period `epoch`: those of an older period are stale
+    /// (a lock may have been released unseen while checking was off) and go at its next hook.
     final class ThreadRecord {
         var tid: UInt32
+        var epoch: Int
         var held: [Held] = []
         var waitingFor: Held? = nil
-        init(tid: UInt32) { self.tid = tid }
+        init(tid: UInt32, epoch: Int = 0) { self.tid = tid; self.epoch = epoch }
+
+        /// Drops a stale stack: the locks held across an off -> on turn are unknown.
+        func renew(_ epoch: Int) {
+            guard self.epoch != epoch else { return }
+            held = []
+            waitingFor = nil
+            self.epoch = epoch
+        }
     }
 
     struct Edge {
@@ -125,6 +143,7 @@ import Synchronization
         var reported: Set<[Int]> = []
         var aliases: [UInt: UInt] = [:]       // synchronized entry lock -> token
         var threads: [ObjectIdentifier: ThreadRecord] = [:]
+        var epoch = 0                         // checking period: bumped at each off -> on turn
         var handler: ((LockOrderCycle) -> Void)? = nil
         var siteProvider: (() -> String?)? = nil
         var abortOnCycle = sync_lock_order_env == 2
@@ -181,10 +200,35 @@ import Synchronization
         return key
     }()
 
+    /// Non-nil on a thread while it runs the site provider or the handler: the locks it takes
+    /// or waits for there are not checked (they would need sites and reports themselves, and
+    /// so callouts again). Releases are: a handler may release the thread's held locks.
+    static let calloutKey: pthread_key_t = {
+        var key = pthread_key_t()
+        let status = pthread_key_create(&key, nil)
+        precondition(status == 0, "LockOrder: pthread_key_create failed (\(status))")
+        return key
+    }()
+
+    /// Whether the calling thread is inside the site provider or the handler.
+    static var inCallout: Bool { pthread_getspecific(calloutKey) != nil }
+
+    /// Runs `body` with the calling thread marked as inside a callout.
+    static func callingOut<R>(_ body: () -> R) -> R {
+        let outer = pthread_getspecific(calloutKey)
+        pthread_setspecific(calloutKey, UnsafeRawPointer(bitPattern: 1))
+        defer { pthread_setspecific(calloutKey, outer) }
+        return body()
+    }
+
     /// The calling thread's record (made and registered on first use). Under `mutex`.
     static func current(_ state: inout State) -> ThreadRecord {
-        if let raw = pthread_getspecific(key) { return Unmanaged<ThreadRecord>.fromOpaque(raw).takeUnretainedValue() }
-        let record = ThreadRecord(tid: threadID())
+        if let raw = pthread_getspecific(key) {
+            let record = Unmanaged<ThreadRecord>.fromOpaque(raw).takeUnretainedValue()
+            record.renew(state.epoch)
+            return record
+        }
+        let record = ThreadRecord(tid: threadID(), epoch: state.epoch)
         pthread_setspecific(key, Unmanaged.passRetained(record).toOpaque())
         state.threads[ObjectIdentifier(record)] = record
         return record
@@ -223,6 +267,7 @@ import Synchronization
 
     @usableFromInline @inline(never)
     static func noteAcquired(_ lock: UnsafeRawPointer, _ kind: LockKind, tried: Bool) {
+        if inCallout { return }
         let (missing, provider) = withState { state -> ([(Int, Int)], (() -> String?)?) in
             let record = current(&state)
             let (address, kind) = resolve(&state, lock, kind)
@@ -236,6 +281,7 @@ import Synchronization
 
     @usableFromInline @inline(never)
     static func noteWaiting(_ lock: UnsafeRawPointer, _ kind: LockKind) {
+        if inCallout { return }
         let (missing, provider) = withState { state -> ([(Int, Int)], (() -> String?)?) in
             let record = current(&state)
             let (address, kind) = resolve(&state, lock, kind)
@@ -248,15 +294,18 @@ import Synchronization
     @usableFromInline @inline(never)
     static func noteSettled(_ lock: UnsafeRawPointer, _ kind: LockKind, _ result: Int32, tried: Bool) {
         if result == 0 || result == EOWNERDEAD { return noteAcquired(lock, kind, tried: tried) }
+        if inCallout { return }
         withState { state in current(&state).waitingFor = nil }
     }
 
     @usableFromInline @inline(never)
     static func noteReleasing(_ lock: UnsafeRawPointer, _ kind: LockKind) {
-        // Locks that a thread other than the taker may release: an unowned mutex (a binary
-        // semaphore) and a read lock.
-        let anyThread = kind == .readLock
-            || (kind == .mutex && UnsafeRawPointer(lock).load(as: UInt32.self) & MutexWord.unowned != 0)
+        // A release removes the caller's own latest hold of the lock. Only an unowned mutex (a
+        // binary semaphore) may be released by another thread than its taker: it has one
+        // holder, so a hold on another thread's stack is the one released. A read lock has
+        // many holders, and a caller that holds none on its stack releases a hold that
+        // checking never saw (taken while off, or in a callout): no other thread's.
+        let anyThread = kind == .mutex && UnsafeRawPointer(lock).load(as: UInt32.self) & MutexWord.unowned != 0
         withState { state in
             let (address, _) = resolve(&state, lock, kind)
             let record = current(&state)
@@ -265,7 +314,7 @@ import Synchronization
                 return
             }
             guard anyThread else { return }
-            for other in state.threads.values {
+            for other in state.threads.values where other.epoch == state.epoch {
                 if let i = other.held.lastIndex(where: { $0.address == address }) {
                     other.held.remove(at: i)
                     return
@@ -278,7 +327,7 @@ import Synchronization
     /// first attempt): it counts as a lock, with the orders from the locks held before it.
     /// 0, or EPERM if the caller holds no trylock of it. Nothing (0) while checking is off.
     package static func promote(_ lock: UnsafeRawPointer) -> Int32 {
-        guard sync_lock_order_flag != 0 else { return 0 }
+        guard sync_lock_order_flag != 0, !inCallout else { return 0 }
         let (result, missing, provider) = withState { state -> (Int32, [(Int, Int)], (() -> String?)?) in
             let record = current(&state)
             let (address, _) = resolve(&state, lock, .mutex)
@@ -310,7 +359,7 @@ import Synchronization
 
     /// Records the new edges (with the calling thread's site) and reports the cycles they close.
     static func add(_ missing: [(Int, Int)], _ provider: (() -> String?)?) {
-        let site = captureSite(provider)
+        let site = callingOut { captureSite(provider) }
         let me = threadID()
         let (reports, handler, abortOnCycle) = withState { state -> ([LockOrderCycle], ((LockOrderCycle) -> Void)?, Bool) in
             var reports: [LockOrderCycle] = []
@@ -325,8 +374,10 @@ import Synchronization
             }
             return (reports, state.handler, state.abortOnCycle)
         }
-        for report in reports {
-            if let handler { handler(report) } else { writeToStderr(report.description) }
+        callingOut {
+            for report in reports {
+                if let handler { handler(report) } else { writeToStderr(report.description) }
+            }
         }
         if !reports.isEmpty && abortOnCycle {
             writeToStderr("libsync: lock-order checking: aborting (LIBSYNC_CHECK_LOCK_ORDER=abort or the abort option)\n")
@@ -409,8 +460,17 @@ import Synchronization
     package static var isEnabled: Bool {
         get { sync_lock_order_on() != 0 }
         set {
-            if newValue { _ = started }
-            sync_lock_order_set(newValue ? 1 : 0)
+            guard newValue else { return sync_lock_order_set(0) }
+            _ = started
+            // Off -> on starts a new period: the stacks of the last one may hold locks released
+            // while checking was off. Under the mutex, so that no hook sees the flag on with
+            // the old period.
+            withState { state in
+                if sync_lock_order_on() == 0 {
+                    state.epoch += 1
+                    sync_lock_order_set(1)
+                }
+            }
         }
     }
 
@@ -421,14 +481,19 @@ import Synchronization
         set { withState { $0.abortOnCycle = newValue } }
     }
 
-    /// Forgets every order and report (the held stacks stay: those locks are still held).
+    /// Forgets every order and report. The held stacks stay (those locks are still held), and
+    /// so do the aliases of the `synchronized` tokens on them, which their exits resolve.
     package static func reset() {
         withState { state in
             state.ids = [:]
             state.nodes = [:]
             state.edges = [:]
             state.reported = []
-            state.aliases = [:]
+            var heldTokens = Set<UInt>()
+            for record in state.threads.values where record.epoch == state.epoch {
+                for held in record.held where held.kind == .synchronized { heldTokens.insert(held.address) }
+            }
+            state.aliases = state.aliases.filter { heldTokens.contains($0.value) }
         }
     }
 
@@ -438,6 +503,7 @@ import Synchronization
     /// marked `*`.
     package static func waitsDescription() -> String {
         withState { state in
+            for record in state.threads.values { record.renew(state.epoch) }
             let records = state.threads.values.sorted { $0.tid < $1.tid }
             func holders(_ address: UInt) -> [ThreadRecord] { records.filter { $0.held.contains { $0.address == address } } }
             // A thread is on a wait-for cycle if following "waits for a lock held by" from it
@@ -528,7 +594,8 @@ public struct LockOrderCycle: Sendable, CustomStringConvertible {
 /// spin lock, `synchronized`, conditions and condition locks. See docs/lock_order.md.
 public enum LockOrderChecking {
     /// On or off (off by default; `LIBSYNC_CHECK_LOCK_ORDER=1` or `=abort` at load turns it on).
-    /// Locks already held when it is turned on are not on the threads' stacks.
+    /// Locks already held when it is turned on are not on the threads' stacks (their release
+    /// is ignored); after an off -> on turn, neither are the locks held across it.
     public static var isEnabled: Bool {
         get { LockOrder.isEnabled }
         set { LockOrder.isEnabled = newValue }
@@ -541,7 +608,8 @@ public enum LockOrderChecking {
     }
 
     /// Replaces the default report (stderr) with `handler`, called once per cycle in the thread
-    /// that closed it, holding its locks; nil restores the default.
+    /// that closed it, holding its locks; nil restores the default. The locks the handler takes
+    /// are not checked.
     public static func onCycle(_ handler: (@Sendable (LockOrderCycle) -> Void)?) {
         LockOrder.setHandler(handler.map { handler in { handler($0) } })
     }
@@ -550,7 +618,7 @@ public enum LockOrderChecking {
     /// Swift lock object and is not initialized again).
     public static func forget(_ lock: UnsafeRawPointer) { LockOrder.forgetNode(UInt(bitPattern: lock)) }
 
-    /// Forgets every order seen and every cycle reported.
+    /// Forgets every order seen and every cycle reported (held locks stay held).
     public static func reset() { LockOrder.reset() }
 
     /// The locks each thread holds and waits for, with any wait-for cycle marked.
