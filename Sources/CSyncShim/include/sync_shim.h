@@ -93,6 +93,10 @@ extern __thread intptr_t sync_thread_hazard_depth SYNC_SWIFT_NONISOLATED_UNSAFE 
 /// their rules are. In TLS, so that counting a refusal is %fs-relative accesses only.
 #define SYNC_COUNTER_CACHE_WORDS 4
 extern __thread uint64_t sync_thread_counter_cache[SYNC_COUNTER_CACHE_WORDS] SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec"), aligned(64)));
+/// Its address, taken in C: Swift's `&sync_thread_counter_cache` would be a formal access of the
+/// whole variable for as long as the pointer lives, which races (for TSan) with another thread's
+/// atomic read of one of its fields through a published pointer.
+static inline uint64_t *sync_thread_counter_cache_address(void) { return sync_thread_counter_cache; }
 
 /// Does nothing, out of the Swift optimizer's sight: no retain or release is moved across a call
 /// to it (the call might release anything). ReferenceCell.unprotect calls it before clearing a

@@ -68,9 +68,7 @@ import Synchronization
     /// The calling thread's counter cache (the shim's TLS bytes, typed).
     @inlinable @inline(__always)
     static var localCache: UnsafeMutablePointer<CounterCacheLayout> {
-        withUnsafeMutablePointer(to: &sync_thread_counter_cache) {
-            UnsafeMutableRawPointer($0).assumingMemoryBound(to: CounterCacheLayout.self)
-        }
+        UnsafeMutableRawPointer(sync_thread_counter_cache_address()).assumingMemoryBound(to: CounterCacheLayout.self)
     }
 
     @usableFromInline static var slotCount: Int { 8 }
