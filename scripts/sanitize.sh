@@ -76,10 +76,13 @@ swift build --build-tests --sanitize=thread --scratch-path build-tsan/swiftpm >/
 # TSan delivers signals itself and merges real-time signals queued to one thread, which this
 # test counts one by one (it passes without TSan, in the Swift stage above).
 # The lock-order tests that fork: their children start threads (the checker's SIGQUIT thread,
-# the deadlocked pair), which TSan refuses after a multithreaded fork.
+# the deadlocked pair), which TSan refuses after a multithreaded fork; and the one that spawns
+# this test binary with an environment of its own (no TSAN_OPTIONS, no SWIFT_BACKTRACE): its
+# aborting child hangs there (it passes in the Swift stage above).
 run swift test --skip-build --sanitize=thread --scratch-path build-tsan/swiftpm --disable-swift-testing \
   --skip SignalsTests.testThreadsStartedBeforeTheRouteForwardEverySignalExactlyOnce \
   --skip LockOrderTests.testAbortOptionAbortsInAChild --skip LockOrderTests.testDefaultReportGoesToStderrInAChild \
-  --skip LockOrderTests.testDumpWaitsShowsARealDeadlockInAChild
+  --skip LockOrderTests.testDumpWaitsShowsARealDeadlockInAChild \
+  --skip LockOrderTests.testEnvironmentVariableTurnsCheckingOnInAChild
 
 echo "== sanitizers: clean ($((SECONDS - start)) s)"
