@@ -30,7 +30,7 @@ enum Futex {
     @usableFromInline @inline(never)
     static func waitSharedSlice(_ word: UnsafeMutableRawPointer, expected: UInt32, deadline: Int64) -> Int32 {
         let end = monotonicNow() &+ Deadline.sharedWaitSlice
-        if deadline >= 0 && deadline <= end { return wait(word, expected: expected, deadline: deadline, shared: true) }
+        if Deadline.hasPassed(deadline, now: end) { return wait(word, expected: expected, deadline: deadline, shared: true) }
         let result = wait(word, expected: expected, deadline: end, shared: true)
         return result == ETIMEDOUT ? sliceEnded : result
     }
