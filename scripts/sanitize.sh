@@ -5,12 +5,10 @@
 # under ThreadSanitizer. Separate build directories: build-asan/, build-tsan/. Any report fails
 # the stage (the suppressed false positives, each with its proof, are in scripts/tsan.supp).
 #
-# Which tests: every C test under ASan+UBSan but one (ASAN_SKIP below); under TSan (slower) all but test_osatomic_threads
+# Which tests: every C test under ASan+UBSan; under TSan (slower) all but test_osatomic_threads
 # (16 threads contending on spin locks take minutes there), test_rwlock (thousands of threads),
 # and the tests built on fork and killed processes or signals, which TSan does not model
-# (test_distributed_lock*, test_mutex_owners, test_signals, test_waiter_death,
-# test_lock_order_children: its forked children start threads, which TSan refuses after a
-# multithreaded fork). The fuzz runs briefly
+# (test_distributed_lock*, test_mutex_owners, test_signals, test_waiter_death). The fuzz runs briefly
 # (SYNC_FUZZ_SECONDS, default 0.25 s per primitive and mode here).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -48,17 +46,10 @@ c_tests() {  # build directory, tests...
   done
 }
 
-# Every C test under ASan+UBSan but those named in ASAN_SKIP; under TSan all but those named in
-# TSAN_SKIP. ASAN_SKIP: test_lock_order_children hangs in this build, whose libsync.so uses the
-# toolchain's shared Swift runtime: two threads wait in the runtime's lazy type-metadata
-# instantiation while the lock-order checker's mutex is held (an open defect of the checker,
-# which must not run Swift code that may instantiate metadata under its mutex; the release
-# build passes it).
+# Every C test under ASan+UBSan; under TSan all but those named in TSAN_SKIP.
 ALL=($(cd Tests/c && ls test_*.c | sed 's/\.c$//'))
-ASAN_SKIP=" test_lock_order_children "
-ASAN=()
-for t in "${ALL[@]}"; do [[ $ASAN_SKIP == *" $t "* ]] || ASAN+=("$t"); done
-TSAN_SKIP=" test_osatomic_threads test_distributed_lock test_distributed_lock_backends test_mutex_owners test_rwlock test_signals test_waiter_death test_lock_order_children "
+ASAN=("${ALL[@]}")
+TSAN_SKIP=" test_osatomic_threads test_distributed_lock test_distributed_lock_backends test_mutex_owners test_rwlock test_signals test_waiter_death "
 TSAN=()
 for t in "${ALL[@]}"; do [[ $TSAN_SKIP == *" $t "* ]] || TSAN+=("$t"); done
 
@@ -75,13 +66,10 @@ echo "== sanitizers: swift test --sanitize=thread (build-tsan/swiftpm)"
 swift build --build-tests --sanitize=thread --scratch-path build-tsan/swiftpm >/dev/null
 # TSan delivers signals itself and merges real-time signals queued to one thread, which this
 # test counts one by one (it passes without TSan, in the Swift stage above).
-# LockOrderTests: under this build's shared Swift runtime the lock-order checker can hang (an
-# open defect, the one test_lock_order_children shows under ASan above); they pass in the Swift
-# stage above.
 # LocksTests.testWriterIsNotStarved: hangs under TSan since the one-time-model and spin-policy
 # refactor (an open defect, not yet explained; it passes in the Swift stage above).
 run swift test --skip-build --sanitize=thread --scratch-path build-tsan/swiftpm --disable-swift-testing \
   --skip SignalsTests.testThreadsStartedBeforeTheRouteForwardEverySignalExactlyOnce \
-  --skip LockOrderTests --skip LocksTests.testWriterIsNotStarved
+  --skip LocksTests.testWriterIsNotStarved
 
 echo "== sanitizers: clean ($((SECONDS - start)) s)"

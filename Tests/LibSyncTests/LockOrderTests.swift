@@ -14,7 +14,7 @@ final class LockOrderTests: XCTestCase {
     var reports = Reports()
 
     override func setUp() {
-        if getenv("LIBSYNC_LOCK_ORDER_CHILD") != nil { return }  // testEnvironmentChild: as loaded
+        if getenv("LIBSYNC_LOCK_ORDER_CHILD") != nil { return }  // a child: as loaded
         reports = Reports()
         let reports = reports
         LockOrderChecking.reset()
@@ -147,24 +147,63 @@ final class LockOrderTests: XCTestCase {
         XCTAssertEqual(reports.all.count, 1)
     }
 
-    /// Forks a child that runs `body` with its stderr into a pipe; returns its wait status and
-    /// what it wrote.
-    func inChild(_ body: () -> Void) -> (Int32, String) {
+    // MARK: children
+
+    // Each child is this test binary again, running one of the `child…` tests below with
+    // LIBSYNC_LOCK_ORDER_CHILD naming it: a fresh process. A child of fork() that starts
+    // threads without exec can hang in the Swift runtime (see docs/lock_order.md, Limits),
+    // and ThreadSanitizer supports no threads there.
+
+    /// Starts the child test `name` with the parent's environment and `environment`; returns
+    /// its pid and the read end of a pipe from its stderr.
+    func spawnChild(_ name: String, environment: [String] = []) -> (pid_t, Int32) {
         var fds: [Int32] = [0, 0]
         XCTAssertEqual(pipe(&fds), 0)
-        let pid = fork()
-        if pid == 0 {
-            alarm(300)
-            dup2(fds[1], 2)
-            body()
-            _exit(0)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        posix_spawn_file_actions_adddup2(&actions, fds[1], 2)
+        posix_spawn_file_actions_addclose(&actions, fds[0])
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)  // XCTest's own lines
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        var defaults = sigset_t()  // SIGQUIT and SIGABRT as by default, whatever the parent's
+        sigemptyset(&defaults)
+        sigaddset(&defaults, SIGQUIT)
+        sigaddset(&defaults, SIGABRT)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF))
+        let arguments = [CommandLine.arguments[0], "LibSyncTests.LockOrderTests/\(name)"]
+        var inherited: [String] = []
+        var cursor = environ
+        while let variable = cursor.pointee {
+            let text = String(cString: variable)
+            if !text.hasPrefix("LIBSYNC_") { inherited.append(text) }
+            cursor += 1
         }
+        var argv = arguments.map { strdup($0) } + [nil]
+        var envp = (inherited + environment + ["LIBSYNC_LOCK_ORDER_CHILD=\(name)"]).map { strdup($0) } + [nil]
+        var pid: pid_t = 0
+        XCTAssertEqual(posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, &argv, &envp), 0)
+        posix_spawn_file_actions_destroy(&actions)
+        posix_spawnattr_destroy(&attributes)
+        (argv + envp).forEach { free($0) }
         close(fds[1])
-        let text = readAll(fds[0])
-        close(fds[0])
+        return (pid, fds[0])
+    }
+
+    /// Runs the child test `name` to its end; returns its wait status and its stderr.
+    func runChild(_ name: String, environment: [String] = []) -> (Int32, String) {
+        let (pid, fd) = spawnChild(name, environment: environment)
+        let text = readAll(fd)
+        close(fd)
         var status: Int32 = 0
         XCTAssertEqual(waitpid(pid, &status, 0), pid)
         return (status, text)
+    }
+
+    /// Whether this process is the child `name` (else the child test returns at once).
+    static func isChild(_ name: String) -> Bool {
+        getenv("LIBSYNC_LOCK_ORDER_CHILD").map { String(cString: $0) == name } ?? false
     }
 
     func readAll(_ fd: Int32, until stop: (String) -> Bool = { _ in false }) -> String {
@@ -181,101 +220,87 @@ final class LockOrderTests: XCTestCase {
     }
 
     func testAbortOptionAbortsInAChild() {
-        let (status, text) = inChild {
-            signal(SIGABRT, SIG_DFL)  // no crash reporter of the runtime: abort ends the child
-            LockOrderChecking.onCycle(nil)
-            LockOrderChecking.abortsOnCycle = true
-            let a = SyncMutex(), b = SyncMutex()
-            inOrder(a, b)
-            inOrder(b, a)
-        }
+        let (status, text) = runChild("testChildAbortsOnCycle")
         XCTAssertTrue(status & 0x7f == SIGABRT, "status \(status)")
         XCTAssertTrue(text.contains("potential deadlock"), text)
     }
 
+    func testChildAbortsOnCycle() {
+        guard Self.isChild(#function.replacingOccurrences(of: "()", with: "")) else { return }
+        signal(SIGABRT, SIG_DFL)  // no crash reporter of the runtime: abort ends the child
+        LockOrderChecking.isEnabled = true
+        LockOrderChecking.abortsOnCycle = true
+        let a = SyncMutex(), b = SyncMutex()
+        inOrder(a, b)
+        inOrder(b, a)
+    }
+
     func testDefaultReportGoesToStderrInAChild() {
-        let (status, text) = inChild {
-            LockOrderChecking.onCycle(nil)
-            let a = SyncMutex(), b = SyncMutex()
-            inOrder(a, b)
-            inOrder(b, a)
-        }
+        let (status, text) = runChild("testChildReportsToStderr")
         XCTAssertEqual(status, 0)
         XCTAssertTrue(text.contains("potential deadlock: lock-order cycle of 2 locks"), text)
     }
 
-    /// The environment variable, read at load: this test binary again, running only
-    /// `testEnvironmentChild`, with LIBSYNC_CHECK_LOCK_ORDER set.
+    func testChildReportsToStderr() {
+        guard Self.isChild(#function.replacingOccurrences(of: "()", with: "")) else { return }
+        LockOrderChecking.isEnabled = true
+        let a = SyncMutex(), b = SyncMutex()
+        inOrder(a, b)
+        inOrder(b, a)
+    }
+
+    /// The environment variable, read at load.
     func testEnvironmentVariableTurnsCheckingOnInAChild() throws {
         for (value, aborts) in [("1", false), ("abort", true)] {
-            var fds: [Int32] = [0, 0]
-            XCTAssertEqual(pipe(&fds), 0)
-            var actions = posix_spawn_file_actions_t()
-            posix_spawn_file_actions_init(&actions)
-            posix_spawn_file_actions_adddup2(&actions, fds[1], 2)
-            posix_spawn_file_actions_addclose(&actions, fds[0])
-            let arguments = [CommandLine.arguments[0], "LibSyncTests.LockOrderTests/testEnvironmentChild"]
-            let environment = ["LIBSYNC_CHECK_LOCK_ORDER=\(value)", "LIBSYNC_LOCK_ORDER_CHILD=1"]
-            var argv = arguments.map { strdup($0) } + [nil]
-            var envp = environment.map { strdup($0) } + [nil]
-            var pid: pid_t = 0
-            XCTAssertEqual(posix_spawn(&pid, "/proc/self/exe", &actions, nil, &argv, &envp), 0)
-            posix_spawn_file_actions_destroy(&actions)
-            (argv + envp).forEach { free($0) }
-            close(fds[1])
-            let text = readAll(fds[0])
-            close(fds[0])
-            var status: Int32 = 0
-            XCTAssertEqual(waitpid(pid, &status, 0), pid)
+            let (status, text) = runChild("testChildCheckingFromTheEnvironment",
+                                          environment: ["LIBSYNC_CHECK_LOCK_ORDER=\(value)"])
             XCTAssertTrue(text.contains("potential deadlock"), text)
             if aborts { XCTAssertEqual(status & 0x7f, SIGABRT) } else { XCTAssertEqual(status & 0x7f, 0) }
         }
     }
 
-    /// Runs only as the child of the test above (otherwise it returns at once).
-    func testEnvironmentChild() {
-        guard getenv("LIBSYNC_LOCK_ORDER_CHILD") != nil else { return }
-        // No setUp state: the environment turned checking on, the report goes to stderr.
+    func testChildCheckingFromTheEnvironment() {
+        guard Self.isChild(#function.replacingOccurrences(of: "()", with: "")) else { return }
         signal(SIGABRT, SIG_DFL)  // no crash reporter of the runtime: abort ends the child
-        LockOrderChecking.onCycle(nil)
-        XCTAssertTrue(LockOrderChecking.isEnabled)
+        XCTAssertTrue(LockOrderChecking.isEnabled)  // no call turned it on
         let a = SyncMutex(), b = SyncMutex()
         inOrder(a, b)
         inOrder(b, a)
     }
 
     func testDumpWaitsShowsARealDeadlockInAChild() {
-        var fds: [Int32] = [0, 0]
-        XCTAssertEqual(pipe(&fds), 0)
-        let a = SyncMutex(), b = SyncMutex()
-        let pid = fork()
-        if pid == 0 {
-            alarm(300)
-            dup2(fds[1], 2)
-            LockOrderChecking.onCycle(nil)
-            let holding = SyncSemaphore(value: 0)
-            let go = SyncEvent()
-            _ = JoinableThread { try! a.lock(); try! holding.signal(); go.wait(); try? b.lock() }
-            _ = JoinableThread { try! b.lock(); try! holding.signal(); go.wait(); try? a.lock() }
-            holding.wait()
-            holding.wait()
-            go.set()
-            // Until both wait for each other (bounded against a hang).
-            for _ in 0..<20_000 where !LockOrderChecking.waitsDescription().contains("deadlock: wait-for cycle") {
-                usleep(1000)
-            }
-            LockOrderChecking.dumpWaits()
-            while true { pause() }  // deadlocked: the test kills it
-        }
-        close(fds[1])
-        let text = readAll(fds[0]) { $0.contains("deadlock: wait-for cycle") && $0.hasSuffix("\n") }
-        close(fds[0])
+        let (pid, fd) = spawnChild("testChildDeadlocks")
+        let text = readAll(fd) { $0.contains("deadlock: wait-for cycle") && $0.hasSuffix("\n") }
+        close(fd)
         XCTAssertEqual(kill(pid, SIGKILL), 0)
         var status: Int32 = 0
         XCTAssertEqual(waitpid(pid, &status, 0), pid)
         XCTAssertTrue(text.contains("deadlock: wait-for cycle"), text)
         XCTAssertEqual(text.components(separatedBy: "<-- deadlock").count - 1, 2, text)
-        XCTAssertTrue(text.contains("mutex 0x\(String(address(a), radix: 16))"), text)
-        XCTAssertTrue(text.contains("mutex 0x\(String(address(b), radix: 16))"), text)
+        // The child's locks, as it named them first.
+        let named = text.split(separator: "\n").first { $0.hasPrefix("LOCKS ") }?.dropFirst(6)
+            .split(separator: " ").map(String.init) ?? []
+        XCTAssertEqual(named.count, 2, text)
+        for lock in named { XCTAssertTrue(text.contains("mutex \(lock)"), text) }
+    }
+
+    func testChildDeadlocks() {
+        guard Self.isChild(#function.replacingOccurrences(of: "()", with: "")) else { return }
+        LockOrderChecking.isEnabled = true
+        let a = SyncMutex(), b = SyncMutex()
+        LockOrder.writeToStderr("LOCKS 0x\(String(address(a), radix: 16)) 0x\(String(address(b), radix: 16))\n")
+        let holding = SyncSemaphore(value: 0)
+        let go = SyncEvent()
+        _ = JoinableThread { try! a.lock(); try! holding.signal(); go.wait(); try? b.lock() }
+        _ = JoinableThread { try! b.lock(); try! holding.signal(); go.wait(); try? a.lock() }
+        holding.wait()
+        holding.wait()
+        go.set()
+        // Until both wait for each other (bounded against a hang).
+        for _ in 0..<20_000 where !LockOrderChecking.waitsDescription().contains("deadlock: wait-for cycle") {
+            usleep(1000)
+        }
+        LockOrderChecking.dumpWaits()
+        while true { pause() }  // deadlocked: the test kills it
     }
 }
