@@ -66,10 +66,7 @@ echo "== sanitizers: swift test --sanitize=thread (build-tsan/swiftpm)"
 swift build --build-tests --sanitize=thread --scratch-path build-tsan/swiftpm >/dev/null
 # TSan delivers signals itself and merges real-time signals queued to one thread, which this
 # test counts one by one (it passes without TSan, in the Swift stage above).
-# LocksTests.testWriterIsNotStarved: hangs under TSan since the one-time-model and spin-policy
-# refactor (an open defect, not yet explained; it passes in the Swift stage above).
 run swift test --skip-build --sanitize=thread --scratch-path build-tsan/swiftpm --disable-swift-testing \
-  --skip SignalsTests.testThreadsStartedBeforeTheRouteForwardEverySignalExactlyOnce \
-  --skip LocksTests.testWriterIsNotStarved
+  --skip SignalsTests.testThreadsStartedBeforeTheRouteForwardEverySignalExactlyOnce
 
 echo "== sanitizers: clean ($((SECONDS - start)) s)"

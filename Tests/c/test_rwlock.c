@@ -588,8 +588,6 @@ static void test_impossible_states(void) {
         {0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},  /* all ones */
         {0x10000001u, 0, 0, 0},                                 /* a writer and a reader */
         {0x90000005u, 0, 0, 0},                                 /* the same, shared */
-        {0x20000000u, 0, 0, 0},                                 /* a writer waits for a free lock */
-        {0xe0000000u, 7, 0, 3},                                 /* the same, with parked readers */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         pid_t pid = fork();
@@ -604,6 +602,62 @@ static void test_impossible_states(void) {
         if (!WIFEXITED(status)) fprintf(stderr, "state %zu: child killed by signal %d\n", i, WTERMSIG(status));
         CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
+}
+
+/* A free lock marked while no writer is counted (the last writer between giving up and
+ * clearing the mark, or a word written by hand): a reader clears the mark and goes in, and a
+ * writer takes it. */
+static void test_orphaned_mark(void) {
+    const sync_rwlock_t marked[] = {
+        {0x20000000u, 0, 0, 0},  /* the writers' mark on a free lock */
+        {0xe0000000u, 7, 0, 0},  /* the same, shared, with the parked readers' bit */
+    };
+    for (size_t i = 0; i < sizeof marked / sizeof marked[0]; i++) {
+        alarm(60);
+        sync_rwlock_t l = marked[i];
+        CHECK_EQ(sync_rwlock_tryrdlock(&l), EBUSY);  /* a writer may come: a try does not wait */
+        CHECK_EQ(sync_rwlock_rdlock(&l), 0);
+        CHECK_EQ(sync_rwlock_rdunlock(&l), 0);
+        CHECK_EQ(sync_rwlock_trywrlock(&l), 0);
+        CHECK_EQ(sync_rwlock_wrunlock(&l), 0);
+        l = marked[i];
+        CHECK_EQ(sync_rwlock_wrlock(&l), 0);  /* a writer takes it at once */
+        CHECK_EQ(sync_rwlock_wrunlock(&l), 0);
+        CHECK_EQ(sync_rwlock_tryrdlock(&l), 0);
+        CHECK_EQ(sync_rwlock_rdunlock(&l), 0);
+        alarm(0);
+    }
+}
+
+/* A reader that releases and at once reads again does not overtake the writer its release
+ * woke: the lock stays marked for that writer. The reader's second read lock waits until the
+ * writer has been in, whenever the threads run. */
+static sync_rwlock_t handoff = SYNC_RWLOCK_INIT;
+static atomic_int writer_was_in;
+static void *handoff_writer(void *arg) {
+    (void)arg;
+    CHECK_EQ(sync_rwlock_wrlock(&handoff), 0);
+    atomic_store(&writer_was_in, 1);
+    CHECK_EQ(sync_rwlock_wrunlock(&handoff), 0);
+    return NULL;
+}
+
+static void test_release_hands_the_lock_to_the_woken_writer(void) {
+    alarm(120);
+    for (int round = 0; round < 200; round++) {
+        atomic_store(&writer_was_in, 0);
+        CHECK_EQ(sync_rwlock_rdlock(&handoff), 0);
+        pthread_t writer;
+        CHECK_EQ(pthread_create(&writer, NULL, handoff_writer, NULL), 0);
+        /* Until the writer has marked the lock (bit 29 of the state word: no reader gets in). */
+        WAIT_UNTIL(__atomic_load_n(&handoff._state, __ATOMIC_SEQ_CST) & (1u << 29));
+        CHECK_EQ(sync_rwlock_rdunlock(&handoff), 0);
+        CHECK_EQ(sync_rwlock_rdlock(&handoff), 0);  /* waits for the writer, asleep or awake */
+        CHECK_EQ(atomic_load(&writer_was_in), 1);
+        CHECK_EQ(sync_rwlock_rdunlock(&handoff), 0);
+        pthread_join(writer, NULL);
+    }
+    alarm(0);
 }
 
 int main(void) {
@@ -622,5 +676,7 @@ int main(void) {
     test_timeouts_race_releases();
     test_last_writer_giving_up_lets_readers_in();
     test_many_waiting_writers();
+    test_orphaned_mark();
+    test_release_hands_the_lock_to_the_woken_writer();
     DONE();
 }

@@ -14,20 +14,25 @@ import Synchronization
 ///
 /// Writer preference: while WRITERS_WAITING is set, new readers wait, so a stream of readers
 /// cannot starve writers. Readers' fast path is one CAS on `state`; both sides spin
-/// (`SpinWait`) before sleeping. A reader cannot upgrade; a writer can downgrade.
+/// (`SpinWait`) before sleeping, a writer only once it has marked the lock. A reader cannot
+/// upgrade; a writer can downgrade.
 ///
 /// The writers' mark is a bit, not a count, so that a waiter that leaves (timeout, signal, or
 /// death in another process) never leaves a mark that nobody clears:
-/// - a writer sets it, only while the lock is held, before it sleeps;
-/// - whoever frees the lock clears it in the same CAS and wakes one writer, or the parked
-///   readers if no writer sleeps (the writers they waited for have gone);
-/// - a woken writer re-validates: it takes the lock (marking it again if other writers wait:
-///   they may sleep unmarked), or marks it and sleeps again.
-/// A writer that gives up leaves the mark for the next release, unless it was the last writer
-/// waiting: then it clears the mark and wakes a writer, so that one it did not count marks
-/// again. `waiting` only decides these two "others wait?" questions and is never trusted
-/// for liveness: it saturates at UInt32.max, a writer that died while waiting stays in it, and
-/// either only makes the answer "yes" more often.
+/// - a writer that has to wait counts itself in `waiting` and sets the mark while the lock is
+///   held, before it spins and sleeps;
+/// - whoever frees a marked lock keeps the mark (the lock is then free and handed to the
+///   waiting writers: no reader can take it before them) and wakes one writer; any writer
+///   counted in `waiting` takes a free lock, marked or not;
+/// - the writer that takes it clears the mark, or keeps it if other writers are counted.
+/// A writer that gives up takes the lock if it is free; else it leaves the mark for the next
+/// release, unless it was the last writer waiting: then it clears the mark and wakes a writer,
+/// so that one it did not count marks again, or else the parked readers. A reader that finds
+/// the lock free and marked with no writer counted (that last writer between its two steps, or
+/// a word written by hand) clears the mark the same way. `waiting` decides these "others
+/// wait?" questions and is never trusted to say that a writer will come: it saturates at
+/// UInt32.max, and a writer that died while waiting stays in it (process-shared, readers'
+/// slices withdraw its mark, `withdrawDeadWritersMark`).
 ///
 /// The write holder: in private mode the thread whose id `writer` holds. In SHARED mode a bare
 /// id cannot say so, as the kernel gives a dead writer's id to a new thread, in any process:
@@ -41,8 +46,8 @@ import Synchronization
 /// whose sleep ended without a release asks the kernel whether any writer sleeps on
 /// `wakeups`, and withdraws the mark if none does (`withdrawDeadWritersMark`).
 ///
-/// Invariants (a state that breaks one is impossible: EINVAL): WRITER and readers are never
-/// both set; WRITERS_WAITING is set only while the lock is held.
+/// Invariant (a state that breaks it is impossible: EINVAL): WRITER and readers are never both
+/// set.
 @usableFromInline package enum RWLockWords {
     @usableFromInline package typealias Memory = UnsafeMutableRawPointer
 
@@ -69,14 +74,14 @@ import Synchronization
     /// Whether no sequence of operations leads to `value` (uninitialized or overwritten memory).
     @inlinable @inline(__always)
     static func isImpossible(_ value: UInt32) -> Bool {
-        value & readerMask != 0 ? value & writer != 0 : value & (writer | writersWaiting) == writersWaiting
+        value & readerMask != 0 && value & writer != 0
     }
 
-    /// `state` once its last holder leaves: the writers' mark cleared (a woken writer sets it
-    /// again), and READERS_PARKED too unless a writer is woken first.
+    /// `state` once its last holder leaves: a marked lock stays marked, with its parked readers,
+    /// for the writer woken next; an unmarked one keeps only SHARED (its parked readers are woken).
     @inlinable @inline(__always)
     static func freed(_ value: UInt32) -> UInt32 {
-        value & writersWaiting != 0 ? value & (shared | readersParked) : value & shared
+        value & writersWaiting != 0 ? value & (shared | readersParked | writersWaiting) : value & shared
     }
 
     // MARK: readers
@@ -127,6 +132,10 @@ import Synchronization
                 continue
             }
             if isImpossible(value) { return EINVAL }
+            if value & (writer | readerMask) == 0 && waiting(m).pointee.load(ordering: .sequentiallyConsistent) == 0 {
+                clearOrphanedMark(m, value)
+                continue
+            }
             if value & readersParked == 0 {
                 if !state(m).pointee.compareExchange(expected: value, desired: value | readersParked,
                                                      ordering: .relaxed).exchanged { continue }
@@ -140,6 +149,21 @@ import Synchronization
                 let last = tryReadLock(m)
                 return last == EBUSY ? result : last
             }
+        }
+    }
+
+    /// A free lock marked while no writer is counted: the last writer gave up between its two
+    /// steps, or the word was written by hand. Clears the mark as that writer would (a writer
+    /// counted since finds the sequence changed and re-validates; only preference rests on it).
+    @usableFromInline @inline(never)
+    static func clearOrphanedMark(_ m: Memory, _ value: UInt32) {
+        let next = value & ~(writersWaiting | readersParked)
+        guard state(m).pointee.compareExchange(expected: value, desired: next,
+                                               ordering: .sequentiallyConsistent).exchanged else { return }
+        wakeups(m).pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
+        Futex.wake(UnsafeMutableRawPointer(wakeups(m)), count: Int32.max, shared: value & shared != 0)
+        if value & readersParked != 0 {
+            Futex.wake(UnsafeMutableRawPointer(state(m)), count: Int32.max, shared: value & shared != 0)
         }
     }
 
@@ -163,9 +187,7 @@ import Synchronization
     /// waits for the readers that got in meanwhile, marks again, and keeps its place.
     @usableFromInline @inline(never)
     static func withdrawDeadWritersMark(_ m: Memory) {
-        func marked(_ value: UInt32) -> Bool {
-            value & (writer | writersWaiting) == writersWaiting && value & readerMask != 0
-        }
+        func marked(_ value: UInt32) -> Bool { value & (writer | writersWaiting) == writersWaiting }
         let sequence = UnsafeMutableRawPointer(wakeups(m))
         guard marked(state(m).pointee.load(ordering: .sequentiallyConsistent)),
               Futex.sleepers(sequence, shared: true) == 0 else { return }
@@ -242,13 +264,9 @@ import Synchronization
         let first = state(m).pointee.load(ordering: .relaxed)
         if isImpossible(first) { return EINVAL }
         if writtenByCaller(m, first, me) { return EDEADLK }
-        var spin = SpinWait()
-        repeat {
-            let result = tryWriteLock(m)
-            if result != EBUSY { return result }
-        } while spin.spin()
         countWaiting(m, by: 1)
         let isShared = first & shared != 0
+        var spin = SpinWait()
         while true {
             // The sequence before the state: a release between the two changes the sequence, so
             // the sleep below returns at once instead of missing the wake.
@@ -266,20 +284,24 @@ import Synchronization
                 if !state(m).pointee.compareExchange(expected: value, desired: value | writersWaiting,
                                                      ordering: .sequentiallyConsistent).exchanged { continue }
             }
+            // Marked: no reader gets in any more. The holders may leave soon: back off on the
+            // CPU a little, then sleep (the last one out wakes a writer).
+            if !Deadline.hasPassed(deadline) && spin.spinWithoutYield() { continue }
             let result = Futex.waitSliced(UnsafeMutableRawPointer(wakeups(m)), expected: sequence,
                                           deadline: deadline, shared: isShared)
             if result == ETIMEDOUT || (result == EINTR && interruptible) {
                 return abandonWrite(m, me: me, result: result)
             }
+            spin.reset()
         }
     }
 
-    /// A counted (waiting) writer takes the free lock `value`, marking it again if other
-    /// writers are counted: a release cleared the mark, and they may sleep behind it.
+    /// A counted (waiting) writer takes the free lock `value`, marked or not, keeping the mark
+    /// only if other writers are counted (they may sleep behind it).
     @usableFromInline
     static func takeAfterWaiting(_ m: Memory, _ value: UInt32, me: UInt32) -> Bool {
         let others = waiting(m).pointee.load(ordering: .sequentiallyConsistent) != 1
-        let next = value | writer | (others ? writersWaiting : 0)
+        let next = (value & ~writersWaiting) | writer | (others ? writersWaiting : 0)
         guard state(m).pointee.compareExchange(expected: value, desired: next,
                                                ordering: .sequentiallyConsistent).exchanged else { return false }
         countWaiting(m, by: UInt32.max)
@@ -378,12 +400,22 @@ import Synchronization
 
     // MARK: wakeups
 
-    /// After a CAS from `value` to `freed(value)`: wakes the writer the mark announced, else
-    /// the parked readers.
+    /// After a CAS from `value` to `freed(value)`: wakes a writer if the lock stays marked (a
+    /// writer counted but awake takes it, finding the sequence changed if it was about to
+    /// sleep), else the parked readers. Process-shared, a release that wakes no writer
+    /// withdraws the mark: the writers counted may have died (only preference rests on it).
     @usableFromInline @inline(never)
     static func wakeAfterRelease(_ m: Memory, _ value: UInt32) {
         if value & writersWaiting != 0 {
-            wakeWriterOrReaders(m, shared: value & shared != 0)
+            wakeups(m).pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
+            let isShared = value & shared != 0
+            if Futex.wake(UnsafeMutableRawPointer(wakeups(m)), count: 1, shared: isShared) > 0 || !isShared { return }
+            let free = freed(value)
+            if state(m).pointee.compareExchange(expected: free, desired: free & ~(writersWaiting | readersParked),
+                                                ordering: .sequentiallyConsistent).exchanged
+                && free & readersParked != 0 {
+                Futex.wake(UnsafeMutableRawPointer(state(m)), count: Int32.max, shared: true)
+            }
         } else if value & readersParked != 0 {
             Futex.wake(UnsafeMutableRawPointer(state(m)), count: Int32.max, shared: value & shared != 0)
         }

@@ -38,6 +38,17 @@ import Glibc
         return true
     }
 
+    /// One round of CPU backoff only, false once the pause rounds are spent: for a waiter whose
+    /// wait may be long (a writer waiting for readers to leave), which a yield could stretch by
+    /// a whole time slice of another runnable thread.
+    @inlinable
+    package mutating func spinWithoutYield() -> Bool {
+        if round >= Self.pauseRounds { return false }
+        round += 1
+        for _ in 0..<(1 << round) { sync_cpu_relax() }
+        return true
+    }
+
     /// One round for a waiter that has nothing to park on (the thread it waits for never wakes
     /// it): the same backoff, then a yield at every call once the rounds are spent.
     @inlinable
