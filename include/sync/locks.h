@@ -226,7 +226,9 @@ typedef union {
 
 /**
  * Many readers or one writer, writer-preferring: while a writer waits, new readers wait too,
- * so writers never starve (16 bytes). Any number of threads may wait. A reader cannot
+ * so writers never starve (16 bytes); a release while a writer waits keeps the lock for the
+ * writers (no reader gets in before the writer it wakes; tries meanwhile return EBUSY). Any
+ * number of threads may wait. A reader cannot
  * upgrade: calling wrlock while holding a read lock waits forever (release the read lock
  * first). A writer can downgrade to a reader atomically (sync_rwlock_downgrade). A thread that
  * takes a read lock it already holds may wait forever if a writer arrived in between. Readers
@@ -241,7 +243,8 @@ typedef union {
  * delays the others by at most one 200 ms slice (waiters re-check the lock at every slice
  * end, as for the mutex above). A writer that gives up clears its writer-waiting mark at once
  * if no other writer waits; one that is killed while it waits leaves the mark, which stops new
- * readers: the next release forgets it, and before that the readers re-validate it. A reader
+ * readers: the next release that wakes no writer forgets it, and before that the readers
+ * re-validate it. A reader
  * whose sleep ends without a release (a slice end, its deadline, a signal) while readers hold
  * the lock asks the kernel how many threads sleep on the writers' futex word (_wakeups), with
  * FUTEX_CMP_REQUEUE of nr_wake 0 and nr_requeue INT_MAX onto that same word, which wakes and
