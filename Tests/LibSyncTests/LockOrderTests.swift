@@ -107,6 +107,34 @@ final class LockOrderTests: XCTestCase {
         XCTAssertTrue(edges.contains { $0.fromKind == "synchronized" && $0.from == UInt(bitPattern: ObjectIdentifier(token).hashValue) })
     }
 
+    func testLocksTakenInTheHandlerAreNotChecked() {
+        let a = SyncMutex(), b = SyncMutex(), x = SyncMutex(), y = SyncMutex()
+        let reports = reports
+        LockOrderChecking.onCycle { cycle in
+            reports.add(cycle)
+            guard reports.all.count == 1 else { return }  // the second closes with x and y held
+            LockOrderTests.inOrder(x, y)  // an inversion inside the handler: not checked
+            LockOrderTests.inOrder(y, x)
+        }
+        inOrder(a, b)
+        inOrder(b, a)
+        XCTAssertEqual(reports.all.count, 1)
+        inOrder(x, y)                     // outside: x and y have no orders yet
+        XCTAssertEqual(reports.all.count, 1)
+        inOrder(y, x)
+        XCTAssertEqual(reports.all.count, 2)
+    }
+
+    func testResetWhileSynchronizedKeepsItsRelease() {
+        final class Token {}
+        let token = Token(), m = SyncMutex()
+        synchronized(token) { LockOrderChecking.reset() }
+        m.withLock {}
+        m.withLock { synchronized(token) {} }  // m -> token, the only order
+        XCTAssertEqual(reports.all.count, 0)
+        XCTAssertFalse(LockOrderChecking.waitsDescription().contains("holds"))
+    }
+
     func testTrylockAddsNoOrderIntoTheTriedLock() throws {
         let a = SyncMutex(), b = SyncMutex()
         try a.lock()

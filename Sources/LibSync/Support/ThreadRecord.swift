@@ -293,12 +293,14 @@ import Synchronization
     @inlinable @inline(__always)
     package static func countCached(_ address: UnsafeMutableRawPointer, tag: UInt64) -> Bool {
         // (key, tag) as one 128-bit value: one compare and one branch (two branches cost a cycle).
-        let cache = localCache
-        let cached = UnsafeRawPointer(cache).load(as: UInt128.self)
+        // The TLS words are reached from Swift (%fs-relative, inline), not through `localCache`
+        // (a call): a read of the first two, then the third (`count`) alone, as the other
+        // threads read `count` concurrently.
+        let cached = withUnsafePointer(to: &sync_thread_counter_cache.0) { UnsafeRawPointer($0).load(as: UInt128.self) }
         guard cached == UInt128(tag) << 64 | UInt128(UInt(bitPattern: address)) else { return false }
         // One writer (this thread); an atomic store, so that readers' loads see whole values and
         // no caller's loop may keep the count in a register.
-        let count = withUnsafeMutablePointer(to: &cache.pointee.count) { $0 }
+        let count = withUnsafeMutablePointer(to: &sync_thread_counter_cache.2) { $0 }
         atomic(count).pointee.store(atomic(count).pointee.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
         return true
     }
