@@ -474,8 +474,22 @@ import Synchronization
         }
     }
 
-    package static func setHandler(_ handler: ((LockOrderCycle) -> Void)?) { withState { $0.handler = handler } }
-    package static func setSiteProvider(_ provider: (() -> String?)?) { withState { $0.siteProvider = provider } }
+    // The replaced callout is returned from under the mutex and released after it: what it
+    // captured may be freed then, and a freed lock calls `forget`, which takes the mutex.
+    package static func setHandler(_ handler: ((LockOrderCycle) -> Void)?) {
+        let replaced = withState { state in
+            defer { state.handler = handler }
+            return state.handler
+        }
+        withExtendedLifetime(replaced) {}
+    }
+    package static func setSiteProvider(_ provider: (() -> String?)?) {
+        let replaced = withState { state in
+            defer { state.siteProvider = provider }
+            return state.siteProvider
+        }
+        withExtendedLifetime(replaced) {}
+    }
     package static var abortOnCycle: Bool {
         get { withState { $0.abortOnCycle } }
         set { withState { $0.abortOnCycle = newValue } }
