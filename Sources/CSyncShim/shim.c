@@ -205,8 +205,8 @@ static int start_sigquit_thread(void) {
 }
 
 // A fork()ed child has the handler but not the thread: it gets one of its own when it next
-// uses lock-order checking (sync_lock_order_sigquit_check), not in the fork handler, as most
-// children exec at once.
+// uses lock-order checking while it is on (sync_lock_order_sigquit_check), not in the fork
+// handler, as most children exec at once.
 static int sigquit_thread_missing;
 static void sigquit_after_fork_in_child(void) {
     pthread_mutex_init(&sigquit_install_lock, NULL);
@@ -215,7 +215,8 @@ static void sigquit_after_fork_in_child(void) {
 }
 
 void sync_lock_order_sigquit_check(void) {
-    if (!__atomic_load_n(&sigquit_thread_missing, __ATOMIC_RELAXED)) return;
+    // Only while checking is on: a child that merely makes or frees locks starts no thread.
+    if (!__atomic_load_n(&sigquit_thread_missing, __ATOMIC_RELAXED) || !sync_lock_order_on()) return;
     pthread_mutex_lock(&sigquit_install_lock);
     if (sigquit_thread_missing && start_sigquit_thread() == 0) __atomic_store_n(&sigquit_thread_missing, 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&sigquit_install_lock);

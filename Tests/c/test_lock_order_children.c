@@ -207,6 +207,40 @@ static void test_dump_waits(void) {
     CHECK_CHILD(strstr(end, "deadlock: wait-for cycle") != NULL);
 }
 
+/* ---- a forked child that only makes and frees locks starts no thread ---- */
+
+static int thread_count(void) {
+    FILE *status = fopen("/proc/self/status", "r");
+    CHECK(status != NULL);
+    char line[256];
+    int threads = -1;
+    while (fgets(line, sizeof line, status) != NULL) sscanf(line, "Threads: %d", &threads);
+    fclose(status);
+    return threads;
+}
+
+/* Checking was used in the parent (its dump thread runs there) and is off again: a child of
+ * fork() that initializes locks again (which makes the checker forget them) stays
+ * single-threaded. A dump thread there would surprise the child and kill it under TSan. */
+static void test_forked_child_starts_no_thread(void) {
+    sync_debug_lock_order_set_handler(NULL, NULL);
+    sync_debug_lock_order(true);
+    sync_mutex_t a = SYNC_MUTEX_INIT, b = SYNC_MUTEX_INIT;
+    order(&a, &b);  /* the graph has nodes now */
+    sync_debug_lock_order(false);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        sync_mutex_t m;
+        int ok = sync_mutex_init(&m, 0) == 0 && sync_mutex_lock(&m) == 0 && sync_mutex_unlock(&m) == 0
+                 && sync_mutex_init(&m, 0) == 0 && thread_count() == 1;  /* init again: forgets it */
+        _exit(ok ? 0 : 1);
+    }
+    int status;
+    CHECK_EQ(waitpid(pid, &status, 0), pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) {  /* a child (spawn_child) */
         if (strcmp(argv[1], "default-report") == 0) inversion_with_default_report();
@@ -222,5 +256,6 @@ int main(int argc, char **argv) {
     alarm(300);  /* against a hang only */
     test_children();
     test_dump_waits();
+    test_forked_child_starts_no_thread();
     DONE();
 }
