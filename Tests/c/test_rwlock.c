@@ -660,6 +660,53 @@ static void test_release_hands_the_lock_to_the_woken_writer(void) {
     alarm(0);
 }
 
+/* A writer takes the lock after waiting and, before it uncounts itself, the only other writer
+ * counted gives up: that one is not the last writer, so it leaves the mark; the taker then
+ * uncounts itself. Here the caller plays the taker: it holds the write lock and counts itself
+ * by hand (the window between takeAfterWaiting's CAS and its count), a timed writer gives up
+ * meanwhile, and the caller uncounts itself by hand. A reader that parks behind the marked
+ * lock must still get in once the caller releases: no writer is counted any more. */
+static sync_rwlock_t stale = SYNC_RWLOCK_INIT;
+static atomic_int stale_reader_in;
+static void *stale_writer(void *arg) {
+    (void)arg;
+    CHECK_EQ(sync_rwlock_timedwrlock(&stale, SECOND / 10), ETIMEDOUT);
+    return NULL;
+}
+static void *stale_reader(void *arg) {
+    (void)arg;
+    CHECK_EQ(sync_rwlock_rdlock(&stale), 0);
+    atomic_store(&stale_reader_in, 1);
+    CHECK_EQ(sync_rwlock_rdunlock(&stale), 0);
+    return NULL;
+}
+
+static void test_stale_mark_after_taker_and_quitter(void) {
+    alarm(60);
+    CHECK_EQ(sync_rwlock_wrlock(&stale), 0);
+    pthread_t writer, reader;
+    CHECK_EQ(pthread_create(&writer, NULL, stale_writer, NULL), 0);
+    WAIT_UNTIL(__atomic_load_n(&stale._state, __ATOMIC_SEQ_CST) & (1u << 29));
+    __atomic_fetch_add(&stale._waiting, 1, __ATOMIC_SEQ_CST);  /* the taker, still counted */
+    pthread_join(writer, NULL);                                /* gave up: 2 -> 1, mark left */
+    CHECK(__atomic_load_n(&stale._state, __ATOMIC_SEQ_CST) & (1u << 29));
+    __atomic_fetch_sub(&stale._waiting, 1, __ATOMIC_SEQ_CST);  /* the taker uncounts itself */
+    CHECK_EQ(pthread_create(&reader, NULL, stale_reader, NULL), 0);
+    WAIT_UNTIL(__atomic_load_n(&stale._state, __ATOMIC_SEQ_CST) & (1u << 30));  /* parked */
+    usleep(20000);
+    CHECK_EQ(sync_rwlock_wrunlock(&stale), 0);
+    int64_t end = now_ns() + 5 * (int64_t)SECOND;
+    while (!atomic_load(&stale_reader_in) && now_ns() < end) usleep(1000);
+    if (!atomic_load(&stale_reader_in))
+        fprintf(stderr, "stale mark: reader parked on a free lock, state %#x waiting %u\n",
+                __atomic_load_n(&stale._state, __ATOMIC_SEQ_CST), stale._waiting);
+    CHECK(atomic_load(&stale_reader_in));
+    pthread_join(reader, NULL);
+    CHECK_EQ(sync_rwlock_trywrlock(&stale), 0);  /* nothing left: free, unmarked */
+    CHECK_EQ(sync_rwlock_wrunlock(&stale), 0);
+    alarm(0);
+}
+
 int main(void) {
     signal(SIGALRM, on_alarm);
     test_holder_attempts();
@@ -678,5 +725,6 @@ int main(void) {
     test_many_waiting_writers();
     test_orphaned_mark();
     test_release_hands_the_lock_to_the_woken_writer();
+    test_stale_mark_after_taker_and_quitter();
     DONE();
 }

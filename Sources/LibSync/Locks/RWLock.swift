@@ -298,15 +298,28 @@ import Synchronization
 
     /// A counted (waiting) writer takes the free lock `value`, marked or not, keeping the mark
     /// only if other writers are counted (they may sleep behind it).
+    ///
+    /// The count it read is a snapshot: a writer counted then may give up before this one
+    /// uncounts itself, and a writer counted since may mark the lock and give up too; neither
+    /// is the last writer when it withdraws, so both leave the mark. So whoever uncounts the
+    /// last writer withdraws a mark it finds, here as in `abandonWrite`: else the lock stays
+    /// marked with no writer counted, and its release keeps the mark and wakes nobody (the
+    /// parked readers sleep on, tries fail on the free lock).
     @usableFromInline
     static func takeAfterWaiting(_ m: Memory, _ value: UInt32, me: UInt32) -> Bool {
         let others = waiting(m).pointee.load(ordering: .sequentiallyConsistent) != 1
         let next = (value & ~writersWaiting) | writer | (others ? writersWaiting : 0)
         guard state(m).pointee.compareExchange(expected: value, desired: next,
                                                ordering: .sequentiallyConsistent).exchanged else { return false }
-        countWaiting(m, by: UInt32.max)
         owner(m).pointee.store(me, ordering: .relaxed)
         if value & shared != 0 { noteSharedWriter(m) }
+        if countWaiting(m, by: UInt32.max) == 0
+            && state(m).pointee.load(ordering: .sequentiallyConsistent) & writersWaiting != 0 {
+            // A writer counted since may have seen the mark and be about to sleep: the wake
+            // makes it re-validate and mark again.
+            state(m).pointee.bitwiseAnd(~writersWaiting, ordering: .sequentiallyConsistent)
+            wakeWriterOrReaders(m, shared: value & shared != 0)
+        }
         return true
     }
 
@@ -403,18 +416,24 @@ import Synchronization
     /// After a CAS from `value` to `freed(value)`: wakes a writer if the lock stays marked (a
     /// writer counted but awake takes it, finding the sequence changed if it was about to
     /// sleep), else the parked readers. Process-shared, a release that wakes no writer
-    /// withdraws the mark: the writers counted may have died (only preference rests on it).
+    /// withdraws the mark: the writers counted may have died (only preference rests on it);
+    /// private, it does so only if no writer is counted (a writer counted since finds the
+    /// state changed and re-validates).
     @usableFromInline @inline(never)
     static func wakeAfterRelease(_ m: Memory, _ value: UInt32) {
         if value & writersWaiting != 0 {
             wakeups(m).pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
             let isShared = value & shared != 0
-            if Futex.wake(UnsafeMutableRawPointer(wakeups(m)), count: 1, shared: isShared) > 0 || !isShared { return }
+            if Futex.wake(UnsafeMutableRawPointer(wakeups(m)), count: 1, shared: isShared) > 0 { return }
+            // No writer asleep. Private, a writer counted is awake and takes the lock; with none
+            // counted the mark is stale (whoever uncounted the last writer withdraws it, but a
+            // release must not leave the parked readers asleep behind it if it stayed).
+            if !isShared && waiting(m).pointee.load(ordering: .sequentiallyConsistent) != 0 { return }
             let free = freed(value)
             if state(m).pointee.compareExchange(expected: free, desired: free & ~(writersWaiting | readersParked),
                                                 ordering: .sequentiallyConsistent).exchanged
                 && free & readersParked != 0 {
-                Futex.wake(UnsafeMutableRawPointer(state(m)), count: Int32.max, shared: true)
+                Futex.wake(UnsafeMutableRawPointer(state(m)), count: Int32.max, shared: isShared)
             }
         } else if value & readersParked != 0 {
             Futex.wake(UnsafeMutableRawPointer(state(m)), count: Int32.max, shared: value & shared != 0)
