@@ -595,6 +595,10 @@ static void test_impossible_states(void) {
         if (pid == 0) {
             alarm(60);
             expect_invalid(bad[i]);
+            /* The owner word naming the caller: wrunlock and downgrade still change nothing. */
+            sync_rwlock_t mine = bad[i];
+            mine._writer = (uint32_t)gettid();
+            expect_invalid(mine);
             _exit(0);
         }
         int status;

@@ -354,9 +354,9 @@ import Synchronization
     package static func writeUnlock(_ m: Memory) -> Int32 {
         LockOrder.releasing(m, .writeLock)
         let value = state(m).pointee.load(ordering: .relaxed)
-        if value & writer == 0 || owner(m).pointee.load(ordering: .relaxed) != threadID() {
-            return isImpossible(value) ? EINVAL : EPERM
-        }
+        // Impossible first: the owner word may still name the caller, and EINVAL changes nothing.
+        if isImpossible(value) { return EINVAL }
+        if value & writer == 0 || owner(m).pointee.load(ordering: .relaxed) != threadID() { return EPERM }
         if value & shared != 0 { return writeUnlockShared(m) }
         owner(m).pointee.store(0, ordering: .relaxed)
         if state(m).pointee.compareExchange(expected: writer, desired: 0, ordering: .releasing).exchanged { return 0 }
@@ -391,9 +391,8 @@ import Synchronization
     /// 0, EPERM if the caller does not hold it for writing, or EINVAL.
     @usableFromInline package static func downgrade(_ m: Memory) -> Int32 {
         var value = state(m).pointee.load(ordering: .relaxed)
-        if value & writer == 0 || owner(m).pointee.load(ordering: .relaxed) != threadID() {
-            return isImpossible(value) ? EINVAL : EPERM
-        }
+        if isImpossible(value) { return EINVAL }  // before the owner word and list change
+        if value & writer == 0 || owner(m).pointee.load(ordering: .relaxed) != threadID() { return EPERM }
         if value & shared != 0 && !LockOwner.remove(m) { return EPERM }
         owner(m).pointee.store(0, ordering: .relaxed)
         while true {
