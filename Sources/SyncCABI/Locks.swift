@@ -105,9 +105,7 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
 
 @_cdecl("sync_rwlock_init") public func c_sync_rwlock_init(_ rw: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
     guard let memory = lockMemory(rw), flags & ~1 == 0 else { return EINVAL }
-    LockOrder.forget(memory)
-    memory.initializeMemory(as: UInt8.self, repeating: 0, count: RWLockWords.size)
-    memory.storeBytes(of: RWLockWords.initial(shared: flags & 1 != 0), as: UInt32.self)
+    RWLockWords.initialize(memory, shared: flags & 1 != 0)
     return 0
 }
 @_cdecl("sync_rwlock_rdlock") public func c_sync_rwlock_rdlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
@@ -116,7 +114,7 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
 }
 @_cdecl("sync_rwlock_tryrdlock") public func c_sync_rwlock_tryrdlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
-    return LockOrder.tried(memory, .readLock, RWLockWords.tryReadLock(memory))
+    return RWLockWords.tryReadLock(memory)
 }
 @_cdecl("sync_rwlock_timedrdlock") public func c_sync_rwlock_timedrdlock(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
@@ -140,7 +138,7 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
 }
 @_cdecl("sync_rwlock_trywrlock") public func c_sync_rwlock_trywrlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
-    return LockOrder.tried(memory, .writeLock, RWLockWords.tryWriteLock(memory))
+    return RWLockWords.tryWriteLock(memory)
 }
 @_cdecl("sync_rwlock_timedwrlock") public func c_sync_rwlock_timedwrlock(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }

@@ -71,6 +71,13 @@ import Synchronization
     /// The initial `state` word (the other words start at 0).
     package static func initial(shared isShared: Bool) -> UInt32 { isShared ? shared : 0 }
 
+    /// Initializes the lock at `m` (lock-order checking forgets the one it held before).
+    package static func initialize(_ m: Memory, shared isShared: Bool) {
+        LockOrder.forget(m)
+        m.initializeMemory(as: UInt8.self, repeating: 0, count: size)
+        m.storeBytes(of: initial(shared: isShared), as: UInt32.self)
+    }
+
     /// Whether no sequence of operations leads to `value` (uninitialized or overwritten memory).
     @inlinable @inline(__always)
     static func isImpossible(_ value: UInt32) -> Bool {
@@ -88,7 +95,11 @@ import Synchronization
 
     /// 0, EBUSY (a writer holds or waits), EAGAIN (2^28-1 readers), or EINVAL.
     @inlinable @inline(__always)
-    package static func tryReadLock(_ m: Memory) -> Int32 {
+    package static func tryReadLock(_ m: Memory) -> Int32 { LockOrder.tried(m, .readLock, attemptRead(m)) }
+
+    /// `tryReadLock` without the lock-order hook (the waiting paths' attempts).
+    @inlinable @inline(__always)
+    static func attemptRead(_ m: Memory) -> Int32 {
         var value = state(m).pointee.load(ordering: .relaxed)
         while value & (writer | writersWaiting) == 0 {
             if value & readerMask == readerMask { return EAGAIN }
@@ -121,13 +132,13 @@ import Synchronization
         if writtenByCaller(m, first, threadID()) { return EDEADLK }
         var spin = SpinWait()
         repeat {
-            let result = tryReadLock(m)
+            let result = attemptRead(m)
             if result != EBUSY { return result }
         } while spin.spin()
         while true {
             let value = state(m).pointee.load(ordering: .relaxed)
             if value & (writer | writersWaiting) == 0 {
-                let result = tryReadLock(m)
+                let result = attemptRead(m)
                 if result != EBUSY { return result }
                 continue
             }
@@ -146,7 +157,7 @@ import Synchronization
             // stopped this reader may be a dead writer's.
             if result != 0 && value & shared != 0 { withdrawDeadWritersMark(m) }
             if result == ETIMEDOUT || (result == EINTR && interruptible) {
-                let last = tryReadLock(m)
+                let last = attemptRead(m)
                 return last == EBUSY ? result : last
             }
         }
@@ -156,15 +167,21 @@ import Synchronization
     /// steps, or the word was written by hand. Clears the mark as that writer would (a writer
     /// counted since finds the sequence changed and re-validates; only preference rests on it).
     @usableFromInline @inline(never)
-    static func clearOrphanedMark(_ m: Memory, _ value: UInt32) {
-        let next = value & ~(writersWaiting | readersParked)
-        guard state(m).pointee.compareExchange(expected: value, desired: next,
-                                               ordering: .sequentiallyConsistent).exchanged else { return }
+    static func clearOrphanedMark(_ m: Memory, _ value: UInt32) { _ = withdrawMark(m, value) }
+
+    /// Clears the writers' mark (and READERS_PARKED) of `state` `value` in one CAS; on success
+    /// bumps the sequence and wakes every writer (each re-validates, and a live one marks again)
+    /// and the parked readers. False if `state` was no longer `value`.
+    @usableFromInline
+    static func withdrawMark(_ m: Memory, _ value: UInt32) -> Bool {
+        guard state(m).pointee.compareExchange(expected: value, desired: value & ~(writersWaiting | readersParked),
+                                               ordering: .sequentiallyConsistent).exchanged else { return false }
         wakeups(m).pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
         Futex.wake(UnsafeMutableRawPointer(wakeups(m)), count: Int32.max, shared: value & shared != 0)
         if value & readersParked != 0 {
             Futex.wake(UnsafeMutableRawPointer(state(m)), count: Int32.max, shared: value & shared != 0)
         }
+        return true
     }
 
     /// How long a reader waits between the two looks at the writers' futex in
@@ -194,18 +211,8 @@ import Synchronization
         usleep(markRecheckDelay)
         var value = state(m).pointee.load(ordering: .sequentiallyConsistent)
         guard marked(value), Futex.sleepers(sequence, shared: true) == 0 else { return }
-        while marked(value) {
-            let (exchanged, now) = state(m).pointee.compareExchange(
-                expected: value, desired: value & ~(writersWaiting | readersParked), ordering: .sequentiallyConsistent)
-            if exchanged {
-                wakeups(m).pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
-                Futex.wake(sequence, count: Int32.max, shared: true)
-                if value & readersParked != 0 {
-                    Futex.wake(UnsafeMutableRawPointer(state(m)), count: Int32.max, shared: true)
-                }
-                return
-            }
-            value = now
+        while marked(value) && !withdrawMark(m, value) {
+            value = state(m).pointee.load(ordering: .sequentiallyConsistent)
         }
     }
 
@@ -231,7 +238,11 @@ import Synchronization
 
     /// 0, EBUSY (held by anyone, the caller included), or EINVAL.
     @inlinable @inline(__always)
-    package static func tryWriteLock(_ m: Memory) -> Int32 {
+    package static func tryWriteLock(_ m: Memory) -> Int32 { LockOrder.tried(m, .writeLock, attemptWrite(m)) }
+
+    /// `tryWriteLock` without the lock-order hook.
+    @inlinable @inline(__always)
+    static func attemptWrite(_ m: Memory) -> Int32 {
         var value = state(m).pointee.load(ordering: .relaxed)
         while value & (writer | readerMask | writersWaiting) == 0 {
             let (exchanged, now) = state(m).pointee.compareExchange(
@@ -428,12 +439,7 @@ import Synchronization
             // counted the mark is stale (whoever uncounted the last writer withdraws it, but a
             // release must not leave the parked readers asleep behind it if it stayed).
             if !isShared && waiting(m).pointee.load(ordering: .sequentiallyConsistent) != 0 { return }
-            let free = freed(value)
-            if state(m).pointee.compareExchange(expected: free, desired: free & ~(writersWaiting | readersParked),
-                                                ordering: .sequentiallyConsistent).exchanged
-                && free & readersParked != 0 {
-                Futex.wake(UnsafeMutableRawPointer(state(m)), count: Int32.max, shared: isShared)
-            }
+            _ = withdrawMark(m, freed(value))
         } else if value & readersParked != 0 {
             Futex.wake(UnsafeMutableRawPointer(state(m)), count: Int32.max, shared: value & shared != 0)
         }
@@ -507,14 +513,14 @@ public final class SyncRWLock: @unchecked Sendable {
     public init() {}
 
     @inlinable public func readLock() throws(LockError) { _ = try taken(RWLockWords.readLock(memory.raw)) }
-    @inlinable public func tryReadLock() -> Bool { LockOrder.tried(memory.raw, .readLock, RWLockWords.tryReadLock(memory.raw)) == 0 }
+    @inlinable public func tryReadLock() -> Bool { RWLockWords.tryReadLock(memory.raw) == 0 }
     @inlinable public func readLock(timeout: Duration) throws(LockError) -> Bool {
         try taken(RWLockWords.readLock(memory.raw, deadline: Deadline.after(timeout)))
     }
     @inlinable public func readUnlock() throws(LockError) { _ = try taken(RWLockWords.readUnlock(memory.raw)) }
 
     @inlinable public func writeLock() throws(LockError) { _ = try taken(RWLockWords.writeLock(memory.raw)) }
-    @inlinable public func tryWriteLock() -> Bool { LockOrder.tried(memory.raw, .writeLock, RWLockWords.tryWriteLock(memory.raw)) == 0 }
+    @inlinable public func tryWriteLock() -> Bool { RWLockWords.tryWriteLock(memory.raw) == 0 }
     @inlinable public func writeLock(timeout: Duration) throws(LockError) -> Bool {
         try taken(RWLockWords.writeLock(memory.raw, deadline: Deadline.after(timeout)))
     }
