@@ -94,6 +94,24 @@ final class LockOrderTests: XCTestCase {
         XCTAssertTrue(Set(edges.map(\.from)).isSuperset(of: [address(a), UInt(bitPattern: b.memory.raw), UInt(bitPattern: c.memory.raw)]))
     }
 
+    /// Each edge names the side of the rwlock taken on that edge, in both orders.
+    func testEachEdgeNamesTheRWLockSideTakenOnIt() throws {
+        for writeFirst in [true, false] {
+            LockOrderChecking.reset()
+            let cache = SyncRWLock(), m = SyncMutex()
+            let cacheAddress = UInt(bitPattern: cache.memory.raw)
+            if writeFirst { cache.withWriteLock { m.withLock {} } } else { cache.withReadLock { m.withLock {} } }
+            m.withLock { if writeFirst { cache.withReadLock {} } else { cache.withWriteLock {} } }
+            let (first, second) = writeFirst ? ("rwlock (write)", "rwlock (read)") : ("rwlock (read)", "rwlock (write)")
+            guard let cycle = reports.all.last else { return XCTFail("no report") }
+            let out = try XCTUnwrap(cycle.edges.first { $0.from == cacheAddress })
+            let into = try XCTUnwrap(cycle.edges.first { $0.to == cacheAddress })
+            XCTAssertEqual([out.fromKind, out.toKind], [first, "mutex"])
+            XCTAssertEqual([into.fromKind, into.toKind], ["mutex", second])
+        }
+        XCTAssertEqual(reports.all.count, 2)
+    }
+
     func testSynchronizedConditionAndRecursiveLock() throws {
         final class Token {}
         let token = Token(), recursive = SyncRecursiveLock(), condition = SyncCondition()

@@ -39,7 +39,8 @@ __all__ = ["check_lock_order", "is_checking", "set_handler", "set_action", "forg
 
 class _CEdge(ctypes.Structure):
     _fields_ = [("from_", c_void_p), ("to", c_void_p), ("from_kind", c_char_p), ("to_kind", c_char_p),
-                ("thread", c_uint32), ("site", c_char_p)]
+                ("thread", c_uint32), ("site", c_char_p), ("from_name", c_char_p), ("to_name", c_char_p),
+                ("thread_name", c_char_p)]
 
 
 class _CCycle(ctypes.Structure):
@@ -63,13 +64,17 @@ _format_waits = declare(nonblocking, "sync_debug_format_waits", c_size_t, c_void
 
 class Edge(NamedTuple):
     """One order of a cycle: ``to_lock`` was first waited for or taken while ``from_lock`` was
-    held, by thread ``thread`` (its kernel id, ``threading.get_native_id()``), at ``site``."""
+    held, by thread ``thread`` (its kernel id, ``threading.get_native_id()``; its name then,
+    ``thread_name``), at ``site``."""
     from_lock: int      # the lock's address (address_of); synchronized: id() of its object
     to_lock: int
-    from_kind: str      # "mutex", "rwlock (read)", "rwlock (write)", "spin lock", "synchronized"
-    to_kind: str
+    from_kind: str      # how each was taken in this order: "mutex", "rwlock (read)",
+    to_kind: str        # "rwlock (write)", "spin lock", "synchronized"
     thread: int
     site: str           # the Python stack (most recent call last), or a C backtrace
+    from_name: Optional[str] = None    # the locks' names (name=), if they have one
+    to_name: Optional[str] = None
+    thread_name: Optional[str] = None  # the Python thread's name (threading), if known
 
 
 class Cycle(NamedTuple):
@@ -109,8 +114,11 @@ _handler: Optional[Callable[[Cycle], Any]] = None
 @_HANDLER
 def _deliver(cycle_pointer: Any, _context: Any) -> None:
     cycle = cycle_pointer.contents
+    def text(value: Optional[bytes]) -> Optional[str]:
+        return None if value is None else value.decode("utf-8", "replace")
     edges = [Edge(e.from_ or 0, e.to or 0, e.from_kind.decode(), e.to_kind.decode(), e.thread,
-                  e.site.decode("utf-8", "replace")) for e in cycle.edges[:cycle.length]]
+                  e.site.decode("utf-8", "replace"), text(e.from_name), text(e.to_name), text(e.thread_name))
+             for e in cycle.edges[:cycle.length]]
     handler = _handler
     if handler is not None:
         try:

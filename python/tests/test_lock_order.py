@@ -114,6 +114,28 @@ def test_three_lock_cycle_across_kinds(reports):
     assert {e.from_kind for e in edges} >= {"mutex", "spin lock"}
 
 
+@pytest.mark.parametrize("write_first", [True, False])
+def test_each_edge_names_the_rwlock_side_taken_on_it(reports, write_first):
+    cache, m = RWLock(), Mutex()
+    first, second = (cache.write, cache.read) if write_first else (cache.read, cache.write)
+    with first():
+        with m:
+            pass
+    with m:
+        with second():
+            pass
+    assert len(reports) == 1
+    edges = reports[0].edges
+    out = next(e for e in edges if e.from_lock == debug.address_of(cache))
+    into = next(e for e in edges if e.to_lock == debug.address_of(cache))
+    first_kind, second_kind = ("rwlock (write)", "rwlock (read)") if write_first else ("rwlock (read)", "rwlock (write)")
+    assert (out.from_kind, out.to_kind) == (first_kind, "mutex")
+    assert (into.from_kind, into.to_kind) == ("mutex", second_kind)
+    text = str(reports[0])
+    assert f"{first_kind} {debug.address_of(cache):#x} -> mutex" in text
+    assert f"mutex {debug.address_of(m):#x} -> {second_kind}" in text
+
+
 def test_rlock_condition_and_synchronized(reports):
     token = object()
     r, condition = libsync.RLock(), libsync.Condition(libsync.Lock())
