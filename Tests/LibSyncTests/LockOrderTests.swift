@@ -112,6 +112,41 @@ final class LockOrderTests: XCTestCase {
         XCTAssertEqual(reports.all.count, 2)
     }
 
+    /// Labels and thread names are in the edges and the text of reports, and in the waits dump;
+    /// a label goes with its object.
+    func testLabelsAndThreadNamesAreInReports() throws {
+        let accounts = SyncMutex(), cache = SyncRWLock()
+        accounts.label = "accounts"
+        cache.label = "cache"
+        XCTAssertEqual(accounts.label, "accounts")
+        let (a, c) = (address(accounts), UInt(bitPattern: cache.memory.raw))
+        accounts.withLock { cache.withReadLock {} }
+        let tid = ThreadIDs()
+        JoinableThread {
+            LockOrderChecking.threadName = "rotate log"
+            tid.ids[0] = threadID()
+            cache.withWriteLock { accounts.withLock {} }
+        }.join()
+        let cycle = try XCTUnwrap(reports.all.first)
+        let out = try XCTUnwrap(cycle.edges.first { $0.from == c })
+        XCTAssertEqual([out.fromName, out.toName, out.threadName], ["cache", "accounts", "rotate log"])
+        XCTAssertTrue(cycle.description.contains(
+            "rwlock (write) \"cache\" 0x\(String(c, radix: 16)) -> mutex \"accounts\" 0x\(String(a, radix: 16)), "
+            + "first in this order in thread \(tid.ids[0]) \"rotate log\" at:"), cycle.description)
+        LockOrderChecking.threadName = "main"
+        XCTAssertEqual(LockOrderChecking.threadName, "main")
+        accounts.withLock {
+            XCTAssertTrue(LockOrderChecking.waitsDescription().contains(
+                "thread \(threadID()) \"main\"\n      holds mutex \"accounts\" 0x\(String(a, radix: 16))"))
+        }
+        LockOrderChecking.threadName = nil
+        accounts.label = nil
+        XCTAssertNil(accounts.label)
+        withExtendedLifetime(cache) {}
+        let freed: UInt = { let lock = SyncSpinLock(); lock.label = "gone"; return UInt(bitPattern: lock.memory.raw) }()
+        XCTAssertNil(LockOrder.name(of: UnsafeRawPointer(bitPattern: freed)!))
+    }
+
     func testSynchronizedConditionAndRecursiveLock() throws {
         final class Token {}
         let token = Token(), recursive = SyncRecursiveLock(), condition = SyncCondition()
