@@ -241,6 +241,30 @@ static void check_rwlock_modes(bool write_first) {
 static void test_rwlock_modes_per_edge(void) {
     check_rwlock_modes(true);
     check_rwlock_modes(false);
+
+    /* A writer that downgrades holds the read side from then on. */
+    sync_mutex_t m;
+    sync_rwlock_t rw;
+    CHECK_EQ(sync_mutex_init(&m, 0), 0);
+    CHECK_EQ(sync_rwlock_init(&rw, 0), 0);
+    start_checking();
+    CHECK_EQ(sync_rwlock_wrlock(&rw), 0);
+    CHECK_EQ(sync_rwlock_downgrade(&rw), 0);
+    CHECK_EQ(sync_mutex_lock(&m), 0);     /* rw (read) -> m */
+    CHECK_EQ(sync_mutex_unlock(&m), 0);
+    CHECK_EQ(sync_rwlock_rdunlock(&rw), 0);
+    CHECK_EQ(sync_mutex_lock(&m), 0);     /* m -> rw (write) */
+    CHECK_EQ(sync_rwlock_wrlock(&rw), 0);
+    CHECK_EQ(sync_rwlock_wrunlock(&rw), 0);
+    CHECK_EQ(sync_mutex_unlock(&m), 0);
+    CHECK_EQ(seen.reports, 1);
+    size_t out = seen.from[0] == (void *)&rw ? 0 : 1;
+    CHECK(seen.from[out] == (void *)&rw);
+    CHECK_STR_EQ(seen.from_kind[out], "rwlock (read)");
+    CHECK_STR_EQ(seen.kind[1 - out], "rwlock (write)");
+    sync_debug_lock_order(false);
+    sync_debug_lock_forget(&m);
+    sync_debug_lock_forget(&rw);
 }
 
 /* ---- the other kinds: recursive lock, synchronized, condition, condition lock ---- */
