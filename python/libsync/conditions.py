@@ -106,7 +106,8 @@ class Condition:
     ``lock`` may be any lock, as in threading (default: a new libsync ``RLock``). This package's
     ``Lock``, ``RLock`` and ``Mutex`` wait in one C call per slice; other locks are released and
     retaken through their ``_release_save``/``_acquire_restore`` (else ``release``/``acquire``),
-    and ownership is checked with their ``_is_owned`` (else threading's acquire test)."""
+    and ownership is checked with their ``_is_owned`` (else threading's acquire test).
+    ``name``: the name of its lock in lock-order reports (libsync.debug); a libsync lock only."""
 
     def __init__(self, lock: Any = None, *, name: Optional[str] = None) -> None:
         if lock is None:
