@@ -171,8 +171,9 @@ def track(lock: Any) -> None:
 
 def name_lock(lock: Any, name: Optional[str], address: Optional[int] = None) -> None:
     """The constructors' ``name=``: names `lock` (at `address`, default ``address_of(lock)``)
-    in reports; None leaves it as it is. Initializing the memory again forgets the name. TypeError for a name that is not a str, ValueError for
-    one libsync refuses (empty, or with a control character such as a newline)."""
+    in reports; None leaves it as it is. Initializing the memory again forgets the name.
+    TypeError for a name that is not a str, ValueError for one libsync refuses (empty, not
+    UTF-8, or with a control character such as a newline)."""
     if name is None:
         return
     if not isinstance(name, str):
