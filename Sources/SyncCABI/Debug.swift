@@ -15,6 +15,9 @@ private struct CLockOrderEdge {
     var toKind: UnsafePointer<CChar>?
     var thread: UInt32
     var site: UnsafePointer<CChar>?
+    var fromName: UnsafePointer<CChar>?
+    var toName: UnsafePointer<CChar>?
+    var threadName: UnsafePointer<CChar>?
 }
 
 /// sync_lock_order_cycle's layout.
@@ -52,14 +55,18 @@ public func c_sync_debug_lock_order_set_handler(_ function: LockOrderHandlerFunc
     guard let function else { return LockOrder.setHandler(nil) }
     let handler = CHandler(function: function, context: context)
     LockOrder.setHandler { cycle in
-        // Every string lives until the call returns.
-        let strings = cycle.edges.flatMap { [strdup($0.fromKind), strdup($0.toKind), strdup($0.site)] } + [strdup(cycle.description)]
+        // Every string lives until the call returns; a missing name is NULL.
+        let strings = cycle.edges.flatMap {
+            [strdup($0.fromKind), strdup($0.toKind), strdup($0.site), $0.fromName.flatMap { strdup($0) },
+             $0.toName.flatMap { strdup($0) }, $0.threadName.flatMap { strdup($0) }]
+        } + [strdup(cycle.description)]
         defer { strings.forEach { free($0) } }
         var edges: [CLockOrderEdge] = []
         for (i, edge) in cycle.edges.enumerated() {
+            let s = strings[(6 * i)..<(6 * i + 6)].map { $0.map { UnsafePointer($0) } }
             edges.append(CLockOrderEdge(from: UnsafeRawPointer(bitPattern: edge.from), to: UnsafeRawPointer(bitPattern: edge.to),
-                                        fromKind: UnsafePointer(strings[3 * i]), toKind: UnsafePointer(strings[3 * i + 1]),
-                                        thread: edge.thread, site: UnsafePointer(strings[3 * i + 2])))
+                                        fromKind: s[0], toKind: s[1], thread: edge.thread, site: s[2],
+                                        fromName: s[3], toName: s[4], threadName: s[5]))
         }
         edges.withUnsafeBufferPointer { buffer in
             var c = CLockOrderCycle(length: buffer.count, edges: buffer.baseAddress, text: UnsafePointer(strings.last!))
@@ -87,6 +94,21 @@ public func c_sync_debug_lock_forget(_ lock: UnsafeRawPointer?) -> Int32 {
     guard let lock else { return EINVAL }
     LockOrderChecking.forget(lock)
     return 0
+}
+
+@_cdecl("sync_debug_lock_name")
+public func c_sync_debug_lock_name(_ lock: UnsafeRawPointer?, _ name: UnsafePointer<CChar>?) -> Int32 {
+    guard let lock else { return EINVAL }
+    guard let name else { return LockOrder.setName(lock, nil) }
+    guard let text = String(validatingCString: name) else { return EINVAL }  // not UTF-8
+    return LockOrder.setName(lock, text)
+}
+
+@_cdecl("sync_debug_thread_name")
+public func c_sync_debug_thread_name(_ name: UnsafePointer<CChar>?) -> Int32 {
+    guard let name else { return LockOrder.setThreadName(nil) }
+    guard let text = String(validatingCString: name) else { return EINVAL }
+    return LockOrder.setThreadName(text)
 }
 
 @_cdecl("sync_debug_lock_order_promote")

@@ -94,6 +94,59 @@ final class LockOrderTests: XCTestCase {
         XCTAssertTrue(Set(edges.map(\.from)).isSuperset(of: [address(a), UInt(bitPattern: b.memory.raw), UInt(bitPattern: c.memory.raw)]))
     }
 
+    /// Each edge names the side of the rwlock taken on that edge, in both orders.
+    func testEachEdgeNamesTheRWLockSideTakenOnIt() throws {
+        for writeFirst in [true, false] {
+            LockOrderChecking.reset()
+            let cache = SyncRWLock(), m = SyncMutex()
+            let cacheAddress = UInt(bitPattern: cache.memory.raw)
+            if writeFirst { cache.withWriteLock { m.withLock {} } } else { cache.withReadLock { m.withLock {} } }
+            m.withLock { if writeFirst { cache.withReadLock {} } else { cache.withWriteLock {} } }
+            let (first, second) = writeFirst ? ("rwlock (write)", "rwlock (read)") : ("rwlock (read)", "rwlock (write)")
+            guard let cycle = reports.all.last else { return XCTFail("no report") }
+            let out = try XCTUnwrap(cycle.edges.first { $0.from == cacheAddress })
+            let into = try XCTUnwrap(cycle.edges.first { $0.to == cacheAddress })
+            XCTAssertEqual([out.fromKind, out.toKind], [first, "mutex"])
+            XCTAssertEqual([into.fromKind, into.toKind], ["mutex", second])
+        }
+        XCTAssertEqual(reports.all.count, 2)
+    }
+
+    /// Labels and thread names are in the edges and the text of reports, and in the waits dump;
+    /// a label goes with its object.
+    func testLabelsAndThreadNamesAreInReports() throws {
+        let accounts = SyncMutex(), cache = SyncRWLock()
+        accounts.label = "accounts"
+        cache.label = "cache"
+        XCTAssertEqual(accounts.label, "accounts")
+        let (a, c) = (address(accounts), UInt(bitPattern: cache.memory.raw))
+        accounts.withLock { cache.withReadLock {} }
+        let tid = ThreadIDs()
+        JoinableThread {
+            LockOrderChecking.threadName = "rotate log"
+            tid.ids[0] = threadID()
+            cache.withWriteLock { accounts.withLock {} }
+        }.join()
+        let cycle = try XCTUnwrap(reports.all.first)
+        let out = try XCTUnwrap(cycle.edges.first { $0.from == c })
+        XCTAssertEqual([out.fromName, out.toName, out.threadName], ["cache", "accounts", "rotate log"])
+        XCTAssertTrue(cycle.description.contains(
+            "rwlock (write) \"cache\" 0x\(String(c, radix: 16)) -> mutex \"accounts\" 0x\(String(a, radix: 16)), "
+            + "first in this order in thread \(tid.ids[0]) \"rotate log\" at:"), cycle.description)
+        LockOrderChecking.threadName = "main"
+        XCTAssertEqual(LockOrderChecking.threadName, "main")
+        accounts.withLock {
+            XCTAssertTrue(LockOrderChecking.waitsDescription().contains(
+                "thread \(threadID()) \"main\"\n      holds mutex \"accounts\" 0x\(String(a, radix: 16))"))
+        }
+        LockOrderChecking.threadName = nil
+        accounts.label = nil
+        XCTAssertNil(accounts.label)
+        withExtendedLifetime(cache) {}
+        let freed: UInt = { let lock = SyncSpinLock(); lock.label = "gone"; return UInt(bitPattern: lock.memory.raw) }()
+        XCTAssertNil(LockOrder.name(of: UnsafeRawPointer(bitPattern: freed)!))
+    }
+
     func testSynchronizedConditionAndRecursiveLock() throws {
         final class Token {}
         let token = Token(), recursive = SyncRecursiveLock(), condition = SyncCondition()

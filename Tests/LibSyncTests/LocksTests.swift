@@ -180,6 +180,27 @@ final class LocksTests: XCTestCase {
         XCTAssertEqual(MutexWord.initial(shared: false, unowned: true), 0x2000_0000)  // SYNC_MUTEX_INIT_UNOWNED
         XCTAssertEqual(RWLockWords.initial(shared: true), 0x8000_0000)                // SYNC_RWLOCK_INIT_SHARED
     }
+
+    /// LockError says what went wrong in words, also as Foundation's localizedDescription.
+    func testLockErrorDescriptionsAreReadable() throws {
+        let mutex = SyncMutex()
+        try mutex.lock()
+        XCTAssertThrowsError(try mutex.lock()) { error in
+            XCTAssertEqual("\(error)", "the calling thread already holds this lock: waiting for it would never end")
+            XCTAssertEqual(error.localizedDescription, "\(error)")
+        }
+        try mutex.unlock()
+        XCTAssertThrowsError(try mutex.unlock()) { error in
+            XCTAssertEqual(String(describing: error), "the calling thread does not hold this lock (or the side of it) that it tried to release")
+        }
+        let codes: [LockError] = [.wouldDeadlock, .notOwner, .overflow, .interrupted, .ownerDied, .notRecoverable, .other(EINVAL)]
+        XCTAssertEqual(Set(codes.map(\.description)).count, codes.count)
+        for error in codes { XCTAssertEqual("\(error)", error.description) }
+        XCTAssertEqual(LockError.other(EINVAL).description, "lock operation failed: Invalid argument (errno \(EINVAL))")
+        XCTAssertEqual(LockError.wouldDeadlock.errorDescription, LockError.wouldDeadlock.description)
+    }
 }
 
 final class NSObjectLike: Sendable {}
+
+extension LockError: LocalizedError {}  // what an app may declare (with @retroactive): errorDescription is LockError's

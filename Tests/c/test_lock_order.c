@@ -17,6 +17,12 @@
 
 #include "check.h"
 
+#define CHECK_STR_EQ(a, b) do { \
+    const char *a_ = (a), *b_ = (b); \
+    if (a_ == NULL || strcmp(a_, b_) != 0) { fprintf(stderr, "%s:%d: FAILED: %s == \"%s\" (got \"%s\")\n", \
+                                                 __FILE__, __LINE__, #a, b_, a_ ? a_ : "NULL"); exit(1); } \
+    CHECK_PASSED(); } while (0)
+
 /* What the handler saw: the last cycle, copied. */
 #define MAX_EDGES 8
 static struct {
@@ -25,7 +31,8 @@ static struct {
     const void *from[MAX_EDGES], *to[MAX_EDGES];
     uint32_t thread[MAX_EDGES];
     char site[MAX_EDGES][4096];
-    char kind[MAX_EDGES][32];
+    char kind[MAX_EDGES][32], from_kind[MAX_EDGES][32];
+    char from_name[MAX_EDGES][32], to_name[MAX_EDGES][32], thread_name[MAX_EDGES][32];  /* "" for NULL */
     char text[16384];
 } seen;
 static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -41,6 +48,11 @@ static void on_cycle(const sync_lock_order_cycle *cycle, void *context) {
         seen.thread[i] = cycle->edges[i].thread;
         snprintf(seen.site[i], sizeof seen.site[i], "%s", cycle->edges[i].site);
         snprintf(seen.kind[i], sizeof seen.kind[i], "%s", cycle->edges[i].to_kind);
+        snprintf(seen.from_kind[i], sizeof seen.from_kind[i], "%s", cycle->edges[i].from_kind);
+        const sync_lock_order_edge *e = &cycle->edges[i];
+        snprintf(seen.from_name[i], sizeof seen.from_name[i], "%s", e->from_name ? e->from_name : "");
+        snprintf(seen.to_name[i], sizeof seen.to_name[i], "%s", e->to_name ? e->to_name : "");
+        snprintf(seen.thread_name[i], sizeof seen.thread_name[i], "%s", e->thread_name ? e->thread_name : "");
     }
     snprintf(seen.text, sizeof seen.text, "%s", cycle->text);
     pthread_mutex_unlock(&seen_lock);
@@ -182,6 +194,77 @@ static void test_three_lock_cycle(void) {
     CHECK(found_a && found_b && found_c);
     CHECK(strstr(seen.text, "spin lock") != NULL && strstr(seen.text, "rwlock") != NULL);
     sync_debug_lock_order(false);
+}
+
+/* ---- each edge names the rwlock side taken on that edge ---- */
+
+/* One thread writes `cache` then takes `m`, the next takes `m` then reads `cache` (or the
+ * other way round with `write_first` false): the cycle's edges must say which side each took. */
+static void check_rwlock_modes(bool write_first) {
+    sync_mutex_t m;
+    sync_rwlock_t cache;
+    CHECK_EQ(sync_mutex_init(&m, 0), 0);
+    CHECK_EQ(sync_rwlock_init(&cache, 0), 0);
+    start_checking();
+    CHECK_EQ(write_first ? sync_rwlock_wrlock(&cache) : sync_rwlock_rdlock(&cache), 0);  /* cache -> m */
+    CHECK_EQ(sync_mutex_lock(&m), 0);
+    CHECK_EQ(sync_mutex_unlock(&m), 0);
+    CHECK_EQ(write_first ? sync_rwlock_wrunlock(&cache) : sync_rwlock_rdunlock(&cache), 0);
+    CHECK_EQ(sync_mutex_lock(&m), 0);                                                   /* m -> cache */
+    CHECK_EQ(write_first ? sync_rwlock_rdlock(&cache) : sync_rwlock_wrlock(&cache), 0);
+    CHECK_EQ(write_first ? sync_rwlock_rdunlock(&cache) : sync_rwlock_wrunlock(&cache), 0);
+    CHECK_EQ(sync_mutex_unlock(&m), 0);
+    CHECK_EQ(seen.reports, 1);
+    CHECK_EQ(seen.length, 2);
+    const char *first = write_first ? "rwlock (write)" : "rwlock (read)";
+    const char *second = write_first ? "rwlock (read)" : "rwlock (write)";
+    for (size_t i = 0; i < 2; i++) {
+        if (seen.from[i] == (void *)&cache) {
+            CHECK_STR_EQ(seen.from_kind[i], first);
+            CHECK_STR_EQ(seen.kind[i], "mutex");
+        } else {
+            CHECK(seen.to[i] == (void *)&cache);
+            CHECK_STR_EQ(seen.from_kind[i], "mutex");
+            CHECK_STR_EQ(seen.kind[i], second);
+        }
+    }
+    char expected[2][128];
+    snprintf(expected[0], sizeof expected[0], "%s %p -> mutex %p", first, (void *)&cache, (void *)&m);
+    snprintf(expected[1], sizeof expected[1], "mutex %p -> %s %p", (void *)&m, second, (void *)&cache);
+    CHECK(strstr(seen.text, expected[0]) != NULL);
+    CHECK(strstr(seen.text, expected[1]) != NULL);
+    sync_debug_lock_order(false);
+    sync_debug_lock_forget(&m);
+    sync_debug_lock_forget(&cache);
+}
+
+static void test_rwlock_modes_per_edge(void) {
+    check_rwlock_modes(true);
+    check_rwlock_modes(false);
+
+    /* A writer that downgrades holds the read side from then on. */
+    sync_mutex_t m;
+    sync_rwlock_t rw;
+    CHECK_EQ(sync_mutex_init(&m, 0), 0);
+    CHECK_EQ(sync_rwlock_init(&rw, 0), 0);
+    start_checking();
+    CHECK_EQ(sync_rwlock_wrlock(&rw), 0);
+    CHECK_EQ(sync_rwlock_downgrade(&rw), 0);
+    CHECK_EQ(sync_mutex_lock(&m), 0);     /* rw (read) -> m */
+    CHECK_EQ(sync_mutex_unlock(&m), 0);
+    CHECK_EQ(sync_rwlock_rdunlock(&rw), 0);
+    CHECK_EQ(sync_mutex_lock(&m), 0);     /* m -> rw (write) */
+    CHECK_EQ(sync_rwlock_wrlock(&rw), 0);
+    CHECK_EQ(sync_rwlock_wrunlock(&rw), 0);
+    CHECK_EQ(sync_mutex_unlock(&m), 0);
+    CHECK_EQ(seen.reports, 1);
+    size_t out = seen.from[0] == (void *)&rw ? 0 : 1;
+    CHECK(seen.from[out] == (void *)&rw);
+    CHECK_STR_EQ(seen.from_kind[out], "rwlock (read)");
+    CHECK_STR_EQ(seen.kind[1 - out], "rwlock (write)");
+    sync_debug_lock_order(false);
+    sync_debug_lock_forget(&m);
+    sync_debug_lock_forget(&rw);
 }
 
 /* ---- the other kinds: recursive lock, synchronized, condition, condition lock ---- */
@@ -334,6 +417,90 @@ static void test_bad_input_and_off(void) {
     CHECK_EQ(seen.reports, 0);
 }
 
+/* ---- names of locks and threads, in reports and in the waits dump ---- */
+
+static sync_mutex_t named_accounts = SYNC_MUTEX_INIT;
+static sync_rwlock_t named_cache = SYNC_RWLOCK_INIT;
+static uint32_t named_tid;
+
+static void *rotate_named(void *arg) {
+    (void)arg;
+    char name[32] = "rotate log";
+    CHECK_EQ(sync_debug_thread_name(name), 0);
+    memset(name, 'x', sizeof name - 1);  /* libsync keeps a copy */
+    named_tid = gettid_now();
+    CHECK_EQ(sync_rwlock_wrlock(&named_cache), 0);  /* cache (write) -> accounts */
+    CHECK_EQ(sync_mutex_lock(&named_accounts), 0);
+    CHECK_EQ(sync_mutex_unlock(&named_accounts), 0);
+    CHECK_EQ(sync_rwlock_wrunlock(&named_cache), 0);
+    return NULL;
+}
+
+static bool waits_contain(const char *needle) {
+    static char text[16384];
+    sync_debug_format_waits(text, sizeof text);
+    return strstr(text, needle) != NULL;
+}
+
+static void test_names(void) {
+    CHECK_EQ(sync_debug_lock_name(NULL, "x"), EINVAL);
+    CHECK_EQ(sync_debug_lock_name(&named_accounts, ""), EINVAL);
+    CHECK_EQ(sync_debug_lock_name(&named_accounts, "two\nlines"), EINVAL);
+    CHECK_EQ(sync_debug_lock_name(&named_accounts, "\xff"), EINVAL);  /* not UTF-8 */
+    CHECK_EQ(sync_debug_thread_name(""), EINVAL);
+    CHECK_EQ(sync_debug_thread_name("tab\there"), EINVAL);
+
+    char name[32] = "accounts";  /* named while checking is off, from a buffer reused at once */
+    CHECK_EQ(sync_debug_lock_name(&named_accounts, name), 0);
+    memset(name, 'x', sizeof name - 1);
+    CHECK_EQ(sync_debug_lock_name(&named_cache, "cache"), 0);
+    start_checking();
+    CHECK_EQ(sync_mutex_lock(&named_accounts), 0);  /* accounts -> cache (read), an unnamed thread */
+    CHECK_EQ(sync_rwlock_rdlock(&named_cache), 0);
+    CHECK_EQ(sync_rwlock_rdunlock(&named_cache), 0);
+    CHECK_EQ(sync_mutex_unlock(&named_accounts), 0);
+    run_thread(rotate_named);
+    CHECK_EQ(seen.reports, 1);
+    for (size_t i = 0; i < 2; i++) {
+        bool from_cache = seen.from[i] == (void *)&named_cache;
+        CHECK_STR_EQ(seen.from_name[i], from_cache ? "cache" : "accounts");
+        CHECK_STR_EQ(seen.to_name[i], from_cache ? "accounts" : "cache");
+        CHECK_STR_EQ(seen.thread_name[i], from_cache ? "rotate log" : "");
+    }
+    char expected[256];
+    snprintf(expected, sizeof expected, "rwlock (write) \"cache\" %p -> mutex \"accounts\" %p, first in this order in thread %u \"rotate log\" at:",
+             (void *)&named_cache, (void *)&named_accounts, (unsigned)named_tid);
+    CHECK(strstr(seen.text, expected) != NULL);
+    snprintf(expected, sizeof expected, "mutex \"accounts\" %p -> rwlock (read) \"cache\" %p, first in this order in thread %u at:",
+             (void *)&named_accounts, (void *)&named_cache, (unsigned)gettid_now());
+    CHECK(strstr(seen.text, expected) != NULL);
+
+    /* The waits dump names the locks and the threads. */
+    CHECK_EQ(sync_debug_thread_name("main"), 0);
+    CHECK_EQ(sync_mutex_lock(&named_accounts), 0);
+    snprintf(expected, sizeof expected, "thread %u \"main\"\n      holds mutex \"accounts\" %p\n",
+             (unsigned)gettid_now(), (void *)&named_accounts);
+    CHECK(waits_contain(expected));
+    CHECK_EQ(sync_mutex_unlock(&named_accounts), 0);
+
+    /* Initialized again, forgotten, or named NULL: no name. */
+    CHECK_EQ(sync_mutex_init(&named_accounts, 0), 0);
+    CHECK_EQ(sync_debug_lock_forget(&named_cache), 0);
+    CHECK_EQ(sync_mutex_lock(&named_accounts), 0);
+    CHECK_EQ(sync_rwlock_rdlock(&named_cache), 0);
+    CHECK(!waits_contain("\"accounts\"") && !waits_contain("\"cache\""));
+    CHECK_EQ(sync_debug_lock_name(&named_cache, "cache"), 0);
+    CHECK(waits_contain("\"cache\""));
+    CHECK_EQ(sync_debug_lock_name(&named_cache, NULL), 0);
+    CHECK(!waits_contain("\"cache\""));
+    CHECK_EQ(sync_debug_thread_name(NULL), 0);
+    snprintf(expected, sizeof expected, "thread %u\n", (unsigned)gettid_now());
+    CHECK(waits_contain(expected));
+    CHECK_EQ(sync_rwlock_rdunlock(&named_cache), 0);
+    CHECK_EQ(sync_mutex_unlock(&named_accounts), 0);
+    sync_debug_lock_order(false);
+}
+
 /* ---- a site hook that takes a libsync lock is not checked inside itself ---- */
 
 static sync_mutex_t hook_lock = SYNC_MUTEX_INIT;
@@ -471,10 +638,12 @@ int main(void) {
     test_two_thread_inversion();
     test_consistent_order();
     test_three_lock_cycle();
+    test_rwlock_modes_per_edge();
     test_other_kinds();
     test_trylock();
     test_reused_memory();
     test_bad_input_and_off();
+    test_names();
     test_site_hook_takes_a_lock();
     test_released_while_off();
     test_reset_while_synchronized();

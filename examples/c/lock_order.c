@@ -15,15 +15,15 @@ static void on_cycle(const sync_lock_order_cycle *cycle, void *context) {
     for (size_t i = 0; i < cycle->length; i++) {
         const sync_lock_order_edge *edge = &cycle->edges[i];
         const char *end = strchr(edge->site, '\n');  /* the innermost frame outside libsync */
-        printf("  %s %s -> %s %s (thread %u, at %.*s)\n", edge->from_kind,
-               edge->from == (void *)&accounts ? "accounts" : "audit_log", edge->to_kind,
-               edge->to == (void *)&accounts ? "accounts" : "audit_log", (unsigned)edge->thread,
-               end ? (int)(end - edge->site) : (int)strlen(edge->site), edge->site);
+        printf("  %s %s -> %s %s (thread %s, at %.*s)\n", edge->from_kind, edge->from_name, edge->to_kind,
+               edge->to_name, edge->thread_name, end ? (int)(end - edge->site) : (int)strlen(edge->site),
+               edge->site);
     }
 }
 
 static void *transfer(void *arg) {  /* accounts, then audit_log */
     (void)arg;
+    sync_debug_thread_name("transfer");
     sync_mutex_lock(&accounts);
     sync_mutex_lock(&audit_log);
     sync_mutex_unlock(&audit_log);
@@ -33,6 +33,7 @@ static void *transfer(void *arg) {  /* accounts, then audit_log */
 
 static void *rotate_log(void *arg) {  /* audit_log, then accounts: the other order */
     (void)arg;
+    sync_debug_thread_name("rotate_log");
     sync_mutex_lock(&audit_log);
     sync_mutex_lock(&accounts);
     sync_mutex_unlock(&accounts);
@@ -41,6 +42,8 @@ static void *rotate_log(void *arg) {  /* audit_log, then accounts: the other ord
 }
 
 int main(void) {
+    sync_debug_lock_name(&accounts, "accounts");         /* names for the reports (copied) */
+    sync_debug_lock_name(&audit_log, "audit_log");
     sync_debug_lock_order_set_handler(on_cycle, NULL);  /* instead of the report on stderr */
     sync_debug_lock_order(true);                        /* or LIBSYNC_CHECK_LOCK_ORDER=1 */
     pthread_t thread;

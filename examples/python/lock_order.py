@@ -5,8 +5,7 @@ import threading
 import libsync
 from libsync import debug
 
-accounts, audit_log = libsync.Lock(), libsync.Lock()
-names = {debug.address_of(accounts): "accounts", debug.address_of(audit_log): "audit_log"}
+accounts, audit_log = libsync.Lock(name="accounts"), libsync.Lock(name="audit_log")  # names for the reports
 cycles = []
 
 
@@ -15,7 +14,7 @@ def on_cycle(cycle):
     print(f"potential deadlock among {len(cycle.edges)} locks:")
     for edge in cycle.edges:
         where = edge.site.strip().splitlines()[-2].strip()  # the innermost frame: 'File ..., in ...'
-        print(f"  {names[edge.from_lock]} -> {names[edge.to_lock]} (thread {edge.thread}, {where})")
+        print(f"  {edge.from_name} -> {edge.to_name} (thread {edge.thread_name!r}, {where})")
 
 
 def transfer():  # accounts, then audit_log
@@ -33,8 +32,9 @@ def rotate_log():  # audit_log, then accounts: the other order
 debug.set_handler(on_cycle)  # instead of the report on stderr
 debug.check_lock_order(True)  # or LIBSYNC_CHECK_LOCK_ORDER=1 in the environment
 for work in (transfer, rotate_log):  # one after the other: no deadlock
-    thread = threading.Thread(target=work)
+    thread = threading.Thread(target=work, name=work.__name__)
     thread.start()
     thread.join()
 debug.check_lock_order(False)
 assert len(cycles) == 1
+assert {edge.thread_name for edge in cycles[0].edges} == {"transfer", "rotate_log"}

@@ -5,11 +5,13 @@ import LibSync
 /// so nothing deadlocks, and libsync still reports the potential deadlock.
 func lockOrderDemo() -> Bool {
     let accounts = SyncMutex(), auditLog = SyncMutex()
+    accounts.label = "accounts"  // names for the reports
+    auditLog.label = "audit_log"
     let cycles = CycleCount()
     LockOrderChecking.onCycle { cycle in  // instead of the report on stderr
         cycles.lock.withLock { cycles.value += 1 }
-        print("potential deadlock among \(cycle.edges.count) locks, first orders in threads",
-              cycle.edges.map(\.thread))
+        print("potential deadlock among \(cycle.edges.count) locks:",
+              cycle.edges.map { "\($0.fromName ?? "?") -> \($0.toName ?? "?") (thread \($0.thread))" })
     }
     LockOrderChecking.isEnabled = true  // or LIBSYNC_CHECK_LOCK_ORDER=1 in the environment
     let transfer = Thread { accounts.withLock { auditLog.withLock {} } }

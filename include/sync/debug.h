@@ -26,10 +26,14 @@
  * not taken; on, every lock and unlock takes an internal mutex (see docs/lock_order.md for the
  * measured cost), and a new order captures a backtrace.
  *
- * Reused memory: a lock's orders are forgotten when it is initialized again (sync_*_init) and on
- * sync_debug_lock_forget; a lock at the same address afterwards is a new lock. Memory that held a
- * statically initialized lock (SYNC_..._INIT, no init call) and is freed and reused for another
- * lock without sync_debug_lock_forget keeps the old lock's orders: call it before free().
+ * Names: sync_debug_lock_name and sync_debug_thread_name give the locks and threads of the reports
+ * names (Python: `name=`, and its threads' names; Swift: `label`).
+ *
+ * Reused memory: a lock's orders and name are forgotten when it is initialized again (sync_*_init)
+ * and on sync_debug_lock_forget; a lock at the same address afterwards is a new lock. Memory that
+ * held a statically initialized lock (SYNC_..._INIT, no init call) and is freed and reused for
+ * another lock without sync_debug_lock_forget keeps the old lock's orders and name: call it
+ * before free().
  *
  * SIGQUIT: while checking is on, if SIGQUIT's disposition was the default when checking first
  * ran, SIGQUIT (kill -QUIT, ^\) prints sync_debug_dump_waits()'s text to stderr and the process
@@ -51,10 +55,14 @@ extern "C" {
 /** One order of a cycle: `to` was first waited for or taken while `from` was held. */
 typedef struct sync_lock_order_edge {
     const void *from, *to;      /**< the locks (sync_synchronized: the token) */
-    const char *from_kind;      /**< "mutex", "rwlock (read)", "rwlock (write)", "spin lock", "synchronized" */
-    const char *to_kind;
+    const char *from_kind;      /**< how `from` was held in this order: "mutex", "rwlock (read)",
+                                     "rwlock (write)", "spin lock", "synchronized" */
+    const char *to_kind;        /**< how `to` was taken in this order (same words) */
     uint32_t thread;            /**< kernel id of the thread that first took them in this order */
     const char *site;           /**< where: backtrace lines (or the site hook's text), '\n'-separated */
+    const char *from_name;      /**< the locks' names (sync_debug_lock_name), or NULL */
+    const char *to_name;
+    const char *thread_name;    /**< the thread's name then (sync_debug_thread_name), or NULL */
 } sync_lock_order_edge;
 
 /** A potential deadlock: edges[i].to == edges[i + 1].from, and the last edge's to is edges[0].from. */
@@ -104,8 +112,8 @@ void sync_debug_lock_order_set_handler(sync_lock_order_handler handler, void *co
 void sync_debug_lock_order_set_site_hook(sync_lock_order_site_hook hook, void *context);
 
 /**
- * Forgets the lock at `lock` and its orders (call before freeing the memory of a lock that no
- * init call will reinitialize). The lock may not be held.
+ * Forgets the lock at `lock`, its orders and its name (call before freeing the memory of a lock
+ * that no init call will reinitialize). The lock may not be held.
  * @return 0, or EINVAL for NULL.
  */
 int sync_debug_lock_forget(const void *lock);
@@ -119,8 +127,27 @@ int sync_debug_lock_forget(const void *lock);
 int sync_debug_lock_order_promote(const void *lock);
 
 /** Forgets every order recorded and every cycle reported (the held locks stay held, and their
- * releases, sync_synchronized_exit included, are still seen). */
+ * releases, sync_synchronized_exit included, are still seen; names stay). */
 void sync_debug_lock_order_reset(void);
+
+/**
+ * Names the lock at `lock` (sync_synchronized: the token) in reports and in the waits dump:
+ * `mutex "accounts" 0x...` instead of `mutex 0x...`. `name` is copied (the caller may free it
+ * at once); NULL removes the name. A name is kept whether checking is on or off, per process and
+ * by address (a lock in shared memory is named in each process that wants it), until the lock is
+ * initialized again (sync_*_init), forgotten (sync_debug_lock_forget) or named again.
+ * @return 0; EINVAL for a NULL lock, or a name that is empty, not UTF-8, or has a control
+ * character (such as a newline).
+ */
+int sync_debug_lock_name(const void *lock, const char *name);
+
+/**
+ * Names the calling thread in reports (the orders it records from now on keep the name) and in
+ * the waits dump: `thread 1234 "worker"`. Copied; NULL removes it. Interpreter bindings call it
+ * with their thread's name (libsync's Python package does).
+ * @return 0; EINVAL for a name that is empty, not UTF-8, or has a control character.
+ */
+int sync_debug_thread_name(const char *name);
 
 /**
  * Writes, for every thread that holds or waits for a lock (while checking was on), the locks it

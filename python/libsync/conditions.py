@@ -33,6 +33,7 @@ from ._common import (ETIMEDOUT, check, deadline as _deadline, declare, error, i
                       wait, word, words as _words)
 from ._common import NotOwnerError  # noqa: F401 (what ConditionLock raises, importable here)
 from ._memory import PRIVATE
+from . import debug as _debug
 from .locks import Lock, Mutex, RLock, _Memory, _qualname
 
 __all__ = ["Condition", "ConditionLock", "Semaphore", "BoundedSemaphore", "Event", "Barrier",
@@ -105,11 +106,14 @@ class Condition:
     ``lock`` may be any lock, as in threading (default: a new libsync ``RLock``). This package's
     ``Lock``, ``RLock`` and ``Mutex`` wait in one C call per slice; other locks are released and
     retaken through their ``_release_save``/``_acquire_restore`` (else ``release``/``acquire``),
-    and ownership is checked with their ``_is_owned`` (else threading's acquire test)."""
+    and ownership is checked with their ``_is_owned`` (else threading's acquire test).
+    ``name``: the name of its lock in lock-order reports (libsync.debug); a libsync lock only."""
 
-    def __init__(self, lock: Any = None) -> None:
+    def __init__(self, lock: Any = None, *, name: Optional[str] = None) -> None:
         if lock is None:
-            lock = RLock()
+            lock = RLock(name=name)
+        elif name is not None:  # the name of its lock (a libsync lock: TypeError otherwise)
+            _debug.name_lock(lock, name)
         self._lock = lock
         self.acquire, self.release = lock.acquire, lock.release
         self._cells = (c_uint32 * 2)()
@@ -282,7 +286,8 @@ class ConditionLock(_Memory):
     _WORDS = 6
     SIZE = 24
 
-    def __init__(self, condition: int = 0, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
+    def __init__(self, condition: int = 0, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True,
+                 name: Optional[str] = None):
         value = _int64(condition, "ConditionLock condition")
         shared = self._place(buffer, offset)
         if initialize:
@@ -290,6 +295,7 @@ class ConditionLock(_Memory):
             if code:
                 raise error(code, "ConditionLock") if code != errno.EINVAL else ValueError(
                     "ConditionLock memory must be 8-byte aligned")
+        _debug.name_lock(self, name)
 
     @property
     def condition(self) -> int:

@@ -17,14 +17,23 @@ on when libsync.so is loaded. ``waits()`` (and SIGQUIT while checking is on, if 
 disposition is the default) gives the locks each thread holds and waits for, with the wait-for
 cycle of a real deadlock marked. See docs/lock_order.md.
 
+Names: every lock above takes ``name=`` (``Lock(name="accounts")``, ``synchronized(obj,
+name=...)``), and reports show it (``mutex "accounts" 0x...``) with the Python thread's name
+(``thread 1234 "worker-1"``); the Python stacks leave out threading.py's own frames.
+
 Memory: a lock made while checking is on is forgotten when it is freed, so a new lock in the
 same memory starts without orders. A lock made before checking was turned on is not (call
-``forget`` before dropping it if its memory may hold another lock later).
+``forget`` before dropping it if its memory may hold another lock later). A name goes when the
+lock's memory is initialized again (a new lock there) or forgotten.
+A lock in a shared buffer is named per process (by its address there).
 """
 from __future__ import annotations
 
 import ctypes
+import errno
+import os
 import sys
+import threading
 import traceback
 import weakref
 from ctypes import POINTER, c_bool, c_char, c_char_p, c_int, c_size_t, c_uint32, c_void_p
@@ -39,7 +48,8 @@ __all__ = ["check_lock_order", "is_checking", "set_handler", "set_action", "forg
 
 class _CEdge(ctypes.Structure):
     _fields_ = [("from_", c_void_p), ("to", c_void_p), ("from_kind", c_char_p), ("to_kind", c_char_p),
-                ("thread", c_uint32), ("site", c_char_p)]
+                ("thread", c_uint32), ("site", c_char_p), ("from_name", c_char_p), ("to_name", c_char_p),
+                ("thread_name", c_char_p)]
 
 
 class _CCycle(ctypes.Structure):
@@ -57,19 +67,25 @@ _set_site_hook = declare(nonblocking, "sync_debug_lock_order_set_site_hook", Non
 _forget = declare(nonblocking, "sync_debug_lock_forget", c_int, c_void_p)
 _reset = declare(nonblocking, "sync_debug_lock_order_reset", None)
 _promote = declare(nonblocking, "sync_debug_lock_order_promote", c_int, c_void_p)
+_lock_name = declare(nonblocking, "sync_debug_lock_name", c_int, c_void_p, c_char_p)
+_thread_name = declare(nonblocking, "sync_debug_thread_name", c_int, c_char_p)
 # The waits are formatted under an internal lock that a thread blocked in a lock never holds.
 _format_waits = declare(nonblocking, "sync_debug_format_waits", c_size_t, c_void_p, c_size_t)
 
 
 class Edge(NamedTuple):
     """One order of a cycle: ``to_lock`` was first waited for or taken while ``from_lock`` was
-    held, by thread ``thread`` (its kernel id, ``threading.get_native_id()``), at ``site``."""
+    held, by thread ``thread`` (its kernel id, ``threading.get_native_id()``; its name then,
+    ``thread_name``), at ``site``."""
     from_lock: int      # the lock's address (address_of); synchronized: id() of its object
     to_lock: int
-    from_kind: str      # "mutex", "rwlock (read)", "rwlock (write)", "spin lock", "synchronized"
-    to_kind: str
+    from_kind: str      # how each was taken in this order: "mutex", "rwlock (read)",
+    to_kind: str        # "rwlock (write)", "spin lock", "synchronized"
     thread: int
     site: str           # the Python stack (most recent call last), or a C backtrace
+    from_name: Optional[str] = None    # the locks' names (name=), if they have one
+    to_name: Optional[str] = None
+    thread_name: Optional[str] = None  # the Python thread's name (threading), if known
 
 
 class Cycle(NamedTuple):
@@ -82,21 +98,41 @@ class Cycle(NamedTuple):
 
 
 _LIBRARY_DIR = str(Path(__file__).resolve().parent)
+_THREADING_FILES = {threading.__file__, os.path.realpath(threading.__file__)}
 
 
 def _python_stack() -> str:
-    """The calling thread's Python stack, without libsync's own frames; "" if it has none (a
-    thread that runs no Python code: libsync then takes a C backtrace)."""
-    frames = [frame for frame in traceback.extract_stack()[:-2] if not frame.filename.startswith(_LIBRARY_DIR)]
+    """The calling thread's Python stack, without libsync's own frames and threading.py's (a
+    thread's bootstrap, a threading.Condition's methods); "" if it has none (a thread that runs
+    no Python code: libsync then takes a C backtrace)."""
+    frames = [frame for frame in traceback.extract_stack()[:-2]
+              if not frame.filename.startswith(_LIBRARY_DIR) and frame.filename not in _THREADING_FILES]
     if not frames:
         return ""
     return "Python stack (most recent call last):\n" + "".join(traceback.format_list(frames)).rstrip("\n")
 
 
+_named = threading.local()  # .name: the name libsync has for this thread
+
+
+def _name_thread() -> None:
+    """Tells libsync the calling thread's Python name, when it is new or changed (a name that
+    libsync refuses, with control characters, goes escaped)."""
+    name = threading.current_thread().name
+    if getattr(_named, "name", None) == name:
+        return
+    _named.name = name
+    if _thread_name(name.encode("utf-8", "replace") or b"?") == errno.EINVAL:
+        _thread_name(name.encode("unicode_escape") or b"?")
+
+
 @_SITE_HOOK
 def _site_hook(buffer: Any, size: int, _context: Any) -> int:
     try:
-        data = _python_stack().encode("utf-8", "replace")[:size]
+        stack = _python_stack()
+        if stack:  # a Python thread: its name goes with the order
+            _name_thread()
+        data = stack.encode("utf-8", "replace")[:size]
         ctypes.memmove(buffer, data, len(data))
         return len(data)
     except BaseException:  # never into libsync's C frames
@@ -109,8 +145,11 @@ _handler: Optional[Callable[[Cycle], Any]] = None
 @_HANDLER
 def _deliver(cycle_pointer: Any, _context: Any) -> None:
     cycle = cycle_pointer.contents
+    def text(value: Optional[bytes]) -> Optional[str]:
+        return None if value is None else value.decode("utf-8", "replace")
     edges = [Edge(e.from_ or 0, e.to or 0, e.from_kind.decode(), e.to_kind.decode(), e.thread,
-                  e.site.decode("utf-8", "replace")) for e in cycle.edges[:cycle.length]]
+                  e.site.decode("utf-8", "replace"), text(e.from_name), text(e.to_name), text(e.thread_name))
+             for e in cycle.edges[:cycle.length]]
     handler = _handler
     if handler is not None:
         try:
@@ -125,13 +164,30 @@ tracking = False
 
 
 def track(lock: Any) -> None:
-    """Forgets the lock's orders when the object goes (its memory may then hold another lock)."""
+    """Forgets the lock's orders and name when the object goes (its memory may then hold
+    another lock)."""
     weakref.finalize(lock, _forget, lock._p.value).atexit = False
 
 
+def name_lock(lock: Any, name: Optional[str], address: Optional[int] = None) -> None:
+    """The constructors' ``name=``: names `lock` (at `address`, default ``address_of(lock)``)
+    in reports; None leaves it as it is. Initializing the memory again forgets the name.
+    TypeError for a name that is not a str, ValueError for one libsync refuses (empty, not
+    UTF-8, or with a control character such as a newline)."""
+    if name is None:
+        return
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str or None, not {type(name).__name__}")
+    data = name.encode("utf-8", "surrogatepass")
+    if b"\0" in data or _lock_name(address_of(lock) if address is None else address, data) == errno.EINVAL:
+        raise ValueError(f"invalid lock name {name!r}: a name is not empty, is UTF-8, and has no control character")
+
+
 def _counting(trylock: Callable[..., int]) -> Callable[..., int]:
-    """`trylock` as the first attempt of a blocking acquire: taken, it counts as a lock."""
+    """`trylock` as the first attempt of a blocking acquire: taken, it counts as a lock. The
+    thread's Python name goes to libsync first (reports and waits show it)."""
     def take(p: Any, *args: Any) -> int:
+        _name_thread()
         code = trylock(p, *args)
         if code == 0:
             _promote(p)

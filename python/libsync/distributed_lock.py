@@ -70,8 +70,9 @@ __all__ = ["DistributedLock", "Holder", "Timeout", "NotLockedError", "LockLostEr
 
 
 class Timeout(TimeoutError):
-    """The lock could not be acquired within the timeout (filelock's Timeout: same message,
-    ``lock_file``, and it survives pickling)."""
+    """The lock could not be acquired within the timeout (filelock's Timeout: same message for
+    a path, ``lock_file``, and it survives pickling). A server lock's message names it by its
+    URL (without the password): "The distributed lock 'redis://...' could not be acquired."."""
 
     def __init__(self, lock_file: str) -> None:
         super().__init__(lock_file)
@@ -81,7 +82,8 @@ class Timeout(TimeoutError):
         return self.__class__, (self._lock_file,)
 
     def __str__(self) -> str:
-        return f"The file lock '{self._lock_file}' could not be acquired."
+        kind = "distributed lock" if is_url(self._lock_file) else "file lock"
+        return f"The {kind} '{self._lock_file}' could not be acquired."
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self._lock_file!r})"

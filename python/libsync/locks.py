@@ -38,6 +38,10 @@ the lock (its thread exits, its process is killed), the next acquire raises ``Ow
         mutex.release()
 
 A blocked acquire releases the GIL, and Ctrl-C interrupts it in the main thread.
+
+Every lock here takes ``name=`` (``Lock(name="accounts")``): its name in lock-order reports and
+the waits dump (libsync.debug), kept by libsync for the lock's memory (in a shared buffer, per
+process); None gives none.
 """
 from __future__ import annotations
 
@@ -158,10 +162,11 @@ class Lock(_Acquirable):
     _TRY = _TAKE = _mutex_trylock
     _WAIT = _mutex_wait
 
-    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
+    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True, name: Optional[str] = None):
         shared = self._place(buffer, offset)
         if initialize:
             _init(_mutex_init, self._p, self._FLAGS | (_SHARED if shared else 0))
+        _debug.name_lock(self, name)
 
     def release(self) -> None:
         """Releases the lock; RuntimeError if it is not locked."""
@@ -195,12 +200,14 @@ class _Robust(_Acquirable):
     """An owner-checked lock that may be robust (16 bytes, 8-aligned), initialized by _INIT."""
     __slots__ = ()
 
-    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True, robust: bool = False):
+    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True, robust: bool = False,
+                 name: Optional[str] = None):
         shared = self._place(buffer, offset, _ROBUST_CELLS if robust else None)
         if initialize:
             _init(self._INIT, self._p, self._flags(shared))
         else:
             _check_robust(self._cells, robust)
+        _debug.name_lock(self, name)
 
     def _flags(self, shared: bool) -> int:
         return (_SHARED if shared else 0) | (_ROBUST if self._robust() else 0)
@@ -415,12 +422,13 @@ class RWLock(_Memory):
     _WORDS = 4
     SIZE = 16
 
-    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
+    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True, name: Optional[str] = None):
         shared = self._place(buffer, offset)
         if initialize:
             _init(_rw_init, self._p, 1 if shared else 0)
         self._read = _Side(self._cells, self._p, _acquire_read, _release_read)
         self._write = _Side(self._cells, self._p, _acquire_write, _release_write)
+        _debug.name_lock(self, name)
 
     def acquire_read(self, blocking: bool = True, timeout: float = -1) -> bool:
         """Takes the read side; arguments and result as threading.Lock.acquire."""
@@ -558,10 +566,11 @@ class SpinLock(_Acquirable):
     _WAIT = _spin_wait
     _WHAT = "SpinLock.acquire"
 
-    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
+    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True, name: Optional[str] = None):
         shared = self._place(buffer, offset)
         if initialize:
             _init(_spin_init, self._p, 1 if shared else 0)
+        _debug.name_lock(self, name)
 
     def release(self) -> None:
         """Releases the lock; NotOwnerError if the calling thread does not hold it."""
@@ -640,9 +649,10 @@ class synchronized:
     you own: anyone else may lock on them too."""
     __slots__ = ("_object", "_token")
 
-    def __init__(self, obj: Any):
+    def __init__(self, obj: Any, *, name: Optional[str] = None):
         self._object = obj  # keeps obj alive, so its id stays its own while locked
         self._token = c_void_p(id(obj))
+        _debug.name_lock(self, name, id(obj))  # the name of obj's lock, as long as obj's id is its own
 
     def __enter__(self) -> None:
         wait(_sync_enter, self._token, FOREVER, what="synchronized")

@@ -147,6 +147,19 @@ def test_tokens_holder_and_release_errors(make_target):
     assert "://" not in target or "secret" not in a.path  # never shows the password
 
 
+def test_timeout_says_which_kind_of_lock(make_target):
+    """A server lock's Timeout is no "file lock": it names the URL (without its password)."""
+    target = make_target()
+    holder = DistributedLock(target)
+    with holder:
+        for face in (DistributedLock(target), FileLock(target)):
+            with pytest.raises(Timeout) as caught:
+                face.acquire(timeout=0.01)
+            kind = "file lock" if make_target.backend == "file" else "distributed lock"
+            assert str(caught.value) == f"The {kind} '{holder.path}' could not be acquired."
+            assert caught.value.lock_file == holder.path and "secret" not in str(caught.value)
+
+
 def test_acquire_after_a_lost_hold_reports_the_loss_once(make_target):
     """A hold lost meanwhile reads as not held; the next acquire (or try_lock) raises its
     LockLostError once, ending it, and the one after acquires."""

@@ -114,6 +114,28 @@ def test_three_lock_cycle_across_kinds(reports):
     assert {e.from_kind for e in edges} >= {"mutex", "spin lock"}
 
 
+@pytest.mark.parametrize("write_first", [True, False])
+def test_each_edge_names_the_rwlock_side_taken_on_it(reports, write_first):
+    cache, m = RWLock(), Mutex()
+    first, second = (cache.write, cache.read) if write_first else (cache.read, cache.write)
+    with first():
+        with m:
+            pass
+    with m:
+        with second():
+            pass
+    assert len(reports) == 1
+    edges = reports[0].edges
+    out = next(e for e in edges if e.from_lock == debug.address_of(cache))
+    into = next(e for e in edges if e.to_lock == debug.address_of(cache))
+    first_kind, second_kind = ("rwlock (write)", "rwlock (read)") if write_first else ("rwlock (read)", "rwlock (write)")
+    assert (out.from_kind, out.to_kind) == (first_kind, "mutex")
+    assert (into.from_kind, into.to_kind) == ("mutex", second_kind)
+    text = str(reports[0])
+    assert f"{first_kind} {debug.address_of(cache):#x} -> mutex" in text
+    assert f"mutex {debug.address_of(m):#x} -> {second_kind}" in text
+
+
 def test_rlock_condition_and_synchronized(reports):
     token = object()
     r, condition = libsync.RLock(), libsync.Condition(libsync.Lock())
@@ -345,3 +367,80 @@ def test_a_shared_lock_keeps_its_orders_when_a_wrapper_goes(reports):
         gc.collect()
         shm.close()
         shm.unlink()
+
+
+def rotate(cache, accounts):
+    with cache.write():
+        with accounts:
+            pass
+
+
+def test_names_of_locks_and_python_threads_are_in_reports(reports):
+    accounts, cache = Mutex(name="accounts"), RWLock(name="cache")
+    with accounts:
+        with cache.read():
+            pass
+    thread = threading.Thread(target=rotate, args=(cache, accounts), name="rotate-log")
+    thread.start()
+    thread.join()
+    assert len(reports) == 1
+    edge = next(e for e in reports[0].edges if e.from_lock == debug.address_of(cache))
+    assert (edge.from_name, edge.to_name, edge.thread_name) == ("cache", "accounts", "rotate-log")
+    text = str(reports[0])
+    assert (f'rwlock (write) "cache" {debug.address_of(cache):#x} -> mutex "accounts" {debug.address_of(accounts):#x}, '
+            f'first in this order in thread {thread.native_id} "rotate-log" at:') in text
+    # threading.py's own frames (the thread's bootstrap) are not in the stacks.
+    assert "in rotate" in edge.site and "threading.py" not in edge.site and "_bootstrap" not in edge.site
+
+
+def test_every_lock_kind_takes_a_name(reports):
+    token = object()
+    locks = {"lock": libsync.Lock(name="lock"), "mutex": Mutex(name="mutex"), "rlock": libsync.RLock(name="rlock"),
+             "rwlock": RWLock(name="rwlock"), "spin": SpinLock(name="spin"),
+             "condition": libsync.Condition(name="condition"),
+             "condition on a lock": libsync.Condition(libsync.Lock(), name="condition on a lock"),
+             "condition lock": libsync.ConditionLock(name="condition lock")}
+    with synchronized(token, name="token"):
+        for name, lock in locks.items():
+            with lock.write() if isinstance(lock, RWLock) else lock:
+                assert f'"{name}" {debug.address_of(lock):#x}' in debug.waits()
+        assert f'synchronized "token" {id(token):#x}' in debug.waits()
+
+
+def test_a_name_goes_with_its_memory(reports):
+    buffer = bytearray(64)
+    Mutex(buffer, 0, name="old")
+    attached = Mutex(buffer, 0, initialize=False)  # attaching keeps the name
+    with attached:
+        assert '"old"' in debug.waits()
+    renewed = Mutex(buffer, 0)                     # initializing again forgets it
+    with renewed:
+        assert '"old"' not in debug.waits()
+
+
+def test_names_are_checked():
+    for kind in (libsync.Lock, Mutex, libsync.RLock, RWLock, SpinLock, libsync.ConditionLock):
+        with pytest.raises(TypeError):
+            kind(name=b"bytes")
+        for bad in ("", "two\nlines", "nul\0"):
+            with pytest.raises(ValueError):
+                kind(name=bad)
+    with pytest.raises(TypeError):
+        libsync.Condition(threading.Lock(), name="not a libsync lock")
+    with pytest.raises(ValueError):
+        synchronized(object(), name="")
+
+
+def test_waits_name_a_blocked_python_thread(reports):
+    gate = Mutex(name="gate")
+    gate.acquire()
+    waiter = threading.Thread(target=lambda: gate.acquire() and gate.release(), name="waiter")
+    waiter.start()
+    deadline = time.monotonic() + HANG_GUARD
+    while f'thread {waiter.native_id} "waiter"' not in debug.waits() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    text = debug.waits()
+    gate.release()
+    waiter.join()
+    assert f'thread {waiter.native_id} "waiter"\n      waits for mutex "gate"' in text
+    assert f'held by thread {threading.get_native_id()} "MainThread"' in text

@@ -32,7 +32,12 @@ import Synchronization
 /// else a C backtrace. When a new edge closes a cycle, the cycle is a potential deadlock: it
 /// is reported once (per set of nodes in that order), to the handler or else to stderr, and
 /// the process aborts if asked to. A read lock counts as its lock (a writer-preferring rwlock
-/// deadlocks on a read-read inversion too).
+/// deadlocks on a read-read inversion too); an edge keeps the kinds of its first order (for an
+/// rwlock, the side each end was taken for).
+///
+/// Names. A lock may have a name (`setName`, keyed by address, copied) and a thread one
+/// (`setThreadName`, on its record); reports and the waits dump show them. A lock's name goes
+/// with its node: when it is initialized again, freed as a Swift object, or forgotten.
 ///
 /// Periods. Each off -> on turn of checking starts a new period; a thread's stack of an older
 /// period is dropped at its next hook (a lock released while checking was off must not stay on
@@ -80,6 +85,12 @@ import Synchronization
         return result
     }
 
+    /// The caller's write hold of the rwlock at `lock` became a read hold (a downgrade).
+    @inlinable @inline(__always)
+    package static func downgraded(_ lock: UnsafeRawPointer) {
+        if _slowPath(sync_lock_order_flag != 0) { noteDowngraded(lock) }
+    }
+
     /// A mutex unlock while checking is on: off the fast path (which then keeps no value
     /// across a call), the hook and then the unlock itself.
     @usableFromInline @inline(never)
@@ -94,13 +105,14 @@ import Synchronization
         if _slowPath(sync_lock_order_flag != 0) { noteAlias(lock, token) }
     }
 
-    /// The lock at `lock` was initialized or destroyed: its edges go.
+    /// The lock at `lock` was initialized or destroyed: its edges and its name go.
     @inlinable @inline(__always)
     package static func forget(_ lock: UnsafeRawPointer) {
         if _slowPath(sync_lock_order_flag != 0 || graphUsed.load(ordering: .relaxed)) { forgetNode(UInt(bitPattern: lock)) }
     }
 
-    /// Whether the graph has ever had a node (so a forget must look, even with checking off).
+    /// Whether the graph has ever had a node or a name (so a forget must look, even with
+    /// checking off).
     @usableFromInline static let graphUsed = Atomic<Bool>(false)
 
     // MARK: state
@@ -116,6 +128,7 @@ import Synchronization
     /// (a lock may have been released unseen while checking was off) and go at its next hook.
     final class ThreadRecord {
         var tid: UInt32
+        var name: String? = nil               // setThreadName's; kept across periods
         var epoch: Int
         var held: [Held] = []
         var waitingFor: Held? = nil
@@ -130,14 +143,25 @@ import Synchronization
         }
     }
 
+    /// An edge's first order: where, by which thread, and the kinds its two locks were taken as.
     struct Edge {
         var site: String
         var thread: UInt32
+        var threadName: String?
+        var fromKind: LockKind
+        var toKind: LockKind
+    }
+
+    /// An edge `from -> to` that the graph lacks, with the kinds of this order.
+    struct Order {
+        var from: Int, to: Int
+        var fromKind: LockKind, toKind: LockKind
     }
 
     struct State {
         var ids: [UInt: Int] = [:]            // live lock address -> node id
-        var nodes: [Int: (address: UInt, kind: LockKind)] = [:]
+        var nodes: [Int: UInt] = [:]          // node id -> its lock's address
+        var names: [UInt: String] = [:]       // lock address (synchronized: token) -> its name
         var nextID = 1
         var edges: [Int: [Int: Edge]] = [:]   // from -> to
         var reported: Set<[Int]> = []
@@ -163,15 +187,23 @@ import Synchronization
     }()
 
     static func withState<R>(_ body: (inout State) -> R) -> R {
-        _ = started
+        _ = forkSafe
+        if sync_lock_order_flag != 0 { _ = started }  // a name given while off starts nothing
         sync_lock_order_sigquit_check()
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return body(&state.pointee)
     }
 
-    /// Once per process, the first time checking is used: fork handlers, and SIGQUIT's dump.
+    /// Once per process, the first time checking is on: SIGQUIT's dump.
     static let started: Bool = {
+        _ = forkSafe
+        _ = sync_lock_order_install_sigquit { LockOrder.dumpWaits() }
+        return true
+    }()
+
+    /// Once per process, the first time the state is used: the fork handlers.
+    static let forkSafe: Bool = {
         pthread_atfork({ pthread_mutex_lock(LockOrder.mutex) }, { pthread_mutex_unlock(LockOrder.mutex) }, {
             // The child has only the forking thread: the other records and their stacks go.
             let mine = pthread_getspecific(LockOrder.key).map { Unmanaged<ThreadRecord>.fromOpaque($0).takeUnretainedValue() }
@@ -182,7 +214,6 @@ import Synchronization
             }
             pthread_mutex_unlock(LockOrder.mutex)
         })
-        _ = sync_lock_order_install_sigquit { LockOrder.dumpWaits() }
         return true
     }()
 
@@ -241,24 +272,27 @@ import Synchronization
         return (address, kind)
     }
 
-    static func node(_ state: inout State, _ address: UInt, _ kind: LockKind) -> Int {
+    static func node(_ state: inout State, _ address: UInt) -> Int {
         if let id = state.ids[address] { return id }
         let id = state.nextID
         state.nextID += 1
         state.ids[address] = id
-        state.nodes[id] = (address, kind)
+        state.nodes[id] = address
         graphUsed.store(true, ordering: .relaxed)
         return id
     }
 
-    /// The edges into `address` from the locks `record` holds that the graph lacks.
-    static func missingEdges(_ state: inout State, _ record: ThreadRecord, _ address: UInt, _ kind: LockKind) -> [(Int, Int)] {
+    /// The edges into `address` (taken as `kind`) from the locks `record` holds that the graph
+    /// lacks, with the kinds of this order.
+    static func missingEdges(_ state: inout State, _ record: ThreadRecord, _ address: UInt, _ kind: LockKind) -> [Order] {
         if record.held.isEmpty { return [] }
-        let to = node(&state, address, kind)
-        var missing: [(Int, Int)] = []
+        let to = node(&state, address)
+        var missing: [Order] = []
         for held in record.held where held.address != address {
-            let from = node(&state, held.address, held.kind)
-            if state.edges[from]?[to] == nil && !missing.contains(where: { $0.0 == from }) { missing.append((from, to)) }
+            let from = node(&state, held.address)
+            if state.edges[from]?[to] == nil && !missing.contains(where: { $0.from == from }) {
+                missing.append(Order(from: from, to: to, fromKind: held.kind, toKind: kind))
+            }
         }
         return missing
     }
@@ -268,7 +302,7 @@ import Synchronization
     @usableFromInline @inline(never)
     static func noteAcquired(_ lock: UnsafeRawPointer, _ kind: LockKind, tried: Bool) {
         if inCallout { return }
-        let (missing, provider) = withState { state -> ([(Int, Int)], (() -> String?)?) in
+        let (missing, provider) = withState { state -> ([Order], (() -> String?)?) in
             let record = current(&state)
             let (address, kind) = resolve(&state, lock, kind)
             let missing = tried ? [] : missingEdges(&state, record, address, kind)
@@ -282,7 +316,7 @@ import Synchronization
     @usableFromInline @inline(never)
     static func noteWaiting(_ lock: UnsafeRawPointer, _ kind: LockKind) {
         if inCallout { return }
-        let (missing, provider) = withState { state -> ([(Int, Int)], (() -> String?)?) in
+        let (missing, provider) = withState { state -> ([Order], (() -> String?)?) in
             let record = current(&state)
             let (address, kind) = resolve(&state, lock, kind)
             record.waitingFor = Held(address: address, kind: kind, tried: false)
@@ -328,7 +362,7 @@ import Synchronization
     /// 0, or EPERM if the caller holds no trylock of it. Nothing (0) while checking is off.
     package static func promote(_ lock: UnsafeRawPointer) -> Int32 {
         guard sync_lock_order_flag != 0, !inCallout else { return 0 }
-        let (result, missing, provider) = withState { state -> (Int32, [(Int, Int)], (() -> String?)?) in
+        let (result, missing, provider) = withState { state -> (Int32, [Order], (() -> String?)?) in
             let record = current(&state)
             let (address, _) = resolve(&state, lock, .mutex)
             guard let i = record.held.lastIndex(where: { $0.address == address }), record.held[i].tried else {
@@ -344,6 +378,18 @@ import Synchronization
     }
 
     @usableFromInline @inline(never)
+    static func noteDowngraded(_ lock: UnsafeRawPointer) {
+        if inCallout { return }
+        withState { state in
+            let record = current(&state)
+            let address = UInt(bitPattern: lock)
+            if let i = record.held.lastIndex(where: { $0.address == address && $0.kind == .writeLock }) {
+                record.held[i].kind = .readLock
+            }
+        }
+    }
+
+    @usableFromInline @inline(never)
     static func noteAlias(_ lock: UnsafeRawPointer, _ token: UInt) {
         withState { state in state.aliases[UInt(bitPattern: lock)] = token }
     }
@@ -351,6 +397,7 @@ import Synchronization
     @usableFromInline @inline(never)
     static func forgetNode(_ address: UInt) {
         withState { state in
+            if !state.names.isEmpty { state.names[address] = nil }
             guard let id = state.ids.removeValue(forKey: address) else { return }
             state.nodes[id] = nil
             state.edges[id] = nil  // edges into it are dead: their target id is no node
@@ -358,13 +405,17 @@ import Synchronization
     }
 
     /// Records the new edges (with the calling thread's site) and reports the cycles they close.
-    static func add(_ missing: [(Int, Int)], _ provider: (() -> String?)?) {
+    static func add(_ missing: [Order], _ provider: (() -> String?)?) {
         let site = callingOut { captureSite(provider) }
         let me = threadID()
         let (reports, handler, abortOnCycle) = withState { state -> ([LockOrderCycle], ((LockOrderCycle) -> Void)?, Bool) in
             var reports: [LockOrderCycle] = []
-            for (from, to) in missing where state.nodes[from] != nil && state.nodes[to] != nil && state.edges[from]?[to] == nil {
-                state.edges[from, default: [:]][to] = Edge(site: site, thread: me)
+            let myName = current(&state).name  // the site provider may have just named the thread
+            for order in missing where state.nodes[order.from] != nil && state.nodes[order.to] != nil
+                                       && state.edges[order.from]?[order.to] == nil {
+                let (from, to) = (order.from, order.to)
+                state.edges[from, default: [:]][to] = Edge(site: site, thread: me, threadName: myName,
+                                                           fromKind: order.fromKind, toKind: order.toKind)
                 guard let path = path(state, from: to, to: from) else { continue }
                 let cycle = [from] + path  // from -> to -> ... -> from
                 let ring = Array(cycle.dropLast())
@@ -410,8 +461,9 @@ import Synchronization
         for i in 0..<(cycle.count - 1) {
             let from = state.nodes[cycle[i]]!, to = state.nodes[cycle[i + 1]]!
             let edge = state.edges[cycle[i]]![cycle[i + 1]]!
-            edges.append(LockOrderCycle.Edge(from: from.address, to: to.address, fromKind: from.kind.name,
-                                             toKind: to.kind.name, thread: edge.thread, site: edge.site))
+            edges.append(LockOrderCycle.Edge(from: from, to: to, fromKind: edge.fromKind.name, toKind: edge.toKind.name,
+                                             fromName: state.names[from], toName: state.names[to],
+                                             thread: edge.thread, threadName: edge.threadName, site: edge.site))
         }
         return LockOrderCycle(edges: edges)
     }
@@ -543,7 +595,8 @@ import Synchronization
                 }
                 return nil
             }
-            func lockName(_ held: Held) -> String { "\(held.kind.name) 0x\(String(held.address, radix: 16))" }
+            func lockName(_ held: Held) -> String { lockText(held.kind.name, state.names[held.address], held.address) }
+            func threadName(_ record: ThreadRecord) -> String { threadText(record.tid, record.name) }
             var text = "libsync: locks held and awaited, per thread (* = on a wait-for cycle: a deadlock)\n"
             var cycles: [[ThreadRecord]] = []
             var marked = Set<ObjectIdentifier>()
@@ -555,10 +608,10 @@ import Synchronization
             }
             for record in records where !record.held.isEmpty || record.waitingFor != nil {
                 let mark = marked.contains(ObjectIdentifier(record)) ? "*" : " "
-                text += "\(mark) thread \(record.tid)\n"
+                text += "\(mark) \(threadName(record))\n"
                 for held in record.held { text += "      holds \(lockName(held))\(held.tried ? " (trylock)" : "")\n" }
                 if let wanted = record.waitingFor {
-                    let owners = holders(wanted.address).map { "thread \($0.tid)" }
+                    let owners = holders(wanted.address).map(threadName)
                     text += "      waits for \(lockName(wanted)), held by \(owners.isEmpty ? "no checked thread" : owners.joined(separator: ", "))"
                     text += mark == "*" ? "   <-- deadlock\n" : "\n"
                 }
@@ -567,15 +620,60 @@ import Synchronization
             for cycle in cycles {
                 var line = "deadlock: wait-for cycle"
                 for thread in cycle {
-                    line += " thread \(thread.tid) -> \(lockName(thread.waitingFor!)) ->"
+                    line += " \(threadName(thread)) -> \(lockName(thread.waitingFor!)) ->"
                 }
-                text += line + " thread \(cycle[0].tid)\n"
+                text += line + " \(threadName(cycle[0]))\n"
             }
             return text
         }
     }
 
     package static func dumpWaits() { writeToStderr(waitsDescription()) }
+
+    // MARK: names
+
+    /// A lock as reports show it: `mutex "accounts" 0x7f..`, or without a name `mutex 0x7f..`.
+    static func lockText(_ kind: String, _ name: String?, _ address: UInt) -> String {
+        "\(kind) \(name.map { "\"\($0)\" " } ?? "")0x\(String(address, radix: 16))"
+    }
+
+    /// A thread as reports show it: `thread 1234 "worker"`, or without a name `thread 1234`.
+    static func threadText(_ tid: UInt32, _ name: String?) -> String {
+        "thread \(tid)\(name.map { " \"\($0)\"" } ?? "")"
+    }
+
+    /// What `isValidName` requires, for messages.
+    package static let nameRule = "a name is not empty and has no control character (such as a newline)"
+
+    /// Whether `name` may name a lock or a thread: not empty, no control character (a report
+    /// is one lock or thread a line).
+    package static func isValidName(_ name: String) -> Bool {
+        !name.isEmpty && !name.unicodeScalars.contains { $0.properties.generalCategory == .control }
+    }
+
+    /// Names the lock at `lock` (its address; synchronized: the token) in reports and the waits
+    /// dump, or removes its name (nil). The name lasts until the lock is initialized again,
+    /// freed as a Swift object, forgotten, or named again; it is kept whether checking is on or
+    /// off. 0, or EINVAL for a name that is not valid.
+    package static func setName(_ lock: UnsafeRawPointer, _ name: String?) -> Int32 {
+        if let name, !isValidName(name) { return EINVAL }
+        graphUsed.store(true, ordering: .relaxed)  // forgets must now look
+        withState { state in state.names[UInt(bitPattern: lock)] = name }
+        return 0
+    }
+
+    /// The name of the lock at `lock`, if it has one.
+    package static func name(of lock: UnsafeRawPointer) -> String? {
+        withState { state in state.names[UInt(bitPattern: lock)] }
+    }
+
+    /// Names the calling thread in reports and the waits dump, or removes its name (nil): the
+    /// edges it adds from now on keep that name. 0, or EINVAL for a name that is not valid.
+    package static func setThreadName(_ name: String?) -> Int32 {
+        if let name, !isValidName(name) { return EINVAL }
+        withState { state in current(&state).name = name }
+        return 0
+    }
 }
 
 /// A potential deadlock found by lock-order checking: locks taken in orders that form a cycle.
@@ -584,10 +682,16 @@ public struct LockOrderCycle: Sendable, CustomStringConvertible {
     public struct Edge: Sendable {
         /// The locks' addresses (synchronized: the token, the object's address).
         public let from: UInt, to: UInt
-        /// "mutex", "rwlock (read)", "rwlock (write)", "spin lock" or "synchronized".
+        /// "mutex", "rwlock (read)", "rwlock (write)", "spin lock" or "synchronized": how each
+        /// lock was taken on this edge (for an rwlock, the side).
         public let fromKind: String, toKind: String
+        /// The locks' names (a Swift lock's `label`, C's `sync_debug_lock_name`, Python's
+        /// `name=`), if they have one.
+        public let fromName: String?, toName: String?
         /// The kernel id of the thread that first took (or waited for) `to` while holding `from`.
         public let thread: UInt32
+        /// That thread's name then (`LockOrderChecking.threadName`; a Python thread's name), if any.
+        public let threadName: String?
         /// Where: the site provider's text (Python: its stack), else a C backtrace, one frame a line.
         public let site: String
     }
@@ -596,8 +700,9 @@ public struct LockOrderCycle: Sendable, CustomStringConvertible {
     public var description: String {
         var text = "libsync: potential deadlock: lock-order cycle of \(edges.count) locks\n"
         for edge in edges {
-            text += "  \(edge.fromKind) 0x\(String(edge.from, radix: 16)) -> \(edge.toKind) 0x\(String(edge.to, radix: 16))"
-            text += ", first in this order in thread \(edge.thread) at:\n"
+            text += "  \(LockOrder.lockText(edge.fromKind, edge.fromName, edge.from))"
+            text += " -> \(LockOrder.lockText(edge.toKind, edge.toName, edge.to))"
+            text += ", first in this order in \(LockOrder.threadText(edge.thread, edge.threadName)) at:\n"
             for line in edge.site.split(separator: "\n", omittingEmptySubsequences: false) { text += "      \(line)\n" }
         }
         return text
@@ -632,8 +737,16 @@ public enum LockOrderChecking {
     /// Swift lock object and is not initialized again).
     public static func forget(_ lock: UnsafeRawPointer) { LockOrder.forgetNode(UInt(bitPattern: lock)) }
 
-    /// Forgets every order seen and every cycle reported (held locks stay held).
+    /// Forgets every order seen and every cycle reported (held locks stay held, names stay).
     public static func reset() { LockOrder.reset() }
+
+    /// The calling thread's name in reports and the waits dump (nil: none, the default); a
+    /// name is not empty and has no control character (trap). The orders the thread records
+    /// keep the name it had then.
+    public static var threadName: String? {
+        get { LockOrder.withState { state in LockOrder.current(&state).name } }
+        set { require(LockOrder.setThreadName(newValue) == 0, "LockOrderChecking.threadName: \(LockOrder.nameRule)") }
+    }
 
     /// The locks each thread holds and waits for, with any wait-for cycle marked.
     public static func waitsDescription() -> String { LockOrder.waitsDescription() }

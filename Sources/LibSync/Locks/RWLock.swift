@@ -418,6 +418,7 @@ import Synchronization
         if value & (writersWaiting | readersParked) == readersParked {
             Futex.wake(UnsafeMutableRawPointer(state(m)), count: Int32.max, shared: value & shared != 0)
         }
+        LockOrder.downgraded(m)
         return 0
     }
 

@@ -1,7 +1,7 @@
 import Glibc
 
 /// The errors of the lock family, each the Swift face of the errno code the C API returns.
-public enum LockError: Error, Equatable, Sendable {
+public enum LockError: Error, Equatable, Sendable, CustomStringConvertible {
     /// EDEADLK: the caller already holds the lock; waiting would never end.
     case wouldDeadlock
     /// EPERM: the caller does not hold the lock (or the side of it) it tried to release.
@@ -31,6 +31,23 @@ public enum LockError: Error, Equatable, Sendable {
         default: self = .other(code)
         }
     }
+
+    /// What went wrong, in words: "the calling thread already holds this lock ...".
+    public var description: String {
+        switch self {
+        case .wouldDeadlock: "the calling thread already holds this lock: waiting for it would never end"
+        case .notOwner: "the calling thread does not hold this lock (or the side of it) that it tried to release"
+        case .overflow: "a count of this lock would overflow (recursion depth, or readers)"
+        case .interrupted: "a signal interrupted the wait for this lock"
+        case .ownerDied: "the previous holder died holding this robust lock: the caller holds it now; repair the state it guards and call consistent() before unlocking"
+        case .notRecoverable: "this robust lock is not recoverable: a holder unlocked it after its owner died without calling consistent()"
+        case .other(let code): "lock operation failed: \(String(cString: strerror(code))) (errno \(code))"
+        }
+    }
+
+    /// The same as `description`: what Foundation's `LocalizedError` reads, so that
+    /// `localizedDescription` says it too once the type conforms (`extension LockError: LocalizedError {}`).
+    public var errorDescription: String? { description }
 }
 
 /// Throws the code as a LockError unless it is 0 (or ETIMEDOUT/EBUSY, which the caller maps to
