@@ -536,6 +536,47 @@ static void test_redis_keys(void) {
     sync_distributed_lock_destroy(f);
 }
 
+static char async_postgres[64];  /* a PostgreSQL server's directory, with synchronous_commit=off */
+
+static void stop_async_postgres(void) {
+    char command[400];
+    snprintf(command, sizeof command, "%s/scripts/servers.sh stop %s; rm -rf %s", LIBSYNC_SOURCE_DIR, async_postgres, async_postgres);
+    if (system(command) != 0) fprintf(stderr, "stopping the PostgreSQL server with synchronous_commit=off failed\n");
+}
+
+/* PostgreSQL: a server that commits asynchronously (synchronous_commit=off, its WAL writer
+ * waiting 10 s between flushes) and crashes (pg_ctl stop -m immediate) right after handing out
+ * tokens: every token issued after the crash is above every token issued before it. */
+static void test_postgres_tokens_survive_crashes(void) {
+    char command[900], url[512], t[600];
+    snprintf(async_postgres, sizeof async_postgres, "/tmp/libsync-pg-async-XXXXXX");
+    CHECK(mkdtemp(async_postgres) != NULL);
+    snprintf(command, sizeof command, "%s/scripts/servers.sh start-postgres %s", LIBSYNC_SOURCE_DIR, async_postgres);
+    CHECK_EQ(system(command), 0);
+    atexit(stop_async_postgres);  /* (also when a check fails) */
+    read_url(async_postgres, "postgres", url, sizeof url);
+    snprintf(command, sizeof command, "psql -q -v ON_ERROR_STOP=1 '%s' -c 'ALTER SYSTEM SET synchronous_commit = off' "
+             "-c \"ALTER SYSTEM SET wal_writer_delay = '10s'\" && %s/scripts/servers.sh restart postgres %s",
+             url, LIBSYNC_SOURCE_DIR, async_postgres);
+    CHECK_EQ(system(command), 0);
+    snprintf(t, sizeof t, "%s?lock=crash", url);
+    sync_distributed_lock_t *lock = make(t);
+    uint64_t issued = 0, token = 0;
+    snprintf(command, sizeof command, "%s/scripts/servers.sh restart postgres %s", LIBSYNC_SOURCE_DIR, async_postgres);
+    for (int crash = 0; crash <= 4; crash++) {
+        for (int i = 0; i < (crash < 4 ? 40 : 1); i++) {  /* (a sequence logs ahead every 32 values) */
+            CHECK_EQ(sync_distributed_lock_lock(lock, 30 * S, 10 * MS), 0);
+            CHECK_EQ(sync_distributed_lock_token(lock, &token), 0);
+            if (token <= issued) fprintf(stderr, "after crash %d: token %llu, issued before %llu\n", crash, (unsigned long long)token, (unsigned long long)issued);
+            CHECK(token > issued);
+            issued = token;
+            CHECK_EQ(sync_distributed_lock_unlock(lock), 0);
+        }
+        if (crash < 4) CHECK_EQ(system(command), 0);  /* pg_ctl stop -m immediate; start */
+    }
+    sync_distributed_lock_destroy(lock);
+}
+
 static char second[128];  /* a second Redis server's directory */
 
 static void stop_second(void) {
@@ -835,6 +876,7 @@ int main(void) {
         test_redis_abandoned_acquire();
         test_redis_keys();
         test_redis_renewal_per_server();
+        test_postgres_tokens_survive_crashes();
     }
     char command[128];
     snprintf(command, sizeof command, "rm -rf %s", scratch);
