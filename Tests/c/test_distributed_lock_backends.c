@@ -536,6 +536,125 @@ static void test_redis_keys(void) {
     sync_distributed_lock_destroy(f);
 }
 
+/* A plain connection to the test's Redis server, to watch its keys from outside. */
+static int redis_port(void) { return atoi(strrchr(base[REDIS], ':') + 1); }
+
+static int redis_connect(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons((uint16_t)redis_port())};
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK_EQ(connect(fd, (struct sockaddr *)&address, sizeof address), 0);
+    const char *auth = "*2\r\n$4\r\nAUTH\r\n$6\r\nsecret\r\n";
+    CHECK_EQ(write(fd, auth, strlen(auth)), (long)strlen(auth));
+    char reply[8] = {0};
+    CHECK_EQ(read(fd, reply, 5), 5);
+    CHECK(strncmp(reply, "+OK\r\n", 5) == 0);
+    return fd;
+}
+
+/* `command` KEY's integer reply (PTTL, EXISTS). */
+static long long redis_integer(int fd, const char *command, const char *key) {
+    char request[400], reply[64];
+    int n = snprintf(request, sizeof request, "*2\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n", strlen(command), command, strlen(key), key);
+    CHECK_EQ(write(fd, request, (size_t)n), (long)n);
+    size_t got = 0;
+    while (got < 3 || reply[got - 1] != '\n') {
+        CHECK(got < sizeof reply - 1);
+        CHECK_EQ(read(fd, reply + got, 1), 1);
+        got++;
+    }
+    reply[got] = 0;
+    CHECK_EQ(reply[0], ':');
+    return atoll(reply + 1);
+}
+
+static int64_t since(int64_t start) { return sync_monotonic_ns() - start; }
+
+/* SIGSTOPs the holder `pid` when its lease has the least time left that it ever has while held:
+ * watching the key's time to live over two renewals (its jumps up), then stopping the holder
+ * once it is within 1% of ttl of the lowest seen, just before the next renewal (or after 20 s
+ * without that moment, anyway). */
+static void stop_just_before_a_renewal(pid_t pid, int fd, const char *key, long long ttl_ms) {
+    long long lowest = -1, previous = -1, left;
+    for (int jumps = 0; jumps < 2; previous = left) {
+        left = redis_integer(fd, "PTTL", key);
+        CHECK(left > 0);
+        if (previous >= 0 && left > previous + 10) jumps++;
+        if (lowest < 0 || left < lowest) lowest = left;
+        usleep(2000);
+    }
+    int64_t start = sync_monotonic_ns();
+    while (redis_integer(fd, "PTTL", key) > lowest + ttl_ms / 100 && since(start) < 20 * S) usleep(2000);
+    CHECK_EQ(kill(pid, SIGSTOP), 0);
+}
+
+/* Redis, the promise: a holder stopped for less than ttl keeps the lock, even one stopped just
+ * before a renewal was due. Stopped there for 0.75 ttl: nobody else acquires it meanwhile, and
+ * its unlock succeeds afterwards. */
+static void test_redis_pause_below_ttl(void) {
+    char t[600], key[200];
+    target(REDIS, "&ttl=4", t, sizeof t);
+    snprintf(key, sizeof key, "libsync:lock:%s", strstr(t, "lock=") + 5);
+    *strchr(key, '&') = 0;
+    int ready[2], go[2];
+    CHECK_EQ(pipe(ready), 0);
+    CHECK_EQ(pipe(go), 0);
+    pid_t holder = fork();
+    if (holder == 0) {
+        alarm(120);
+        sync_distributed_lock_t *mine = make(t);
+        char ok = sync_distributed_lock_try_lock(mine) == 0 ? 'y' : 'n';
+        if (write(ready[1], &ok, 1) != 1) _exit(3);
+        if (read(go[0], &ok, 1) != 1) _exit(4);    /* (after its pause) */
+        int code = sync_distributed_lock_unlock(mine);
+        if (write(ready[1], &code, sizeof code) != sizeof code) _exit(5);
+        _exit(0);
+    }
+    char ok = 0;
+    CHECK_EQ(read(ready[0], &ok, 1), 1);
+    CHECK_EQ(ok, 'y');
+    sync_distributed_lock_t *other = make(t);
+    int fd = redis_connect();
+    stop_just_before_a_renewal(holder, fd, key, 4000);
+    int64_t stopped = sync_monotonic_ns();
+    int taken = 0;
+    while (!taken && since(stopped) < 3 * S) {  /* 0.75 ttl */
+        taken = sync_distributed_lock_try_lock(other) == 0;
+        usleep(10000);
+    }
+    kill(holder, SIGCONT);
+    CHECK(!taken);
+    CHECK_EQ(write(go[1], &ok, 1), 1);
+    int code = -1;
+    CHECK_EQ(read(ready[0], &code, sizeof code), (long)sizeof code);
+    CHECK_EQ(code, 0);  /* still its lock */
+    wait_ok(holder);
+    close(fd);
+    for (int i = 0; i < 2; i++) { close(ready[i]); close(go[i]); }
+    sync_distributed_lock_destroy(other);
+}
+
+/* Redis: a holder that dies leaves its lease for ttl to 4/3 ttl (on another host: on this host a
+ * blocking acquire takes a dead holder's lock over at once, which try_lock never does): still
+ * held 0.5 ttl after a SIGKILL, free 2 ttl after it. */
+static void test_redis_killed_holder_bound(void) {
+    char t[600];
+    target(REDIS, "&ttl=2", t, sizeof t);
+    pid_t holder = spawn_holder(t);
+    sync_distributed_lock_t *other = make(t);
+    usleep(1000000);  /* (renewed meanwhile) */
+    CHECK_EQ(kill(holder, SIGKILL), 0);
+    int64_t killed = sync_monotonic_ns();
+    CHECK_EQ(waitpid(holder, NULL, 0), holder);
+    if (since(killed) < 1 * S) usleep((useconds_t)((1 * S - since(killed)) / 1000));
+    CHECK_EQ(sync_distributed_lock_try_lock(other), EBUSY);
+    if (since(killed) < 4 * S) usleep((useconds_t)((4 * S - since(killed)) / 1000));
+    CHECK_EQ(sync_distributed_lock_try_lock(other), 0);
+    CHECK_EQ(sync_distributed_lock_unlock(other), 0);
+    sync_distributed_lock_destroy(other);
+}
+
 static char async_postgres[64];  /* a PostgreSQL server's directory, with synchronous_commit=off */
 
 static void stop_async_postgres(void) {
@@ -876,6 +995,8 @@ int main(void) {
         test_redis_abandoned_acquire();
         test_redis_keys();
         test_redis_renewal_per_server();
+        test_redis_pause_below_ttl();
+        test_redis_killed_holder_bound();
         test_postgres_tokens_survive_crashes();
     }
     char command[128];
