@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <sync.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -655,6 +656,99 @@ static void test_redis_killed_holder_bound(void) {
     sync_distributed_lock_destroy(other);
 }
 
+/* Whether a request of process `pid` waits, unread, in the receive queue of the Redis server
+ * (from /proc: the server-side socket whose peer is one of `pid`'s sockets). */
+static int request_queued(pid_t pid) {
+    unsigned long inodes[64];
+    int count = 0;
+    char path[64], link[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *fds = opendir(path);
+    CHECK(fds != NULL);
+    for (struct dirent *e; (e = readdir(fds)) != NULL && count < 64;) {
+        char item[400];
+        snprintf(item, sizeof item, "%s/%s", path, e->d_name);
+        ssize_t n = readlink(item, link, sizeof link - 1);
+        if (n <= 0) continue;
+        link[n] = 0;
+        if (sscanf(link, "socket:[%lu]", &inodes[count]) == 1) count++;
+    }
+    closedir(fds);
+    unsigned peers[64], local[512], remote[512], queued[512];
+    int npeers = 0, rows = 0, port = redis_port();
+    FILE *tcp = fopen("/proc/net/tcp", "r");
+    CHECK(tcp != NULL);
+    char line[512];
+    while (fgets(line, sizeof line, tcp) && rows < 512) {
+        unsigned l, r, q;
+        unsigned long inode;
+        if (sscanf(line, " %*d: %*x:%x %*x:%x %*x %*x:%x %*x:%*x %*x %*u %*u %lu", &l, &r, &q, &inode) != 4) continue;
+        for (int i = 0; i < count; i++)
+            if (inodes[i] == inode && (int)r == port && npeers < 64) peers[npeers++] = l;
+        local[rows] = l, remote[rows] = r, queued[rows] = q, rows++;
+    }
+    fclose(tcp);
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < npeers; j++)
+            if ((int)local[i] == port && remote[i] == peers[j] && queued[i] > 0) return 1;
+    return 0;
+}
+
+/* Redis: a client stopped right after sending its acquire, whose lease the server grants and
+ * then expires, and another client takes, before the first reads the answer: the first must not
+ * report the lock as acquired (its try says EBUSY), and the other still holds it. */
+static void test_redis_late_answer_refused(void) {
+    char t[600], key[200];
+    target(REDIS, "&ttl=1&connect_timeout=60", t, sizeof t);
+    snprintf(key, sizeof key, "libsync:lock:%s", strstr(t, "lock=") + 5);
+    *strchr(key, '&') = 0;
+    int ready[2], go[2];
+    CHECK_EQ(pipe(ready), 0);
+    CHECK_EQ(pipe(go), 0);
+    pid_t client = fork();
+    if (client == 0) {
+        alarm(120);
+        sync_distributed_lock_t *mine = make(t);
+        int code = sync_distributed_lock_try_lock(mine);  /* (connected, script loaded: the try below is one request) */
+        if (code == 0) code = sync_distributed_lock_unlock(mine);
+        if (write(ready[1], &code, sizeof code) != sizeof code) _exit(3);
+        char byte;
+        if (read(go[0], &byte, 1) != 1) _exit(4);
+        code = sync_distributed_lock_try_lock(mine);
+        if (write(ready[1], &code, sizeof code) != sizeof code) _exit(5);
+        _exit(0);
+    }
+    int code = -1;
+    CHECK_EQ(read(ready[0], &code, sizeof code), (long)sizeof code);
+    CHECK_EQ(code, 0);
+    sync_distributed_lock_t *other = make(t);
+    int fd = redis_connect();
+    control("pause", REDIS);
+    CHECK_EQ(write(go[1], "g", 1), 1);
+    int64_t start = sync_monotonic_ns();
+    while (!request_queued(client)) {
+        CHECK(since(start) < 60 * S);  /* (a hang guard) */
+        usleep(1000);
+    }
+    CHECK_EQ(kill(client, SIGSTOP), 0);  /* sent, its answer not read */
+    int status;
+    CHECK_EQ(waitpid(client, &status, WUNTRACED), client);
+    CHECK(WIFSTOPPED(status));
+    control("resume", REDIS);
+    while (redis_integer(fd, "EXISTS", key) == 0) { CHECK(since(start) < 60 * S); usleep(1000); }  /* granted... */
+    while (redis_integer(fd, "EXISTS", key) == 1) { CHECK(since(start) < 60 * S); usleep(10000); }  /* ...and expired */
+    CHECK_EQ(sync_distributed_lock_try_lock(other), 0);
+    kill(client, SIGCONT);
+    CHECK_EQ(read(ready[0], &code, sizeof code), (long)sizeof code);
+    CHECK_EQ(code, EBUSY);
+    wait_ok(client);
+    CHECK(sync_distributed_lock_is_held(other));
+    CHECK_EQ(sync_distributed_lock_unlock(other), 0);
+    close(fd);
+    for (int i = 0; i < 2; i++) { close(ready[i]); close(go[i]); }
+    sync_distributed_lock_destroy(other);
+}
+
 static char async_postgres[64];  /* a PostgreSQL server's directory, with synchronous_commit=off */
 
 static void stop_async_postgres(void) {
@@ -997,6 +1091,7 @@ int main(void) {
         test_redis_renewal_per_server();
         test_redis_pause_below_ttl();
         test_redis_killed_holder_bound();
+        test_redis_late_answer_refused();
         test_postgres_tokens_survive_crashes();
     }
     char command[128];

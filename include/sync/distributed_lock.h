@@ -36,7 +36,10 @@
  *                       counts as part of the stop; stopped for ttl + ttl/3 or longer it has
  *                       lost it); a holder on another host that dies leaves the lock held for
  *                       more than ttl and at most ttl + ttl/3 (on this host a blocking acquire
- *                       takes a dead holder's lock over at once).
+ *                       takes a dead holder's lock over at once). Leases are timed from before
+ *                       the request is sent: an acquire whose answer comes ttl or more after
+ *                       its request gives the lease back and tries once more (a second late
+ *                       answer: EIO).
  *                       An acquire that ends without the server's answer (its deadline, a
  *                       broken connection) is cancelled by that thread, so a request that
  *                       reaches the server late never leaves a lease held by nobody. Waits poll

@@ -804,3 +804,74 @@ def test_redis_killed_holder_frees_the_lock_within_ttl_and_a_third(servers):
     assert other.try_lock()
     other.release()
 
+
+def _request_queued(pid: int, port: int) -> bool:
+    """Whether a request of process `pid` waits, unread, in the receive queue of the server
+    listening on 127.0.0.1:`port` (from /proc: the server-side socket whose peer is one of
+    `pid`'s sockets)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    mine = {int(row[1].split(":")[1], 16) for row in rows if row[9] in inodes and int(row[2].split(":")[1], 16) == port}
+    return any(int(row[1].split(":")[1], 16) == port and int(row[2].split(":")[1], 16) in mine
+               and int(row[4].split(":")[1], 16) > 0 for row in rows)
+
+
+STOPPED_IN_ACQUIRE = """
+import sys
+from libsync.distributed_lock import DistributedLock
+lock = DistributedLock(sys.argv[1])
+with lock:                  # (connected, script loaded: the try below is one request)
+    pass
+print("ready", flush=True)
+sys.stdin.readline()
+print("acquired" if lock.try_lock() else "busy", flush=True)
+"""
+
+
+def test_redis_grant_read_after_its_lease_ran_out_is_refused(servers):
+    """A client stopped right after sending its acquire, whose lease the server grants and then
+    expires, and another client takes, before the first reads the answer: the first must not
+    report the lock as acquired (its try says busy), and the other still holds it."""
+    url = (servers / "redis.url").read_text().strip()
+    target = f"{url}?lock=py{os.getpid()}-{next(_serial)}&ttl=1&connect_timeout=60"
+    redis, other = _Redis(url), DistributedLock(target)
+    client = subprocess.Popen([sys.executable, "-c", STOPPED_IN_ACQUIRE, target], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=os.environ)
+    try:
+        assert client.stdout.readline().strip() == "ready"
+        control(servers, "pause", "redis")
+        try:
+            client.stdin.write("\n")
+            client.stdin.flush()
+            give_up = time.monotonic() + 60  # (a hang guard)
+            while not _request_queued(client.pid, redis.port):
+                assert time.monotonic() < give_up
+                time.sleep(0.001)
+            client.send_signal(signal.SIGSTOP)  # sent, its answer not read
+            os.waitpid(client.pid, os.WUNTRACED)
+        finally:
+            control(servers, "resume", "redis")
+        key = _lock_key(target)
+        while redis.ask("EXISTS", key) == 0:  # the server granted it...
+            assert time.monotonic() < give_up
+            time.sleep(0.001)
+        while redis.ask("EXISTS", key) == 1:  # ...and the lease ran out
+            assert time.monotonic() < give_up
+            time.sleep(0.01)
+        assert other.try_lock()
+        client.send_signal(signal.SIGCONT)
+        assert client.stdout.readline().strip() == "busy"
+        assert client.wait(timeout=30) == 0
+        assert other.is_locked
+        other.release()
+    finally:
+        client.kill()
+        client.wait()
+        redis.close()

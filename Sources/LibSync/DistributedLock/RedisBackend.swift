@@ -9,7 +9,10 @@ import Synchronization
 //
 //   acquire   EVALSHA: SET LOCK entry NX PX lease (or the key already holds this entry: a
 //             retry whose first answer was lost), and if set, FENCE := max(last + 1, server
-//             time in µs), returned as the token                                one round trip
+//             time in µs), returned as the token                                one round trip;
+//             an answer read ttl or more after its request was sent (a pause, a slow server)
+//             is refused: the lease may be gone or about to go, so it is released and tried
+//             once more
 //   release   EVALSHA: if GET LOCK == entry then DEL (0), else the lease was lost: ESTALE if
 //             the key is gone, EBUSY if another entry is there                   one round trip
 //   renew     one thread per server and process renews that server's held leases (PEXPIRE lease
@@ -26,11 +29,12 @@ import Synchronization
 // and would need a server setting; polling needs nothing from the server, and the backoff keeps
 // an idle wait to a few requests per second.
 //
-// The lease on the server is ttl + ttl/3 (`leaseMilliseconds`), renewed every ttl/3
-// (`renewalNanoseconds`, timed from before each renewal is sent). So a holder stopped for less
-// than ttl keeps the lock, even if it stopped just before a renewal was due (its renewal, sent
-// when it resumes, still finds the lease), and a holder that dies (elsewhere: on its own host it
-// is stale and taken over at once) leaves the lock held for ttl to ttl + ttl/3.
+// The lease on the server is ttl + ttl/3 (`leaseMilliseconds`), timed from before the request
+// that set it was sent, and renewed every ttl/3 (`renewalNanoseconds`), also timed from before
+// each renewal is sent. So a holder stopped for less than ttl keeps the lock, even if it stopped
+// just before a renewal was due (its renewal, sent when it resumes, still finds the lease), and
+// a holder that dies (elsewhere: on its own host it is stale and taken over at once) leaves the
+// lock held for ttl to ttl + ttl/3.
 //
 // A lease is only as good as the clocks: a holder paused for ttl or longer (GC, SIGSTOP, a VM
 // migration) may lose the lock without knowing until it asks; the fencing token is the defence. The
@@ -133,6 +137,9 @@ final class RedisConnection {
     private let address: RedisAddress
     private var context: OpaquePointer?
     private var scripts: [String: String] = [:]  // script -> its SHA1 on the server
+    /// When the last request began to be sent (monotonic ns): whatever it set on the server
+    /// (a lease) was set no earlier.
+    private(set) var lastSent: Int64 = 0
 
     init(_ hiredis: Hiredis, _ address: RedisAddress) {
         self.hiredis = hiredis
@@ -253,6 +260,7 @@ final class RedisConnection {
         defer { hiredis.freeCommand(command) }
         var sent = 0
         let fd = hiredis.socket(context!)
+        lastSent = monotonicNow()
         while sent < Int(length) {
             let n = send(fd, command + sent, Int(length) - sent, Int32(MSG_NOSIGNAL))
             if n > 0 { sent += n; continue }
@@ -459,21 +467,49 @@ final class RedisSession: LockSession {
 
     func open() -> Int32 { connection.connect(deadline: -1) }
 
-    /// Holds the lock as `entry` with `token` (a script's integer reply).
+    /// Holds the lock as `entry` with `token` (a script's integer reply to the connection's
+    /// last request), its lease timed from when that request was sent.
     private func took(_ entry: String, _ reply: Int64) {
         self.entry = entry
         token = UInt64(reply)
-        renewer.add(Lease(backend: backend, entry: entry), for: leaseID)
+        renewer.add(Lease(backend: backend, entry: entry), for: leaseID, since: connection.lastSent)
+    }
+
+    /// Whether the answer to the connection's last request, just read, came too late to be
+    /// taken: ttl or more after the request was sent. The lease it grants may have run out by
+    /// then (the server may have set it as soon as the request was sent), or be too close to its
+    /// end for a renewal to save it: a holder stopped that long is not promised the lock.
+    private var answeredTooLate: Bool {
+        monotonicNow() - connection.lastSent >= backend.ttlMilliseconds * 1_000_000
+    }
+
+    /// Gives back a lease granted by an answer that came too late (`answeredTooLate`): deleted
+    /// if it is still `entry`'s, or cancelled in the background if the server does not answer.
+    private func refuse(_ entry: String) {
+        let outcome = connection.eval(RedisScripts.release, keys: [backend.key], arguments: [entry], deadline: ioDeadline)
+        if case .success(.integer) = outcome { return }
+        renewer.abandon(Lease(backend: backend, entry: entry))
     }
 
     func tryAcquire(deadline: Int64) -> Int32 {
         let answerBy = Deadline.earliest(deadline, ioDeadline)
-        let mine = me.newEntry()
-        var retried = false, maybeSent = false
+        var mine = me.newEntry()
+        var retried = false, maybeSent = false, refused = false
         while true {
             switch connection.eval(RedisScripts.acquire, keys: [backend.key, backend.fenceKey, backend.abandonedKey(mine)],
                                    arguments: [mine, lease], deadline: answerBy) {
             case .success(.integer(let token)) where token > 0:
+                if answeredTooLate {
+                    let waited = (monotonicNow() - connection.lastSent) / 1_000_000
+                    refuse(mine)
+                    if refused {
+                        return DistributedLockMessage.fail(EIO, "acquire: \(connection.server) answered too late twice (the last answer "
+                                                           + "\(waited) ms after its request, the ttl is \(backend.ttlMilliseconds) ms): "
+                                                           + "the leases granted may have run out, so they were given back")
+                    }
+                    (refused, maybeSent, mine) = (true, false, me.newEntry())  // once more, afresh
+                    continue
+                }
                 took(mine, token)
                 return 0
             case .success(.integer): return EBUSY
@@ -527,6 +563,10 @@ final class RedisSession: LockSession {
         switch connection.eval(RedisScripts.takeOver, keys: [backend.key, backend.fenceKey, backend.abandonedKey(mine)],
                                arguments: [holding, mine, lease], deadline: Deadline.earliest(deadline, ioDeadline)) {
         case .success(.integer(let token)) where token > 0:
+            if answeredTooLate {  // (as tryAcquire's): given back; the lock is free, to be tried again
+                refuse(mine)
+                return ENOENT
+            }
             took(mine, token)
             return 0
         case .success(.integer(let result)): return result == -1 ? EBUSY : ENOENT
@@ -596,9 +636,10 @@ final class LeaseRenewers: ProcessBound, @unchecked Sendable {
 }
 
 /// The renewer of one server's leases in one process: one thread, started with the first lease
-/// (or abandoned acquisition), renewing each lease every ttl/3 over a connection of its own; a
-/// renewal waits for the server at most min(connect_timeout, ttl/3). It also cancels the
-/// acquisitions abandoned without an answer (`abandon`).
+/// (or abandoned acquisition), renewing each lease every ttl/3 (timed from before the request
+/// that set or last renewed it was sent) over a connection of its own; a renewal waits for the
+/// server at most min(connect_timeout, ttl/3). It also cancels the acquisitions abandoned
+/// without an answer (`abandon`).
 final class LeaseRenewer: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let wake = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
@@ -629,9 +670,11 @@ final class LeaseRenewer: @unchecked Sendable {
 
     private static func interval(_ lease: Lease) -> Int64 { lease.backend.renewalNanoseconds }
 
-    func add(_ lease: Lease, for holder: UInt64) {
+    /// Renews `lease` for `holder` from now on, its first renewal one interval after `since`
+    /// (monotonic ns: when the request that set it was sent).
+    func add(_ lease: Lease, for holder: UInt64, since: Int64) {
         let interval = Self.interval(lease)
-        let due = Deadline.after(nanoseconds: interval)
+        let due = since + interval
         pthread_mutex_lock(mutex)
         leases[holder] = (lease, due)
         startIfNeeded()
