@@ -8,6 +8,7 @@
 #                                            DIR/postgres.url and DIR/redis.url
 #   scripts/servers.sh start-redis DIR       installs if need be, starts Redis only (a second
 #                                            server, say); writes DIR/redis.url
+#   scripts/servers.sh start-postgres DIR    the same for PostgreSQL; writes DIR/postgres.url
 #   scripts/servers.sh stop DIR              stops both (idempotent)
 #   scripts/servers.sh pause|resume|restart|kill postgres|redis DIR
 #                                            faults: SIGSTOP/SIGCONT every process of the server,
@@ -119,6 +120,10 @@ case "$command" in
     dir=$2; install || exit 3
     mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
     start_redis "$dir" ;;
+  start-postgres)
+    dir=$2; install || exit 3
+    mkdir -p "$dir"; chmod 755 "$dir"; dir=$(cd "$dir" && pwd)
+    start_postgres "$dir" ;;
   stop) [ -d "$2" ] && { dir=$(cd "$2" && pwd); stop_one postgres "$dir"; stop_one redis "$dir"; } ;;
   pause|resume|restart|kill)
     what=$2 dir=$(cd "$3" && pwd)

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <sync.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -536,6 +537,259 @@ static void test_redis_keys(void) {
     sync_distributed_lock_destroy(f);
 }
 
+/* A plain connection to the test's Redis server, to watch its keys from outside. */
+static int redis_port(void) { return atoi(strrchr(base[REDIS], ':') + 1); }
+
+static int redis_connect(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons((uint16_t)redis_port())};
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK_EQ(connect(fd, (struct sockaddr *)&address, sizeof address), 0);
+    const char *auth = "*2\r\n$4\r\nAUTH\r\n$6\r\nsecret\r\n";
+    CHECK_EQ(write(fd, auth, strlen(auth)), (long)strlen(auth));
+    char reply[8] = {0};
+    CHECK_EQ(read(fd, reply, 5), 5);
+    CHECK(strncmp(reply, "+OK\r\n", 5) == 0);
+    return fd;
+}
+
+/* `command` KEY's integer reply (PTTL, EXISTS). */
+static long long redis_integer(int fd, const char *command, const char *key) {
+    char request[400], reply[64];
+    int n = snprintf(request, sizeof request, "*2\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n", strlen(command), command, strlen(key), key);
+    CHECK_EQ(write(fd, request, (size_t)n), (long)n);
+    size_t got = 0;
+    while (got < 3 || reply[got - 1] != '\n') {
+        CHECK(got < sizeof reply - 1);
+        CHECK_EQ(read(fd, reply + got, 1), 1);
+        got++;
+    }
+    reply[got] = 0;
+    CHECK_EQ(reply[0], ':');
+    return atoll(reply + 1);
+}
+
+static int64_t since(int64_t start) { return sync_monotonic_ns() - start; }
+
+/* SIGSTOPs the holder `pid` when its lease has the least time left that it ever has while held:
+ * watching the key's time to live over two renewals (its jumps up), then stopping the holder
+ * once it is within 1% of ttl of the lowest seen, just before the next renewal (or after 20 s
+ * without that moment, anyway). */
+static void stop_just_before_a_renewal(pid_t pid, int fd, const char *key, long long ttl_ms) {
+    long long lowest = -1, previous = -1, left;
+    for (int jumps = 0; jumps < 2; previous = left) {
+        left = redis_integer(fd, "PTTL", key);
+        CHECK(left > 0);
+        if (previous >= 0 && left > previous + 10) jumps++;
+        if (lowest < 0 || left < lowest) lowest = left;
+        usleep(2000);
+    }
+    int64_t start = sync_monotonic_ns();
+    while (redis_integer(fd, "PTTL", key) > lowest + ttl_ms / 100 && since(start) < 20 * S) usleep(2000);
+    CHECK_EQ(kill(pid, SIGSTOP), 0);
+}
+
+/* Redis, the promise: a holder stopped for less than ttl keeps the lock, even one stopped just
+ * before a renewal was due. Stopped there for 0.75 ttl: nobody else acquires it meanwhile, and
+ * its unlock succeeds afterwards. */
+static void test_redis_pause_below_ttl(void) {
+    char t[600], key[200];
+    target(REDIS, "&ttl=4", t, sizeof t);
+    snprintf(key, sizeof key, "libsync:lock:%s", strstr(t, "lock=") + 5);
+    *strchr(key, '&') = 0;
+    int ready[2], go[2];
+    CHECK_EQ(pipe(ready), 0);
+    CHECK_EQ(pipe(go), 0);
+    pid_t holder = fork();
+    if (holder == 0) {
+        alarm(120);
+        sync_distributed_lock_t *mine = make(t);
+        char ok = sync_distributed_lock_try_lock(mine) == 0 ? 'y' : 'n';
+        if (write(ready[1], &ok, 1) != 1) _exit(3);
+        if (read(go[0], &ok, 1) != 1) _exit(4);    /* (after its pause) */
+        int code = sync_distributed_lock_unlock(mine);
+        if (write(ready[1], &code, sizeof code) != sizeof code) _exit(5);
+        _exit(0);
+    }
+    char ok = 0;
+    CHECK_EQ(read(ready[0], &ok, 1), 1);
+    CHECK_EQ(ok, 'y');
+    sync_distributed_lock_t *other = make(t);
+    int fd = redis_connect();
+    stop_just_before_a_renewal(holder, fd, key, 4000);
+    int64_t stopped = sync_monotonic_ns();
+    int taken = 0;
+    while (!taken && since(stopped) < 3 * S) {  /* 0.75 ttl */
+        taken = sync_distributed_lock_try_lock(other) == 0;
+        usleep(10000);
+    }
+    kill(holder, SIGCONT);
+    CHECK(!taken);
+    CHECK_EQ(write(go[1], &ok, 1), 1);
+    int code = -1;
+    CHECK_EQ(read(ready[0], &code, sizeof code), (long)sizeof code);
+    CHECK_EQ(code, 0);  /* still its lock */
+    wait_ok(holder);
+    close(fd);
+    for (int i = 0; i < 2; i++) { close(ready[i]); close(go[i]); }
+    sync_distributed_lock_destroy(other);
+}
+
+/* Redis: a holder that dies leaves its lease for ttl to 4/3 ttl (on another host: on this host a
+ * blocking acquire takes a dead holder's lock over at once, which try_lock never does): still
+ * held 0.5 ttl after a SIGKILL, free 2 ttl after it. */
+static void test_redis_killed_holder_bound(void) {
+    char t[600];
+    target(REDIS, "&ttl=2", t, sizeof t);
+    pid_t holder = spawn_holder(t);
+    sync_distributed_lock_t *other = make(t);
+    usleep(1000000);  /* (renewed meanwhile) */
+    CHECK_EQ(kill(holder, SIGKILL), 0);
+    int64_t killed = sync_monotonic_ns();
+    CHECK_EQ(waitpid(holder, NULL, 0), holder);
+    if (since(killed) < 1 * S) usleep((useconds_t)((1 * S - since(killed)) / 1000));
+    CHECK_EQ(sync_distributed_lock_try_lock(other), EBUSY);
+    if (since(killed) < 4 * S) usleep((useconds_t)((4 * S - since(killed)) / 1000));
+    CHECK_EQ(sync_distributed_lock_try_lock(other), 0);
+    CHECK_EQ(sync_distributed_lock_unlock(other), 0);
+    sync_distributed_lock_destroy(other);
+}
+
+/* Whether a request of process `pid` waits, unread, in the receive queue of the Redis server
+ * (from /proc: the server-side socket whose peer is one of `pid`'s sockets). */
+static int request_queued(pid_t pid) {
+    unsigned long inodes[64];
+    int count = 0;
+    char path[64], link[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *fds = opendir(path);
+    CHECK(fds != NULL);
+    for (struct dirent *e; (e = readdir(fds)) != NULL && count < 64;) {
+        char item[400];
+        snprintf(item, sizeof item, "%s/%s", path, e->d_name);
+        ssize_t n = readlink(item, link, sizeof link - 1);
+        if (n <= 0) continue;
+        link[n] = 0;
+        if (sscanf(link, "socket:[%lu]", &inodes[count]) == 1) count++;
+    }
+    closedir(fds);
+    unsigned peers[64], local[512], remote[512], queued[512];
+    int npeers = 0, rows = 0, port = redis_port();
+    FILE *tcp = fopen("/proc/net/tcp", "r");
+    CHECK(tcp != NULL);
+    char line[512];
+    while (fgets(line, sizeof line, tcp) && rows < 512) {
+        unsigned l, r, q;
+        unsigned long inode;
+        if (sscanf(line, " %*d: %*x:%x %*x:%x %*x %*x:%x %*x:%*x %*x %*u %*u %lu", &l, &r, &q, &inode) != 4) continue;
+        for (int i = 0; i < count; i++)
+            if (inodes[i] == inode && (int)r == port && npeers < 64) peers[npeers++] = l;
+        local[rows] = l, remote[rows] = r, queued[rows] = q, rows++;
+    }
+    fclose(tcp);
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < npeers; j++)
+            if ((int)local[i] == port && remote[i] == peers[j] && queued[i] > 0) return 1;
+    return 0;
+}
+
+/* Redis: a client stopped right after sending its acquire, whose lease the server grants and
+ * then expires, and another client takes, before the first reads the answer: the first must not
+ * report the lock as acquired (its try says EBUSY), and the other still holds it. */
+static void test_redis_late_answer_refused(void) {
+    char t[600], key[200];
+    target(REDIS, "&ttl=1&connect_timeout=60", t, sizeof t);
+    snprintf(key, sizeof key, "libsync:lock:%s", strstr(t, "lock=") + 5);
+    *strchr(key, '&') = 0;
+    int ready[2], go[2];
+    CHECK_EQ(pipe(ready), 0);
+    CHECK_EQ(pipe(go), 0);
+    pid_t client = fork();
+    if (client == 0) {
+        alarm(120);
+        sync_distributed_lock_t *mine = make(t);
+        int code = sync_distributed_lock_try_lock(mine);  /* (connected, script loaded: the try below is one request) */
+        if (code == 0) code = sync_distributed_lock_unlock(mine);
+        if (write(ready[1], &code, sizeof code) != sizeof code) _exit(3);
+        char byte;
+        if (read(go[0], &byte, 1) != 1) _exit(4);
+        code = sync_distributed_lock_try_lock(mine);
+        if (write(ready[1], &code, sizeof code) != sizeof code) _exit(5);
+        _exit(0);
+    }
+    int code = -1;
+    CHECK_EQ(read(ready[0], &code, sizeof code), (long)sizeof code);
+    CHECK_EQ(code, 0);
+    sync_distributed_lock_t *other = make(t);
+    int fd = redis_connect();
+    control("pause", REDIS);
+    CHECK_EQ(write(go[1], "g", 1), 1);
+    int64_t start = sync_monotonic_ns();
+    while (!request_queued(client)) {
+        CHECK(since(start) < 60 * S);  /* (a hang guard) */
+        usleep(1000);
+    }
+    CHECK_EQ(kill(client, SIGSTOP), 0);  /* sent, its answer not read */
+    int status;
+    CHECK_EQ(waitpid(client, &status, WUNTRACED), client);
+    CHECK(WIFSTOPPED(status));
+    control("resume", REDIS);
+    while (redis_integer(fd, "EXISTS", key) == 0) { CHECK(since(start) < 60 * S); usleep(1000); }  /* granted... */
+    while (redis_integer(fd, "EXISTS", key) == 1) { CHECK(since(start) < 60 * S); usleep(10000); }  /* ...and expired */
+    CHECK_EQ(sync_distributed_lock_try_lock(other), 0);
+    kill(client, SIGCONT);
+    CHECK_EQ(read(ready[0], &code, sizeof code), (long)sizeof code);
+    CHECK_EQ(code, EBUSY);
+    wait_ok(client);
+    CHECK(sync_distributed_lock_is_held(other));
+    CHECK_EQ(sync_distributed_lock_unlock(other), 0);
+    close(fd);
+    for (int i = 0; i < 2; i++) { close(ready[i]); close(go[i]); }
+    sync_distributed_lock_destroy(other);
+}
+
+static char async_postgres[64];  /* a PostgreSQL server's directory, with synchronous_commit=off */
+
+static void stop_async_postgres(void) {
+    char command[400];
+    snprintf(command, sizeof command, "%s/scripts/servers.sh stop %s; rm -rf %s", LIBSYNC_SOURCE_DIR, async_postgres, async_postgres);
+    if (system(command) != 0) fprintf(stderr, "stopping the PostgreSQL server with synchronous_commit=off failed\n");
+}
+
+/* PostgreSQL: a server that commits asynchronously (synchronous_commit=off, its WAL writer
+ * waiting 10 s between flushes) and crashes (pg_ctl stop -m immediate) right after handing out
+ * tokens: every token issued after the crash is above every token issued before it. */
+static void test_postgres_tokens_survive_crashes(void) {
+    char command[900], url[512], t[600];
+    snprintf(async_postgres, sizeof async_postgres, "/tmp/libsync-pg-async-XXXXXX");
+    CHECK(mkdtemp(async_postgres) != NULL);
+    snprintf(command, sizeof command, "%s/scripts/servers.sh start-postgres %s", LIBSYNC_SOURCE_DIR, async_postgres);
+    CHECK_EQ(system(command), 0);
+    atexit(stop_async_postgres);  /* (also when a check fails) */
+    read_url(async_postgres, "postgres", url, sizeof url);
+    snprintf(command, sizeof command, "psql -q -v ON_ERROR_STOP=1 '%s' -c 'ALTER SYSTEM SET synchronous_commit = off' "
+             "-c \"ALTER SYSTEM SET wal_writer_delay = '10s'\" && %s/scripts/servers.sh restart postgres %s",
+             url, LIBSYNC_SOURCE_DIR, async_postgres);
+    CHECK_EQ(system(command), 0);
+    snprintf(t, sizeof t, "%s?lock=crash", url);
+    sync_distributed_lock_t *lock = make(t);
+    uint64_t issued = 0, token = 0;
+    snprintf(command, sizeof command, "%s/scripts/servers.sh restart postgres %s", LIBSYNC_SOURCE_DIR, async_postgres);
+    for (int crash = 0; crash <= 4; crash++) {
+        for (int i = 0; i < (crash < 4 ? 40 : 1); i++) {  /* (a sequence logs ahead every 32 values) */
+            CHECK_EQ(sync_distributed_lock_lock(lock, 30 * S, 10 * MS), 0);
+            CHECK_EQ(sync_distributed_lock_token(lock, &token), 0);
+            if (token <= issued) fprintf(stderr, "after crash %d: token %llu, issued before %llu\n", crash, (unsigned long long)token, (unsigned long long)issued);
+            CHECK(token > issued);
+            issued = token;
+            CHECK_EQ(sync_distributed_lock_unlock(lock), 0);
+        }
+        if (crash < 4) CHECK_EQ(system(command), 0);  /* pg_ctl stop -m immediate; start */
+    }
+    sync_distributed_lock_destroy(lock);
+}
+
 static char second[128];  /* a second Redis server's directory */
 
 static void stop_second(void) {
@@ -835,6 +1089,10 @@ int main(void) {
         test_redis_abandoned_acquire();
         test_redis_keys();
         test_redis_renewal_per_server();
+        test_redis_pause_below_ttl();
+        test_redis_killed_holder_bound();
+        test_redis_late_answer_refused();
+        test_postgres_tokens_survive_crashes();
     }
     char command[128];
     snprintf(command, sizeof command, "rm -rf %s", scratch);

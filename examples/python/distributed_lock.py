@@ -20,46 +20,59 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))  # (the source tree's package)
 from libsync.distributed_lock import DistributedLock  # noqa: E402
 
 
 class FencedStore:
-    """A resource that remembers the largest fencing token it saw and refuses smaller ones (a
-    file here; a database row, an object store, a service in real life). Its own writes are
-    atomic (flock): the lock is for the clients' read-modify-write, the token for stale ones."""
+    """A resource that remembers the largest fencing token it saw and refuses smaller ones, at
+    the read as at the write (a file here; a database row, an object store, a service in real
+    life). Its own steps are atomic (flock): the lock is for the clients' read-modify-write, the
+    token for stale ones."""
 
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def read(self) -> int:
+    def value(self) -> int:
+        """The value, for looking (not for a read-modify-write)."""
         with open(self.path) as f:
             return json.load(f)["value"]
 
+    def read(self, token: int) -> Optional[int]:
+        """The value, for the holder of `token`; None (refused) if a larger token was seen."""
+        return self._fenced(token, None)
+
     def write(self, token: int, value: int) -> bool:
+        return self._fenced(token, value) is not None
+
+    def _fenced(self, token: int, value: Optional[int]) -> Optional[int]:
         with open(self.path, "r+") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             state = json.load(f)
             if token < state["highest"]:
-                return False  # a holder that lost the lock: refused
+                return None  # a holder that lost the lock: refused
+            state["highest"] = token  # (recorded at the read too: a late write is refused once the new holder has read)
+            if value is not None:
+                state["value"] = value
             f.seek(0)
             f.truncate()
-            json.dump({"highest": token, "value": value}, f)
-            return True
+            json.dump(state, f)
+            return state["value"]
 
 
 def worker(target: str, store_path: str, rounds: int) -> None:
     lock, store = DistributedLock(target, timeout=30), FencedStore(store_path)
     for _ in range(rounds):
         with lock:
-            assert store.write(lock.token, store.read() + 1)
+            assert store.write(lock.token, store.read(lock.token) + 1)
 
 
 def paused_holder(target: str, store_path: str, holding, resume, result) -> None:
     lock, store = DistributedLock(target), FencedStore(store_path)
     lock.acquire()
-    value = store.read()
+    value = store.read(lock.token)
     holding.set()
     resume.wait()  # "paused" (a GC pause, SIGSTOP...): meanwhile the lock was broken and retaken
     result.put((store.write(lock.token, value + 100), lock.is_locked))
@@ -76,7 +89,7 @@ def run(target: str) -> None:
             w.start()
         for w in workers:
             w.join()
-        value = FencedStore(store_path).read()
+        value = FencedStore(store_path).value()
         print(f"   4 processes x 5 increments under the lock: counter = {value}")
         assert value == 20 and all(w.exitcode == 0 for w in workers)
 
@@ -88,14 +101,15 @@ def run(target: str) -> None:
         print(f"   holder: {operator.holder}; an operator breaks the lock")
         operator.break_lock()
         with operator.acquire(timeout=30):
-            FencedStore(store_path).write(operator.token, FencedStore(store_path).read() + 1)
-            print(f"   another process took it (token {operator.token}) and wrote: counter = {FencedStore(store_path).read()}")
+            store = FencedStore(store_path)
+            store.write(operator.token, store.read(operator.token) + 1)
+            print(f"   another process took it (token {operator.token}) and wrote: counter = {store.value()}")
         resume.set()
         accepted, still_held = result.get(timeout=30)
         paused.join()
         print(f"   the paused holder wakes, still thinks it holds the lock, and writes: "
               f"{'accepted' if accepted else 'REFUSED (older token)'} (is_locked: {still_held})")
-        assert not accepted and not still_held and FencedStore(store_path).read() == 21
+        assert not accepted and not still_held and FencedStore(store_path).value() == 21
 
 
 def main() -> None:

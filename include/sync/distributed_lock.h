@@ -26,12 +26,20 @@
  *                       lock_timeout), not by polling. Two names whose hashes collide share one
  *                       lock (they exclude each other: never less safe).
  *   redis://[[user]:password@]host[:port][/db]?lock=NAME[&ttl=S][&connect_timeout=S]
- *                       a lease: the key libsync:lock:NAME (SET NX PX ttl; the fencing counter
- *                       is libsync:fence:NAME, so no lock's keys are another's), renewed every
- *                       ttl/3 while held by one thread per server and process, so a server
- *                       that stops answering delays no other server's renewals (ttl: seconds,
- *                       default 10, 0.1...86400); a holder that dies or stops for longer than
- *                       ttl loses it.
+ *                       a lease: the key libsync:lock:NAME (SET NX PX, ttl + ttl/3 long; the
+ *                       fencing counter is libsync:fence:NAME, so no lock's keys are another's),
+ *                       renewed every ttl/3 while held by one thread per server and process,
+ *                       so a server that stops answering delays no other server's renewals
+ *                       (ttl: seconds, default 10, 0.1...86400). The two bounds of ttl: a
+ *                       holder stopped (SIGSTOP, a pause) for less than ttl keeps the lock,
+ *                       wherever the stop falls (the delay of its renewal after it resumes
+ *                       counts as part of the stop; stopped for ttl + ttl/3 or longer it has
+ *                       lost it); a holder on another host that dies leaves the lock held for
+ *                       more than ttl and at most ttl + ttl/3 (on this host a blocking acquire
+ *                       takes a dead holder's lock over at once). Leases are timed from before
+ *                       the request is sent: an acquire whose answer comes ttl or more after
+ *                       its request gives the lease back and tries once more (a second late
+ *                       answer: EIO).
  *                       An acquire that ends without the server's answer (its deadline, a
  *                       broken connection) is cancelled by that thread, so a request that
  *                       reaches the server late never leaves a lease held by nobody. Waits poll

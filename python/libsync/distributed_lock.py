@@ -21,7 +21,9 @@ acquisition; and, over the same core, a drop-in for ``filelock``::
 Targets: a path (the file system), ``postgresql://user:password@host:port/db?lock=NAME``
 (``postgres://`` too; a session advisory lock, released by the server when the holder's
 connection ends), or ``redis://:password@host:port/db?lock=NAME&ttl=10`` (a lease renewed while
-held). Both URLs take ``connect_timeout=SECONDS`` (default 5). ``lock.token`` is the fencing
+held: a holder stopped for less than ``ttl`` seconds keeps the lock, wherever the stop falls;
+a holder on another host that dies leaves it held for more than ``ttl`` and at most
+``ttl`` + ``ttl``/3 seconds). Both URLs take ``connect_timeout=SECONDS`` (default 5). ``lock.token`` is the fencing
 token of the caller's hold: larger than every earlier acquisition's, so a resource that refuses
 smaller tokens is safe from a holder that lost the lock (see docs/distributed_lock.md).
 

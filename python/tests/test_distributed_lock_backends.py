@@ -669,3 +669,222 @@ def test_missing_client_library_names_the_package(servers):
         url = (servers / f"{name}.url").read_text().strip() + "?lock=x"
         out = subprocess.run([sys.executable, "-c", script, url], capture_output=True, text=True, env=env, check=True).stdout
         assert package in out
+
+
+@pytest.fixture
+def async_commit_postgres():
+    """A private PostgreSQL server of its own (it is crashed) running with
+    synchronous_commit=off, whose WAL writer waits 10 s between flushes: a commit's WAL is
+    written only when someone asks for it."""
+    directory = Path(tempfile.mkdtemp(prefix="libsync-pg-async-"))  # (in /tmp: the postgres user enters it)
+    if subprocess.run([str(SERVERS_SCRIPT), "start-postgres", str(directory)]).returncode != 0:
+        subprocess.run(["rm", "-rf", str(directory)])
+        pytest.skip("!!!!!! SKIPPING: scripts/servers.sh could not install or start PostgreSQL !!!!!!")
+    try:
+        url = (directory / "postgres.url").read_text().strip()
+        _psql(url, "ALTER SYSTEM SET synchronous_commit = off")
+        _psql(url, "ALTER SYSTEM SET wal_writer_delay = '10s'")
+        control(directory, "restart", "postgres")
+        yield directory, url
+    finally:
+        subprocess.run([str(SERVERS_SCRIPT), "stop", str(directory)])
+        subprocess.run(["rm", "-rf", str(directory)])
+
+
+def test_postgres_tokens_survive_crashes_with_asynchronous_commits(async_commit_postgres):
+    """A server that commits asynchronously (synchronous_commit=off) and crashes (pg_ctl stop -m
+    immediate) right after handing out tokens: every token issued after the crash is above every
+    token issued before it."""
+    directory, url = async_commit_postgres
+    lock = DistributedLock(f"{url}?lock=crash")
+    issued = 0
+    for crash in range(4):
+        for _ in range(40):  # (a sequence logs ahead every 32 values)
+            with lock.acquire(timeout=30):
+                assert lock.token > issued, (crash, lock.token, issued)
+                issued = lock.token
+        control(directory, "restart", "postgres")  # pg_ctl stop -m immediate; start
+    with lock.acquire(timeout=30):
+        assert lock.token > issued, (lock.token, issued)
+
+
+class _Redis:
+    """A plain connection to the test's Redis server (to watch its keys from outside)."""
+
+    def __init__(self, url: str):
+        import socket
+        port = int(url.rsplit(":", 1)[1].split("/")[0].split("?")[0])
+        self.port = port
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.input = self.sock.makefile("rb")
+        assert self.ask("AUTH", "secret") == "OK"
+
+    def ask(self, *words: str):
+        self.sock.sendall(f"*{len(words)}\r\n".encode() + b"".join(f"${len(w)}\r\n{w}\r\n".encode() for w in words))
+        line = self.input.readline().decode().rstrip("\r\n")
+        kind, rest = line[0], line[1:]
+        if kind == ":":
+            return int(rest)
+        if kind == "$":
+            return None if rest == "-1" else self.input.read(int(rest) + 2)[:-2].decode()
+        assert kind == "+", line
+        return rest
+
+    def close(self):
+        self.sock.close()
+
+
+def _lock_key(target: str) -> str:
+    return "libsync:lock:" + target.split("lock=", 1)[1].split("&", 1)[0]
+
+
+def _stop_just_before_a_renewal(pid: int, redis: _Redis, key: str, ttl: float) -> None:
+    """SIGSTOPs the holder `pid` when its lease has the least time left that it ever has while
+    held: watching the key's time to live on the server over two renewals (its jumps up), then
+    stopping the holder once it is within 1% of ttl of the lowest seen, just before the next
+    renewal. (If that moment does not come again within 20 s, it stops the holder anyway.)"""
+    lowest, previous, jumps = None, None, 0
+    while jumps < 2:
+        left = redis.ask("PTTL", key)
+        assert left > 0, left
+        if previous is not None and left > previous + 10:
+            jumps += 1
+        lowest = left if lowest is None else min(lowest, left)
+        previous = left
+        time.sleep(0.002)
+    give_up = time.monotonic() + 20
+    while redis.ask("PTTL", key) > lowest + 10 * ttl and time.monotonic() < give_up:
+        time.sleep(0.002)
+    os.kill(pid, signal.SIGSTOP)
+
+
+PAUSED_HOLDER = """
+import sys
+from libsync.distributed_lock import DistributedLock
+lock = DistributedLock(sys.argv[1])
+lock.try_lock() or sys.exit(3)
+print("holding", flush=True)
+sys.stdin.readline()        # (after its pause)
+lock.release()              # LockLostError if the lease was lost
+print("released", flush=True)
+"""
+
+
+def test_redis_holder_stopped_for_less_than_ttl_keeps_the_lock(servers):
+    """The promise: a holder stopped for less than ttl keeps the lock, even one stopped just
+    before a renewal was due. Stopped there for 0.75 ttl: nobody else acquires it meanwhile,
+    and its release succeeds afterwards."""
+    ttl = 4.0
+    target = f"{(servers / 'redis.url').read_text().strip()}?lock=py{os.getpid()}-{next(_serial)}&ttl={ttl}"
+    redis, other = _Redis((servers / "redis.url").read_text().strip()), DistributedLock(target)
+    holder = subprocess.Popen([sys.executable, "-c", PAUSED_HOLDER, target], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=os.environ)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        _stop_just_before_a_renewal(holder.pid, redis, _lock_key(target), ttl)
+        resume = time.monotonic() + 0.75 * ttl
+        taken = False
+        while time.monotonic() < resume and not taken:
+            taken = other.try_lock()
+            time.sleep(0.01)
+        holder.send_signal(signal.SIGCONT)
+        assert not taken, "another client acquired the lock while its holder was stopped for less than ttl"
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "released"
+        assert holder.wait(timeout=30) == 0
+    finally:
+        holder.kill()
+        holder.wait()
+        redis.close()
+
+
+def test_redis_killed_holder_frees_the_lock_within_ttl_and_a_third(servers):
+    """A holder that dies leaves its lease for ttl to 4/3 ttl (on another host: on this host
+    a blocking acquire takes a dead holder's lock over at once, which try_lock never does): still
+    held 0.5 ttl after a SIGKILL, free 2 ttl after it."""
+    ttl = 2.0
+    target = f"{(servers / 'redis.url').read_text().strip()}?lock=py{os.getpid()}-{next(_serial)}&ttl={ttl}"
+    holder = spawn_holder(target)
+    other = DistributedLock(target)
+    time.sleep(ttl / 2)  # (renewed meanwhile)
+    holder.kill()
+    killed = time.monotonic()
+    holder.wait()
+    time.sleep(max(0.0, killed + 0.5 * ttl - time.monotonic()))
+    assert not other.try_lock()
+    time.sleep(max(0.0, killed + 2 * ttl - time.monotonic()))
+    assert other.try_lock()
+    other.release()
+
+
+def _request_queued(pid: int, port: int) -> bool:
+    """Whether a request of process `pid` waits, unread, in the receive queue of the server
+    listening on 127.0.0.1:`port` (from /proc: the server-side socket whose peer is one of
+    `pid`'s sockets)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    mine = {int(row[1].split(":")[1], 16) for row in rows if row[9] in inodes and int(row[2].split(":")[1], 16) == port}
+    return any(int(row[1].split(":")[1], 16) == port and int(row[2].split(":")[1], 16) in mine
+               and int(row[4].split(":")[1], 16) > 0 for row in rows)
+
+
+STOPPED_IN_ACQUIRE = """
+import sys
+from libsync.distributed_lock import DistributedLock
+lock = DistributedLock(sys.argv[1])
+with lock:                  # (connected, script loaded: the try below is one request)
+    pass
+print("ready", flush=True)
+sys.stdin.readline()
+print("acquired" if lock.try_lock() else "busy", flush=True)
+"""
+
+
+def test_redis_grant_read_after_its_lease_ran_out_is_refused(servers):
+    """A client stopped right after sending its acquire, whose lease the server grants and then
+    expires, and another client takes, before the first reads the answer: the first must not
+    report the lock as acquired (its try says busy), and the other still holds it."""
+    url = (servers / "redis.url").read_text().strip()
+    target = f"{url}?lock=py{os.getpid()}-{next(_serial)}&ttl=1&connect_timeout=60"
+    redis, other = _Redis(url), DistributedLock(target)
+    client = subprocess.Popen([sys.executable, "-c", STOPPED_IN_ACQUIRE, target], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=os.environ)
+    try:
+        assert client.stdout.readline().strip() == "ready"
+        control(servers, "pause", "redis")
+        try:
+            client.stdin.write("\n")
+            client.stdin.flush()
+            give_up = time.monotonic() + 60  # (a hang guard)
+            while not _request_queued(client.pid, redis.port):
+                assert time.monotonic() < give_up
+                time.sleep(0.001)
+            client.send_signal(signal.SIGSTOP)  # sent, its answer not read
+            os.waitpid(client.pid, os.WUNTRACED)
+        finally:
+            control(servers, "resume", "redis")
+        key = _lock_key(target)
+        while redis.ask("EXISTS", key) == 0:  # the server granted it...
+            assert time.monotonic() < give_up
+            time.sleep(0.001)
+        while redis.ask("EXISTS", key) == 1:  # ...and the lease ran out
+            assert time.monotonic() < give_up
+            time.sleep(0.01)
+        assert other.try_lock()
+        client.send_signal(signal.SIGCONT)
+        assert client.stdout.readline().strip() == "busy"
+        assert client.wait(timeout=30) == 0
+        assert other.is_locked
+        other.release()
+    finally:
+        client.kill()
+        client.wait()
+        redis.close()

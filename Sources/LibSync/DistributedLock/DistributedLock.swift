@@ -233,7 +233,10 @@ public final class DistributedLock: Sendable {
         }
     }
 
-    /// A lock on `target`: a path, or a `postgresql://` / `redis://` URL.
+    /// A lock on `target`: a path, or a `postgresql://` / `redis://` URL. A Redis URL's `ttl=S`
+    /// (seconds, default 10) sets two bounds: a holder stopped for less than `ttl` keeps the
+    /// lock, wherever the stop falls; a holder on another host that dies leaves it held for more
+    /// than `ttl` and at most `ttl` + `ttl`/3 (on this host `lock` takes it over at once).
     public convenience init(_ target: String, options: Options = []) throws(DistributedLockError) {
         try self.init(path: target, options: options)
     }

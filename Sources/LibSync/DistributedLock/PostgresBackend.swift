@@ -26,8 +26,9 @@ import Synchronization
 //
 // Fencing tokens come from the sequence `public.libsync_fencing_token` (made on first use; one per
 // database, schema-qualified so that no role's search_path finds another one): nextval is
-// strictly increasing across all sessions, and durable (PostgreSQL flushes the WAL of a nextval
-// that logs ahead before the value is used), so a restarted server never hands out an old one.
+// strictly increasing across all sessions, and durable: a nextval that logs ahead is flushed
+// with its transaction's commit, which each session makes synchronous (synchronous_commit `off`
+// is raised to `local`), so a server restarted after a crash never hands out an old one.
 
 /// libpq's functions (libpq-fe.h), loaded on first use.
 struct LibPQ: @unchecked Sendable {
@@ -227,8 +228,15 @@ final class PostgresSession: LockSession {
         // lock within about connect_timeout + 3 s, not hours. (Ignored over a Unix socket.)
         let keepalives = "SET tcp_keepalives_idle = \(max(1, backend.ioTimeout / 1_000_000_000)); SET tcp_keepalives_interval = 1; "
             + "SET tcp_keepalives_count = 3; SET tcp_user_timeout = \(backend.ioTimeout / 1_000_000)"
-        let set = run(keepalives, deadline: limit, interruptible: interruptible)
-        guard case .lost = set else { return 0 }  // (a server too old for a setting keeps its default)
+        var set = run(keepalives, deadline: limit, interruptible: interruptible)
+        if case .refused = set { set = .rows([]) }  // (a server too old for a setting keeps its default)
+        // A token's nextval is durable only once its transaction's commit is flushed, which
+        // synchronous_commit=off (the server's, the role's or the URL's setting) skips: a crash
+        // would then hand out tokens again. The session raises `off` to `local` (a local flush at
+        // each commit that logged a sequence value, every 32 tokens; stronger settings stay).
+        if case .rows = set { set = run(durableCommits, deadline: limit, interruptible: interruptible) }
+        if case .rows = set { return 0 }
+        if case .refused = set { disconnect() }  // (never used without durable tokens)
         let code = failure(set, "connecting to \(server)")
         return code == ETIMEDOUT && !Deadline.hasPassed(deadline)
             ? DistributedLockMessage.fail(ECONNREFUSED, "cannot connect to \(server) of \(backend.name): no answer within \(io) s (connect_timeout)")
@@ -345,6 +353,9 @@ final class PostgresSession: LockSession {
     }
 
     private var ioDeadline: Int64 { Deadline.after(nanoseconds: backend.ioTimeout) }
+
+    /// Makes this session's commits durable (see `connect`).
+    private let durableCommits = "SELECT set_config('synchronous_commit', 'local', false) WHERE current_setting('synchronous_commit') = 'off'"
 
     /// Schema-qualified: one sequence per database, whatever a role's search_path says.
     private let tokenSequence = "public.libsync_fencing_token"

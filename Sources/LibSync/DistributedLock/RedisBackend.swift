@@ -7,15 +7,19 @@ import Synchronization
 // `libsync:fence:NAME` (the prefixes keep every lock's keys apart from every other lock's, and
 // from an application's own keys). Below, LOCK and FENCE are these two keys.
 //
-//   acquire   EVALSHA: SET LOCK entry NX PX ttl (or the key already holds this entry: a retry
-//             whose first answer was lost), and if set, FENCE := max(last + 1, server time
-//             in µs), returned as the token                                     one round trip
+//   acquire   EVALSHA: SET LOCK entry NX PX lease (or the key already holds this entry: a
+//             retry whose first answer was lost), and if set, FENCE := max(last + 1, server
+//             time in µs), returned as the token                                one round trip;
+//             an answer read ttl or more after its request was sent (a pause, a slow server)
+//             is refused: the lease may be gone or about to go, so it is released and tried
+//             once more
 //   release   EVALSHA: if GET LOCK == entry then DEL (0), else the lease was lost: ESTALE if
 //             the key is gone, EBUSY if another entry is there                   one round trip
-//   renew     one thread per server and process renews that server's held leases (PEXPIRE if
-//             the value is still its entry) every ttl/3, over a connection of its own, so that a
-//             stalled server delays no other server's renewals; a lease it finds gone is
-//             dropped, and its holder learns it at release (ESTALE/EBUSY) or is_held
+//   renew     one thread per server and process renews that server's held leases (PEXPIRE lease
+//             if the value is still its entry) every ttl/3, over a connection of its own, so that
+//             a stalled server delays no other server's renewals; a lease it finds gone is
+//             dropped (`LeaseRenewer.leaseLost`), and its holder learns it at release
+//             (ESTALE/EBUSY) or is_held
 //   recover   EVALSHA: if GET LOCK == the stale entry (a holder on this host whose process is
 //             gone), SET LOCK my entry, and a new token
 //   break     DEL LOCK
@@ -25,8 +29,15 @@ import Synchronization
 // and would need a server setting; polling needs nothing from the server, and the backoff keeps
 // an idle wait to a few requests per second.
 //
-// A lease is only as good as the clocks: a holder paused longer than the ttl (GC, SIGSTOP, a VM
-// migration) loses the lock without knowing until it asks; the fencing token is the defence. The
+// The lease on the server is ttl + ttl/3 (`leaseMilliseconds`), timed from before the request
+// that set it was sent, and renewed every ttl/3 (`renewalNanoseconds`), also timed from before
+// each renewal is sent. So a holder stopped for less than ttl keeps the lock, even if it stopped
+// just before a renewal was due (its renewal, sent when it resumes, still finds the lease), and
+// a holder that dies (elsewhere: on its own host it is stale and taken over at once) leaves the
+// lock held for ttl to ttl + ttl/3.
+//
+// A lease is only as good as the clocks: a holder paused for ttl or longer (GC, SIGSTOP, a VM
+// migration) may lose the lock without knowing until it asks; the fencing token is the defence. The
 // token is max(last + 1, server time): strictly increasing while the counter key lives, and still
 // increasing if Redis lost it (a restart without persistence), unless the server's clock went back.
 
@@ -126,6 +137,9 @@ final class RedisConnection {
     private let address: RedisAddress
     private var context: OpaquePointer?
     private var scripts: [String: String] = [:]  // script -> its SHA1 on the server
+    /// When the last request began to be sent (monotonic ns): whatever it set on the server
+    /// (a lease) was set no earlier.
+    private(set) var lastSent: Int64 = 0
 
     init(_ hiredis: Hiredis, _ address: RedisAddress) {
         self.hiredis = hiredis
@@ -246,6 +260,7 @@ final class RedisConnection {
         defer { hiredis.freeCommand(command) }
         var sent = 0
         let fd = hiredis.socket(context!)
+        lastSent = monotonicNow()
         while sent < Int(length) {
             let n = send(fd, command + sent, Int(length) - sent, Int32(MSG_NOSIGNAL))
             if n > 0 { sent += n; continue }
@@ -312,7 +327,7 @@ final class RedisConnection {
 }
 
 enum RedisScripts {
-    /// KEYS: lock, fence, the entry's abandon marker; ARGV: entry, ttl ms. The token, or 0 if
+    /// KEYS: lock, fence, the entry's abandon marker; ARGV: entry, lease ms. The token, or 0 if
     /// held or abandoned. (Held by the entry already, it is a retry of an acquisition whose
     /// answer was lost: acquired.)
     static let acquire = """
@@ -331,11 +346,11 @@ enum RedisScripts {
         local v = redis.call('get', KEYS[1])
         if v == ARGV[1] then redis.call('del', KEYS[1]) return 1 elseif v then return 2 else return 0 end
         """
-    /// KEYS: lock; ARGV: entry, ttl ms. 1 renewed, 0 lost.
+    /// KEYS: lock; ARGV: entry, lease ms. 1 renewed, 0 lost.
     static let renew = """
         if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end
         """
-    /// KEYS: lock, fence, the new entry's abandon marker; ARGV: stale entry, new entry, ttl ms.
+    /// KEYS: lock, fence, the new entry's abandon marker; ARGV: stale entry, new entry, lease ms.
     /// The token; -1 another holds it (or the new entry was abandoned), -2 free.
     static let takeOver = """
         if redis.call('exists', KEYS[3]) == 1 then return -1 end
@@ -363,13 +378,19 @@ struct RedisBackend: LockBackend {
     let address: RedisAddress
     /// The lock's key, `libsync:lock:NAME`, and its fencing counter's, `libsync:fence:NAME`.
     let key: String, fenceKey: String
+    /// The ttl the URL gives: a holder stopped for less than this keeps the lock.
     let ttlMilliseconds: Int64
     let hiredis: Hiredis
+    /// How often a held lease is renewed: every ttl/3.
+    var renewalNanoseconds: Int64 { ttlMilliseconds * 1_000_000 / 3 }
+    /// The lease set on the server: ttl plus a renewal interval (rounded up), so that a holder
+    /// that stops just before a renewal is due and resumes less than ttl later still renews it.
+    var leaseMilliseconds: Int64 { ttlMilliseconds + (ttlMilliseconds + 2) / 3 }
     /// The key that marks an acquisition by `entry` as abandoned (RedisScripts.cancel).
     func abandonedKey(_ entry: String) -> String { "libsync:abandoned:" + entry }
     /// How long an abandon marker lives: an abandoned request that reaches the server later
-    /// than this could still take the lock, for one ttl.
-    var abandonedMilliseconds: Int64 { ttlMilliseconds + 60_000 }
+    /// than this could still take the lock, for one lease.
+    var abandonedMilliseconds: Int64 { leaseMilliseconds + 60_000 }
     var waitsInStore: Bool { false }
     var firstPollNanoseconds: Int64? { 1_000_000 }
 
@@ -433,7 +454,7 @@ final class RedisSession: LockSession {
     }
 
     private var ioDeadline: Int64 { Deadline.after(nanoseconds: backend.address.ioTimeout) }
-    private var ttl: String { String(backend.ttlMilliseconds) }
+    private var lease: String { String(backend.leaseMilliseconds) }
 
     /// A failed exchange's errno, its message recorded: a timeout once `deadline` (< 0: none)
     /// passed is ETIMEDOUT, before it EIO (the server did not answer within connect_timeout).
@@ -446,21 +467,49 @@ final class RedisSession: LockSession {
 
     func open() -> Int32 { connection.connect(deadline: -1) }
 
-    /// Holds the lock as `entry` with `token` (a script's integer reply).
+    /// Holds the lock as `entry` with `token` (a script's integer reply to the connection's
+    /// last request), its lease timed from when that request was sent.
     private func took(_ entry: String, _ reply: Int64) {
         self.entry = entry
         token = UInt64(reply)
-        renewer.add(Lease(backend: backend, entry: entry), for: leaseID)
+        renewer.add(Lease(backend: backend, entry: entry), for: leaseID, since: connection.lastSent)
+    }
+
+    /// Whether the answer to the connection's last request, just read, came too late to be
+    /// taken: ttl or more after the request was sent. The lease it grants may have run out by
+    /// then (the server may have set it as soon as the request was sent), or be too close to its
+    /// end for a renewal to save it: a holder stopped that long is not promised the lock.
+    private var answeredTooLate: Bool {
+        monotonicNow() - connection.lastSent >= backend.ttlMilliseconds * 1_000_000
+    }
+
+    /// Gives back a lease granted by an answer that came too late (`answeredTooLate`): deleted
+    /// if it is still `entry`'s, or cancelled in the background if the server does not answer.
+    private func refuse(_ entry: String) {
+        let outcome = connection.eval(RedisScripts.release, keys: [backend.key], arguments: [entry], deadline: ioDeadline)
+        if case .success(.integer) = outcome { return }
+        renewer.abandon(Lease(backend: backend, entry: entry))
     }
 
     func tryAcquire(deadline: Int64) -> Int32 {
         let answerBy = Deadline.earliest(deadline, ioDeadline)
-        let mine = me.newEntry()
-        var retried = false, maybeSent = false
+        var mine = me.newEntry()
+        var retried = false, maybeSent = false, refused = false
         while true {
             switch connection.eval(RedisScripts.acquire, keys: [backend.key, backend.fenceKey, backend.abandonedKey(mine)],
-                                   arguments: [mine, ttl], deadline: answerBy) {
+                                   arguments: [mine, lease], deadline: answerBy) {
             case .success(.integer(let token)) where token > 0:
+                if answeredTooLate {
+                    let waited = (monotonicNow() - connection.lastSent) / 1_000_000
+                    refuse(mine)
+                    if refused {
+                        return DistributedLockMessage.fail(EIO, "acquire: \(connection.server) answered too late twice (the last answer "
+                                                           + "\(waited) ms after its request, the ttl is \(backend.ttlMilliseconds) ms): "
+                                                           + "the leases granted may have run out, so they were given back")
+                    }
+                    (refused, maybeSent, mine) = (true, false, me.newEntry())  // once more, afresh
+                    continue
+                }
                 took(mine, token)
                 return 0
             case .success(.integer): return EBUSY
@@ -512,8 +561,12 @@ final class RedisSession: LockSession {
         if !me.isStale(entry: holding) { return EBUSY }
         let mine = me.newEntry()
         switch connection.eval(RedisScripts.takeOver, keys: [backend.key, backend.fenceKey, backend.abandonedKey(mine)],
-                               arguments: [holding, mine, ttl], deadline: Deadline.earliest(deadline, ioDeadline)) {
+                               arguments: [holding, mine, lease], deadline: Deadline.earliest(deadline, ioDeadline)) {
         case .success(.integer(let token)) where token > 0:
+            if answeredTooLate {  // (as tryAcquire's): given back; the lock is free, to be tried again
+                refuse(mine)
+                return ENOENT
+            }
             took(mine, token)
             return 0
         case .success(.integer(let result)): return result == -1 ? EBUSY : ENOENT
@@ -583,9 +636,10 @@ final class LeaseRenewers: ProcessBound, @unchecked Sendable {
 }
 
 /// The renewer of one server's leases in one process: one thread, started with the first lease
-/// (or abandoned acquisition), renewing each lease every ttl/3 over a connection of its own; a
-/// renewal waits for the server at most min(connect_timeout, ttl/3). It also cancels the
-/// acquisitions abandoned without an answer (`abandon`).
+/// (or abandoned acquisition), renewing each lease every ttl/3 (timed from before the request
+/// that set or last renewed it was sent) over a connection of its own; a renewal waits for the
+/// server at most min(connect_timeout, ttl/3). It also cancels the acquisitions abandoned
+/// without an answer (`abandon`).
 final class LeaseRenewer: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let wake = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
@@ -614,11 +668,13 @@ final class LeaseRenewer: @unchecked Sendable {
         pthread_condattr_destroy(&attributes)
     }
 
-    private static func interval(_ lease: Lease) -> Int64 { lease.backend.ttlMilliseconds * 1_000_000 / 3 }
+    private static func interval(_ lease: Lease) -> Int64 { lease.backend.renewalNanoseconds }
 
-    func add(_ lease: Lease, for holder: UInt64) {
+    /// Renews `lease` for `holder` from now on, its first renewal one interval after `since`
+    /// (monotonic ns: when the request that set it was sent).
+    func add(_ lease: Lease, for holder: UInt64, since: Int64) {
         let interval = Self.interval(lease)
-        let due = Deadline.after(nanoseconds: interval)
+        let due = since + interval
         pthread_mutex_lock(mutex)
         leases[holder] = (lease, due)
         startIfNeeded()
@@ -701,14 +757,18 @@ final class LeaseRenewer: @unchecked Sendable {
         for (holder, item) in due {
             let backend = item.lease.backend
             let deadline = Deadline.after(nanoseconds: min(backend.address.ioTimeout, Self.interval(item.lease)))
-            let outcome = connection.eval(RedisScripts.renew, keys: [backend.key], arguments: [item.lease.entry, String(backend.ttlMilliseconds)],
+            let outcome = connection.eval(RedisScripts.renew, keys: [backend.key], arguments: [item.lease.entry, String(backend.leaseMilliseconds)],
                                           deadline: deadline)
-            if case .success(.integer(0)) = outcome {  // lost: nothing left to renew
-                pthread_mutex_lock(mutex)
-                if leases[holder]?.lease.entry == item.lease.entry { leases[holder] = nil }
-                pthread_mutex_unlock(mutex)
-            }
+            if case .success(.integer(0)) = outcome { leaseLost(item.lease, of: holder) }
             // (a failed exchange is retried at the next interval: the server may be restarting)
         }
+    }
+
+    /// The renewal found `lease` gone (expired, broken, or held by another): nothing left to
+    /// renew. Its holder learns it at release (ESTALE/EBUSY) or is_held.
+    private func leaseLost(_ lease: Lease, of holder: UInt64) {
+        pthread_mutex_lock(mutex)
+        if leases[holder]?.lease.entry == lease.entry { leases[holder] = nil }
+        pthread_mutex_unlock(mutex)
     }
 }
