@@ -758,7 +758,8 @@ public struct LockOptions: OptionSet, Sendable {
 }
 
 /// Memory for a lock of `kind` with `options`: the caller's (checked, initialized unless
-/// `initialize` is false), or a new block.
+/// `initialize` is false: the initializer's EBUSY, for shared memory in use, is thrown), or a new
+/// block.
 func makeLockMemory(_ memory: UnsafeMutableRawPointer?, size: Int, options: LockOptions, initialize: Bool,
                 _ initializer: (UnsafeMutableRawPointer) -> Int32) throws(LockError) -> LockMemory {
     let robust = options.contains(.robust)
@@ -788,7 +789,7 @@ func makeLockMemory(_ memory: UnsafeMutableRawPointer?, size: Int, options: Lock
 ///     let mutex = SyncMutex()
 ///     let value = mutex.withLock { counter += 1; return counter }
 ///
-/// Robust (`SyncMutex(options: .robust)`, or in shared memory with `init(at:options:)`): when
+/// Robust (`SyncMutex(options: .robust)`, or in shared memory with `init(at:options:initialize:)`): when
 /// a holder dies holding it, the next locker's `lock` throws `LockError.ownerDied` *holding the
 /// lock*; it repairs the guarded state and calls `consistent()` before `unlock()`, or the lock
 /// becomes `.notRecoverable` for everyone.
@@ -805,10 +806,13 @@ public final class SyncMutex: @unchecked Sendable {
 
     /// A mutex in the caller's memory, such as a MAP_SHARED mapping that processes share:
     /// `byteCount(for: options)` bytes, 4-aligned (robust: 8-aligned), that outlive this object.
-    /// One process initializes it; the others pass `initialize: false` and the same options.
-    /// Throws `.other(EINVAL)` for misaligned memory, or (`initialize: false`) memory whose
-    /// mutex has other options.
-    public init(at memory: UnsafeMutableRawPointer, options: LockOptions, initialize: Bool = true) throws(LockError) {
+    /// The caller chooses, as no default is safe: `initialize: true` in the one process that
+    /// creates it (the memory is zeroed or holds a mutex nobody uses), `initialize: false` with
+    /// the same options in the others, which attach to it. Throws `.other(EINVAL)` for misaligned
+    /// memory, or (`initialize: false`) memory whose mutex has other options; with `.shared` and
+    /// `initialize: true`, `.other(EBUSY)`, changing nothing, if the mutex there is held or has
+    /// waiters (an attach written as a create would have reset another process's lock).
+    public init(at memory: UnsafeMutableRawPointer, options: LockOptions, initialize: Bool) throws(LockError) {
         self.memory = try makeLockMemory(memory, size: 4, options: options, initialize: initialize) {
             MutexWord.initialize($0, shared: options.contains(.shared), unowned: false, robust: options.contains(.robust))
         }
@@ -870,9 +874,9 @@ public final class SyncRecursiveLock: @unchecked Sendable {
         }
     }
 
-    /// A lock in the caller's memory, as `SyncMutex.init(at:options:initialize:)`:
-    /// `byteCount(for: options)` bytes.
-    public init(at memory: UnsafeMutableRawPointer, options: LockOptions, initialize: Bool = true) throws(LockError) {
+    /// A lock in the caller's memory, as `SyncMutex.init(at:options:initialize:)` (the same
+    /// choice, the same errors): `byteCount(for: options)` bytes.
+    public init(at memory: UnsafeMutableRawPointer, options: LockOptions, initialize: Bool) throws(LockError) {
         self.memory = try makeLockMemory(memory, size: 8, options: options, initialize: initialize) {
             RecursiveWord.initialize($0, shared: options.contains(.shared), robust: options.contains(.robust))
         }

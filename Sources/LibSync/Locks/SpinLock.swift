@@ -148,11 +148,13 @@ public final class SyncSpinLock: @unchecked Sendable {
 
     /// A spin lock in the caller's memory, such as a MAP_SHARED mapping that processes share
     /// (options `.shared`: its owner checks then hold across processes, also for a thread id the
-    /// kernel gave a dead holder's thread): 4 bytes, 4-aligned, that outlive this object. One
-    /// process initializes it; the others pass `initialize: false` and the same options.
-    /// Throws `.other(EINVAL)` for misaligned memory, `.robust` (not a spin lock's option), or
-    /// (`initialize: false`) memory whose lock has other options.
-    public init(at memory: UnsafeMutableRawPointer, options: LockOptions, initialize: Bool = true) throws(LockError) {
+    /// kernel gave a dead holder's thread): 4 bytes, 4-aligned, that outlive this object. As
+    /// `SyncMutex.init(at:options:initialize:)`: `initialize: true` in the process that creates
+    /// it, `false` (the same options) in those that attach. Throws `.other(EINVAL)` for
+    /// misaligned memory, `.robust` (not a spin lock's option), or (`initialize: false`) memory
+    /// whose lock has other options; `.other(EBUSY)` (`.shared`, `initialize: true`), changing
+    /// nothing, if the lock there is held.
+    public init(at memory: UnsafeMutableRawPointer, options: LockOptions, initialize: Bool) throws(LockError) {
         guard !options.contains(.robust) else { throw .other(EINVAL) }
         self.memory = try makeLockMemory(memory, size: 4, options: options, initialize: initialize) {
             SpinWord.initialize(atomic($0, as: UInt32.self), shared: options.contains(.shared))
