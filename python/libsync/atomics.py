@@ -59,7 +59,8 @@ def _stores(buffer: Any, initialize: Optional[bool], value: Any, what: str) -> b
 
 class AtomicBool:
     """A bool updated atomically (java.util.concurrent.atomic's AtomicBoolean), in memory the package allocates or
-    in ``buffer`` at ``offset`` (4 bytes, e.g. multiprocessing.shared_memory: processes share it)."""
+    in ``buffer`` at ``offset`` (4 bytes, e.g. multiprocessing.shared_memory: processes share it; ``initialize``
+    required, see the module's doc)."""
 
     __slots__ = ("_word", "_p", "_get", "_set", "_cas", "_gas")
 
@@ -100,7 +101,8 @@ _BOOL = tuple(declare(f"sync_atomic_bool_{op}", None if op == "set" else c_bool)
 class AtomicInt:
     """An integer updated atomically (java.util.concurrent.atomic's AtomicInteger), 32 or 64 bits, wrapping, in
     memory the package allocates or in ``buffer`` at ``offset`` (shared between processes when
-    the buffer is shared memory). java.util.concurrent.atomic's names, in snake_case.
+    the buffer is shared memory; ``initialize`` required, see the module's doc).
+    java.util.concurrent.atomic's names, in snake_case.
 
     A value that does not fit ``bits`` raises OverflowError; a non-int TypeError."""
 
