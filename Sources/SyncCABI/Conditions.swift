@@ -34,8 +34,7 @@ func condWait(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ ho
 
 @_cdecl("sync_cond_init") @inline(__always) public func c_sync_cond_init(_ c: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
     guard let c = lockMemory(c), flags & ~syncProcessShared == 0 else { return EINVAL }
-    ConditionWord.initialize(c, shared: flags & syncProcessShared != 0)
-    return 0
+    return ConditionWord.initialize(c, shared: flags & syncProcessShared != 0)
 }
 @_cdecl("sync_cond_wait") @inline(__always) public func c_sync_cond_wait(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?) -> Int32 {
     condWait(c, m, forever())
@@ -106,8 +105,7 @@ public func c_sync_cond_signal_checked(_ c: UnsafeMutableRawPointer?, _ m: Unsaf
 
 @_cdecl("sync_condition_init") @inline(__always) public func c_sync_condition_init(_ c: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
     guard let (m, cv) = conditionParts(c), flags & ~syncProcessShared == 0 else { return EINVAL }
-    _ = c_sync_mutex_init(m, flags & syncProcessShared)
-    return c_sync_cond_init(cv, flags)
+    return ConditionWord.initialize(cv, mutex: m, shared: flags & syncProcessShared != 0)
 }
 @_cdecl("sync_condition_lock") @inline(__always) public func c_sync_condition_lock(_ c: UnsafeMutableRawPointer?) -> Int32 { c_sync_mutex_lock(c) }
 @_cdecl("sync_condition_trylock") @inline(__always) public func c_sync_condition_trylock(_ c: UnsafeMutableRawPointer?) -> Int32 { c_sync_mutex_trylock(c) }
@@ -150,8 +148,7 @@ func conditionLockLock(_ l: UnsafeMutableRawPointer?, _ wanted: Int64?, _ how: (
 
 @_cdecl("sync_condition_lock_init") @inline(__always) public func c_sync_condition_lock_init(_ l: UnsafeMutableRawPointer?, _ condition: Int64, _ flags: Int32) -> Int32 {
     guard let l = conditionLock(l), flags & ~syncProcessShared == 0 else { return EINVAL }
-    ConditionLockWord.initialize(l, condition: condition, shared: flags & syncProcessShared != 0)
-    return 0
+    return ConditionLockWord.initialize(l, condition: condition, shared: flags & syncProcessShared != 0)
 }
 @_cdecl("sync_condition_lock_lock") @inline(__always) public func c_sync_condition_lock_lock(_ l: UnsafeMutableRawPointer?) -> Int32 {
     conditionLockLock(l, nil, forever())
@@ -240,8 +237,7 @@ func eventWait(_ e: UnsafeMutableRawPointer?, _ how: (Int64, Bool)) -> Int32 {
 
 @_cdecl("sync_event_init") @inline(__always) public func c_sync_event_init(_ e: UnsafeMutableRawPointer?, _ set: Bool, _ flags: Int32) -> Int32 {
     guard let e = lockMemory(e), flags & ~syncProcessShared == 0 else { return EINVAL }
-    EventWord.initialize(e, set: set, shared: flags & syncProcessShared != 0)
-    return 0
+    return EventWord.initialize(e, set: set, shared: flags & syncProcessShared != 0)
 }
 @_cdecl("sync_event_set") @inline(__always) public func c_sync_event_set(_ e: UnsafeMutableRawPointer?) -> Int32 {
     guard let e = lockMemory(e) else { return EINVAL }

@@ -105,8 +105,7 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
 
 @_cdecl("sync_rwlock_init") public func c_sync_rwlock_init(_ rw: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
     guard let memory = lockMemory(rw), flags & ~1 == 0 else { return EINVAL }
-    RWLockWords.initialize(memory, shared: flags & 1 != 0)
-    return 0
+    return RWLockWords.initialize(memory, shared: flags & 1 != 0)
 }
 @_cdecl("sync_rwlock_rdlock") public func c_sync_rwlock_rdlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
@@ -169,8 +168,7 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
 
 @_cdecl("sync_spinlock_init") public func c_sync_spinlock_init(_ s: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
     guard let word = lockWord(s), flags & ~1 == 0 else { return EINVAL }
-    word.pointee.store(SpinWord.initial(shared: flags & 1 != 0), ordering: .releasing)
-    return 0
+    return SpinWord.initialize(word, shared: flags & 1 != 0)
 }
 
 @_cdecl("sync_spinlock_lock") public func c_sync_spinlock_lock(_ s: UnsafeMutableRawPointer?) -> Int32 {

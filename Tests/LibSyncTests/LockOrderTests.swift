@@ -213,10 +213,10 @@ final class LockOrderTests: XCTestCase {
         // Caller memory initialized again: new locks.
         let memory = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 8)
         defer { memory.deallocate() }
-        var a = try SyncMutex(at: memory, options: []), b = try SyncMutex(at: memory + 4, options: [])
+        var a = try SyncMutex(at: memory, options: [], initialize: true), b = try SyncMutex(at: memory + 4, options: [], initialize: true)
         inOrder(a, b)
-        a = try SyncMutex(at: memory + 4, options: [])
-        b = try SyncMutex(at: memory, options: [])
+        a = try SyncMutex(at: memory + 4, options: [], initialize: true)
+        b = try SyncMutex(at: memory, options: [], initialize: true)
         inOrder(a, b)  // the same addresses, the other way round: other locks
         XCTAssertEqual(reports.all.count, 0)
 

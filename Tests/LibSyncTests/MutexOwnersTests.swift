@@ -46,7 +46,7 @@ final class MutexOwnersTests: XCTestCase {
 
     /// A dead holder left the caller's own thread id in a shared lock the caller never took.
     func testRecycledThreadIDIsNotTheHolder() throws {
-        let mutex = try SyncMutex(at: mapping, options: .shared)
+        let mutex = try SyncMutex(at: mapping, options: .shared, initialize: true)
         let word = mapping.assumingMemoryBound(to: UInt32.self)
         word.pointee = MutexWord.shared | threadID()
         XCTAssertFalse(mutex.isHeldByCurrentThread)
@@ -54,7 +54,7 @@ final class MutexOwnersTests: XCTestCase {
         XCTAssertFalse(try mutex.lock(timeout: .milliseconds(20)))  // waits: does not throw .wouldDeadlock
         XCTAssertThrowsError(try mutex.unlock()) { XCTAssertEqual($0 as? LockError, .notOwner) }
 
-        let recursive = try SyncRecursiveLock(at: mapping + 8, options: .shared)
+        let recursive = try SyncRecursiveLock(at: mapping + 8, options: .shared, initialize: true)
         let words = (mapping + 8).assumingMemoryBound(to: UInt32.self)
         words[0] = MutexWord.shared | threadID()
         words[1] = 3
@@ -63,7 +63,13 @@ final class MutexOwnersTests: XCTestCase {
         XCTAssertThrowsError(try recursive.unlock()) { XCTAssertEqual($0 as? LockError, .notOwner) }
         XCTAssertEqual(words[1], 3)
 
-        let fresh = try SyncMutex(at: mapping, options: .shared)  // initialized again: usable
+        // An init cannot tell a dead holder from a live one: EBUSY, the word kept; zeroed, it starts over.
+        XCTAssertThrowsError(try SyncMutex(at: mapping, options: .shared, initialize: true)) {
+            XCTAssertEqual($0 as? LockError, .other(EBUSY))
+        }
+        XCTAssertEqual(word.pointee & 0xFF_FFFF, threadID())
+        word.pointee = 0
+        let fresh = try SyncMutex(at: mapping, options: .shared, initialize: true)  // initialized again: usable
         try fresh.lock()
         XCTAssertTrue(fresh.isHeldByCurrentThread)
         XCTAssertThrowsError(try fresh.lock()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
@@ -72,7 +78,7 @@ final class MutexOwnersTests: XCTestCase {
 
     /// The same for a shared spin lock; a private one still names its holder by id alone.
     func testRecycledThreadIDIsNotTheSpinLockHolder() throws {
-        let spin = try SyncSpinLock(at: mapping, options: .shared)
+        let spin = try SyncSpinLock(at: mapping, options: .shared, initialize: true)
         let word = mapping.assumingMemoryBound(to: UInt32.self)
         XCTAssertEqual(word.pointee, SpinWord.shared)
         word.pointee = SpinWord.shared | threadID()
@@ -81,26 +87,66 @@ final class MutexOwnersTests: XCTestCase {
         XCTAssertThrowsError(try spin.unlock()) { XCTAssertEqual($0 as? LockError, .notOwner) }
         XCTAssertEqual(word.pointee, SpinWord.shared | threadID())
 
-        let fresh = try SyncSpinLock(at: mapping, options: .shared)  // initialized again: usable
+        XCTAssertThrowsError(try SyncSpinLock(at: mapping, options: .shared, initialize: true)) {
+            XCTAssertEqual($0 as? LockError, .other(EBUSY))
+        }
+        word.pointee = 0
+        let fresh = try SyncSpinLock(at: mapping, options: .shared, initialize: true)  // initialized again: usable
         try fresh.lock()
         XCTAssertThrowsError(try fresh.lock()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
         try fresh.unlock()
         XCTAssertThrowsError(try fresh.unlock()) { XCTAssertEqual($0 as? LockError, .notOwner) }
         XCTAssertNoThrow(try SyncSpinLock(at: mapping, options: .shared, initialize: false))
         XCTAssertThrowsError(try SyncSpinLock(at: mapping, options: [], initialize: false))
-        XCTAssertThrowsError(try SyncSpinLock(at: mapping, options: .robust))
-        XCTAssertThrowsError(try SyncSpinLock(at: mapping + 2, options: .shared))
+        XCTAssertThrowsError(try SyncSpinLock(at: mapping, options: .robust, initialize: true))
+        XCTAssertThrowsError(try SyncSpinLock(at: mapping + 2, options: .shared, initialize: true))
 
-        let unshared = try SyncSpinLock(at: mapping + 8, options: [])
+        let unshared = try SyncSpinLock(at: mapping + 8, options: [], initialize: true)
         try unshared.lock()
         XCTAssertEqual((mapping + 8).load(as: UInt32.self), threadID())
         XCTAssertThrowsError(try unshared.lock()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
         try unshared.unlock()
     }
 
+    /// Attaching written as a create (`initialize: true`) in a second process: the parent's held
+    /// locks are not reset (`.other(EBUSY)`), an attach sees them held, the parent's unlocks succeed.
+    func testInitializeInAnotherProcessNeverResetsAHeldLock() throws {
+        let mutex = try SyncMutex(at: mapping, options: .shared, initialize: true)
+        let robust = try SyncMutex(at: mapping + 8, options: [.shared, .robust], initialize: true)
+        let recursive = try SyncRecursiveLock(at: mapping + 24, options: .shared, initialize: true)
+        let spin = try SyncSpinLock(at: mapping + 32, options: .shared, initialize: true)
+        try mutex.lock()
+        try robust.lock()
+        try recursive.lock()
+        try spin.lock()
+        let pid = child {
+            func refused(_ make: () throws -> Void) -> Bool {
+                do { try make(); return false } catch { return (error as? LockError) == .other(EBUSY) }
+            }
+            guard refused({ _ = try SyncMutex(at: mapping, options: .shared, initialize: true) }),
+                  refused({ _ = try SyncMutex(at: mapping + 8, options: [.shared, .robust], initialize: true) }),
+                  refused({ _ = try SyncRecursiveLock(at: mapping + 24, options: .shared, initialize: true) }),
+                  refused({ _ = try SyncSpinLock(at: mapping + 32, options: .shared, initialize: true) })
+            else { return false }
+            guard let mine = try? SyncMutex(at: mapping, options: .shared, initialize: false),
+                  let theirs = try? SyncMutex(at: mapping + 8, options: [.shared, .robust], initialize: false),
+                  let deep = try? SyncRecursiveLock(at: mapping + 24, options: .shared, initialize: false),
+                  let spun = try? SyncSpinLock(at: mapping + 32, options: .shared, initialize: false)
+            else { return false }
+            return (try? mine.tryLock()) == false && (try? theirs.tryLock()) == false
+                && (try? deep.tryLock()) == false && !spun.tryLock()
+        }
+        XCTAssertEqual(exitStatus(pid), 0)
+        XCTAssertNoThrow(try mutex.unlock())
+        XCTAssertNoThrow(try robust.unlock())
+        XCTAssertNoThrow(try recursive.unlock())
+        XCTAssertNoThrow(try spin.unlock())
+        XCTAssertNoThrow(try SyncMutex(at: mapping, options: .shared, initialize: true))  // free: allowed
+    }
+
     func testForkedChildDoesNotHoldSharedLocks() throws {
-        let mutex = try SyncMutex(at: mapping, options: .shared)
-        let robust = try SyncRecursiveLock(at: mapping + 16, options: [.shared, .robust])
+        let mutex = try SyncMutex(at: mapping, options: .shared, initialize: true)
+        let robust = try SyncRecursiveLock(at: mapping + 16, options: [.shared, .robust], initialize: true)
         try mutex.lock()
         try robust.lock()
         let pid = child {
@@ -120,7 +166,7 @@ final class MutexOwnersTests: XCTestCase {
     }
 
     func testRobustHolderKilled() throws {
-        let mutex = try SyncMutex(at: mapping, options: [.shared, .robust])
+        let mutex = try SyncMutex(at: mapping, options: [.shared, .robust], initialize: true)
         let pid = child(holds: true) {
             guard let theirs = try? SyncMutex(at: mapping, options: [.shared, .robust], initialize: false) else { return false }
             return (try? theirs.lock()) != nil
@@ -138,7 +184,7 @@ final class MutexOwnersTests: XCTestCase {
     }
 
     func testRobustUnlockWithoutConsistentIsNotRecoverable() throws {
-        let mutex = try SyncMutex(at: mapping, options: [.shared, .robust])
+        let mutex = try SyncMutex(at: mapping, options: [.shared, .robust], initialize: true)
         let pid = child(holds: true) {
             guard let theirs = try? SyncMutex(at: mapping, options: [.shared, .robust], initialize: false) else { return false }
             return (try? theirs.lock()) != nil
@@ -163,7 +209,7 @@ final class MutexOwnersTests: XCTestCase {
     }
 
     func testRobustRecursiveHolderKilledMidRecursion() throws {
-        let lock = try SyncRecursiveLock(at: mapping, options: [.shared, .robust])
+        let lock = try SyncRecursiveLock(at: mapping, options: [.shared, .robust], initialize: true)
         let pid = child(holds: true) {
             guard let theirs = try? SyncRecursiveLock(at: mapping, options: [.shared, .robust], initialize: false)
             else { return false }
@@ -198,8 +244,8 @@ final class MutexOwnersTests: XCTestCase {
     }
 
     func testRobustErrors() throws {
-        XCTAssertThrowsError(try SyncMutex(at: mapping + 4, options: .robust)) { XCTAssertEqual($0 as? LockError, .other(EINVAL)) }
-        _ = try SyncMutex(at: mapping, options: .shared)
+        XCTAssertThrowsError(try SyncMutex(at: mapping + 4, options: .robust, initialize: true)) { XCTAssertEqual($0 as? LockError, .other(EINVAL)) }
+        _ = try SyncMutex(at: mapping, options: .shared, initialize: true)
         XCTAssertThrowsError(try SyncMutex(at: mapping, options: [.shared, .robust], initialize: false)) {
             XCTAssertEqual($0 as? LockError, .other(EINVAL))  // not what the creator made
         }

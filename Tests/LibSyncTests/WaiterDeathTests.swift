@@ -31,7 +31,7 @@ final class WaiterDeathTests: XCTestCase {
     /// exits on its wakeup without taking the lock, as a waiter SIGKILLed between its wakeup
     /// and its compare-and-swap does. A thread waiting behind it must get the lock.
     func testWokenWaiterThatDiesBlocksNobody() throws {
-        let mutex = try SyncMutex(at: mapping, options: .shared)
+        let mutex = try SyncMutex(at: mapping, options: .shared, initialize: true)
         try mutex.lock()
         let word = atomic(mapping, as: UInt32.self)
         let standIn = fork()

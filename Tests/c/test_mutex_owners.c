@@ -89,7 +89,11 @@ static void test_recycled_tid_is_not_the_holder(void) {
     CHECK_EQ(sync_cond_timedwait(&a->cond, &a->mutex, 1000000), EPERM);
     CHECK_EQ(sync_cond_signal_checked(&a->cond, &a->mutex, 1), EPERM);
 
-    /* Taken for real, the same lock knows its owner. */
+    /* Taken for real, the same lock knows its owner. An init cannot tell a dead holder from a
+     * live one (EBUSY, the word kept): zeroing the memory starts over. */
+    CHECK_EQ(sync_mutex_init(&a->mutex, SYNC_MUTEX_SHARED), EBUSY);
+    CHECK_EQ(a->mutex._word & 0xFFFFFFu, me);
+    a->mutex._word = 0;
     CHECK_EQ(sync_mutex_init(&a->mutex, SYNC_MUTEX_SHARED), 0);
     CHECK_EQ(sync_mutex_lock(&a->mutex), 0);
     CHECK_EQ(sync_mutex_is_owner(&a->mutex), 1);
@@ -107,6 +111,9 @@ static void test_recycled_tid_is_not_the_holder(void) {
     CHECK_EQ(sync_recursive_lock_lock_until(&a->recursive, in_ms(20)), ETIMEDOUT);
     CHECK_EQ(sync_recursive_lock_unlock(&a->recursive), EPERM);
     CHECK_EQ(a->recursive._depth, 3);
+    CHECK_EQ(sync_recursive_lock_init(&a->recursive, SYNC_MUTEX_SHARED), EBUSY);
+    CHECK_EQ(a->recursive._depth, 3);
+    a->recursive._word = a->recursive._depth = 0;
     CHECK_EQ(sync_recursive_lock_init(&a->recursive, SYNC_MUTEX_SHARED), 0);
     CHECK_EQ(sync_recursive_lock_lock(&a->recursive), 0);
     CHECK_EQ(sync_recursive_lock_lock(&a->recursive), 0);
@@ -150,6 +157,8 @@ static void test_recycled_tid_spinlock_and_rwlock(void) {
     CHECK_EQ(sync_spinlock_lock_until(&a->spin, in_ms(20)), ETIMEDOUT);  /* not EDEADLK */
     CHECK_EQ(sync_spinlock_lock_interruptible(&a->spin, in_ms(20)), ETIMEDOUT);
     CHECK_EQ(a->spin._word, SHARED_BIT | me);                            /* still the dead one's */
+    CHECK_EQ(sync_spinlock_init(&a->spin, SYNC_SPINLOCK_SHARED), EBUSY); /* held: zero to start over */
+    a->spin._word = 0;
     CHECK_EQ(sync_spinlock_init(&a->spin, SYNC_SPINLOCK_SHARED), 0);
     CHECK_EQ(sync_spinlock_unlock(&a->spin), EPERM);
     CHECK_EQ(sync_spinlock_lock(&a->spin), 0);
@@ -181,6 +190,8 @@ static void test_recycled_tid_spinlock_and_rwlock(void) {
     CHECK_EQ(a->rw._state & (rw_writer | 0x0FFFFFFFu), rw_writer);       /* still the dead one's */
     CHECK_EQ(a->rw._writer, me);
 
+    CHECK_EQ(sync_rwlock_init(&a->rw, SYNC_RWLOCK_SHARED), EBUSY);       /* held: zero to start over */
+    memset(&a->rw, 0, sizeof a->rw);
     CHECK_EQ(sync_rwlock_init(&a->rw, SYNC_RWLOCK_SHARED), 0);
     CHECK_EQ(sync_rwlock_wrlock(&a->rw), 0);
     CHECK_EQ(sync_rwlock_wrlock_until(&a->rw, in_ms(20)), EDEADLK);

@@ -147,7 +147,9 @@ typedef struct sync_throttler {
 #define SYNC_THROTTLER_INIT(limit) { 0, 0, (limit), 0, 0 }
 
 /** Initializes t with zero holders and rejections. Returns 0, or EINVAL if t is NULL, not
- *  8-aligned, or limit < 1. */
+ *  8-aligned, or limit < 1. In shared memory only the process that creates the throttler calls
+ *  it (the others use it as it is): it takes no shared flag, so unlike the locks' inits it cannot
+ *  tell a reused stack slot from a throttler in use, and resets the holders of one. */
 int sync_throttler_init(sync_throttler_t *t, int32_t limit);
 /** Takes a slot if fewer than limit hold one. Returns 0 (admitted: call sync_throttler_exit),
  *  EBUSY (full; counted as a rejection), or EINVAL (see above). Never blocks. */

@@ -10,6 +10,13 @@
  * killed after its wakeup, before it took what it waited for, delays the others by at most
  * that slice.
  *
+ * Attaching to shared memory, as for the locks (sync/locks.h): one process initializes the
+ * object, the others use it as it is. An init with SYNC_PROCESS_SHARED returns EBUSY, changing
+ * nothing, if the object there is in use: threads wait on it, or hold its lock (a condition's or
+ * condition lock's mutex, a barrier's inner lock, or threads inside a barrier's wait). A
+ * semaphore's count and an event's flag are not "in use": an init resets them, so an attaching
+ * process must not call init at all. Zero-filled memory is never in use.
+ *
  * Waiting comes in the forms of sync/locks.h:
  *   - `*_wait`: as long as it takes;
  *   - `*_timedwait(x, timeout_ns)`: a relative timeout in nanoseconds;
@@ -68,7 +75,7 @@ typedef struct { uint32_t _sequence, _waiters; } sync_cond_t;
 #define SYNC_COND_INIT { 0u, 0u }
 
 /** Initializes; flags 0 or SYNC_PROCESS_SHARED. Forgets any waiter (use it on a variable nobody
- *  waits on). @return 0 or EINVAL. */
+ *  waits on). @return 0, EINVAL, or EBUSY (SHARED: threads wait on it; nothing changes). */
 int sync_cond_init(sync_cond_t *cond, int flags);
 /** Releases mutex (which the caller must hold), waits for a signal, takes mutex again (also on
  *  ETIMEDOUT and EINTR; not on EPERM, EINVAL or ENOTRECOVERABLE). @return 0 (signalled); EPERM
@@ -152,7 +159,8 @@ int sync_cond_wait_end(sync_cond_waiter_t *waiter);
 typedef struct { sync_mutex_t _mutex; sync_cond_t _cond; } sync_condition_t;
 #define SYNC_CONDITION_INIT { SYNC_MUTEX_INIT, SYNC_COND_INIT }
 
-/** Initializes; flags 0 or SYNC_PROCESS_SHARED. @return 0 or EINVAL. */
+/** Initializes; flags 0 or SYNC_PROCESS_SHARED. @return 0, EINVAL, or EBUSY (SHARED: its mutex
+ *  is locked or has waiters, or threads wait on it; nothing changes). */
 int sync_condition_init(sync_condition_t *condition, int flags);
 /** Locks. @return 0, EDEADLK if the caller holds it, or EINVAL. */
 int sync_condition_lock(sync_condition_t *condition);
@@ -186,7 +194,8 @@ int sync_condition_broadcast(sync_condition_t *condition);
 typedef struct { uint32_t _mutex, _cond[2], _reserved; int64_t _condition; } sync_condition_lock_t;
 #define SYNC_CONDITION_LOCK_INIT(condition) { 0u, { 0u, 0u }, 0u, (condition) }
 
-/** Initializes with a condition value; flags 0 or SYNC_PROCESS_SHARED. @return 0 or EINVAL. */
+/** Initializes with a condition value; flags 0 or SYNC_PROCESS_SHARED. @return 0, EINVAL, or
+ *  EBUSY (SHARED: the lock is held or threads wait for it; nothing changes). */
 int sync_condition_lock_init(sync_condition_lock_t *lock, int64_t condition, int flags);
 /** Locks, whatever the condition. @return 0, EDEADLK if the caller holds it, or EINVAL. */
 int sync_condition_lock_lock(sync_condition_lock_t *lock);
@@ -228,8 +237,8 @@ typedef struct { uint32_t _count, _waiters, _limit, _bounded; } sync_semaphore_t
 #define SYNC_SEMAPHORE_BOUNDED 4
 
 /** Initializes with `value` units; flags: SYNC_PROCESS_SHARED, SYNC_SEMAPHORE_BOUNDED (then the
- *  count never exceeds `limit`; otherwise `limit` is ignored). @return 0, or EINVAL (bounded
- *  with value > limit, unknown flag). */
+ *  count never exceeds `limit`; otherwise `limit` is ignored). @return 0; EINVAL (bounded
+ *  with value > limit, unknown flag); EBUSY (SHARED: threads wait on it; nothing changes). */
 int sync_semaphore_init(sync_semaphore_t *sem, uint32_t value, uint32_t limit, int flags);
 /** Takes a unit, waiting while there is none. @return 0, or EINVAL (also for words no semaphore
  *  holds: _bounded above 1, a count above the bound, a corrupt waiter count; every function
@@ -262,7 +271,8 @@ typedef struct { uint32_t _state, _waiters; } sync_event_t;
 /** A clear, process-private event. */
 #define SYNC_EVENT_INIT { 0u, 0u }
 
-/** Initializes, set or clear; flags 0 or SYNC_PROCESS_SHARED. @return 0 or EINVAL. */
+/** Initializes, set or clear; flags 0 or SYNC_PROCESS_SHARED. @return 0, EINVAL, or EBUSY
+ *  (SHARED: threads wait on it; nothing changes). */
 int sync_event_init(sync_event_t *event, bool set, int flags);
 /** Sets the flag and wakes every waiter. @return 0, or EINVAL (for a corrupt waiter count the
  *  flag is set, but nobody is woken). */
@@ -305,7 +315,8 @@ typedef struct { uint32_t _lock, _cond[2], _parties, _count, _state, _flags, _ac
 #define SYNC_BARRIER_ACTION 2
 
 /** Initializes for `parties` threads; flags: SYNC_PROCESS_SHARED, SYNC_BARRIER_ACTION.
- *  @return 0, or EINVAL (parties 0, unknown flag). */
+ *  @return 0; EINVAL (parties 0, unknown flag); EBUSY (SHARED: threads are inside its wait;
+ *  nothing changes). */
 int sync_barrier_init(sync_barrier_t *barrier, uint32_t parties, int flags);
 /** Waits for the other parties. @return 0, storing the arrival index (0 .. parties - 1, 0 =
  *  first) in *index if not NULL; ECANCELED if the barrier is broken or reset meanwhile; EINVAL

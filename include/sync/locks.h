@@ -7,6 +7,14 @@
  * sync_recursive_lock_t 8, sync_robust_mutex_t (a robust mutex or recursive lock) 16,
  * sync_rwlock_t 16, sync_spinlock_t 4, sync_once_t 4.
  *
+ * Attaching to shared memory. A process-shared lock (a SHARED flag) is initialized by one
+ * process; the others attach by using it as it is, without calling init. An init with a SHARED
+ * flag never resets a lock that another process (or thread) uses: if the memory holds a lock
+ * that is held (also by a dead holder) or has waiters, it returns EBUSY and changes nothing.
+ * Its memory must be zero-filled (as mmap and ftruncate give it) or hold a lock nobody uses;
+ * to start over after every process that used it is gone, zero it first. (An init without a
+ * SHARED flag is not checked: its memory may hold anything before it, such as a stack variable.)
+ *
  * Return codes: 0 on success, else an errno code documented per function. A NULL or misaligned
  * lock pointer returns EINVAL (queries: 0), as everywhere in sync.h. Misuse is reported, never undefined: releasing a lock the caller
  * does not hold returns EPERM; waiting for a lock the caller already holds returns EDEADLK.
@@ -75,9 +83,12 @@ typedef struct { uint32_t _word; } sync_mutex_t;
  * Initializes *mutex, unlocked, with flags: 0, or any of SYNC_MUTEX_SHARED, SYNC_MUTEX_UNOWNED,
  * SYNC_MUTEX_ROBUST (then mutex must be the .mutex of a sync_robust_mutex_t: 16 bytes are
  * written). A process-shared mutex must be initialized once, by one process, before others use
- * it; a robust one may also start as SYNC_ROBUST_MUTEX_INIT(_SHARED).
- * Not thread-safe with respect to other uses of the same mutex.
- * @return 0, or EINVAL for an unknown flag, ROBUST with UNOWNED, or robust memory not 8-aligned.
+ * it; a robust one may also start as SYNC_ROBUST_MUTEX_INIT(_SHARED). Not thread-safe with
+ * respect to other uses of the same mutex.
+ * @return 0; EINVAL for an unknown flag, ROBUST with UNOWNED, or robust memory not 8-aligned;
+ * EBUSY (SHARED), changing nothing, if the mutex there is locked or has waiters (see
+ * "Attaching to shared memory" above; a robust one whose holder died: lock it instead, and get
+ * EOWNERDEAD; a not-recoverable one is neither, and init makes it usable).
  */
 int sync_mutex_init(sync_mutex_t *mutex, int flags);
 
@@ -139,7 +150,8 @@ typedef struct { uint32_t _word, _depth; } sync_recursive_lock_t;
 /**
  * Initializes *lock, unlocked, with flags: 0, or any of SYNC_MUTEX_SHARED and SYNC_MUTEX_ROBUST
  * (then lock must be the .recursive of a sync_robust_mutex_t: 16 bytes are written).
- * @return 0, or EINVAL (an unknown flag, robust memory not 8-aligned).
+ * @return 0; EINVAL (an unknown flag, robust memory not 8-aligned); EBUSY (SHARED), changing
+ * nothing, if the lock there is locked or has waiters, as sync_mutex_init.
  */
 int sync_recursive_lock_init(sync_recursive_lock_t *lock, int flags);
 
@@ -274,7 +286,9 @@ typedef struct { uint32_t _state, _wakeups, _writer, _waiting; } sync_rwlock_t;
 /**
  * Initializes *rwlock, unlocked, with flags (0 or SYNC_RWLOCK_SHARED). A process-shared rwlock
  * must be initialized once, by one process, before others use it. Not thread-safe with respect
- * to other uses of the same rwlock. @return 0, or EINVAL (unknown flag).
+ * to other uses of the same rwlock. @return 0; EINVAL (unknown flag); EBUSY (SHARED), changing
+ * nothing, if the rwlock there is held (read or write) or a writer waits for it (see "Attaching
+ * to shared memory" above).
  */
 int sync_rwlock_init(sync_rwlock_t *rwlock, int flags);
 
@@ -359,7 +373,8 @@ typedef struct { uint32_t _word; } sync_spinlock_t;
 #define SYNC_SPINLOCK_SHARED 1 /**< sync_spinlock_init flag: the lock is in memory shared by processes */
 
 /** Initializes *lock, unlocked, with flags (0 or SYNC_SPINLOCK_SHARED). Not thread-safe with
- *  respect to other uses of the same lock. @return 0, or EINVAL (unknown flag). */
+ *  respect to other uses of the same lock. @return 0; EINVAL (unknown flag); EBUSY (SHARED),
+ *  changing nothing, if the lock there is held (see "Attaching to shared memory" above). */
 int sync_spinlock_init(sync_spinlock_t *lock, int flags);
 /** Locks. @return 0, EDEADLK if the caller holds it, or EINVAL. */
 int sync_spinlock_lock(sync_spinlock_t *lock);

@@ -83,6 +83,14 @@ def error(code: int, what: str) -> LockError:
     return LockError(f"{what}: {errno.errorcode.get(code, code)}", code)
 
 
+def init_error(code: int, what: str) -> LockError:
+    """The exception for an init function's error code: EBUSY says how to attach instead."""
+    if code == errno.EBUSY:
+        return LockError(f"{what}: the memory holds one that is in use (held or waited on): initialize=True would "
+                         "reset it; attach with initialize=False (or, once nothing uses it, zero the memory)", code)
+    return error(code, what)
+
+
 def check(code: int, what: str) -> None:
     """Raises the exception for `code` unless it is 0. (Releases and other hot paths test the
     code inline instead: the call would cost more than the test.)"""

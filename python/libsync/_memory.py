@@ -5,7 +5,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-__all__ = ["ref", "address_of", "PRIVATE"]
+__all__ = ["ref", "address_of", "PRIVATE", "attach_choice"]
 
 
 class _Private:
@@ -19,6 +19,22 @@ class _Private:
 
 
 PRIVATE = _Private()
+
+
+def attach_choice(buffer: Any, initialize: Any, what: str) -> bool:
+    """Whether an object placed in ``buffer`` initializes it: ``initialize`` as given, or, not
+    given (None), True for memory of its own. In a caller's buffer the caller must choose, as
+    the wrong default would reset an object another process uses (or lose its count, flag or
+    value): TypeError naming both choices."""
+    if initialize is None:
+        if buffer is PRIVATE:
+            return True
+        raise TypeError(f"{what}(buffer=...) needs initialize=True or initialize=False: True in the one process "
+                        f"that creates it (the memory is zeroed, or holds one that nobody uses), False in every "
+                        f"process that attaches to it")
+    if not isinstance(initialize, bool):
+        raise TypeError(f"{what}: initialize must be True or False, not {initialize!r}")
+    return initialize
 
 
 def ref(buffer: Any, offset: int = 0, ctype: type = ctypes.c_int32) -> Any:

@@ -3,7 +3,7 @@ Throttler and ConcurrentDict.
 
     flag = AtomicBool()                    # a busy flag
     if flag.compare_and_set(False, True): ...
-    hits = AtomicInt(bits=64)              # or AtomicInt(buffer=shm.buf, offset=8): shared by processes
+    hits = AtomicInt(bits=64)              # or AtomicInt(buffer=shm.buf, offset=8, initialize=True/False)
     hits.increment_and_get()
     current = AtomicReference()            # holds any object, reference counts exact
     current.compare_and_set(None, request)
@@ -12,6 +12,10 @@ Throttler and ConcurrentDict.
     @throttle(on_full=False)               # or: the wrapped call returns False when full
     def expensive(): ...
     names = ConcurrentDict(); names["name"] = "Pat"
+
+In a caller's buffer (shared memory), ``initialize`` must be given: True in the process that
+creates the value (it stores ``value``), False in the processes that attach to it (they keep
+the value there; a ``value`` other than the default then raises ValueError).
 
 The atomic values are sequentially consistent. AtomicReference and ConcurrentDict hold Python
 objects with Py_IncRef/Py_DecRef as their retain/release functions, so reference counts stay
@@ -26,7 +30,7 @@ from ctypes import c_bool, c_int, c_int32, c_int64, c_size_t, c_void_p, py_objec
 from typing import Any, Callable, Generic, Hashable, Iterator, List, Optional, TypeVar
 
 from ._common import declare, deadline, wait
-from ._memory import PRIVATE, ref
+from ._memory import PRIVATE, attach_choice, ref
 
 __all__ = ["AtomicBool", "AtomicInt", "AtomicReference", "Throttler", "ThrottlerFull", "ConcurrentDict"]
 
@@ -43,17 +47,29 @@ def _storage(ctype: type, buffer: Any, offset: int) -> Any:
     return ctype() if buffer is PRIVATE else ref(buffer, offset, ctype)
 
 
+def _stores(buffer: Any, initialize: Optional[bool], value: Any, what: str) -> bool:
+    """Whether the new object stores its initial value (attach_choice); attaching with a value
+    would silently drop it: ValueError."""
+    if attach_choice(buffer, initialize, what):
+        return True
+    if value:
+        raise ValueError(f"{what}: initialize=False attaches to the value in the buffer; {value!r} would be ignored")
+    return False
+
+
 class AtomicBool:
     """A bool updated atomically (java.util.concurrent.atomic's AtomicBoolean), in memory the package allocates or
-    in ``buffer`` at ``offset`` (4 bytes, e.g. multiprocessing.shared_memory: processes share it)."""
+    in ``buffer`` at ``offset`` (4 bytes, e.g. multiprocessing.shared_memory: processes share it; ``initialize``
+    required, see the module's doc)."""
 
     __slots__ = ("_word", "_p", "_get", "_set", "_cas", "_gas")
 
-    def __init__(self, value: bool = False, *, buffer: Any = PRIVATE, offset: int = 0) -> None:
+    def __init__(self, value: bool = False, *, buffer: Any = PRIVATE, offset: int = 0,
+                 initialize: Optional[bool] = None) -> None:
         self._word = _storage(c_int32, buffer, offset)
         self._p = c_void_p(ctypes.addressof(self._word))
         self._get, self._set, self._cas, self._gas = _BOOL
-        if buffer is PRIVATE or value:
+        if _stores(buffer, initialize, value, "AtomicBool"):
             self.set(value)
 
     def get(self) -> bool:
@@ -85,13 +101,15 @@ _BOOL = tuple(declare(f"sync_atomic_bool_{op}", None if op == "set" else c_bool)
 class AtomicInt:
     """An integer updated atomically (java.util.concurrent.atomic's AtomicInteger), 32 or 64 bits, wrapping, in
     memory the package allocates or in ``buffer`` at ``offset`` (shared between processes when
-    the buffer is shared memory). java.util.concurrent.atomic's names, in snake_case.
+    the buffer is shared memory; ``initialize`` required, see the module's doc).
+    java.util.concurrent.atomic's names, in snake_case.
 
     A value that does not fit ``bits`` raises OverflowError; a non-int TypeError."""
 
     __slots__ = ("_word", "_p", "_f", "_wrap", "_low", "_high", "bits")
 
-    def __init__(self, value: int = 0, *, bits: int = 64, buffer: Any = PRIVATE, offset: int = 0) -> None:
+    def __init__(self, value: int = 0, *, bits: int = 64, buffer: Any = PRIVATE, offset: int = 0,
+                 initialize: Optional[bool] = None) -> None:
         if bits not in (32, 64):
             raise ValueError(f"bits must be 32 or 64, not {bits!r}")
         self.bits = bits
@@ -101,7 +119,7 @@ class AtomicInt:
         self._f = _INT[bits]
         self._wrap = int if bits == 32 else c_int64  # a bare int passes as a C int
         self._low, self._high = -(1 << (bits - 1)), 1 << (bits - 1)
-        if buffer is PRIVATE or value:
+        if _stores(buffer, initialize, value, "AtomicInt"):
             self.set(value)
 
     def _arg(self, value: int) -> Any:

@@ -13,9 +13,13 @@ path, other locks (``threading.Lock``, ``multiprocessing`` locks, a class with `
 them. Waits release the GIL, and Ctrl-C interrupts them in the main thread.
 
 Shared memory: ``Semaphore``, ``BoundedSemaphore``, ``Event``, ``Barrier`` and ``ConditionLock``
-can live in a buffer that processes share, as the locks can: ``Event(buffer=shm, offset=0)``
-with a ``multiprocessing.shared_memory.SharedMemory`` (then the object can be pickled to other
-processes) or any writable buffer; other processes attach with ``initialize=False``.
+can live in a buffer that processes share, as the locks can:
+``Event(buffer=shm, offset=0, initialize=True)`` with a
+``multiprocessing.shared_memory.SharedMemory`` (then the object can be pickled to other
+processes) or any writable buffer. With a buffer, ``initialize`` must be given: True in the
+process that creates the object, False in the processes that attach to it (TypeError
+otherwise: an initialize would reset the count, the flag or the parties another process
+relies on). ``initialize=True`` over an object that threads wait on raises LockError (EBUSY).
 ``SIZE`` is the number of bytes each needs.
 """
 from __future__ import annotations
@@ -29,10 +33,10 @@ import time
 from ctypes import byref, c_bool, c_int, c_int64, c_uint32, c_uint64
 from typing import Any, Callable, Optional
 
-from ._common import (ETIMEDOUT, check, deadline as _deadline, declare, error, interruptible, layout, lock_deadline,
-                      wait, word, words as _words)
+from ._common import (ETIMEDOUT, check, deadline as _deadline, declare, error, init_error, interruptible, layout,
+                      lock_deadline, wait, word, words as _words)
 from ._common import NotOwnerError  # noqa: F401 (what ConditionLock raises, importable here)
-from ._memory import PRIVATE
+from ._memory import PRIVATE, attach_choice
 from . import debug as _debug
 from .locks import Lock, Mutex, RLock, _Memory, _qualname
 
@@ -286,14 +290,14 @@ class ConditionLock(_Memory):
     _WORDS = 6
     SIZE = 24
 
-    def __init__(self, condition: int = 0, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True,
-                 name: Optional[str] = None):
+    def __init__(self, condition: int = 0, buffer: Any = PRIVATE, offset: int = 0, *,
+                 initialize: Optional[bool] = None, name: Optional[str] = None):
         value = _int64(condition, "ConditionLock condition")
         shared = self._place(buffer, offset)
-        if initialize:
+        if attach_choice(buffer, initialize, "ConditionLock"):
             code = _cl_init(self._p, value, c_int(_SHARED if shared else 0))
             if code:
-                raise error(code, "ConditionLock") if code != errno.EINVAL else ValueError(
+                raise init_error(code, "ConditionLock") if code != errno.EINVAL else ValueError(
                     "ConditionLock memory must be 8-byte aligned")
         _debug.name_lock(self, name)
 
@@ -381,15 +385,18 @@ class Semaphore(_Memory):
     SIZE = 16
     _BOUNDED = False
 
-    def __init__(self, value: int = 1, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
+    def __init__(self, value: int = 1, buffer: Any = PRIVATE, offset: int = 0, *,
+                 initialize: Optional[bool] = None):
         if value < 0:
             raise ValueError("semaphore initial value must be >= 0")
         if value >= 1 << 32:
             raise OverflowError("semaphore initial value must be < 2**32")
         shared = self._place(buffer, offset)
-        if initialize:
-            _sem_init(self._p, c_uint32(value), c_uint32(value),
-                      c_int((_SHARED if shared else 0) | (_SEMAPHORE_BOUNDED if self._BOUNDED else 0)))
+        if attach_choice(buffer, initialize, type(self).__name__):
+            code = _sem_init(self._p, c_uint32(value), c_uint32(value),
+                             c_int((_SHARED if shared else 0) | (_SEMAPHORE_BOUNDED if self._BOUNDED else 0)))
+            if code:
+                raise init_error(code, type(self).__name__)
 
     def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
         """Takes a unit. True, or False if not blocking / timed out (threading's rules).
@@ -452,12 +459,14 @@ class Event(_Memory):
     _WORDS = 2
     SIZE = 8
 
-    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
+    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: Optional[bool] = None):
         shared = self._place(buffer, offset)
         # The flag and the generation a set() moves, read without a C call.
         self._state = _words(self._cells)[_EVENT_STATE:_EVENT_STATE + 1]
-        if initialize:
-            _event_init(self._p, c_bool(False), c_int(_SHARED if shared else 0))
+        if attach_choice(buffer, initialize, "Event"):
+            code = _event_init(self._p, c_bool(False), c_int(_SHARED if shared else 0))
+            if code:
+                raise init_error(code, "Event")
 
     def is_set(self) -> bool:
         """Whether the flag is set."""
@@ -512,16 +521,18 @@ class Barrier(_Memory):
     SIZE = 32
 
     def __init__(self, parties: int, action: Optional[Callable[[], Any]] = None, timeout: Optional[float] = None,
-                 buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True):
+                 buffer: Any = PRIVATE, offset: int = 0, *, initialize: Optional[bool] = None):
         if not 1 <= parties < 1 << 32:
             raise ValueError("parties must be >= 1")
         shared = self._place(buffer, offset)
         if shared and action is not None:
             raise ValueError("a Barrier in shared memory cannot have an action")
         self._action, self._timeout = action, timeout
-        if initialize:
+        if attach_choice(buffer, initialize, "Barrier"):
             flags = (_SHARED if shared else 0) | (_BARRIER_ACTION if action else 0)
-            _barrier_init(self._p, c_uint32(parties), c_int(flags))
+            code = _barrier_init(self._p, c_uint32(parties), c_int(flags))
+            if code:
+                raise init_error(code, "Barrier")
 
     def __reduce__(self):
         if self._shm is None:

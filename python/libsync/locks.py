@@ -15,17 +15,19 @@ readerwriterlock's interface (``gen_rlock()``, ``gen_wlock()``, ``downgrade()``)
     with table.write(): ...
 
 Shared memory: every lock but ``synchronized``/``once`` can live in a buffer that processes
-share (``Lock(buffer=shm)`` with a ``multiprocessing.shared_memory.SharedMemory`` or any
-writable buffer, at ``offset``); one process creates it, the others attach with
-``initialize=False`` (or inherit it through fork, or receive it pickled, for a SharedMemory).
-Without ``buffer`` the lock uses memory of its own; ``buffer=None`` (what a closed
+share (``Lock(buffer=shm, initialize=True)`` with a ``multiprocessing.shared_memory.SharedMemory``
+or any writable buffer, at ``offset``); one process creates it with ``initialize=True``, the
+others attach with ``initialize=False`` (or inherit it through fork, or receive it pickled, for
+a SharedMemory). With a buffer, ``initialize`` must be given (TypeError otherwise), and
+``initialize=True`` over a lock that is held or waited on raises LockError (EBUSY) instead of
+resetting it. Without ``buffer`` the lock uses memory of its own; ``buffer=None`` (what a closed
 SharedMemory's ``buf`` reads) or a closed SharedMemory raises ValueError.
 
-Robust mode (``Mutex(buffer=shm, robust=True)``, also ``RLock``): when a holder dies holding
-the lock (its thread exits, its process is killed), the next acquire raises ``OwnerDiedError``
-*with the lock held*; repair the state the lock guards, call ``mark_consistent()``, then
-``release()``. Releasing without ``mark_consistent()`` makes every later acquire raise
-``NotRecoverableError``::
+Robust mode (``Mutex(buffer=shm, initialize=True, robust=True)``, also ``RLock``): when a
+holder dies holding the lock (its thread exits, its process is killed), the next acquire raises
+``OwnerDiedError`` *with the lock held*; repair the state the lock guards, call
+``mark_consistent()``, then ``release()``. Releasing without ``mark_consistent()`` makes every
+later acquire raise ``NotRecoverableError``::
 
     try:
         mutex.acquire()
@@ -51,9 +53,9 @@ from ctypes import c_int, c_uint32, c_uint64, c_void_p
 from typing import Any, Callable, Optional
 
 from ._common import (FOREVER, DeadlockError, LockError, NotOwnerError, NotRecoverableError, OwnerDiedError, acquire,
-                      acquired, check, declare, error, interruptible, layout, wait, word, words)
+                      acquired, check, declare, error, init_error, interruptible, layout, wait, word, words)
 from . import debug as _debug
-from ._memory import PRIVATE, ref as _ref
+from ._memory import PRIVATE, attach_choice, ref as _ref
 
 __all__ = ["Lock", "RLock", "Mutex", "RWLock", "SpinLock", "Once", "once", "synchronized",
            "LockError", "DeadlockError", "NotOwnerError", "OwnerDiedError", "NotRecoverableError"]
@@ -114,8 +116,10 @@ def _attach(cls, name: str, offset: int, options: Optional[dict] = None):
     return cls(buffer=shared_memory.SharedMemory(name=name), offset=offset, initialize=False, **(options or {}))
 
 
-def _init(function, pointer, flags: int) -> None:
-    check(function(pointer, c_int(flags)), "init")
+def _init(function, pointer, flags: int, what: str = "init") -> None:
+    code = function(pointer, c_int(flags))
+    if code:
+        raise init_error(code, what)
 
 
 # ---- Lock, Mutex ---------------------------------------------------------------------------
@@ -162,10 +166,12 @@ class Lock(_Acquirable):
     _TRY = _TAKE = _mutex_trylock
     _WAIT = _mutex_wait
 
-    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True, name: Optional[str] = None):
+    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: Optional[bool] = None,
+                 name: Optional[str] = None):
         shared = self._place(buffer, offset)
+        initialize = attach_choice(buffer, initialize, type(self).__name__)
         if initialize:
-            _init(_mutex_init, self._p, self._FLAGS | (_SHARED if shared else 0))
+            _init(_mutex_init, self._p, self._FLAGS | (_SHARED if shared else 0), type(self).__name__)
         _debug.name_lock(self, name)
 
     def release(self) -> None:
@@ -200,11 +206,12 @@ class _Robust(_Acquirable):
     """An owner-checked lock that may be robust (16 bytes, 8-aligned), initialized by _INIT."""
     __slots__ = ()
 
-    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True, robust: bool = False,
-                 name: Optional[str] = None):
+    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: Optional[bool] = None,
+                 robust: bool = False, name: Optional[str] = None):
         shared = self._place(buffer, offset, _ROBUST_CELLS if robust else None)
+        initialize = attach_choice(buffer, initialize, type(self).__name__)
         if initialize:
-            _init(self._INIT, self._p, self._flags(shared))
+            _init(self._INIT, self._p, self._flags(shared), type(self).__name__)
         else:
             _check_robust(self._cells, robust)
         _debug.name_lock(self, name)
@@ -422,10 +429,12 @@ class RWLock(_Memory):
     _WORDS = 4
     SIZE = 16
 
-    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True, name: Optional[str] = None):
+    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: Optional[bool] = None,
+                 name: Optional[str] = None):
         shared = self._place(buffer, offset)
+        initialize = attach_choice(buffer, initialize, "RWLock")
         if initialize:
-            _init(_rw_init, self._p, 1 if shared else 0)
+            _init(_rw_init, self._p, 1 if shared else 0, "RWLock")
         self._read = _Side(self._cells, self._p, _acquire_read, _release_read)
         self._write = _Side(self._cells, self._p, _acquire_write, _release_write)
         _debug.name_lock(self, name)
@@ -559,17 +568,19 @@ _spin_wait = declare("sync_spinlock_lock_interruptible", blocking=True)
 class SpinLock(_Acquirable):
     """libsync's spin lock (bounded spinning, then yielding and napping), owner-checked like
     Mutex. 4 bytes. In a caller's buffer (shared memory) it is process-shared, like Mutex: one
-    process initializes it, the others pass ``initialize=False``; its owner checks then hold
+    process passes ``initialize=True``, the others ``initialize=False``; its owner checks then hold
     across processes (a thread that got a dead holder's thread id is not taken for the holder)."""
     __slots__ = ()
     _TRY = _TAKE = _spin_trylock
     _WAIT = _spin_wait
     _WHAT = "SpinLock.acquire"
 
-    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: bool = True, name: Optional[str] = None):
+    def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: Optional[bool] = None,
+                 name: Optional[str] = None):
         shared = self._place(buffer, offset)
+        initialize = attach_choice(buffer, initialize, "SpinLock")
         if initialize:
-            _init(_spin_init, self._p, 1 if shared else 0)
+            _init(_spin_init, self._p, 1 if shared else 0, "SpinLock")
         _debug.name_lock(self, name)
 
     def release(self) -> None:

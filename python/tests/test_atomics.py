@@ -60,7 +60,7 @@ def test_atomic_int_threads():
 
 def _add_in_child(name, n):
     shm = shared_memory.SharedMemory(name=name)
-    counter = AtomicInt(buffer=shm.buf, offset=8, bits=64)
+    counter = AtomicInt(buffer=shm.buf, initialize=False, offset=8, bits=64)
     for _ in range(n):
         counter.increment_and_get()
     del counter
@@ -70,7 +70,7 @@ def _add_in_child(name, n):
 def test_atomic_int_in_shared_memory_across_processes():
     shm = shared_memory.SharedMemory(create=True, size=16)
     try:
-        counter = AtomicInt(buffer=shm.buf, offset=8, bits=64)
+        counter = AtomicInt(buffer=shm.buf, initialize=True, offset=8, bits=64)
         ctx = multiprocessing.get_context("fork")
         children = [ctx.Process(target=_add_in_child, args=(shm.name, 5000)) for _ in range(2)]
         for c in children:
@@ -82,7 +82,7 @@ def test_atomic_int_in_shared_memory_across_processes():
             assert c.exitcode == 0
         assert counter.get() == 15000
         with pytest.raises(ValueError):
-            AtomicInt(buffer=shm.buf, offset=4, bits=64)  # misaligned
+            AtomicInt(buffer=shm.buf, initialize=True, offset=4, bits=64)  # misaligned
         del counter
     finally:
         shm.close()

@@ -229,13 +229,17 @@ def test_a_lock_like_acquire_refuses_a_timeout_beyond_timeout_max_as_threading(n
 
 
 BUFFERED = {
-    "AtomicBool": lambda buffer: AtomicBool(buffer=buffer), "AtomicInt": lambda buffer: AtomicInt(buffer=buffer),
-    "AtomicInt32": lambda buffer: AtomicInt(bits=32, buffer=buffer),
-    "Lock": lambda buffer: Lock(buffer), "Mutex": lambda buffer: Mutex(buffer), "RLock": lambda buffer: RLock(buffer),
-    "RWLock": lambda buffer: RWLock(buffer), "SpinLock": lambda buffer: SpinLock(buffer),
-    "ConditionLock": lambda buffer: ConditionLock(0, buffer), "Semaphore": lambda buffer: Semaphore(1, buffer),
-    "BoundedSemaphore": lambda buffer: BoundedSemaphore(1, buffer), "Event": lambda buffer: Event(buffer),
-    "Barrier": lambda buffer: Barrier(2, buffer=buffer), "ref": lambda buffer: ref(buffer),
+    "AtomicBool": lambda buffer: AtomicBool(buffer=buffer, initialize=True),
+    "AtomicInt": lambda buffer: AtomicInt(buffer=buffer, initialize=True),
+    "AtomicInt32": lambda buffer: AtomicInt(bits=32, buffer=buffer, initialize=True),
+    "Lock": lambda buffer: Lock(buffer, initialize=True), "Mutex": lambda buffer: Mutex(buffer, initialize=True),
+    "RLock": lambda buffer: RLock(buffer, initialize=True), "RWLock": lambda buffer: RWLock(buffer, initialize=True),
+    "SpinLock": lambda buffer: SpinLock(buffer, initialize=True),
+    "ConditionLock": lambda buffer: ConditionLock(0, buffer, initialize=True),
+    "Semaphore": lambda buffer: Semaphore(1, buffer, initialize=True),
+    "BoundedSemaphore": lambda buffer: BoundedSemaphore(1, buffer, initialize=True),
+    "Event": lambda buffer: Event(buffer, initialize=True),
+    "Barrier": lambda buffer: Barrier(2, buffer=buffer, initialize=True), "ref": lambda buffer: ref(buffer),
 }
 
 

@@ -280,10 +280,10 @@ def _shared_worker(sem, event, counter_lock, shm_name):
 def test_semaphore_and_event_shared_between_processes():
     shm = shared_memory.SharedMemory(create=True, size=512)
     try:
-        sem = Semaphore(2, buffer=shm, offset=0)
-        event = Event(buffer=shm, offset=Semaphore.SIZE)
-        counter_lock = Lock(buffer=shm, offset=64)
-        barrier = Barrier(3, buffer=shm, offset=128)
+        sem = Semaphore(2, buffer=shm, initialize=True, offset=0)
+        event = Event(buffer=shm, initialize=True, offset=Semaphore.SIZE)
+        counter_lock = Lock(buffer=shm, initialize=True, offset=64)
+        barrier = Barrier(3, buffer=shm, initialize=True, offset=128)
         ctx = multiprocessing.get_context("spawn")
         procs = [ctx.Process(target=_shared_worker, args=(sem, event, counter_lock, shm.name)) for _ in range(2)]
         for p in procs:
@@ -656,7 +656,7 @@ def test_fork_with_a_held_rlock_and_a_condition_over_it():
     lock, other, mutex = RLock(), RLock(), Mutex()
     cond = Condition(lock)
     shm = shared_memory.SharedMemory(create=True, size=64)
-    shared = RLock(buffer=shm, offset=0)
+    shared = RLock(buffer=shm, initialize=True, offset=0)
     try:
         for taken in (lock, lock, other, mutex, shared):
             taken.acquire()
@@ -833,22 +833,22 @@ def test_impossible_words_raise_instead_of_crashing():
     """State words no primitive can hold (corrupt shared memory) get an exception, never a
     crash of the interpreter (a trapped overflow in the library is a SIGILL)."""
     buffer = bytearray(64)
-    sem = Semaphore(0, buffer=buffer)
+    sem = Semaphore(0, buffer=buffer, initialize=True)
     buffer[4:8] = b"\xff\xff\xff\xff"  # 0x7fffffff waiters, in shared mode
     with pytest.raises(libsync.locks.LockError):
         sem.acquire(timeout=0.01)
     with pytest.raises(libsync.locks.LockError):
         sem.release()
-    event = Event(buffer=buffer, offset=16)
+    event = Event(buffer=buffer, initialize=True, offset=16)
     buffer[20:24] = b"\xff\xff\xff\xff"
     with pytest.raises(libsync.locks.LockError):
         event.wait(0.01)
-    barrier = Barrier(2, buffer=buffer, offset=32)
+    barrier = Barrier(2, buffer=buffer, initialize=True, offset=32)
     buffer[32 + 20:32 + 24] = b"\x09\x00\x00\x00"  # an unknown state
     for operation in (barrier.wait, barrier.reset, barrier.abort, lambda: barrier.parties):
         with pytest.raises(libsync.locks.LockError):
             operation()
-    cond_lock = ConditionLock(0, buffer=buffer, offset=8)
+    cond_lock = ConditionLock(0, buffer=buffer, initialize=True, offset=8)
     buffer[8 + 12:8 + 16] = b"\x01\x00\x00\x00"  # its reserved word
     with pytest.raises(libsync.locks.LockError):
         cond_lock.acquire()
@@ -860,7 +860,7 @@ def test_impossible_semaphore_words_take_no_unit(corrupt):
     """A semaphore with a unit to take but words no semaphore holds: every acquire raises
     (EINVAL) and takes nothing, the non-blocking one included."""
     buffer = bytearray(16)
-    sem = BoundedSemaphore(1, buffer=buffer)
+    sem = BoundedSemaphore(1, buffer=buffer, initialize=True)
     offset, word = corrupt
     buffer[offset:offset + 4] = word.to_bytes(4, "little")
     before = bytes(buffer)

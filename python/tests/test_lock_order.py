@@ -184,9 +184,9 @@ def test_freed_locks_and_reused_memory_give_no_false_report(reports):
 
     # Caller memory initialized again: new locks; attached (not initialized): the same locks.
     buffer = bytearray(64)
-    a, b = Mutex(buffer, 0), Mutex(buffer, 8)
+    a, b = Mutex(buffer, 0, initialize=True), Mutex(buffer, 8, initialize=True)
     in_order(a, b)
-    a, b = Mutex(buffer, 8), Mutex(buffer, 0)
+    a, b = Mutex(buffer, 8, initialize=True), Mutex(buffer, 0, initialize=True)
     in_order(a, b)
     assert reports == []
     c, d = Mutex(buffer, 0, initialize=False), Mutex(buffer, 8, initialize=False)
@@ -353,7 +353,7 @@ def test_a_shared_lock_keeps_its_orders_when_a_wrapper_goes(reports):
     from multiprocessing import shared_memory
     shm = shared_memory.SharedMemory(create=True, size=64)
     try:
-        libsync.Lock(shm.buf, 0)
+        libsync.Lock(shm.buf, 0, initialize=True)
         other = libsync.Lock()
         with libsync.Lock(shm.buf, 0, initialize=False):  # a short-lived attachment, as another
             with other:                                   # process makes

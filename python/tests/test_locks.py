@@ -301,7 +301,7 @@ def _increment(kind, name, n):
 def test_shared_memory_across_processes(kind):
     shm = shared_memory.SharedMemory(create=True, size=128)
     try:
-        lock = kind(buffer=shm, offset=0)
+        lock = kind(buffer=shm, initialize=True, offset=0)
         context = multiprocessing.get_context("fork")
         procs = [context.Process(target=_increment, args=(kind, shm.name, 2000)) for _ in range(4)]
         for p in procs:
@@ -337,7 +337,7 @@ def test_at_fork_reinit_leaves_a_shared_lock_alone(kind):
     every process's: the parent's hold must survive the child's _at_fork_reinit()."""
     shm, shared = shared_memory.SharedMemory(create=True, size=64), None
     try:
-        shared, private = kind(buffer=shm), kind()
+        shared, private = kind(buffer=shm, initialize=True), kind()
         shared.acquire()
         private.acquire()
 
@@ -359,13 +359,13 @@ def test_at_fork_reinit_leaves_a_shared_lock_alone(kind):
 
 def test_bad_buffers():
     with pytest.raises(ValueError, match="offset 60 is out of range for a 8-byte RLock in a 64-byte buffer"):
-        RLock(buffer=bytearray(64), offset=60)  # the first word fits, the second does not
+        RLock(buffer=bytearray(64), initialize=True, offset=60)  # the first word fits, the second does not
     with pytest.raises(ValueError, match="offset 56 is out of range for a 16-byte Mutex"):
-        Mutex(buffer=bytearray(64), offset=56, robust=True)
+        Mutex(buffer=bytearray(64), initialize=True, offset=56, robust=True)
     with pytest.raises(TypeError):
-        Lock(buffer=b"read-only")
+        Lock(buffer=b"read-only", initialize=True)
     with pytest.raises(ValueError):
-        RWLock(buffer=bytearray(8))
+        RWLock(buffer=bytearray(8), initialize=True)
     with pytest.raises(TypeError):
         import pickle
         pickle.dumps(Lock())

@@ -39,7 +39,7 @@ def _word(shm, offset=0):
 
 def test_recycled_thread_id_is_not_the_holder(shm):
     """A dead holder left this thread's own id in a shared lock it never took."""
-    mutex = Mutex(buffer=shm)
+    mutex = Mutex(buffer=shm, initialize=True)
     me = threading.get_native_id()
     _set_words(shm, SHARED | me)
     assert not mutex.owned()
@@ -48,14 +48,18 @@ def test_recycled_thread_id_is_not_the_holder(shm):
         mutex.release()
     assert _word(shm) & 0xFFFFFF == me
 
-    rlock = RLock(buffer=shm, offset=8)
+    rlock = RLock(buffer=shm, initialize=True, offset=8)
     _set_words(shm, SHARED | me, 3, offset=8)
     assert not rlock._is_owned()
     assert rlock.acquire(timeout=0.02) is False  # not a fourth level
     with pytest.raises(RuntimeError):
         rlock.release()
 
-    mutex = Mutex(buffer=shm)  # initialized again: the owner checks still work
+    with pytest.raises(LockError) as caught:  # an init cannot tell a dead holder from a live one
+        Mutex(buffer=shm, initialize=True)
+    assert caught.value.errno == errno.EBUSY and _word(shm) & 0xFFFFFF == me
+    _set_words(shm, 0, 0, 0)  # zeroed memory starts over
+    mutex = Mutex(buffer=shm, initialize=True)  # initialized again: the owner checks still work
     mutex.acquire()
     with pytest.raises(DeadlockError):
         mutex.acquire()
@@ -64,7 +68,7 @@ def test_recycled_thread_id_is_not_the_holder(shm):
 
 def test_recycled_thread_id_spinlock_and_rwlock_writer(shm):
     """The shared SpinLock and RWLock's writer: a dead holder left this thread's own id."""
-    spin = SpinLock(buffer=shm)
+    spin = SpinLock(buffer=shm, initialize=True)
     assert _word(shm) == SHARED
     me = threading.get_native_id()
     _set_words(shm, SHARED | me)
@@ -73,7 +77,10 @@ def test_recycled_thread_id_spinlock_and_rwlock_writer(shm):
     with pytest.raises(NotOwnerError):
         spin.release()
     assert _word(shm) == SHARED | me
-    spin = SpinLock(buffer=shm)  # initialized again: the owner checks still work
+    with pytest.raises(LockError, match="initialize=False"):
+        SpinLock(buffer=shm, initialize=True)
+    _set_words(shm, 0)
+    spin = SpinLock(buffer=shm, initialize=True)  # initialized again: the owner checks still work
     with spin:
         with pytest.raises(DeadlockError):
             spin.acquire()
@@ -81,7 +88,7 @@ def test_recycled_thread_id_spinlock_and_rwlock_writer(shm):
         spin.release()
     assert _word(shm) == SHARED
 
-    rw = RWLock(buffer=shm, offset=16)
+    rw = RWLock(buffer=shm, initialize=True, offset=16)
     _set_words(shm, 0x80000000 | 0x10000000, 0, me, 0, offset=16)  # SHARED | WRITER, writer: me
     assert rw.acquire_write(timeout=0.02) is False  # waits: not the holder's own acquire
     assert rw.acquire_read(timeout=0.02) is False
@@ -90,7 +97,10 @@ def test_recycled_thread_id_spinlock_and_rwlock_writer(shm):
     with pytest.raises(NotOwnerError):
         rw.downgrade()
     assert _word(shm, 16) & 0x1FFFFFFF == 0x10000000 and _word(shm, 24) == me  # still the dead one's
-    rw = RWLock(buffer=shm, offset=16)
+    with pytest.raises(LockError, match="initialize=False"):
+        RWLock(buffer=shm, initialize=True, offset=16)
+    _set_words(shm, 0, 0, 0, 0, offset=16)
+    rw = RWLock(buffer=shm, initialize=True, offset=16)
     with rw.write():
         with pytest.raises(DeadlockError):
             rw.acquire_write()
@@ -99,8 +109,8 @@ def test_recycled_thread_id_spinlock_and_rwlock_writer(shm):
 
 
 def test_forked_child_does_not_hold(shm):
-    mutex = Mutex(buffer=shm)
-    robust = Mutex(buffer=shm, offset=8, robust=True)
+    mutex = Mutex(buffer=shm, initialize=True)
+    robust = Mutex(buffer=shm, initialize=True, offset=8, robust=True)
     mutex.acquire()
     robust.acquire()
     pid = os.fork()
@@ -139,7 +149,7 @@ def _killed_holder(lock, depth=1, context=FORK):
 
 
 def test_robust_owner_died(shm):
-    mutex = Mutex(buffer=shm, robust=True)
+    mutex = Mutex(buffer=shm, initialize=True, robust=True)
     child = _killed_holder(mutex)
     with pytest.raises(OwnerDiedError) as raised:
         mutex.acquire()
@@ -157,7 +167,7 @@ def test_robust_owner_died(shm):
 @pytest.mark.parametrize("kind", [Mutex, RLock])
 def test_robust_lock_pickled_to_a_spawned_process(shm, kind):
     """The lock reaches a fresh interpreter pickled (through the SharedMemory's name), robust."""
-    lock = kind(buffer=shm, offset=8, robust=True)
+    lock = kind(buffer=shm, initialize=True, offset=8, robust=True)
     child = _killed_holder(lock, context=multiprocessing.get_context("spawn"))
     with pytest.raises(OwnerDiedError):
         lock.acquire()
@@ -168,7 +178,7 @@ def test_robust_lock_pickled_to_a_spawned_process(shm, kind):
 
 def test_robust_owner_died_with_sleeping_waiters(shm):
     """The holder dies while threads sleep in acquire: one gets OwnerDiedError, all get in."""
-    mutex = Mutex(buffer=shm, robust=True)
+    mutex = Mutex(buffer=shm, initialize=True, robust=True)
     ready = FORK.Event()
     holder = FORK.Process(target=_hold, args=(mutex, 1, ready))
     holder.start()
@@ -199,7 +209,7 @@ def test_robust_owner_died_with_sleeping_waiters(shm):
 
 
 def test_robust_release_without_consistent_is_not_recoverable(shm):
-    mutex = Mutex(buffer=shm, robust=True)
+    mutex = Mutex(buffer=shm, initialize=True, robust=True)
     _killed_holder(mutex).join()
     with pytest.raises(OwnerDiedError):
         mutex.acquire(timeout=60)
@@ -233,7 +243,7 @@ def test_robust_release_without_consistent_is_not_recoverable(shm):
 
 
 def test_robust_rlock_holder_killed_mid_recursion(shm):
-    rlock = RLock(buffer=shm, robust=True)
+    rlock = RLock(buffer=shm, initialize=True, robust=True)
     child = _killed_holder(rlock, depth=3)
     with pytest.raises(OwnerDiedError):
         rlock.acquire()
@@ -272,13 +282,13 @@ def test_robust_errors(shm):
         held.mark_consistent()  # nothing to repair
     held.release()
     with pytest.raises(ValueError):
-        Mutex(buffer=shm, offset=4, robust=True)  # not 8-aligned
+        Mutex(buffer=shm, initialize=True, offset=4, robust=True)  # not 8-aligned
     with pytest.raises(ValueError):
-        Mutex(buffer=shm, offset=56, robust=True)  # 16 bytes do not fit
-    Mutex(buffer=shm, offset=16)
+        Mutex(buffer=shm, initialize=True, offset=56, robust=True)  # 16 bytes do not fit
+    Mutex(buffer=shm, initialize=True, offset=16)
     with pytest.raises(ValueError):
         Mutex(buffer=shm, offset=16, robust=True, initialize=False)  # the creator's is not robust
-    RLock(buffer=shm, offset=32, robust=True)
+    RLock(buffer=shm, initialize=True, offset=32, robust=True)
     with pytest.raises(ValueError):
         RLock(buffer=shm, offset=32, initialize=False)
     assert RLock(buffer=shm, offset=32, robust=True, initialize=False).acquire()

@@ -148,7 +148,7 @@ def test_downgraded_state_equals_read_state():
     """A downgraded lock is in exactly the state a read-locked one is in, and both return to
     the initial state when released (readerwriterlock's white-box tests, on libsync's words)."""
     read_memory, downgrade_memory = bytearray(RWLock.SIZE), bytearray(RWLock.SIZE)
-    read_locked, downgraded = RWLock(buffer=read_memory), RWLock(buffer=downgrade_memory)
+    read_locked, downgraded = RWLock(buffer=read_memory, initialize=True), RWLock(buffer=downgrade_memory, initialize=True)
     initial = bytes(read_memory)
     assert bytes(downgrade_memory) == initial
     read_lock = read_locked.gen_rlock()
@@ -348,7 +348,7 @@ def test_impossible_state_is_reported():
 
 def test_buffer_must_hold_the_whole_lock():
     with pytest.raises(ValueError):
-        RWLock(buffer=bytearray(RWLock.SIZE - 4))
+        RWLock(buffer=bytearray(RWLock.SIZE - 4), initialize=True)
 
 
 # ---- Killed waiters in shared memory --------------------------------------------------------
@@ -389,7 +389,7 @@ def test_killed_waiting_writer_blocks_nobody(hold):
     readers and writers get in, here and in another process."""
     shm = shared_memory.SharedMemory(create=True, size=RWLock.SIZE)
     try:
-        lock = RWLock(buffer=shm)
+        lock = RWLock(buffer=shm, initialize=True)
         (lock.acquire_read if hold == "read" else lock.acquire_write)()
         context = multiprocessing.get_context("fork")
         writer = context.Process(target=_wait_for_write, args=(shm.name,))

@@ -132,7 +132,7 @@ def test_killed_waiting_writer_stops_no_reader():
     process's, untimed, and the holder's second read lock) get in while the reader holds it."""
     shm = shared_memory.SharedMemory(create=True, size=RWLock.SIZE)
     try:
-        lock = RWLock(buffer=shm)
+        lock = RWLock(buffer=shm, initialize=True)
         lock.acquire_read()
         writer = os.fork()
         if writer == 0:

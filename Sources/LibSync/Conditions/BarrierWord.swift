@@ -69,10 +69,16 @@ import Synchronization
         }
     }
 
-    /// EINVAL if parties is 0.
+    /// EINVAL if parties is 0; (`shared`) EBUSY, changing nothing, if threads are inside `wait`
+    /// or hold its lock (the attach rule, Words.swift; words no barrier holds are repaired).
     package static func initialize(_ base: UnsafeMutableRawPointer, parties: UInt32, hasAction: Bool, shared: Bool) -> Int32 {
         if parties == 0 { return EINVAL }
         let words = Words(base)
+        if shared {
+            let b = Parts(base)
+            let lock = UInt32(bitPattern: b.lockWord.pointee.load(ordering: .acquiring))
+            if lock <= 2 && b.isPossible && (lock != 0 || b.count != 0 || Words(b.condition).countsWaiters) { return EBUSY }
+        }
         for i in 0..<8 { words[i].pointee.store(0, ordering: .relaxed) }
         ConditionWord.initialize(words.address(1), shared: shared)
         words[3].pointee.store(parties, ordering: .relaxed)

@@ -17,11 +17,20 @@ import Synchronization
         atomic(base + 16, as: Int64.self)
     }
 
-    package static func initialize(_ base: UnsafeMutableRawPointer, condition value: Int64, shared: Bool) {
+    /// 0, or (`shared`) EBUSY, changing nothing, if the lock is held or waited for (the attach
+    /// rule, Words.swift; words no condition lock holds are repaired).
+    @discardableResult
+    package static func initialize(_ base: UnsafeMutableRawPointer, condition value: Int64, shared: Bool) -> Int32 {
+        if shared && isPossible(base)
+            && (MutexWord.isInUse(mutex(base).pointee.load(ordering: .acquiring)) || Words(condition(base)).countsWaiters) {
+            return EBUSY
+        }
         mutex(base).pointee.store(MutexWord.initial(shared: shared, unowned: false), ordering: .relaxed)
-        ConditionWord.initialize(condition(base), shared: shared)
+        Words(condition(base))[0].pointee.store(0, ordering: .relaxed)  // ConditionWord.initialize's words
+        Words(condition(base))[1].pointee.store(shared ? processSharedFlag : 0, ordering: .relaxed)
         Words(base)[3].pointee.store(0, ordering: .relaxed)
         self.value(base).pointee.store(value, ordering: .releasing)
+        return 0
     }
 
     @inlinable

@@ -31,10 +31,23 @@ import Synchronization
 
     /// Initialises the variable (not needed for zeroed memory unless `shared`). Threads waiting
     /// on it are forgotten: only for a variable nobody waits on (or after fork, in the child).
-    package static func initialize(_ base: UnsafeMutableRawPointer, shared: Bool) {
+    /// 0, or (`shared`) EBUSY, changing nothing, if it counts waiters (the attach rule, Words.swift).
+    @discardableResult
+    package static func initialize(_ base: UnsafeMutableRawPointer, shared: Bool) -> Int32 {
         let words = Words(base)
+        if shared && words.countsWaiters { return EBUSY }
         words[0].pointee.store(0, ordering: .relaxed)
         words[1].pointee.store(shared ? processSharedFlag : 0, ordering: .releasing)
+        return 0
+    }
+
+    /// Initialises a condition variable at `base` and the mutex its waiters use at `mutex`
+    /// (sync_condition_t): 0, or (`shared`) EBUSY, changing neither, if either is in use.
+    package static func initialize(_ base: UnsafeMutableRawPointer, mutex: UnsafeMutableRawPointer, shared: Bool) -> Int32 {
+        if shared && Words(base).countsWaiters { return EBUSY }
+        let result = MutexWord.initialize(mutex, shared: shared, unowned: false, robust: false)
+        if result != 0 { return result }
+        return initialize(base, shared: shared)
     }
 
     // MARK: The three steps of a wait

@@ -19,10 +19,14 @@ import Synchronization
     @inlinable
     package static func state(_ base: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Atomic<UInt32>> { Words(base)[0] }
 
-    package static func initialize(_ base: UnsafeMutableRawPointer, set: Bool, shared: Bool) {
+    /// 0, or (`shared`) EBUSY, changing nothing, if threads wait on it (the attach rule, Words.swift).
+    @discardableResult
+    package static func initialize(_ base: UnsafeMutableRawPointer, set: Bool, shared: Bool) -> Int32 {
         let words = Words(base)
+        if shared && words.countsWaiters { return EBUSY }
         words[0].pointee.store(set ? flag : 0, ordering: .relaxed)
         words[1].pointee.store(shared ? processSharedFlag : 0, ordering: .releasing)
+        return 0
     }
 
     /// The word now: the flag in bit 0, and a mark for `wait(since:)` when it is clear.

@@ -10,10 +10,12 @@ import Synchronization
 /// can hold (word 3 above 1, a count above the bound, bit 30 of word 1) make waits and signals
 /// return EINVAL and change nothing.
 @usableFromInline package enum SemaphoreWord {
-    /// Initialises a semaphore with `value`, at most `limit` if given. EINVAL if value > limit.
+    /// Initialises a semaphore with `value`, at most `limit` if given. EINVAL if value > limit;
+    /// (`shared`) EBUSY, changing nothing, if threads wait on it (the attach rule, Words.swift).
     package static func initialize(_ base: UnsafeMutableRawPointer, value: UInt32, limit: UInt32?, shared: Bool) -> Int32 {
         if let limit, value > limit { return EINVAL }
         let words = Words(base)
+        if shared && words.countsWaiters { return EBUSY }
         words[0].pointee.store(value, ordering: .relaxed)
         bound(base).pointee.store(limit ?? 0, ordering: .relaxed)
         words[3].pointee.store(limit == nil ? 0 : 1, ordering: .relaxed)

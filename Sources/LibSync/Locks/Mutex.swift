@@ -49,14 +49,31 @@ import Synchronization
     }
 
     /// Initializes the mutex at `memory`: 4 bytes, or a `RobustWord`'s 16 (8-aligned) if `robust`.
-    /// 0, or EINVAL (robust and unowned; robust memory not 8-aligned).
+    /// 0; EINVAL (robust and unowned; robust memory not 8-aligned); `shared`: EBUSY, changing
+    /// nothing, if the mutex there is held or has waiters (the attach rule, Words.swift).
     package static func initialize(_ memory: UnsafeMutableRawPointer, shared isShared: Bool, unowned isUnowned: Bool,
                                    robust isRobust: Bool) -> Int32 {
-        LockOrder.forget(memory)
         if isRobust { return isUnowned ? EINVAL : RobustWord.initialize(memory, shared: isShared) }
-        atomic(memory, as: UInt32.self).pointee.store(initial(shared: isShared, unowned: isUnowned), ordering: .releasing)
+        let word = atomic(memory, as: UInt32.self), desired = initial(shared: isShared, unowned: isUnowned)
+        if isShared {
+            // One CAS from the free word seen: a holder that takes it meanwhile makes it fail.
+            var value = word.pointee.load(ordering: .relaxed)
+            while true {
+                if isInUse(value) { return EBUSY }
+                let (exchanged, now) = word.pointee.compareExchange(expected: value, desired: desired, ordering: .acquiringAndReleasing)
+                if exchanged { break }
+                value = now
+            }
+        } else {
+            word.pointee.store(desired, ordering: .releasing)
+        }
+        LockOrder.forget(memory)
         return 0
     }
+
+    /// Whether a mutex word (plain or robust) is held or has waiters: what a shared initialize
+    /// refuses to reset.
+    package static func isInUse(_ value: UInt32) -> Bool { value & (holderMask | waiters) != 0 }
 
     /// 0; EBUSY if held (also by the caller); robust: EOWNERDEAD, ENOTRECOVERABLE, EINVAL.
     @inlinable @inline(__always)
@@ -458,9 +475,13 @@ enum ThreadStat {
         #endif
     }
 
-    /// Initializes the 16 bytes at `memory`: 0, or EINVAL if not 8-aligned.
+    /// Initializes the 16 bytes at `memory`: 0, EINVAL if not 8-aligned, or (`shared`) EBUSY,
+    /// changing nothing, if the lock there is held (also by a dead holder: lock it to take it
+    /// over) or has waiters. A not-recoverable lock is neither: initialize makes it usable.
     static func initialize(_ memory: Memory, shared: Bool) -> Int32 {
         guard Int(bitPattern: memory) & 7 == 0 else { return EINVAL }
+        if shared && MutexWord.isInUse(word(of: bits(memory).pointee.load(ordering: .acquiring))) { return EBUSY }
+        LockOrder.forget(memory)
         depth(memory).pointee.store(0, ordering: .relaxed)
         tagCell(memory).pointee.store(0, ordering: .relaxed)
         let word = MutexWord.robust | (shared ? MutexWord.shared : 0)
@@ -627,10 +648,12 @@ enum ThreadStat {
         word(memory).pointee.load(ordering: .relaxed) & MutexWord.robust != 0 ? RobustWord.depth(memory) : plainDepth(memory)
     }
 
-    /// Initializes the lock at `memory` (8 bytes; robust: 16, 8-aligned). 0, or EINVAL.
+    /// Initializes the lock at `memory` (8 bytes; robust: 16, 8-aligned). 0, EINVAL, or
+    /// (`shared`) EBUSY, changing nothing, if the lock there is held or has waiters.
     package static func initialize(_ memory: Memory, shared: Bool, robust: Bool) -> Int32 {
-        LockOrder.forget(memory)
         if robust { return RobustWord.initialize(memory, shared: shared) }
+        if shared && MutexWord.isInUse(word(memory).pointee.load(ordering: .acquiring)) { return EBUSY }
+        LockOrder.forget(memory)
         plainDepth(memory).pointee.store(0, ordering: .relaxed)
         word(memory).pointee.store(MutexWord.initial(shared: shared, unowned: false), ordering: .releasing)
         return 0
@@ -735,7 +758,8 @@ public struct LockOptions: OptionSet, Sendable {
 }
 
 /// Memory for a lock of `kind` with `options`: the caller's (checked, initialized unless
-/// `initialize` is false), or a new block.
+/// `initialize` is false: the initializer's EBUSY, for shared memory in use, is thrown), or a new
+/// block.
 func makeLockMemory(_ memory: UnsafeMutableRawPointer?, size: Int, options: LockOptions, initialize: Bool,
                 _ initializer: (UnsafeMutableRawPointer) -> Int32) throws(LockError) -> LockMemory {
     let robust = options.contains(.robust)
@@ -765,7 +789,7 @@ func makeLockMemory(_ memory: UnsafeMutableRawPointer?, size: Int, options: Lock
 ///     let mutex = SyncMutex()
 ///     let value = mutex.withLock { counter += 1; return counter }
 ///
-/// Robust (`SyncMutex(options: .robust)`, or in shared memory with `init(at:options:)`): when
+/// Robust (`SyncMutex(options: .robust)`, or in shared memory with `init(at:options:initialize:)`): when
 /// a holder dies holding it, the next locker's `lock` throws `LockError.ownerDied` *holding the
 /// lock*; it repairs the guarded state and calls `consistent()` before `unlock()`, or the lock
 /// becomes `.notRecoverable` for everyone.
@@ -782,10 +806,13 @@ public final class SyncMutex: @unchecked Sendable {
 
     /// A mutex in the caller's memory, such as a MAP_SHARED mapping that processes share:
     /// `byteCount(for: options)` bytes, 4-aligned (robust: 8-aligned), that outlive this object.
-    /// One process initializes it; the others pass `initialize: false` and the same options.
-    /// Throws `.other(EINVAL)` for misaligned memory, or (`initialize: false`) memory whose
-    /// mutex has other options.
-    public init(at memory: UnsafeMutableRawPointer, options: LockOptions, initialize: Bool = true) throws(LockError) {
+    /// The caller chooses, as no default is safe: `initialize: true` in the one process that
+    /// creates it (the memory is zeroed or holds a mutex nobody uses), `initialize: false` with
+    /// the same options in the others, which attach to it. Throws `.other(EINVAL)` for misaligned
+    /// memory, or (`initialize: false`) memory whose mutex has other options; with `.shared` and
+    /// `initialize: true`, `.other(EBUSY)`, changing nothing, if the mutex there is held or has
+    /// waiters (an attach written as a create would have reset another process's lock).
+    public init(at memory: UnsafeMutableRawPointer, options: LockOptions, initialize: Bool) throws(LockError) {
         self.memory = try makeLockMemory(memory, size: 4, options: options, initialize: initialize) {
             MutexWord.initialize($0, shared: options.contains(.shared), unowned: false, robust: options.contains(.robust))
         }
@@ -847,9 +874,9 @@ public final class SyncRecursiveLock: @unchecked Sendable {
         }
     }
 
-    /// A lock in the caller's memory, as `SyncMutex.init(at:options:initialize:)`:
-    /// `byteCount(for: options)` bytes.
-    public init(at memory: UnsafeMutableRawPointer, options: LockOptions, initialize: Bool = true) throws(LockError) {
+    /// A lock in the caller's memory, as `SyncMutex.init(at:options:initialize:)` (the same
+    /// choice, the same errors): `byteCount(for: options)` bytes.
+    public init(at memory: UnsafeMutableRawPointer, options: LockOptions, initialize: Bool) throws(LockError) {
         self.memory = try makeLockMemory(memory, size: 8, options: options, initialize: initialize) {
             RecursiveWord.initialize($0, shared: options.contains(.shared), robust: options.contains(.robust))
         }

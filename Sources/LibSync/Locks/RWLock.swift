@@ -71,11 +71,19 @@ import Synchronization
     /// The initial `state` word (the other words start at 0).
     package static func initial(shared isShared: Bool) -> UInt32 { isShared ? shared : 0 }
 
-    /// Initializes the lock at `m` (lock-order checking forgets the one it held before).
-    package static func initialize(_ m: Memory, shared isShared: Bool) {
+    /// Initializes the lock at `m` (lock-order checking forgets the one it held before). 0, or
+    /// (`shared`) EBUSY, changing nothing, if the lock there is held (read or write) or waited
+    /// for (marked, or readers parked): the attach rule (Words.swift).
+    @discardableResult
+    package static func initialize(_ m: Memory, shared isShared: Bool) -> Int32 {
+        let value = state(m).pointee.load(ordering: .acquiring)
+        if isShared && !isImpossible(value) && value & (readerMask | writer | writersWaiting | readersParked) != 0 {
+            return EBUSY
+        }
         LockOrder.forget(m)
         m.initializeMemory(as: UInt8.self, repeating: 0, count: size)
         m.storeBytes(of: initial(shared: isShared), as: UInt32.self)
+        return 0
     }
 
     /// Whether no sequence of operations leads to `value` (uninitialized or overwritten memory).

@@ -26,6 +26,23 @@ import Synchronization
     /// The initial word of a spin lock, private or in memory processes share.
     package static func initial(shared isShared: Bool) -> UInt32 { isShared ? shared : 0 }
 
+    /// Initializes the spin lock at `word`. 0, or (`shared`) EBUSY, changing nothing, if it is
+    /// held (the attach rule, Words.swift; a word no spin lock holds is repaired).
+    package static func initialize(_ word: Word, shared isShared: Bool) -> Int32 {
+        let desired = initial(shared: isShared)
+        if isShared {
+            var value = word.pointee.load(ordering: .relaxed)
+            while true {
+                if value & holderMask != 0 && !isImpossible(value) { return EBUSY }
+                let (exchanged, now) = word.pointee.compareExchange(expected: value, desired: desired, ordering: .acquiringAndReleasing)
+                if exchanged { return 0 }
+                value = now
+            }
+        }
+        word.pointee.store(desired, ordering: .releasing)
+        return 0
+    }
+
     /// Whether the library never writes `value` (a holder that is no thread, an unknown bit).
     @inlinable @inline(__always)
     static func isImpossible(_ value: UInt32) -> Bool { value & ~shared >= threadIDLimit }
@@ -131,15 +148,16 @@ public final class SyncSpinLock: @unchecked Sendable {
 
     /// A spin lock in the caller's memory, such as a MAP_SHARED mapping that processes share
     /// (options `.shared`: its owner checks then hold across processes, also for a thread id the
-    /// kernel gave a dead holder's thread): 4 bytes, 4-aligned, that outlive this object. One
-    /// process initializes it; the others pass `initialize: false` and the same options.
-    /// Throws `.other(EINVAL)` for misaligned memory, `.robust` (not a spin lock's option), or
-    /// (`initialize: false`) memory whose lock has other options.
-    public init(at memory: UnsafeMutableRawPointer, options: LockOptions, initialize: Bool = true) throws(LockError) {
+    /// kernel gave a dead holder's thread): 4 bytes, 4-aligned, that outlive this object. As
+    /// `SyncMutex.init(at:options:initialize:)`: `initialize: true` in the process that creates
+    /// it, `false` (the same options) in those that attach. Throws `.other(EINVAL)` for
+    /// misaligned memory, `.robust` (not a spin lock's option), or (`initialize: false`) memory
+    /// whose lock has other options; `.other(EBUSY)` (`.shared`, `initialize: true`), changing
+    /// nothing, if the lock there is held.
+    public init(at memory: UnsafeMutableRawPointer, options: LockOptions, initialize: Bool) throws(LockError) {
         guard !options.contains(.robust) else { throw .other(EINVAL) }
         self.memory = try makeLockMemory(memory, size: 4, options: options, initialize: initialize) {
-            atomic($0, as: UInt32.self).pointee.store(SpinWord.initial(shared: options.contains(.shared)), ordering: .releasing)
-            return 0
+            SpinWord.initialize(atomic($0, as: UInt32.self), shared: options.contains(.shared))
         }
     }
 

@@ -25,7 +25,23 @@ struct Words {
 /// that reaches it is corrupt memory. Waits and wakes check it and return EINVAL.
 @usableFromInline package let impossibleWaiterCount: UInt32 = 1 << 30
 
+/// Initializing in shared memory (the attach rule). Memory that processes share may already hold
+/// a primitive another process uses: the second process's initialize, meant as an attach, must
+/// not reset it. So every initialize of a process-shared primitive first reads the memory and
+/// returns EBUSY, changing nothing, while it is in use: held (a lock word names a holder), or
+/// waited on (a waiter count or a WAITERS bit is set). Words no primitive of the kind can hold
+/// are not "in use": an initialize repairs them. A process-private initialize is not checked:
+/// its memory may hold anything before it (a stack variable), and only its own process uses it.
+/// The check reads the memory as it is when the initialize starts: an initialize that runs
+/// concurrently with other uses of the same memory is still the caller's error.
 extension Words {
+    /// Whether word 1 (a waiter count with `processSharedFlag`) counts a waiter (an impossible
+    /// count does not: it is corrupt memory, which initialize repairs).
+    @inlinable var countsWaiters: Bool {
+        let value = self[1].pointee.load(ordering: .acquiring)
+        return value & impossibleWaiterCount == 0 && value & (impossibleWaiterCount - 1) != 0
+    }
+
     /// Whether word 1 (a waiter count with `processSharedFlag`) is impossible.
     @inlinable var hasImpossibleCount: Bool { self[1].pointee.load(ordering: .relaxed) & impossibleWaiterCount != 0 }
 
