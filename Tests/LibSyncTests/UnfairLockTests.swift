@@ -91,6 +91,23 @@ final class UnfairLockTests: XCTestCase {
         XCTAssertEqual(lock.withLockUnchecked(flags: [.adaptiveSpin]) { $0 }, 6)
     }
 
+    /// Lock-order checking sees unfair locks as mutexes: an inversion is reported, and unlock
+    /// (off its fast path while checking is on) still releases and still checks the owner.
+    func testLockOrderSeesUnfairLocks() {
+        let reports = SyncLockedValue(0)
+        LockOrderChecking.reset()
+        LockOrderChecking.onCycle { _ in reports.withLock { $0 += 1 } }
+        LockOrderChecking.isEnabled = true
+        defer { LockOrderChecking.isEnabled = false; LockOrderChecking.onCycle(nil); LockOrderChecking.reset() }
+        let a = OSAllocatedUnfairLock(), b = OSAllocatedUnfairLock(initialState: 0)
+        a.withLock { b.withLock { $0 += 1 } }
+        b.withLock { _ in a.withLock {} }
+        XCTAssertEqual(reports.withLock { $0 }, 1)
+        XCTAssertTrue(a.lockIfAvailable())
+        a.unlock()
+        a.precondition(.notOwner)
+    }
+
     // MARK: misuse, each in a child process
 
     func expectStop(_ name: String, _ message: String, file: StaticString = #filePath, line: UInt = #line) {
@@ -106,6 +123,7 @@ final class UnfairLockTests: XCTestCase {
         expectStop("testChildPreconditionOwner", "Assertion failed: Lock unexpectedly not owned by current thread")
         expectStop("testChildPreconditionNotOwner", "Assertion failed: Lock unexpectedly owned by current thread")
         expectStop("testChildUnknownFlags", "Invalid options 0x2")
+        expectStop("testChildUnlocksFreeLockWhileCheckingOrder", "Unlock of an os_unfair_lock not owned by current thread")
     }
 
     func testChildReentersWithLock() {
@@ -141,5 +159,11 @@ final class UnfairLockTests: XCTestCase {
     func testChildUnknownFlags() {
         guard ChildTest.isChild("testChildUnknownFlags") else { return }
         OSAllocatedUnfairLock().lock(flags: OSAllocatedUnfairLockFlags(rawValue: 2))
+    }
+
+    func testChildUnlocksFreeLockWhileCheckingOrder() {
+        guard ChildTest.isChild("testChildUnlocksFreeLockWhileCheckingOrder") else { return }
+        LockOrderChecking.isEnabled = true
+        OSAllocatedUnfairLock().unlock()
     }
 }
