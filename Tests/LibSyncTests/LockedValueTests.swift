@@ -66,6 +66,8 @@ final class LockedValueTests: XCTestCase {
                    "SyncLockedValue.withLock: the calling thread already holds this lock (called again from inside its own body)")
         expectStop("testChildWritesInsideWrite", "SyncRWLockedValue.write: the calling thread already holds this lock")
         expectStop("testChildReadsInsideWrite", "SyncRWLockedValue.read: the calling thread already holds this lock")
+        expectStop("testChildWritesInsideRead", "SyncRWLockedValue.write: the calling thread already reads this value")
+        expectStop("testChildReadsInsideRead", "SyncRWLockedValue.read: the calling thread already reads this value")
     }
 
     func testChildReentersWithLock() {
@@ -84,6 +86,31 @@ final class LockedValueTests: XCTestCase {
         guard ChildTest.isChild("testChildReadsInsideWrite") else { return }
         let value = SyncRWLockedValue(0)
         value.write { _ in _ = value.read { $0 } }
+    }
+
+    func testChildWritesInsideRead() {
+        guard ChildTest.isChild("testChildWritesInsideRead") else { return }
+        let value = SyncRWLockedValue(0)
+        value.read { _ in value.write { $0 += 1 } }
+    }
+
+    func testChildReadsInsideRead() {
+        guard ChildTest.isChild("testChildReadsInsideRead") else { return }
+        let value = SyncRWLockedValue(0), other = SyncRWLockedValue(1)
+        _ = value.read { a in other.read { b in a + b } }   // another value: fine
+        _ = value.read { _ in value.read { $0 } }
+    }
+
+    /// Reads of other values nest (deeper than the recorded 8 too), and a read that threw is
+    /// forgotten: the same thread may then write.
+    func testNestedReadsOfOtherValuesAndThrowingReads() {
+        struct Stop: Error {}
+        let values = (0..<10).map { SyncRWLockedValue($0) }
+        func sum(_ i: Int) -> Int { i == values.count ? 0 : values[i].read { $0 + sum(i + 1) } }
+        XCTAssertEqual(sum(0), 45)
+        XCTAssertThrowsError(try values[0].read { (_: borrowing Int) throws(Stop) -> Int in throw Stop() })
+        values[0].write { $0 = 100 }
+        XCTAssertEqual(values[0].read { $0 }, 100)
     }
 
     /// Lock-order checking sees the value locks: an inversion between two of them is reported.

@@ -1,3 +1,4 @@
+import CSyncShim
 import Glibc
 import Synchronization
 
@@ -73,11 +74,10 @@ extension SyncLockedValue: @unchecked Sendable where Value: Sendable {}
 ///     let mode = config.read { $0["mode"] }
 ///     config.write { $0["mode"] = "safe" }
 ///
-/// Misuse inside a body on the same value, on the same thread: `read` or `write` inside `write`
-/// stops the program with a message (in every build). `write` inside `read` is not detected
-/// and waits forever (the lock does not know its readers), as does a `read` inside `read` while
-/// a writer waits: take what you need in one `read`, or use `write` for a read-modify-write.
-/// The value must not escape the body.
+/// Re-entry on the same thread stops the program with a message (in every build) instead of
+/// waiting for itself: `read` or `write` inside `write`, and `write` or another `read` inside
+/// `read` (a nested read would wait forever once a writer queues). Use one `read` for what
+/// you need, or `write` for a read-modify-write. The value must not escape the body.
 @frozen public struct SyncRWLockedValue<Value> {
     @usableFromInline let box: LockBox<Value>
 
@@ -93,9 +93,14 @@ extension SyncLockedValue: @unchecked Sendable where Value: Sendable {}
     public func read<R, E: Error>(_ body: (borrowing Value) throws(E) -> R) throws(E) -> R {
         try box.withUnsafeMutablePointers { (value, words) throws(E) -> R in
             let lock = UnsafeMutableRawPointer(words)
+            if sync_thread_reads(lock) != 0 { readerReentered("SyncRWLockedValue.read") }
             let result = RWLockWords.readLock(lock)
             if result != 0 { lockedValueFailed(result, "SyncRWLockedValue.read") }
-            defer { _ = RWLockWords.readUnlock(lock) }
+            sync_thread_reading_push(lock)
+            defer {
+                sync_thread_reading_pop()
+                _ = RWLockWords.readUnlock(lock)
+            }
             return try body(value.pointee)
         }
     }
@@ -106,6 +111,7 @@ extension SyncLockedValue: @unchecked Sendable where Value: Sendable {}
     public func write<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
         try box.withUnsafeMutablePointers { (value, words) throws(E) -> R in
             let lock = UnsafeMutableRawPointer(words)
+            if sync_thread_reads(lock) != 0 { readerReentered("SyncRWLockedValue.write") }
             let result = RWLockWords.writeLock(lock)
             if result != 0 { lockedValueFailed(result, "SyncRWLockedValue.write") }
             defer { _ = RWLockWords.writeUnlock(lock) }
@@ -125,4 +131,10 @@ func lockedValueFailed(_ code: Int32, _ caller: StaticString) -> Never {
     case EAGAIN: fatalError("\(caller): too many readers")
     default: fatalError("\(caller): lock failed (\(LockError(code: code)))")
     }
+}
+
+/// Stops the program: the calling thread reads the value it asks to read or write again.
+@usableFromInline @inline(never)
+func readerReentered(_ caller: StaticString) -> Never {
+    fatalError("\(caller): the calling thread already reads this value (called again from inside a read of it; it would wait for itself)")
 }
