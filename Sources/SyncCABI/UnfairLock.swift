@@ -3,7 +3,8 @@ import LibSync
 // os/lock.h and os/lock_private.h, exported with Apple's names. Each function calls the Swift
 // core's function of the same name (Sources/LibSync/Locks/UnfairLock.swift); a NULL lock stops
 // the program with a message naming the function (Apple declares the argument nonnull). The
-// lock is a raw pointer here: @_cdecl cannot name a pointer to a Swift struct.
+// lock is a raw pointer here: @_cdecl cannot name a pointer to a Swift struct. The hot entry
+// points are @inline(__always): their body is then the C symbol itself, not a jump to it.
 
 @inline(__always)
 func unfairLock(_ lock: UnsafeMutableRawPointer?, _ function: StaticString) -> os_unfair_lock_t {
@@ -16,7 +17,7 @@ func nullUnfairLock(_ function: StaticString) -> Never {
     fatalError("BUG IN CLIENT OF LIBSYNC: \(function): the lock argument is NULL")
 }
 
-@_cdecl("os_unfair_lock_lock") public func c_os_unfair_lock_lock(_ lock: UnsafeMutableRawPointer?) {
+@_cdecl("os_unfair_lock_lock") @inline(__always) public func c_os_unfair_lock_lock(_ lock: UnsafeMutableRawPointer?) {
     os_unfair_lock_lock(unfairLock(lock, "os_unfair_lock_lock"))
 }
 
@@ -31,11 +32,11 @@ public func c_os_unfair_lock_lock_with_options(_ lock: UnsafeMutableRawPointer?,
     os_unfair_lock_lock_with_flags(unfairLock(lock, "os_unfair_lock_lock_with_options"), os_unfair_lock_flags_t(rawValue: options))
 }
 
-@_cdecl("os_unfair_lock_trylock") public func c_os_unfair_lock_trylock(_ lock: UnsafeMutableRawPointer?) -> Bool {
+@_cdecl("os_unfair_lock_trylock") @inline(__always) public func c_os_unfair_lock_trylock(_ lock: UnsafeMutableRawPointer?) -> Bool {
     os_unfair_lock_trylock(unfairLock(lock, "os_unfair_lock_trylock"))
 }
 
-@_cdecl("os_unfair_lock_unlock") public func c_os_unfair_lock_unlock(_ lock: UnsafeMutableRawPointer?) {
+@_cdecl("os_unfair_lock_unlock") @inline(__always) public func c_os_unfair_lock_unlock(_ lock: UnsafeMutableRawPointer?) {
     os_unfair_lock_unlock(unfairLock(lock, "os_unfair_lock_unlock"))
 }
 
