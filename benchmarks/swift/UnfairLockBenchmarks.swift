@@ -17,7 +17,7 @@ func unfairLockBenchmarks() {
             Row(name: "Synchronization.Mutex.withLock") { n in for _ in 0..<n { stdMutex.withLock { work(&$0) } } },
             Row(name: "OSAllocatedUnfairLock.withLock (libsync)") { n in for _ in 0..<n { unfair.withLock { work(&$0) } } },
             Row(name: "libsync SyncLockedValue.withLock") { n in for _ in 0..<n { locked.withLock { work(&$0) } } },
-            Row(name: "libsync SyncMutex.withLock (a separate counter)") { n in for _ in 0..<n { syncMutex.withLock { work(&box.value) } } },
+            Row(name: "libsync SyncMutex.withLock (own counter)") { n in for _ in 0..<n { syncMutex.withLock { work(&box.value) } } },
             Row(name: "libsync SyncRWLockedValue.write") { n in for _ in 0..<n { rwLocked.write { work(&$0) } } },
         ])
     }
