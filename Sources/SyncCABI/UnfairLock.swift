@@ -21,13 +21,13 @@ func nullUnfairLock(_ function: StaticString) -> Never {
     os_unfair_lock_lock(unfairLock(lock, "os_unfair_lock_lock"))
 }
 
-@_cdecl("os_unfair_lock_lock_with_flags")
+@_cdecl("os_unfair_lock_lock_with_flags") @inline(__always)
 public func c_os_unfair_lock_lock_with_flags(_ lock: UnsafeMutableRawPointer?, _ flags: UInt32) {
     os_unfair_lock_lock_with_flags(unfairLock(lock, "os_unfair_lock_lock_with_flags"), os_unfair_lock_flags_t(rawValue: flags))
 }
 
 /// Apple's SPI (os/lock_private.h): the options are a superset of the flags' bits.
-@_cdecl("os_unfair_lock_lock_with_options")
+@_cdecl("os_unfair_lock_lock_with_options") @inline(__always)
 public func c_os_unfair_lock_lock_with_options(_ lock: UnsafeMutableRawPointer?, _ options: UInt32) {
     os_unfair_lock_lock_with_flags(unfairLock(lock, "os_unfair_lock_lock_with_options"), os_unfair_lock_flags_t(rawValue: options))
 }

@@ -25,11 +25,11 @@ import Synchronization
 @usableFromInline package enum UnfairLockWord {
     @usableFromInline package typealias Word = UnsafeMutablePointer<Atomic<UInt32>>
 
-    @usableFromInline static let waiters: UInt32 = 1 << 31
+    @inlinable static var waiters: UInt32 { 1 << 31 }
     /// Apple's option bits (`os_unfair_lock_options_t`, `os_unfair_lock_flags_t`).
-    package static let dataSynchronization: UInt32 = 0x0001_0000
-    package static let adaptiveSpin: UInt32 = 0x0004_0000
-    @usableFromInline static let knownOptions: UInt32 = dataSynchronization | adaptiveSpin
+    @inlinable package static var dataSynchronization: UInt32 { 0x0001_0000 }
+    @inlinable package static var adaptiveSpin: UInt32 { 0x0004_0000 }
+    @inlinable static var knownOptions: UInt32 { dataSynchronization | adaptiveSpin }
 
     /// Takes the lock, waiting as long as it takes. `options`: Apple's bits, validated; both
     /// are hints that change nothing here (every locker spins briefly before it sleeps, which
