@@ -66,7 +66,7 @@ def blocks(lines: list[str]):
 
 # ---- C ------------------------------------------------------------------------------------------
 
-C_LIBRARY_NAME = re.compile(r"^(sync_|SYNC_|OSAtomic|OSSpinLock|OSQueue|OSFifo|OSMemoryBarrier|OS_)")
+C_LIBRARY_NAME = re.compile(r"^(sync_|SYNC_|OSAtomic|OSSpinLock|OSQueue|OSFifo|OSMemoryBarrier|OS_|os_unfair_lock)")
 C_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 C_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'')
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")

@@ -680,3 +680,49 @@ class synchronized:
             with self:
                 return function(*args, **kwargs)
         return wrapper
+
+
+# ---- Guarded: a value and the Mutex that guards it ------------------------------------------
+
+class _GuardedMutex(Mutex):
+    __slots__ = ()
+    _WHAT = "Guarded"
+
+
+class Guarded:
+    """A mutable value and the owner-checked ``Mutex`` that guards it (Swift's
+    ``SyncLockedValue``): ``with guarded as value:`` holds the lock for the block and gives the
+    value, released when the block ends or raises::
+
+        hits = Guarded({})
+        with hits as table:
+            table["home"] = table.get("home", 0) + 1
+
+    The value must be one that changes in place (a list, dict, set, or an object with
+    attributes): an int or str could not be changed through the ``as`` name, so TypeError.
+    The value must not escape the block: a reference kept after it is used without the lock.
+    Entering the same ``Guarded`` again inside its block, on the same thread, raises
+    DeadlockError instead of hanging.
+    """
+    __slots__ = ("_value", "_lock")
+    _IMMUTABLE = (int, float, complex, str, bytes, tuple, frozenset, range, type(None))
+
+    def __init__(self, value: Any):
+        if isinstance(value, self._IMMUTABLE):
+            raise TypeError(f"Guarded needs a value that changes in place (a list, dict, set or object), "
+                            f"not {type(value).__name__}")
+        self._value = value
+        self._lock = _GuardedMutex()
+
+    def __enter__(self) -> Any:
+        self._lock.acquire()
+        return self._value
+
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
+        self._lock.release()
+
+    def __repr__(self) -> str:
+        return f"<{_qualname(self)} of {type(self._value).__name__} at {id(self):#x}>"
+
+
+__all__ += ["Guarded"]
