@@ -54,7 +54,7 @@ logged() {
 }
 
 echo "== building libsync.so, the C tests and the C examples (CMake, Ninja, release)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYNC_BUILD_TESTS=ON >/dev/null
 logged cmake-build cmake --build build
 echo "== installing the Python package into .venv (pip, scikit-build-core, CMake)"
 "$PYTHON" -m pip install -q ./python

@@ -20,6 +20,15 @@ run_clean() {
   echo "  $name: clean"
 }
 
+echo "== A build with nothing changed does nothing (no compile, no relink)"
+# setup.sh has just built build/: building again must find every output current.
+again=$(cmake --build build 2>&1)
+if ! grep -qx "ninja: no work to do." <<<"$again"; then
+  echo "a second cmake --build build did work (ninja -C build -d explain -n says why):" >&2
+  echo "$again" >&2; exit 1
+fi
+echo "  cmake --build build: no work to do"
+
 echo "== C tests and C examples (ctest)"
 (cd build && ctest --output-on-failure)
 
