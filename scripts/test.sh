@@ -34,6 +34,9 @@ echo "== C tests and C examples (ctest)"
 
 echo "== Swift tests (swift test)"
 logged swift-build swift build --build-tests
+if swift build --build-tests 2>&1 | grep -E "^\[[0-9]+/[0-9]+\] (Compiling|Emitting|Linking)"; then
+  echo "a second swift build --build-tests compiled or linked again (above)" >&2; exit 1
+fi
 swift test --skip-build --disable-swift-testing
 
 echo "== Python tests (pytest, against the package installed in .venv)"
