@@ -49,6 +49,15 @@ echo "== Examples: the docs' code is example files or checked fragments; example
 "$PYTHON" scripts/snippets.py --swift-modules .build/debug/Modules README.md docs/*.md python/README.md
 for src in examples/python/*.py; do run_clean "$src" "$PYTHON" -X dev -W error "$src"; done
 for product in sync-demo quickstart; do run_clean "$product (Swift)" ".build/debug/$product"; done
+# The distributed lock's usage examples take a TARGET (default: a path): each server too.
+scripts/servers.sh run -- bash -c '
+  [ -n "${LIBSYNC_TEST_SERVERS:-}" ] || { echo "  usage examples on servers: SKIPPED (no servers)"; exit 0; }
+  for backend in postgres redis; do
+    url="$(cat "$LIBSYNC_TEST_SERVERS/$backend.url")?lock=usage"
+    "$PYTHON" -X dev -W error examples/python/distributed_lock_usage.py "$url" >/dev/null || exit 1
+    build/examples/example_c_distributed_lock_usage "$url" >/dev/null || exit 1
+    echo "  distributed_lock_usage (C, Python) on $backend: clean"
+  done' || { echo "a distributed lock usage example failed on a server" >&2; exit 1; }
 
 echo "== No warnings in the builds"
 if grep -E "warning:|remark:" build/logs/*.log; then

@@ -29,3 +29,4 @@ print("\nConditions (Swift):")
 if try !conditionsDemo() { fatalError("the condition listings did not behave as Apple documents") }
 print("\nSignals (Swift):"); if try !signalsDemo() { fatalError("the routed signal did not reach its thread") }
 print("\nLock-order checking (Swift):"); if !lockOrderDemo() { fatalError("the inversion was not reported") }
+print("\nDistributed lock (Swift):"); if try !distributedLockDemo() { fatalError("the distributed lock did not behave as documented") }
