@@ -44,7 +44,7 @@ class Row:
 @dataclass
 class Page:
     headers: tuple                 # under include/
-    swift_files: tuple             # under Sources/LibSync (globs)
+    swift_files: tuple             # under Sources/LibSync (globs; a file is the first page's that matches it)
     python_modules: tuple          # libsync.x
     rows: list = field(default_factory=list)
 
@@ -61,8 +61,7 @@ PAGES = {
                 ("OSQueueHead", "OSFifoQueueHead"), ("OSQueueHead", "OSFifoQueueHead")),
         ]),
     "docs/locks.md": Page(
-        ("sync/locks.h",), ("Locks/Mutex.swift", "Locks/Once.swift", "Locks/RWLock.swift", "Locks/SpinLock.swift",
-                            "Locks/Synchronized.swift", "Support/LockError.swift"),
+        ("sync/locks.h",), ("Locks/*.swift", "Support/*.swift"),
         ("libsync.locks",), [
             Row("mutex", ("sync_mutex_", "sync_robust_mutex"), ("SyncMutex", "LockOptions"), ("Mutex", "Lock")),
             Row("recursive lock", ("sync_recursive_lock_",), ("SyncRecursiveLock",), ("RLock",)),
@@ -85,8 +84,7 @@ PAGES = {
             Row("barrier", ("sync_barrier_",), ("SyncBarrier",), ("Barrier", "BrokenBarrierError")),
         ]),
     "docs/atomics.md": Page(
-        ("sync/atomics.h",), ("Atomics/AtomicReference.swift", "Atomics/AtomicValues.swift", "Atomics/Throttler.swift",
-                              "Collections/*.swift", "Memory/*.swift"),
+        ("sync/atomics.h",), ("Atomics/*.swift", "Collections/*.swift", "Memory/*.swift"),
         ("libsync.atomics",), [
             Row("atomic boolean", ("sync_atomic_bool",), ("AtomicBoolean",), ("AtomicBool",)),
             Row("atomic integer", ("sync_atomic_int",), ("AtomicInteger", "AtomicInteger32", "AtomicInteger64",
@@ -171,11 +169,22 @@ class SwiftAPI:
     functions: list = field(default_factory=list)  # public functions, constants outside types
 
 
-def swift_api(globs: tuple) -> SwiftAPI:
+def swift_files(page_path: str) -> list[Path]:
+    """The page's Swift files: those its globs match that no earlier page's globs match."""
+    def matched(page: Page) -> list[Path]:
+        return [f for g in page.swift_files for f in sorted((ROOT / "Sources" / "LibSync").glob(g))]
+    earlier = set()
+    for path, page in PAGES.items():
+        if path == page_path:
+            return [f for f in dict.fromkeys(matched(page)) if f not in earlier]
+        earlier.update(matched(page))
+    return []
+
+
+def swift_api(page_path: str) -> SwiftAPI:
     api = SwiftAPI()
-    for pattern in globs:
-        for source in sorted((ROOT / "Sources" / "LibSync").glob(pattern)):
-            scan_swift(source.read_text(encoding="utf-8"), api)
+    for source in swift_files(page_path):
+        scan_swift(source.read_text(encoding="utf-8"), api)
     return api
 
 
@@ -307,7 +316,7 @@ def render(page_path: str, page: Page) -> tuple[str, set[str]]:
     c_all = []
     for header in page.headers:
         c_all += c_names(header)
-    swift = swift_api(page.swift_files)
+    swift = swift_api(page_path)
     python_names = []
     for module in page.python_modules:
         python_names += [(module, n) for n in python_all(module) if not (module == "libsync" and n not in
