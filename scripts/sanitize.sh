@@ -54,12 +54,12 @@ TSAN=()
 for t in "${ALL[@]}"; do [[ $TSAN_SKIP == *" $t "* ]] || TSAN+=("$t"); done
 
 echo "== sanitizers: C tests under ASan+UBSan (build-asan/)"
-CC="$CLANG" cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYNC_SANITIZE=address >/dev/null
+CC="$CLANG" cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYNC_SANITIZE=address -DSYNC_BUILD_TESTS=ON >/dev/null
 c_tests build-asan "${ASAN[@]}"
 
 # Unoptimized, so that the closures of Mutex.withLock stay frames of their own (tsan.supp).
 echo "== sanitizers: C tests under TSan, libsync.so built with -sanitize=thread (build-tsan/c)"
-CC="$CLANG" cmake -S . -B build-tsan/c -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSYNC_SANITIZE=thread >/dev/null
+CC="$CLANG" cmake -S . -B build-tsan/c -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSYNC_SANITIZE=thread -DSYNC_BUILD_TESTS=ON >/dev/null
 c_tests build-tsan/c "${TSAN[@]}"
 
 echo "== sanitizers: swift test --sanitize=thread (build-tsan/swiftpm)"
