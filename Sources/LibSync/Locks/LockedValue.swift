@@ -84,7 +84,7 @@ extension SyncLockedValue: @unchecked Sendable where Value: Sendable {}
     /// A lock guarding `value`.
     public init(_ value: Value) {
         box = LockBox.make(value, words: RWLockWords.size / 4)
-        box.withUnsafeMutablePointerToElements { RWLockWords.initialize(UnsafeMutableRawPointer($0), shared: false) }
+        _ = box.withUnsafeMutablePointerToElements { RWLockWords.initialize(UnsafeMutableRawPointer($0), shared: false) }
     }
 
     /// Runs `body` with the value, holding a read lock (other reads may run at once); returns
