@@ -409,11 +409,11 @@ def test_every_lock_kind_takes_a_name(reports):
 
 def test_a_name_goes_with_its_memory(reports):
     buffer = bytearray(64)
-    Mutex(buffer, 0, name="old")
+    Mutex(buffer, 0, initialize=True, name="old")
     attached = Mutex(buffer, 0, initialize=False)  # attaching keeps the name
     with attached:
         assert '"old"' in debug.waits()
-    renewed = Mutex(buffer, 0)                     # initializing again forgets it
+    renewed = Mutex(buffer, 0, initialize=True)    # initializing again forgets it
     with renewed:
         assert '"old"' not in debug.waits()
 
