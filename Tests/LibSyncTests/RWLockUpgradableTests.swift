@@ -1,0 +1,175 @@
+import Dispatch
+import Foundation
+import Glibc
+import Synchronization
+import XCTest
+@testable import LibSync
+
+/// SyncRWLock's upgradable read: exclusion, an upgrade no waiting writer gets in front of,
+/// downgrades, timed and try forms, misuse, and lock-order modes.
+final class RWLockUpgradableTests: XCTestCase {
+    /// Polls `condition`; fails after 60 s (a guard against hangs, not a timing bound).
+    func waitUntil(_ what: String, _ condition: () -> Bool) {
+        let end = Date().addingTimeInterval(60)
+        while !condition() {
+            if Date() > end { XCTFail("timed out waiting for \(what)"); return }
+            usleep(1000)
+        }
+    }
+
+    /// Runs `body` on a new thread and waits for it.
+    func onOtherThread(_ body: @escaping @Sendable () -> Void) {
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread { body(); done.signal() }
+        XCTAssertEqual(done.wait(timeout: .now() + 60), .success, "a thread hung")
+    }
+
+    func testMisuseThrows() throws {
+        let rw = SyncRWLock()
+        XCTAssertThrowsError(try rw.upgrade()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
+        XCTAssertThrowsError(try rw.upgradableReadUnlock()) { XCTAssertEqual($0 as? LockError, .notOwner) }
+        XCTAssertThrowsError(try rw.downgradeUpgradableRead()) { XCTAssertEqual($0 as? LockError, .notOwner) }
+        XCTAssertThrowsError(try rw.downgradeToUpgradableRead()) { XCTAssertEqual($0 as? LockError, .notOwner) }
+        // A plain reader's upgrade: wouldDeadlock, not a hang.
+        try rw.readLock()
+        XCTAssertThrowsError(try rw.upgrade()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
+        XCTAssertThrowsError(try rw.tryUpgrade()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
+        try rw.readUnlock()
+        try rw.upgradableReadLock()
+        XCTAssertThrowsError(try rw.upgradableReadLock()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
+        XCTAssertThrowsError(try rw.writeLock()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
+        XCTAssertFalse(rw.tryUpgradableReadLock())
+        onOtherThread {
+            XCTAssertThrowsError(try rw.upgradableReadUnlock()) { XCTAssertEqual($0 as? LockError, .notOwner) }
+            XCTAssertThrowsError(try rw.upgrade()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
+            XCTAssertEqual(try? rw.upgradableReadLock(timeout: .milliseconds(1)), false)
+        }
+        try rw.upgrade()
+        // A second upgrade.
+        XCTAssertThrowsError(try rw.upgrade()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
+        XCTAssertThrowsError(try rw.upgradableReadUnlock()) { XCTAssertEqual($0 as? LockError, .notOwner) }
+        try rw.writeUnlock()
+        XCTAssertTrue(rw.tryWriteLock())
+        try rw.writeUnlock()
+    }
+
+    func testExclusionAndASecondUpgradableReaderWaits() throws {
+        let rw = SyncRWLock()
+        try rw.readLock()
+        try rw.upgradableReadLock()  // beside a reader
+        let secondIn = Atomic<Bool>(false)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            XCTAssertFalse(rw.tryWriteLock())
+            XCTAssertTrue(rw.tryReadLock())  // plain readers beside it
+            XCTAssertNoThrow(try rw.readUnlock())
+            XCTAssertNoThrow(try rw.upgradableReadLock())  // waits for the first: no deadlock
+            secondIn.store(true, ordering: .sequentiallyConsistent)
+            XCTAssertNoThrow(try rw.upgradableReadUnlock())
+            done.signal()
+        }
+        usleep(20_000)  // room to get in wrongly
+        XCTAssertFalse(secondIn.load(ordering: .sequentiallyConsistent))
+        try rw.readUnlock()
+        try rw.upgrade()
+        XCTAssertFalse(secondIn.load(ordering: .sequentiallyConsistent))
+        try rw.writeUnlock()
+        XCTAssertEqual(done.wait(timeout: .now() + 60), .success)
+        XCTAssertTrue(secondIn.load(ordering: .sequentiallyConsistent))
+    }
+
+    /// A writer waits while the upgradable reader upgrades behind a plain reader: the upgrader
+    /// writes first, the writer after it.
+    func testUpgradeLetsNoWaitingWriterIn() throws {
+        let rw = SyncRWLock()
+        let value = Atomic<Int>(0), writerSaw = Atomic<Int>(-1)
+        let readerMayLeave = DispatchSemaphore(value: 0), writerDone = DispatchSemaphore(value: 0)
+        let readerIn = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            XCTAssertNoThrow(try rw.readLock())
+            readerIn.signal()
+            readerMayLeave.wait()
+            XCTAssertNoThrow(try rw.readUnlock())
+        }
+        readerIn.wait()
+        try rw.upgradableReadLock()
+        Thread.detachNewThread {
+            XCTAssertNoThrow(try rw.writeLock())
+            writerSaw.store(value.load(ordering: .sequentiallyConsistent), ordering: .sequentiallyConsistent)
+            value.store(2, ordering: .sequentiallyConsistent)
+            XCTAssertNoThrow(try rw.writeUnlock())
+            writerDone.signal()
+        }
+        waitUntil("the writer to wait") { RWLockWords.waitingWriters(rw.memory.raw) == 1 }
+        XCTAssertFalse(try rw.tryUpgrade())               // the reader holds it
+        XCTAssertFalse(try rw.upgrade(timeout: .milliseconds(1)))
+        readerMayLeave.signal()
+        try rw.upgrade()
+        XCTAssertEqual(writerSaw.load(ordering: .sequentiallyConsistent), -1)
+        value.store(1, ordering: .sequentiallyConsistent)
+        try rw.writeUnlock()
+        XCTAssertEqual(writerDone.wait(timeout: .now() + 60), .success)
+        XCTAssertEqual(writerSaw.load(ordering: .sequentiallyConsistent), 1)
+        XCTAssertEqual(value.load(ordering: .sequentiallyConsistent), 2)
+    }
+
+    func testDowngrades() throws {
+        let rw = SyncRWLock()
+        try rw.writeLock()
+        try rw.downgradeToUpgradableRead()
+        onOtherThread {
+            XCTAssertTrue(rw.tryReadLock())
+            XCTAssertNoThrow(try rw.readUnlock())
+            XCTAssertFalse(rw.tryUpgradableReadLock())
+            XCTAssertFalse(rw.tryWriteLock())
+        }
+        try rw.downgradeUpgradableRead()
+        onOtherThread {
+            XCTAssertTrue(rw.tryUpgradableReadLock())
+            XCTAssertNoThrow(try rw.upgradableReadUnlock())
+        }
+        try rw.readUnlock()
+        XCTAssertTrue(rw.tryWriteLock())
+        try rw.writeUnlock()
+    }
+
+    /// withUpgradableReadLock releases whichever hold its body ends with.
+    func testWithUpgradableReadLock() throws {
+        let rw = SyncRWLock()
+        var table = ["a": 1]
+        for key in ["a", "b"] {
+            let found = rw.withUpgradableReadLock { () -> Int in
+                if let v = table[key] { return v }
+                try! rw.upgrade()
+                table[key] = 2
+                return 2
+            }
+            XCTAssertEqual(found, table[key])
+        }
+        rw.withUpgradableReadLock { try! rw.upgrade(); try! rw.downgradeToUpgradableRead(); try! rw.downgradeUpgradableRead() }
+        XCTAssertTrue(rw.tryWriteLock())
+        try rw.writeUnlock()
+    }
+
+    /// Lock-order checking knows the upgradable side, and the mode after an upgrade.
+    func testLockOrderModes() throws {
+        final class Kinds: @unchecked Sendable { var seen: [[String]] = [] }
+        let kinds = Kinds()
+        LockOrderChecking.reset()
+        LockOrderChecking.onCycle { cycle in kinds.seen.append(cycle.edges.map { "\($0.fromKind)>\($0.toKind)" }) }
+        LockOrderChecking.isEnabled = true
+        defer { LockOrderChecking.isEnabled = false; LockOrderChecking.onCycle(nil); LockOrderChecking.reset() }
+        let cache = SyncRWLock(), m = SyncMutex()
+        try cache.upgradableReadLock()
+        m.withLock {}
+        try cache.upgradableReadUnlock()
+        try cache.upgradableReadLock()
+        try cache.upgrade()
+        try cache.writeUnlock()
+        m.withLock { try? cache.upgradableReadLock(); try? cache.upgrade(); try? cache.writeUnlock() }
+        XCTAssertEqual(kinds.seen.count, 1)
+        XCTAssertEqual(Set(kinds.seen.first ?? []),
+                       ["rwlock (upgradable read)>mutex", "mutex>rwlock (upgradable read)"])
+        withExtendedLifetime(cache) {}
+    }
+}
