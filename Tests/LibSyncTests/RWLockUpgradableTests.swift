@@ -5,6 +5,17 @@ import Synchronization
 import XCTest
 @testable import LibSync
 
+/// The error `body` throws, or nil (typed throws inside an XCTAssert's autoclosure in a
+/// non-throwing closure does not compile).
+private func failure(_ body: () throws -> Void) -> LockError? {
+    do { try body(); return nil } catch { return error as? LockError ?? .other(-1) }
+}
+
+/// What `body` returns, or nil if it throws.
+private func outcome(_ body: () throws -> Bool) -> Bool? {
+    do { return try body() } catch { return nil }
+}
+
 /// SyncRWLock's upgradable read: exclusion, an upgrade no waiting writer gets in front of,
 /// downgrades, timed and try forms, misuse, and lock-order modes.
 final class RWLockUpgradableTests: XCTestCase {
@@ -26,28 +37,28 @@ final class RWLockUpgradableTests: XCTestCase {
 
     func testMisuseThrows() throws {
         let rw = SyncRWLock()
-        XCTAssertThrowsError(try rw.upgrade()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
-        XCTAssertThrowsError(try rw.upgradableReadUnlock()) { XCTAssertEqual($0 as? LockError, .notOwner) }
-        XCTAssertThrowsError(try rw.downgradeUpgradableRead()) { XCTAssertEqual($0 as? LockError, .notOwner) }
-        XCTAssertThrowsError(try rw.downgradeToUpgradableRead()) { XCTAssertEqual($0 as? LockError, .notOwner) }
+        XCTAssertEqual(failure { _ = try rw.upgrade() }, .wouldDeadlock)
+        XCTAssertEqual(failure { _ = try rw.upgradableReadUnlock() }, .notOwner)
+        XCTAssertEqual(failure { _ = try rw.downgradeUpgradableRead() }, .notOwner)
+        XCTAssertEqual(failure { _ = try rw.downgradeToUpgradableRead() }, .notOwner)
         // A plain reader's upgrade: wouldDeadlock, not a hang.
         try rw.readLock()
-        XCTAssertThrowsError(try rw.upgrade()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
-        XCTAssertThrowsError(try rw.tryUpgrade()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
+        XCTAssertEqual(failure { _ = try rw.upgrade() }, .wouldDeadlock)
+        XCTAssertEqual(failure { _ = try rw.tryUpgrade() }, .wouldDeadlock)
         try rw.readUnlock()
         try rw.upgradableReadLock()
-        XCTAssertThrowsError(try rw.upgradableReadLock()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
-        XCTAssertThrowsError(try rw.writeLock()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
+        XCTAssertEqual(failure { _ = try rw.upgradableReadLock() }, .wouldDeadlock)
+        XCTAssertEqual(failure { _ = try rw.writeLock() }, .wouldDeadlock)
         XCTAssertFalse(rw.tryUpgradableReadLock())
         onOtherThread {
-            XCTAssertThrowsError(try rw.upgradableReadUnlock()) { XCTAssertEqual($0 as? LockError, .notOwner) }
-            XCTAssertThrowsError(try rw.upgrade()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
-            XCTAssertEqual(try? rw.upgradableReadLock(timeout: .milliseconds(1)), false)
+            XCTAssertEqual(failure { _ = try rw.upgradableReadUnlock() }, .notOwner)
+            XCTAssertEqual(failure { _ = try rw.upgrade() }, .wouldDeadlock)
+            XCTAssertEqual(outcome { try rw.upgradableReadLock(timeout: .milliseconds(1)) }, false)
         }
         try rw.upgrade()
         // A second upgrade.
-        XCTAssertThrowsError(try rw.upgrade()) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
-        XCTAssertThrowsError(try rw.upgradableReadUnlock()) { XCTAssertEqual($0 as? LockError, .notOwner) }
+        XCTAssertEqual(failure { _ = try rw.upgrade() }, .wouldDeadlock)
+        XCTAssertEqual(failure { _ = try rw.upgradableReadUnlock() }, .notOwner)
         try rw.writeUnlock()
         XCTAssertTrue(rw.tryWriteLock())
         try rw.writeUnlock()
@@ -62,10 +73,10 @@ final class RWLockUpgradableTests: XCTestCase {
         Thread.detachNewThread {
             XCTAssertFalse(rw.tryWriteLock())
             XCTAssertTrue(rw.tryReadLock())  // plain readers beside it
-            XCTAssertNoThrow(try rw.readUnlock())
-            XCTAssertNoThrow(try rw.upgradableReadLock())  // waits for the first: no deadlock
+            XCTAssertNil(failure { _ = try rw.readUnlock() })
+            XCTAssertNil(failure { _ = try rw.upgradableReadLock() })  // waits for the first: no deadlock
             secondIn.store(true, ordering: .sequentiallyConsistent)
-            XCTAssertNoThrow(try rw.upgradableReadUnlock())
+            XCTAssertNil(failure { _ = try rw.upgradableReadUnlock() })
             done.signal()
         }
         usleep(20_000)  // room to get in wrongly
@@ -86,18 +97,18 @@ final class RWLockUpgradableTests: XCTestCase {
         let readerMayLeave = DispatchSemaphore(value: 0), writerDone = DispatchSemaphore(value: 0)
         let readerIn = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
-            XCTAssertNoThrow(try rw.readLock())
+            XCTAssertNil(failure { _ = try rw.readLock() })
             readerIn.signal()
             readerMayLeave.wait()
-            XCTAssertNoThrow(try rw.readUnlock())
+            XCTAssertNil(failure { _ = try rw.readUnlock() })
         }
         readerIn.wait()
         try rw.upgradableReadLock()
         Thread.detachNewThread {
-            XCTAssertNoThrow(try rw.writeLock())
+            XCTAssertNil(failure { _ = try rw.writeLock() })
             writerSaw.store(value.load(ordering: .sequentiallyConsistent), ordering: .sequentiallyConsistent)
             value.store(2, ordering: .sequentiallyConsistent)
-            XCTAssertNoThrow(try rw.writeUnlock())
+            XCTAssertNil(failure { _ = try rw.writeUnlock() })
             writerDone.signal()
         }
         waitUntil("the writer to wait") { RWLockWords.waitingWriters(rw.memory.raw) == 1 }
@@ -119,14 +130,14 @@ final class RWLockUpgradableTests: XCTestCase {
         try rw.downgradeToUpgradableRead()
         onOtherThread {
             XCTAssertTrue(rw.tryReadLock())
-            XCTAssertNoThrow(try rw.readUnlock())
+            XCTAssertNil(failure { _ = try rw.readUnlock() })
             XCTAssertFalse(rw.tryUpgradableReadLock())
             XCTAssertFalse(rw.tryWriteLock())
         }
         try rw.downgradeUpgradableRead()
         onOtherThread {
             XCTAssertTrue(rw.tryUpgradableReadLock())
-            XCTAssertNoThrow(try rw.upgradableReadUnlock())
+            XCTAssertNil(failure { _ = try rw.upgradableReadUnlock() })
         }
         try rw.readUnlock()
         XCTAssertTrue(rw.tryWriteLock())
@@ -166,10 +177,22 @@ final class RWLockUpgradableTests: XCTestCase {
         try cache.upgradableReadLock()
         try cache.upgrade()
         try cache.writeUnlock()
-        m.withLock { try? cache.upgradableReadLock(); try? cache.upgrade(); try? cache.writeUnlock() }
+        m.withLock {
+            XCTAssertNil(failure { try cache.upgradableReadLock(); try cache.upgrade(); try cache.writeUnlock() })
+        }
         XCTAssertEqual(kinds.seen.count, 1)
         XCTAssertEqual(Set(kinds.seen.first ?? []),
                        ["rwlock (upgradable read)>mutex", "mutex>rwlock (upgradable read)"])
+        // After an upgrade the hold is the write side: its next edge says so.
+        let n = SyncMutex()
+        try cache.upgradableReadLock()
+        try cache.upgrade()
+        n.withLock {}
+        try cache.downgradeToUpgradableRead()
+        try cache.upgradableReadUnlock()
+        n.withLock { cache.withReadLock {} }
+        XCTAssertEqual(kinds.seen.count, 2)
+        XCTAssertEqual(Set(kinds.seen.last ?? []), ["rwlock (write)>mutex", "mutex>rwlock (read)"])
         withExtendedLifetime(cache) {}
     }
 }
