@@ -280,14 +280,16 @@ typedef struct { uint32_t _state, _wakeups, _writer, _waiting; } sync_rwlock_t;
 int sync_rwlock_init(sync_rwlock_t *rwlock, int flags);
 
 /**
- * Takes a read lock, waiting while a writer holds the lock or waits for it.
+ * Takes a read lock, waiting while a writer holds the lock or waits for it, or an upgrade waits
+ * for the readers to leave.
  * @return 0, EDEADLK (the caller holds the write lock, or the upgradable read while a writer
  *         waits), EAGAIN (2^26-1 read locks are held), or EINVAL.
  */
 int sync_rwlock_rdlock(sync_rwlock_t *rwlock);
 /**
- * Takes a read lock if no writer holds the lock or waits for it; never waits.
- * @return 0, EBUSY (a writer holds or waits, the caller included), EAGAIN, or EINVAL.
+ * Takes a read lock if no writer holds the lock or waits for it, and no upgrade waits; never
+ * waits. @return 0, EBUSY (a writer holds or waits, the caller included, or an upgrade waits),
+ * EAGAIN, or EINVAL.
  */
 int sync_rwlock_tryrdlock(sync_rwlock_t *rwlock);
 /** Takes a read lock unless timeout_ns pass first. @return 0, ETIMEDOUT, EDEADLK, EAGAIN, or EINVAL. */
