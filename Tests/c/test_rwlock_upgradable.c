@@ -82,6 +82,9 @@ static int join(runner r) {
     return (int)(intptr_t)result;
 }
 
+/* Whether an upgrade waits for the readers to leave (UPGRADING, bit 26 of the state word). */
+static int upgrading(sync_rwlock_t *rw) { return (__atomic_load_n(&rw->_state, __ATOMIC_SEQ_CST) >> 26) & 1; }
+
 /* Whether a plain reader is kept out now (a try that gets in releases at once). */
 static int readers_kept_out(sync_rwlock_t *rw) {
     int code = sync_rwlock_tryrdlock(rw);
@@ -264,7 +267,7 @@ static void test_upgrade_is_atomic(int process) {
     CHECK(readers_kept_out(&s->rw));                /* writer preference: the writer marked it */
     CHECK_EQ(sync_rwlock_tryuprdlock(&s->rw), EBUSY);
     atomic_store(&s->step, 1);                      /* the upgrade starts; then the reader leaves */
-    WAIT_UNTIL(s->rw._state & (1u << 26));          /* UPGRADING: the upgrade waits for the reader */
+    WAIT_UNTIL(upgrading(&s->rw));          /* UPGRADING: the upgrade waits for the reader */
     CHECK_EQ(atomic_load(&s->writer_in), 0);
     atomic_store(&s->step, 2);
     CHECK_EQ(join(reader), 0);
@@ -310,7 +313,7 @@ static void test_abandoned_upgrade(void) {
     CHECK_EQ(sync_rwlock_rdlock(&s->rw), 0);        /* this thread's read keeps the upgrade waiting */
     pthread_t up, reader;
     CHECK_EQ(pthread_create(&up, NULL, interrupted_upgrader, s), 0);
-    WAIT_UNTIL(s->rw._state & (1u << 26));
+    WAIT_UNTIL(upgrading(&s->rw));
     CHECK(readers_kept_out(&s->rw));
     CHECK_EQ(pthread_create(&reader, NULL, blocked_reader, s), 0);
     usleep(20000);                                  /* room to get in wrongly */
