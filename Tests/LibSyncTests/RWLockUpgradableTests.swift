@@ -162,6 +162,45 @@ final class RWLockUpgradableTests: XCTestCase {
         try rw.writeUnlock()
     }
 
+    /// Process-shared, in memory a forked child shares: the child is not the parent's upgradable
+    /// reader (misuse codes), reads beside it, then waits for it and upgrades after it.
+    func testAcrossProcesses() throws {
+        let size = 4096
+        let mapping = try XCTUnwrap(mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0))
+        XCTAssertNotEqual(mapping, MAP_FAILED)
+        defer { munmap(mapping, size) }
+        let m = mapping
+        let value = (mapping + 64).assumingMemoryBound(to: Int32.self)
+        RWLockWords.initialize(m, shared: true)
+        XCTAssertEqual(RWLockWords.upgradableLock(m), 0)
+        let pid = fork()
+        if pid == 0 {
+            alarm(60)
+            var ok = RWLockWords.tryUpgradableLock(m) == EBUSY && RWLockWords.upgradableUnlock(m) == EPERM
+                && RWLockWords.upgrade(m) == EDEADLK && RWLockWords.tryReadLock(m) == 0 && RWLockWords.readUnlock(m) == 0
+            ok = ok && RWLockWords.upgradableLock(m) == 0 && RWLockWords.upgrade(m) == 0 && value.pointee == 1
+            value.pointee = 2
+            ok = ok && RWLockWords.writeUnlock(m) == 0
+            _exit(ok ? 0 : 1)
+        }
+        usleep(20_000)  // room to get in wrongly
+        XCTAssertEqual(RWLockWords.upgrade(m), 0)
+        XCTAssertEqual(value.pointee, 0)
+        value.pointee = 1
+        XCTAssertEqual(RWLockWords.writeUnlock(m), 0)
+        var status: Int32 = 0
+        XCTAssertEqual(waitpid(pid, &status, 0), pid)
+        XCTAssertEqual(status, 0)
+        XCTAssertEqual(value.pointee, 2)
+        // A dead upgradable reader's thread id, reused by this thread: not the holder here.
+        m.storeBytes(of: RWLockWords.shared | RWLockWords.upgradable, as: UInt32.self)
+        (m + 8).storeBytes(of: threadID(), as: UInt32.self)
+        XCTAssertEqual(RWLockWords.upgradableUnlock(m), EPERM)
+        XCTAssertEqual(RWLockWords.upgrade(m), EDEADLK)
+        XCTAssertEqual(RWLockWords.downgradeUpgradable(m), EPERM)
+        XCTAssertEqual(RWLockWords.upgradableLock(m, deadline: Deadline.after(.milliseconds(1))), ETIMEDOUT)
+    }
+
     /// Lock-order checking knows the upgradable side, and the mode after an upgrade.
     func testLockOrderModes() throws {
         final class Kinds: @unchecked Sendable { var seen: [[String]] = [] }
