@@ -80,7 +80,7 @@ class Edge(NamedTuple):
     from_lock: int      # the lock's address (address_of); synchronized: id() of its object
     to_lock: int
     from_kind: str      # how each was taken in this order: "mutex", "rwlock (read)",
-    to_kind: str        # "rwlock (write)", "spin lock", "synchronized"
+    to_kind: str        # "rwlock (write)", "rwlock (upgradable read)", "spin lock", "synchronized"
     thread: int
     site: str           # the Python stack (most recent call last), or a C backtrace
     from_name: Optional[str] = None    # the locks' names (name=), if they have one
@@ -206,7 +206,8 @@ def _start() -> None:
     _set_site_hook(_site_hook, None)
     for cls in (locks.Lock, locks.RLock, locks.SpinLock):  # Mutex inherits Lock's
         cls._TAKE = staticmethod(_counting(cls._TRY))
-    locks._rw_take.update(read=_counting(locks._rw_tryrd), write=_counting(locks._rw_trywr))
+    locks._rw_take.update(read=_counting(locks._rw_tryrd), write=_counting(locks._rw_trywr),
+                          upgradable=_counting(locks._rw_tryup))
     conditions._cl_take = _counting(conditions._cl_trylock)
     conditions._cl_take_when = _counting(conditions._cl_trylock_when)
 
