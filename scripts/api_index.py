@@ -61,12 +61,19 @@ PAGES = {
                 ("OSQueueHead", "OSFifoQueueHead"), ("OSQueueHead", "OSFifoQueueHead")),
         ]),
     "docs/locks.md": Page(
-        ("sync/locks.h",), ("Locks/*.swift", "Support/*.swift"),
+        ("sync/locks.h", "os/lock.h", "os/lock_private.h"), ("Locks/*.swift", "Support/*.swift"),
         ("libsync.locks",), [
             Row("mutex", ("sync_mutex_", "sync_robust_mutex"), ("SyncMutex", "LockOptions"), ("Mutex", "Lock")),
             Row("recursive lock", ("sync_recursive_lock_",), ("SyncRecursiveLock",), ("RLock",)),
             Row("read-write lock", ("sync_rwlock_",), ("SyncRWLock",), ("RWLock",)),
             Row("spin lock", ("sync_spin_lock_", "sync_spinlock_"), ("SyncSpinLock",), ("SpinLock",)),
+            Row("upgradable read (parking_lot's)", ("sync_rwlock_uprd", "sync_rwlock_tryuprd", "sync_rwlock_timeduprd",
+                                                     "sync_rwlock_upgrade", "sync_rwlock_tryupgrade",
+                                                     "sync_rwlock_timedupgrade", "sync_rwlock_downgrade_to_uprd"),
+                (), ("UpgradableRead",)),
+            Row("os_unfair_lock (Apple's <os/lock.h>)", ("os_unfair_lock", "OS_UNFAIR_LOCK"),
+                ("OSAllocatedUnfairLock", "OSAllocatedUnfairLockFlags"), ()),
+            Row("a lock that guards a value", (), ("SyncLockedValue", "SyncRWLockedValue"), ("Guarded",)),
             Row("once", ("sync_once",), ("SyncOnce",), ("Once", "once")),
             Row("synchronized (a lock per object)", ("sync_synchronized",), ("synchronized",), ("synchronized",)),
             Row("errors", (), ("LockError",),
@@ -144,11 +151,11 @@ def c_names(header: str) -> list[str]:
     """The functions, types and macros a header declares (not its include guard)."""
     text = C_COMMENT.sub(" ", (ROOT / "include" / header).read_text(encoding="utf-8"))
     names = re.findall(r"\b([A-Za-z_]\w*)\s*\(", text)                   # functions
-    names = [n for n in names if re.match(r"sync_|OS", n) and not re.search(r"#\s*define\s+" + n + r"\b", text)]
-    names += re.findall(r"\b((?:sync|OS)\w*_t|OS\w+)\s*;", text)           # typedef names
+    names = [n for n in names if re.match(r"sync_|OS|os_", n) and not re.search(r"#\s*define\s+" + n + r"\b", text)]
+    names += re.findall(r"\b((?:sync|OS|os_)\w*_t|OS\w+)\s*;", text)       # typedef names
     names += re.findall(r"typedef\s+(?:struct|union|enum)?\s*\w*\s*\{[^}]*\}\s*(\w+)\s*;", text)
     names += [n for n in re.findall(r"#\s*define\s+(\w+)", text) if not n.endswith("_H") and not n.startswith("_")]
-    public = re.compile(r"^(sync_|SYNC_|OS)")
+    public = re.compile(r"^(sync_|SYNC_|OS|os_)")
     return sorted(dict.fromkeys(n for n in names if public.match(n)), key=str.lower)
 
 
