@@ -552,12 +552,17 @@ final class RedisSession: LockSession {
         if entry != nil && releasing { _ = release() }
         // A hold kept (not releasing) stays renewed until the process ends: the lock outlives the object.
     }
+
+    func watch(_ ticket: HoldTicket) {
+        if let entry { renewer.watch(leaseID, entry: entry, ticket) }
+    }
 }
 
-/// A lease to renew: the lock, and the entry that holds it.
+/// A lease to renew: the lock, the entry that holds it, and who to tell of its loss.
 struct Lease {
     let backend: RedisBackend
     let entry: String
+    var ticket: HoldTicket?
 }
 
 /// The process's lease renewers, one per server (address, database and login): a server that
@@ -652,6 +657,16 @@ final class LeaseRenewer: @unchecked Sendable {
         pthread_mutex_unlock(mutex)
     }
 
+    /// Reports to `ticket` what the renewals of the lease `holder` (held by `entry`) find: lost
+    /// at once if it was already found gone.
+    func watch(_ holder: UInt64, entry: String, _ ticket: HoldTicket) {
+        pthread_mutex_lock(mutex)
+        let renewed = leases[holder]?.lease.entry == entry
+        if renewed { leases[holder]?.lease.ticket = ticket }
+        pthread_mutex_unlock(mutex)
+        if !renewed { ticket.report(.lost) }
+    }
+
     func remove(_ holder: UInt64) {
         pthread_mutex_lock(mutex)
         leases[holder] = nil
@@ -703,11 +718,18 @@ final class LeaseRenewer: @unchecked Sendable {
             let deadline = Deadline.after(nanoseconds: min(backend.address.ioTimeout, Self.interval(item.lease)))
             let outcome = connection.eval(RedisScripts.renew, keys: [backend.key], arguments: [item.lease.entry, String(backend.ttlMilliseconds)],
                                           deadline: deadline)
-            if case .success(.integer(0)) = outcome {  // lost: nothing left to renew
-                pthread_mutex_lock(mutex)
-                if leases[holder]?.lease.entry == item.lease.entry { leases[holder] = nil }
-                pthread_mutex_unlock(mutex)
+            // The lease's holder is told: lost (gone), suspended (no answer), resumed (renewed).
+            let event: DistributedLockEvent
+            switch outcome {
+            case .success(.integer(0)): event = .lost
+            case .success(.integer): event = .resumed
+            default: event = .suspended
             }
+            pthread_mutex_lock(mutex)
+            let ticket = leases[holder]?.lease.entry == item.lease.entry ? leases[holder]?.lease.ticket : nil
+            if event == .lost && leases[holder]?.lease.entry == item.lease.entry { leases[holder] = nil }  // nothing left to renew
+            pthread_mutex_unlock(mutex)
+            ticket?.report(event)
             // (a failed exchange is retried at the next interval: the server may be restarting)
         }
     }
