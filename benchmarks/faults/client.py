@@ -6,10 +6,10 @@ Every step is logged, one JSON object per line, with CLOCK_MONOTONIC times (one 
 process of the host), for the driver to analyse: acquired (token), released (or the loss the
 release reported), and the LOST / SUSPENDED / RESUMED events the library told the holder.
 
-    client.py TARGET RESOURCE_SOCKET LOG CLIENT_ID SECONDS STATE_FILE
+    client.py TARGET RESOURCE_SOCKET LOG CLIENT_ID CLIENTS STATE_FILE
 
 While it holds the lock, byte CLIENT_ID of STATE_FILE is 1 (the driver stops or kills holders
-by it, confirming the byte once the process is stopped).
+by it, confirming the byte once the process is stopped); it ends when byte CLIENTS is 1.
 """
 import json
 import mmap
@@ -36,8 +36,8 @@ class Resource:
 
 
 def main() -> None:
-    target, resource_path, log_path, client, seconds, state_path = sys.argv[1:7]
-    client, end = int(client), time.monotonic() + float(seconds)
+    target, resource_path, log_path, client, clients, state_path = sys.argv[1:7]
+    client, clients = int(client), int(clients)
     log = open(log_path, "a", buffering=1)
     with open(state_path, "r+b") as file:
         state = mmap.mmap(file.fileno(), 0)
@@ -50,7 +50,7 @@ def main() -> None:
 
     resource = Resource(resource_path)
     lock = None
-    while time.monotonic() < end:
+    while not state[clients]:
         try:
             if lock is None:
                 lock = DistributedLock(target, poll_interval=0.002, on_event=on_event)
