@@ -268,9 +268,8 @@ final class HoldWatcher: ProcessBound, @unchecked Sendable {
             w.items[w.next] = (target, ticket)
             let start = !w.started
             w.started = true
-            var poke = true
-            if case .entry = target { poke = w.sleepsForever }
-            if poke, case .entry = target { w.sleepsForever = false }
+            var poke = true  // a new socket: the poll must take it in; an entry: only if the poll has no timeout
+            if case .entry = target { (poke, w.sleepsForever) = (w.sleepsForever, false) }
             return (w.next, start, poke && !start)
         }
         if start {
@@ -285,9 +284,13 @@ final class HoldWatcher: ProcessBound, @unchecked Sendable {
         return id
     }
 
-    /// Stops watching (before the socket is closed, or the entry released).
+    /// Stops watching (before the socket is closed, or the entry released). A socket's poll is
+    /// woken, so that it lets go of the socket at once (a socket closed while a poll waits on it
+    /// stays open, and its session with it, until the poll returns).
     func unwatch(_ id: UInt64) {
-        _ = watches.withLock { $0.items.removeValue(forKey: id) }
+        guard case .socket = watches.withLock({ $0.items.removeValue(forKey: id) })?.target else { return }
+        var byte: UInt8 = 1
+        _ = Glibc.write(wake.write, &byte, 1)
     }
 
     private static func run(_ watcher: HoldWatcher) {
