@@ -351,8 +351,8 @@ bool sync_distributed_lock_is_held_elsewhere(const sync_distributed_lock_t *lock
  *   PostgreSQL   the same thread polls each holding session's socket: a session the server
  *                ends (pg_terminate_backend, restart, crash) is noticed at once; a server host
  *                that vanishes, once the connection's keepalives give up (connect_timeout + 3 s)
- *   Redis        the lease's next renewal (every ttl/3) finds it gone, or gets no answer
- *                within min(connect_timeout, ttl/3)
+ *   Redis        the lease's next renewal (one renewal interval: see redis:// above) finds it
+ *                gone, or gets no answer within min(connect_timeout, the renewal interval)
  * and, on every backend, an unlock that returns ESTALE or EBUSY. A stopped or unreachable
  * PostgreSQL server is not reported: nobody else can take the lock from it meanwhile.
  */

@@ -32,6 +32,11 @@ atomically (never flock/fcntl). A holder on this host whose process is gone is s
 ``recover()`` (and every blocking acquire) takes its lock over atomically, so of two processes
 recovering at once exactly one gets it.
 
+A hold can be lost without the holder's doing (broken, a Redis lease that ran out, a PostgreSQL
+session that ended): ``lock.lost`` says so without a round trip, and ``on_event=`` is called with
+``HoldEvent.LOST`` (Redis also ``SUSPENDED`` / ``RESUMED`` while its server does not answer); see
+docs/distributed_lock.md for how soon.
+
 Holders: two objects for one path exclude each other, in one process or not. Through one
 object, the holder is the thread that acquired it: the object's other threads wait (without
 polling the disk). A forked child never holds its parent's lock: its ``release()`` raises
