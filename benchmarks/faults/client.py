@@ -6,7 +6,7 @@ Every step is logged, one JSON object per line, with CLOCK_MONOTONIC times (one 
 process of the host), for the driver to analyse: acquired (token), released (or the loss the
 release reported), and the LOST / SUSPENDED / RESUMED events the library told the holder.
 
-    client.py TARGET RESOURCE_SOCKET LOG CLIENT_ID CLIENTS STATE_FILE
+    client.py TARGET RESOURCE_SOCKET LOG CLIENT_ID CLIENTS STATE_FILE WORK_MIN WORK_MAX
 
 While it holds the lock, byte CLIENT_ID of STATE_FILE is 1 (the driver stops or kills holders
 by it, confirming the byte once the process is stopped); it ends when byte CLIENTS is 1.
@@ -36,8 +36,8 @@ class Resource:
 
 
 def main() -> None:
-    target, resource_path, log_path, client, clients, state_path = sys.argv[1:7]
-    client, clients = int(client), int(clients)
+    target, resource_path, log_path, client, clients, state_path, work_min, work_max = sys.argv[1:9]
+    client, clients, work = int(client), int(clients), (float(work_min), float(work_max))
     log = open(log_path, "a", buffering=1)
     with open(state_path, "r+b") as file:
         state = mmap.mmap(file.fileno(), 0)
@@ -68,7 +68,7 @@ def main() -> None:
         state[client] = 1
         read = resource.ask("R", client, token)               # the fenced read: checks the token
         unfenced = int(resource.ask("UR")[0])
-        time.sleep(random.uniform(0.001, 0.005))              # the work of the critical section
+        time.sleep(random.uniform(*work))                     # the work of the critical section
         if read[0] == "OK":
             resource.ask("W", client, token, int(read[1]) + 1)  # the fenced write: checks it again
         resource.ask("UW", client, unfenced + 1)

@@ -17,7 +17,8 @@ token (refused when smaller than the largest token seen), and an UNFENCED one. C
   told / lost    holds the library reported lost (LOST event) / holds that were lost (another
                  client acquired during them, or the holder was told)
   learn ms       median and largest time from the loss (another's acquire, or the server's
-                 restart) to the LOST event, over the holds told
+                 restart: from its start, or the hold's if later) to the LOST event, over the holds
+                 told
 """
 import argparse
 import json
@@ -44,9 +45,9 @@ KNOWN_TOKEN_REGRESSIONS = {("postgres", "restart immediate, synchronous_commit=o
 
 # The short mode's scenarios (backend, a part of the fault's name): every kind of fault once,
 # on the backends where it matters most, so that the test suite's run stays well under a minute.
-SHORT = {("file", "(above ttl)"), ("file", "holder SIGKILL"), ("postgres", "holder SIGKILL"),
+SHORT = {("file", "(above ttl)"), ("redis", "mid-hold"), ("file", "holder SIGKILL"), ("postgres", "holder SIGKILL"),
          ("postgres", "client SIGSTOP"), ("postgres", "restart immediate"), ("postgres", "server SIGSTOP"),
-         ("redis", "holder SIGSTOP"), ("redis", "restart, no"), ("redis", "restart, AOF"), ("redis", "server SIGSTOP")}
+         ("redis", "(above ttl)"), ("redis", "restart, no"), ("redis", "restart, AOF"), ("redis", "server SIGSTOP")}
 
 
 # ---- The resource ----------------------------------------------------------------------------
@@ -187,9 +188,10 @@ class Scenario:
     runs with (`setup`: Redis's AOF, PostgreSQL's synchronous_commit)."""
 
     def __init__(self, backend: str, fault: str, action, pause: float, aof: bool = False,
-                 synchronous_commit: bool = True) -> None:
+                 synchronous_commit: bool = True, work: tuple = (0.001, 0.005)) -> None:
         self.backend, self.fault, self.action, self.pause = backend, fault, action, pause
         self.aof, self.synchronous_commit = aof, synchronous_commit
+        self.work = work  # how long a critical section works, seconds (uniform in the range)
 
     def setup(self, servers: "Servers") -> None:
         if self.backend == "redis" and servers.redis_aof != self.aof:
@@ -214,6 +216,10 @@ def scenarios(servers: Servers, ttl: float) -> list:
                      lambda: servers.restart_postgres("immediate", synchronous_commit=False), 0, synchronous_commit=False),
             Scenario("postgres", "server SIGSTOP %.1f s" % above, "stop_server", above)]
     out += [Scenario("redis", name, action, pause) for name, action, pause in common]
+    # Holds of 0.4 to 0.8 ttl, stopped at a random point of the hold: a pause that begins
+    # just before a renewal is due (issue 24, defect 1).
+    out += [Scenario("redis", "holder SIGSTOP %.1f s mid-hold (below ttl)" % below, "stop_holder", below,
+                     work=(0.4 * ttl, 0.8 * ttl))]
     out += [Scenario("redis", "restart, no persistence", lambda: servers.restart_redis(aof=False), 0),
             Scenario("redis", "restart, AOF (fsync always)", lambda: servers.restart_redis(aof=True), 0, aof=True),
             Scenario("redis", "server SIGSTOP %.1f s" % above, "stop_server", above)]
@@ -237,8 +243,9 @@ class Run:
         self.faults = []  # (monotonic time, what)
 
     def spawn(self, client: int) -> subprocess.Popen:
+        lo, hi = self.scenario.work
         return subprocess.Popen([sys.executable, str(HERE / "client.py"), self.target, self.socket, str(self.log),
-                                 str(client), str(self.clients), str(self.state_path)], env=os.environ)
+                                 str(client), str(self.clients), str(self.state_path), str(lo), str(hi)], env=os.environ)
 
     def tell_clients_to_stop(self) -> None:
         with open(self.state_path, "r+b") as state:
@@ -266,19 +273,19 @@ class Run:
         s = self.scenario
         now = time.monotonic()
         if callable(s.action):
-            self.faults.append((now, "restart"))
             s.action()
+            self.faults.append((now, "restart", time.monotonic()))
         elif s.action == "stop_server":
-            self.faults.append((now, "server stopped"))
             self.servers.pause(s.backend)
             time.sleep(s.pause)
             self.servers.resume(s.backend)
+            self.faults.append((now, "server stopped", time.monotonic()))
         else:
             found = self.stopped_client(holding=s.action != "stop_waiter")
             if found is None:
                 return
             i, p = found
-            self.faults.append((time.monotonic(), s.action))
+            self.faults.append((time.monotonic(), s.action, time.monotonic()))
             if s.action == "kill_holder":
                 p.kill()
                 p.wait()
@@ -355,12 +362,12 @@ def analyse(log: Path, counts: dict, faults: list) -> dict:
                 begun[-1]["told"].append(t)
 
     overlaps, lost, learn = 0, 0, []
-    restarts = [t for t, what in faults if what == "restart"]
+    restarts = [(t, until) for t, what, until in faults if what == "restart"]
     for i, h in enumerate(holds):
         taken = [g["start"] for g in holds[i + 1:] if g["start"] < h["end"] and g["client"] != h["client"]]
         overlaps += 1 if taken else 0
         events = h["told"]
-        broken = [t for t in restarts if h["start"] <= t <= h["end"]]
+        broken = [max(t, h["start"]) for t, until in restarts if t <= h["end"] and until >= h["start"]]
         if taken or events or h["lost_release"]:
             lost += 1
         if events:
