@@ -266,7 +266,7 @@ class _Handle:
             _handlers[self.handler_key] = handler
             _set_event_handler(self.value, _trampoline, self.handler_key)
         else:
-            _set_event_handler(self.value, None, None)
+            _set_event_handler(self.value, _EVENT_FN(), None)  # (a NULL function pointer: none)
         _handlers.pop(old, None)
 
     def __del__(self) -> None:
