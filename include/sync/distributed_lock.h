@@ -380,7 +380,7 @@ typedef void (*sync_distributed_lock_event_fn)(sync_distributed_lock_t *lock, in
  * set_event_handler or destroy. It should return soon: it delays the process's later events.
  * An event whose object has no handler when it is noticed is not queued (the state still
  * changes: sync_distributed_lock_hold_state). A forked child keeps the handler, for its own holds.
- * Returns 0, or EINVAL (lock is NULL).
+ * Returns 0, or EINVAL (lock is NULL). Since 0.2.
  */
 int sync_distributed_lock_set_event_handler(sync_distributed_lock_t *lock, sync_distributed_lock_event_fn handler,
                                             void *context);
@@ -390,10 +390,11 @@ int sync_distributed_lock_set_event_handler(sync_distributed_lock_t *lock, sync_
  * 0 (in place; or released, or never held), SYNC_DISTRIBUTED_LOCK_SUSPENDED or
  * SYNC_DISTRIBUTED_LOCK_LOST. One atomic load, no store access: cheap enough to check before
  * each write of a critical section. The next acquisition starts again at 0. 0 for NULL.
+ * Since 0.2.
  */
 int sync_distributed_lock_hold_state(const sync_distributed_lock_t *lock);
 
-/** sync_distributed_lock_hold_state(lock) == SYNC_DISTRIBUTED_LOCK_LOST (false for NULL). */
+/** sync_distributed_lock_hold_state(lock) == SYNC_DISTRIBUTED_LOCK_LOST (false for NULL). Since 0.2. */
 bool sync_distributed_lock_lost(const sync_distributed_lock_t *lock);
 
 #ifdef __cplusplus
