@@ -44,6 +44,7 @@ echo "== Python tests (pytest, against the package installed in .venv)"
 export LIBSYNC_DEBUG_PATH="$PWD/.build/debug/libsync.so"
 # From the top folder, so that `import libsync` finds the installed package, not python/.
 LIBSYNC_TEST_INSTALLED=1 "$PYTHON" -m pytest -q -rs python/tests   # -rs: why each skip
+bash benchmarks/faults/run.sh --short --check  # the distributed lock under faults (benchmarks/faults/README.md)
 
 echo "== Examples: the docs' code is example files or checked fragments; examples run clean"
 "$PYTHON" scripts/snippets.py --swift-modules .build/debug/Modules README.md docs/*.md python/README.md
