@@ -113,6 +113,10 @@ static void test_held_locks(void) {
     CHECK_EQ(sync_rwlock_wrlock(&a->rwlock), 0);
     CHECK_EQ(init_in_child(rwlock_init, &a->rwlock), EBUSY);
     CHECK_EQ(sync_rwlock_wrunlock(&a->rwlock), 0);
+    CHECK_EQ(sync_rwlock_uprdlock(&a->rwlock), 0);  /* the upgradable reader alone holds it */
+    CHECK_EQ(init_in_child(rwlock_init, &a->rwlock), EBUSY);
+    CHECK_EQ(sync_rwlock_upgrade(&a->rwlock), 0);  /* still its holder */
+    CHECK_EQ(sync_rwlock_wrunlock(&a->rwlock), 0);
     CHECK_EQ(init_in_child(rwlock_init, &a->rwlock), 0);
 
     CHECK_EQ(spinlock_init(&a->spin), 0);

@@ -288,8 +288,8 @@ typedef struct { uint32_t _state, _wakeups, _writer, _waiting; } sync_rwlock_t;
  * Initializes *rwlock, unlocked, with flags (0 or SYNC_RWLOCK_SHARED). A process-shared rwlock
  * must be initialized once, by one process, before others use it. Not thread-safe with respect
  * to other uses of the same rwlock. @return 0; EINVAL (unknown flag); EBUSY (SHARED), changing
- * nothing, if the rwlock there is held (read or write) or a writer waits for it (see "Attaching
- * to shared memory" above).
+ * nothing, if the rwlock there is held (read, upgradable read or write) or a writer waits for
+ * it (see "Attaching to shared memory" above).
  */
 int sync_rwlock_init(sync_rwlock_t *rwlock, int flags);
 

@@ -33,6 +33,7 @@ KINDS = {
     "robust RLock": (lambda m, o, i: RLock(m, o, initialize=i, robust=True), "hold"),
     "RWLock read": (lambda m, o, i: RWLock(m, o, initialize=i), "read"),
     "RWLock write": (lambda m, o, i: RWLock(m, o, initialize=i), "write"),
+    "RWLock upgradable": (lambda m, o, i: RWLock(m, o, initialize=i), "upgradable"),
     "SpinLock": (lambda m, o, i: SpinLock(m, o, initialize=i), "hold"),
     "ConditionLock": (lambda m, o, i: ConditionLock(5, m, o, initialize=i), "hold"),
     "Semaphore": (lambda m, o, i: Semaphore(1, m, o, initialize=i), "wait"),
@@ -50,7 +51,7 @@ def _busy_in(obj, how: str) -> bool:
     """Whether an attached object sees the parent's hold or waiter (without changing either)."""
     if how == "hold":
         return obj.acquire(blocking=False) is False
-    if how in ("read", "write"):
+    if how in ("read", "write", "upgradable"):
         return obj.acquire_write(blocking=False) is False
     if isinstance(obj, Semaphore):
         return obj.acquire(blocking=False) is False
@@ -121,6 +122,8 @@ def test_a_second_process_cannot_reset_what_the_first_uses(tmp_path):
             obj.acquire_read()
         elif how == "write":
             obj.acquire_write()
+        elif how == "upgradable":
+            obj.acquire_upgradable()
         else:
             if isinstance(obj, Semaphore):
                 assert obj.acquire()  # its one unit: the waiter then waits
@@ -147,6 +150,8 @@ def test_a_second_process_cannot_reset_what_the_first_uses(tmp_path):
             obj.release_read()
         elif how == "write":
             obj.release_write()
+        elif how == "upgradable":
+            obj.release_upgradable()
         elif isinstance(obj, Semaphore):
             obj.release()
         elif isinstance(obj, Event):

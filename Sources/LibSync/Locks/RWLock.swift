@@ -96,12 +96,13 @@ import Synchronization
     package static func initial(shared isShared: Bool) -> UInt32 { isShared ? shared : 0 }
 
     /// Initializes the lock at `m` (lock-order checking forgets the one it held before). 0, or
-    /// (`shared`) EBUSY, changing nothing, if the lock there is held (read or write) or waited
-    /// for (marked, or readers parked): the attach rule (Words.swift).
+    /// (`shared`) EBUSY, changing nothing, if the lock there is held (read, upgradable read or
+    /// write) or waited for (marked, or readers parked): the attach rule (Words.swift).
     @discardableResult
     package static func initialize(_ m: Memory, shared isShared: Bool) -> Int32 {
         let value = state(m).pointee.load(ordering: .acquiring)
-        if isShared && !isImpossible(value) && value & (readerMask | writer | writersWaiting | readersParked) != 0 {
+        let inUse = readerMask | upgrading | upgradable | writer | writersWaiting | readersParked
+        if isShared && !isImpossible(value) && value & inUse != 0 {
             return EBUSY
         }
         LockOrder.forget(m)
