@@ -85,6 +85,17 @@ import Synchronization
         return result
     }
 
+    /// The first try of a blocking acquire: `attempt`, a trylock of `lock`, opens an acquire
+    /// that waits if it fails (an interpreter tries before it waits). Taken there (0 or
+    /// EOWNERDEAD), the lock counts as a lock, with the orders from the locks held before it,
+    /// not as a trylock. While checking is on, the thread hook runs first (a binding names the
+    /// calling thread there, so reports and waits show the name).
+    @inlinable @inline(__always)
+    package static func firstTry(_ lock: UnsafeRawPointer, _ attempt: () -> Int32) -> Int32 {
+        if _slowPath(sync_lock_order_flag != 0) { return firstTrySlow(lock, attempt) }
+        return attempt()
+    }
+
     /// The caller's write hold of the rwlock at `lock` became a read hold (a downgrade).
     @inlinable @inline(__always)
     package static func downgraded(_ lock: UnsafeRawPointer) {
@@ -170,6 +181,7 @@ import Synchronization
         var epoch = 0                         // checking period: bumped at each off -> on turn
         var handler: ((LockOrderCycle) -> Void)? = nil
         var siteProvider: (() -> String?)? = nil
+        var threadHook: (() -> Void)? = nil
         var abortOnCycle = sync_lock_order_env == 2
     }
 
@@ -227,7 +239,7 @@ import Synchronization
             pthread_mutex_unlock(LockOrder.mutex)
             record.release()
         }
-        precondition(status == 0, "LockOrder: pthread_key_create failed (\(status))")
+        require(status == 0, "LockOrder: pthread_key_create failed (\(status))")
         return key
     }()
 
@@ -237,7 +249,7 @@ import Synchronization
     static let calloutKey: pthread_key_t = {
         var key = pthread_key_t()
         let status = pthread_key_create(&key, nil)
-        precondition(status == 0, "LockOrder: pthread_key_create failed (\(status))")
+        require(status == 0, "LockOrder: pthread_key_create failed (\(status))")
         return key
     }()
 
@@ -355,6 +367,14 @@ import Synchronization
                 }
             }
         }
+    }
+
+    @usableFromInline @inline(never)
+    static func firstTrySlow(_ lock: UnsafeRawPointer, _ attempt: () -> Int32) -> Int32 {
+        if !inCallout, let hook = withState({ $0.threadHook }) { callingOut(hook) }
+        let result = attempt()
+        if result == 0 || result == EOWNERDEAD { _ = promote(lock) }
+        return result
     }
 
     /// The caller's latest held trylock of `lock` opened a blocking acquire (an interpreter's
@@ -539,6 +559,13 @@ import Synchronization
         let replaced = withState { state in
             defer { state.siteProvider = provider }
             return state.siteProvider
+        }
+        withExtendedLifetime(replaced) {}
+    }
+    package static func setThreadHook(_ hook: (() -> Void)?) {
+        let replaced = withState { state in
+            defer { state.threadHook = hook }
+            return state.threadHook
         }
         withExtendedLifetime(replaced) {}
     }

@@ -233,8 +233,8 @@ import Synchronization
             // the lock leaves this waiter asleep one slice at most (it re-validates above).
             let result = Futex.waitSliced(UnsafeMutableRawPointer(word), expected: value | waiters,
                                           deadline: deadline, shared: isShared)
-            if result == ETIMEDOUT || (result == EINTR && interruptible) {
-                return takeIfFree(word, me) ? 0 : result
+            if result.endsWait(interruptible: interruptible) {
+                return takeIfFree(word, me) ? 0 : result.code
             }
         }
     }
@@ -305,7 +305,7 @@ import Synchronization
             record.deinitialize(count: 1)
             record.deallocate()
         }
-        precondition(status == 0, "LockOwner: pthread_key_create failed (\(status))")
+        require(status == 0, "LockOwner: pthread_key_create failed (\(status))")
         return key
     }()
 
@@ -706,6 +706,35 @@ enum ThreadStat {
     /// Robust mode: as `MutexWord.consistent`.
     package static func consistent(_ memory: Memory) -> Int32 { MutexWord.consistent(word(memory)) }
 
+    /// Releases the caller's hold entirely, however deep, in one step (a condition's wait,
+    /// Python's `_release_save`): the depth it had, for `reacquire`; 0 if the caller does not
+    /// hold it (nothing changes).
+    package static func releaseSaving(_ memory: Memory) -> UInt32 {
+        let level = depthHeldByCaller(memory)
+        if level > 0 { release(memory) }
+        return level
+    }
+
+    /// Releases a lock the caller holds, however deep (checked by the caller).
+    @inlinable
+    package static func release(_ memory: Memory) {
+        depth(memory).pointee.store(0, ordering: .relaxed)
+        _ = MutexWord.unlock(word(memory))
+    }
+
+    /// Takes the lock again at `depth` after `release`, in one step, without spinning first
+    /// (after a condition's wait the signaller usually still holds it, and a spinner would
+    /// compete with it for the word). 0, ETIMEDOUT, EINTR (`interruptible`), or for a robust
+    /// lock EOWNERDEAD (taken at `depth`) or ENOTRECOVERABLE (not taken); EINVAL for depth 0.
+    @inlinable
+    package static func reacquire(_ memory: Memory, depth level: UInt32, deadline: Int64 = -1,
+                                  interruptible: Bool = false) -> Int32 {
+        if level == 0 { return EINVAL }
+        let relocked = MutexWord.lock(word(memory), deadline: deadline, interruptible: interruptible)
+        if relocked == 0 || relocked == EOWNERDEAD { depth(memory).pointee.store(level, ordering: .relaxed) }
+        return relocked
+    }
+
     @usableFromInline @inline(never)
     static func lockTracked(_ memory: Memory, deadline: Int64, interruptible: Bool, wait: Bool) -> Int32 {
         if word(memory).pointee.load(ordering: .relaxed) & MutexWord.robust != 0 {
@@ -751,10 +780,10 @@ public struct LockOptions: OptionSet, Sendable {
     public init(rawValue: Int32) { self.rawValue = rawValue }
     /// The lock lives in memory that processes share (a MAP_SHARED mapping): its futex uses the
     /// shared namespace.
-    public static let shared = LockOptions(rawValue: 1)
+    public static let shared = LockOptions(rawValue: LockFlags.shared)
     /// Robust: a holder that dies holding the lock (its thread exits, its process is killed) is
     /// reported to the next locker, who gets `LockError.ownerDied` holding the lock. 16 bytes.
-    public static let robust = LockOptions(rawValue: 4)
+    public static let robust = LockOptions(rawValue: LockFlags.robust)
 }
 
 /// Memory for a lock of `kind` with `options`: the caller's (checked, initialized unless
@@ -767,7 +796,7 @@ func makeLockMemory(_ memory: UnsafeMutableRawPointer?, size: Int, options: Lock
     guard let memory else {
         let owned = LockMemory(size: size)
         let result = initializer(owned.raw)
-        precondition(result == 0, "LockMemory: initialization failed (\(result))")
+        require(result == 0, "LockMemory: initialization failed (\(result))")
         return owned
     }
     guard Int(bitPattern: memory) & (robust ? 7 : 3) == 0 else { throw .other(EINVAL) }

@@ -163,10 +163,10 @@ import Synchronization
                                           deadline: deadline, shared: value & shared != 0)
             // A sleep that no release ended (slice end, timeout, signal): the writers' mark that
             // stopped this reader may be a dead writer's.
-            if result != 0 && value & shared != 0 { withdrawDeadWritersMark(m) }
-            if result == ETIMEDOUT || (result == EINTR && interruptible) {
+            if result != .woken && value & shared != 0 { withdrawDeadWritersMark(m) }
+            if result.endsWait(interruptible: interruptible) {
                 let last = attemptRead(m)
-                return last == EBUSY ? result : last
+                return last == EBUSY ? result.code : last
             }
         }
     }
@@ -308,8 +308,8 @@ import Synchronization
             if !Deadline.hasPassed(deadline) && spin.spinWithoutYield() { continue }
             let result = Futex.waitSliced(UnsafeMutableRawPointer(wakeups(m)), expected: sequence,
                                           deadline: deadline, shared: isShared)
-            if result == ETIMEDOUT || (result == EINTR && interruptible) {
-                return abandonWrite(m, me: me, result: result)
+            if result.endsWait(interruptible: interruptible) {
+                return abandonWrite(m, me: me, result: result.code)
             }
             spin.reset()
         }
@@ -543,7 +543,7 @@ public final class SyncRWLock: @unchecked Sendable {
     @inlinable
     public func withReadLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         let result = RWLockWords.readLock(memory.raw)
-        precondition(result == 0, "SyncRWLock.withReadLock: \(LockError(code: result)) (the caller holds the write lock?)")
+        require(result == 0, "SyncRWLock.withReadLock: \(LockError(code: result)) (the caller holds the write lock?)")
         defer { _ = RWLockWords.readUnlock(memory.raw) }
         return try body()
     }
@@ -552,7 +552,7 @@ public final class SyncRWLock: @unchecked Sendable {
     @inlinable
     public func withWriteLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         let result = RWLockWords.writeLock(memory.raw)
-        precondition(result == 0, "SyncRWLock.withWriteLock: the calling thread already holds the write lock")
+        require(result == 0, "SyncRWLock.withWriteLock: the calling thread already holds the write lock")
         defer { _ = RWLockWords.writeUnlock(memory.raw) }
         return try body()
     }

@@ -26,8 +26,9 @@ import Synchronization
     /// The initial word of a spin lock, private or in memory processes share.
     package static func initial(shared isShared: Bool) -> UInt32 { isShared ? shared : 0 }
 
-    /// Initializes the spin lock at `word`. 0, or (`shared`) EBUSY, changing nothing, if it is
-    /// held (the attach rule, Words.swift; a word no spin lock holds is repaired).
+    /// Initializes the spin lock at `word`, a new lock: the lock-order checker forgets what it
+    /// knew of the memory, as for the other locks. 0, or (`shared`) EBUSY, changing nothing, if
+    /// it is held (the attach rule, Words.swift; a word no spin lock holds is repaired).
     package static func initialize(_ word: Word, shared isShared: Bool) -> Int32 {
         let desired = initial(shared: isShared)
         if isShared {
@@ -35,11 +36,13 @@ import Synchronization
             while true {
                 if value & holderMask != 0 && !isImpossible(value) { return EBUSY }
                 let (exchanged, now) = word.pointee.compareExchange(expected: value, desired: desired, ordering: .acquiringAndReleasing)
-                if exchanged { return 0 }
+                if exchanged { break }
                 value = now
             }
+        } else {
+            word.pointee.store(desired, ordering: .releasing)
         }
-        word.pointee.store(desired, ordering: .releasing)
+        LockOrder.forget(word)
         return 0
     }
 

@@ -72,7 +72,7 @@ extension Words {
             // Shared: in slices, so that a wakeup taken by a process that died before it took
             // what it waited for leaves this waiter asleep one slice at most.
             let result = Futex.waitSliced(address(0), expected: value, deadline: deadline, shared: shared)
-            if result == ETIMEDOUT || (result == EINTR && interruptible) { return ready() ? 0 : result }
+            if result.endsWait(interruptible: interruptible) { return ready() ? 0 : result.code }
         }
         return 0
     }
