@@ -129,8 +129,7 @@ import Synchronization
             LockOrder.acquired(m, .readLock)
             return 0
         }
-        LockOrder.waiting(m, .readLock)
-        return LockOrder.settled(m, .readLock, readLockSlow(m, deadline: deadline, interruptible: interruptible))
+        return LockOrder.waited(m, .readLock) { readLockSlow(m, deadline: deadline, interruptible: interruptible) }
     }
 
     @usableFromInline @inline(never)
@@ -273,8 +272,7 @@ import Synchronization
             LockOrder.acquired(m, .writeLock)
             return 0
         }
-        LockOrder.waiting(m, .writeLock)
-        return LockOrder.settled(m, .writeLock, writeLockSlow(m, deadline: deadline, interruptible: interruptible))
+        return LockOrder.waited(m, .writeLock) { writeLockSlow(m, deadline: deadline, interruptible: interruptible) }
     }
 
     @usableFromInline @inline(never)
