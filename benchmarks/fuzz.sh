@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export SYNC_FUZZ_SECONDS="${1:-30}"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYNC_BUILD_TESTS=ON >/dev/null
 cmake --build build --target test_fuzz >/dev/null
 echo "=== fuzz: release build"
 build/Tests/c/test_fuzz

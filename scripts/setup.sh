@@ -44,6 +44,9 @@ if ! "$PYTHON" -c "" 2>/dev/null; then
   python3 -m venv .venv
 fi
 "$PYTHON" -c "import pytest" 2>/dev/null || "$PYTHON" -m pip install -q pytest
+# The package's build backend, in .venv: pip builds without an isolated environment, whose new
+# path each time would make scikit-build-core clear its CMake build (python/build/) and rebuild.
+"$PYTHON" -c "import scikit_build_core" 2>/dev/null || "$PYTHON" -m pip install -q "scikit-build-core>=0.10"
 
 # NAME COMMAND...: runs a build, its output also kept in build/logs/NAME.log (test.sh checks
 # that no build warns).
@@ -54,7 +57,7 @@ logged() {
 }
 
 echo "== building libsync.so, the C tests and the C examples (CMake, Ninja, release)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYNC_BUILD_TESTS=ON >/dev/null
 logged cmake-build cmake --build build
 echo "== installing the Python package into .venv (pip, scikit-build-core, CMake)"
-"$PYTHON" -m pip install -q ./python
+"$PYTHON" -m pip install -q --no-build-isolation ./python

@@ -25,6 +25,9 @@ Every ```c, ```python and ```swift block of the given Markdown files is one of t
             enum case of LibSync or a member the fragment declares, or one of the standard library's
             members below.
 
+Each page's index of names (between <!-- index --> and <!-- /index -->) must be what
+scripts/api_index.py makes from the sources; --write rewrites it.
+
 Inline code spans of the prose are checked too: each C name of the library quoted in `...`
 (sync_*, SYNC_*, OSAtomic*...) must be declared in include/ (or be a Swift type of LibSync,
 such as OSAtomicStorage).
@@ -42,6 +45,9 @@ import re
 import sys
 from functools import lru_cache
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import api_index  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 LANGUAGES = {"c", "python", "swift"}
@@ -66,7 +72,7 @@ def blocks(lines: list[str]):
 
 # ---- C ------------------------------------------------------------------------------------------
 
-C_LIBRARY_NAME = re.compile(r"^(sync_|SYNC_|OSAtomic|OSSpinLock|OSQueue|OSFifo|OSMemoryBarrier|OS_)")
+C_LIBRARY_NAME = re.compile(r"^(sync_|SYNC_|OSAtomic|OSSpinLock|OSQueue|OSFifo|OSMemoryBarrier|OS_|os_unfair_lock)")
 C_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 C_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'')
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
@@ -438,6 +444,8 @@ def main() -> int:
         if args.write and last:
             doc.write_text("\n".join(out + lines[last:]) + "\n", encoding="utf-8")
             print(f"{doc}: blocks updated from their example files")
+    if not args.list:  # each page's index of names (scripts/api_index.py) is current
+        problems += api_index.check(args.write, args.markdown)
     if args.list:
         print("\n".join(fragments))
     for problem in problems:

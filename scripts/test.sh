@@ -20,23 +20,45 @@ run_clean() {
   echo "  $name: clean"
 }
 
+echo "== A build with nothing changed does nothing (no compile, no relink)"
+# setup.sh has just built build/: building again must find every output current.
+again=$(cmake --build build 2>&1)
+if ! grep -qx "ninja: no work to do." <<<"$again"; then
+  echo "a second cmake --build build did work (ninja -C build -d explain -n says why):" >&2
+  echo "$again" >&2; exit 1
+fi
+echo "  cmake --build build: no work to do"
+
 echo "== C tests and C examples (ctest)"
 (cd build && ctest --output-on-failure)
 
 echo "== Swift tests (swift test)"
 logged swift-build swift build --build-tests
+if swift build --build-tests 2>&1 | grep -E "^\[[0-9]+/[0-9]+\] (Compiling|Emitting|Linking)"; then
+  echo "a second swift build --build-tests compiled or linked again (above)" >&2; exit 1
+fi
 swift test --skip-build --disable-swift-testing
 
 echo "== Python tests (pytest, against the package installed in .venv)"
 # The debug build of libsync.so (from swift build) checks preconditions: its traps are tested too.
 export LIBSYNC_DEBUG_PATH="$PWD/.build/debug/libsync.so"
 # From the top folder, so that `import libsync` finds the installed package, not python/.
-LIBSYNC_TEST_INSTALLED=1 "$PYTHON" -m pytest -q python/tests
+LIBSYNC_TEST_INSTALLED=1 "$PYTHON" -m pytest -q -rs python/tests   # -rs: why each skip
+bash benchmarks/faults/run.sh --short --check  # the distributed lock under faults (benchmarks/faults/README.md)
 
 echo "== Examples: the docs' code is example files or checked fragments; examples run clean"
 "$PYTHON" scripts/snippets.py --swift-modules .build/debug/Modules README.md docs/*.md python/README.md
 for src in examples/python/*.py; do run_clean "$src" "$PYTHON" -X dev -W error "$src"; done
 for product in sync-demo quickstart; do run_clean "$product (Swift)" ".build/debug/$product"; done
+# The distributed lock's usage examples take a TARGET (default: a path): each server too.
+scripts/servers.sh run -- bash -c '
+  [ -n "${LIBSYNC_TEST_SERVERS:-}" ] || { echo "  usage examples on servers: SKIPPED (no servers)"; exit 0; }
+  for backend in postgres redis; do
+    url="$(cat "$LIBSYNC_TEST_SERVERS/$backend.url")?lock=usage"
+    "$PYTHON" -X dev -W error examples/python/distributed_lock_usage.py "$url" >/dev/null || exit 1
+    build/examples/example_c_distributed_lock_usage "$url" >/dev/null || exit 1
+    echo "  distributed_lock_usage (C, Python) on $backend: clean"
+  done' || { echo "a distributed lock usage example failed on a server" >&2; exit 1; }
 
 echo "== No warnings in the builds"
 if grep -E "warning:|remark:" build/logs/*.log; then

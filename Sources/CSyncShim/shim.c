@@ -63,6 +63,8 @@ __thread intptr_t sync_thread_hazard_depth __attribute__((tls_model("initial-exe
 __thread uint64_t sync_thread_counter_cache[SYNC_COUNTER_CACHE_WORDS] __attribute__((tls_model("initial-exec"), aligned(64)));
 
 __thread uint32_t sync_thread_ancestor_ids[SYNC_ANCESTOR_IDS] __attribute__((tls_model("initial-exec")));
+__thread const void *sync_thread_reading[SYNC_READING_MAX] __attribute__((tls_model("initial-exec")));
+__thread uint32_t sync_thread_reading_depth __attribute__((tls_model("initial-exec")));
 uint32_t sync_process_id;
 unsigned char sync_wait_buckets[SYNC_WAIT_BUCKETS * SYNC_WAIT_BUCKET_SIZE] __attribute__((aligned(64)));
 

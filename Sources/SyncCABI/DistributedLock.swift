@@ -26,7 +26,9 @@ public func c_sync_distributed_lock_create_with(_ path: UnsafePointer<CChar>?, _
 
 @_cdecl("sync_distributed_lock_destroy")
 public func c_sync_distributed_lock_destroy(_ lock: OpaquePointer?) {
-    if let lock { Unmanaged<DistributedLock>.fromOpaque(UnsafeRawPointer(lock)).release() }
+    guard let lock else { return }
+    object(lock).setEventHandler(nil)  // (the handler's context may be freed once destroy returns)
+    Unmanaged<DistributedLock>.fromOpaque(UnsafeRawPointer(lock)).release()
 }
 
 @_cdecl("sync_distributed_lock_path")
@@ -130,4 +132,31 @@ public func c_sync_distributed_lock_is_held(_ lock: OpaquePointer?) -> Bool {
 @_cdecl("sync_distributed_lock_is_held_elsewhere")
 public func c_sync_distributed_lock_is_held_elsewhere(_ lock: OpaquePointer?) -> Bool {
     lock.map { object($0).isHeldElsewhereByCaller() } ?? false
+}
+
+public typealias CEventHandler = @convention(c) (OpaquePointer?, Int32, UnsafeMutableRawPointer?) -> Void
+
+@_cdecl("sync_distributed_lock_set_event_handler")
+public func c_sync_distributed_lock_set_event_handler(_ lock: OpaquePointer?, _ handler: CEventHandler?,
+                                                      _ context: UnsafeMutableRawPointer?) -> Int32 {
+    guard let lock else { return EINVAL }
+    guard let handler else {
+        object(lock).setEventHandler(nil)
+        return 0
+    }
+    let address = UInt(bitPattern: context)  // (a Sendable form of the caller's pointer)
+    object(lock).setEventHandler { held, event in
+        handler(OpaquePointer(Unmanaged.passUnretained(held).toOpaque()), event.rawValue, UnsafeMutableRawPointer(bitPattern: address))
+    }
+    return 0
+}
+
+@_cdecl("sync_distributed_lock_hold_state")
+public func c_sync_distributed_lock_hold_state(_ lock: OpaquePointer?) -> Int32 {
+    lock.map { object($0).holdStateCode() } ?? 0
+}
+
+@_cdecl("sync_distributed_lock_lost")
+public func c_sync_distributed_lock_lost(_ lock: OpaquePointer?) -> Bool {
+    lock.map { object($0).isLost } ?? false
 }

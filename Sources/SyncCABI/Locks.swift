@@ -187,6 +187,62 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.downgrade(memory)
 }
+@_cdecl("sync_rwlock_uprdlock") public func c_sync_rwlock_uprdlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.upgradableLock(memory)
+}
+@_cdecl("sync_rwlock_tryuprdlock") public func c_sync_rwlock_tryuprdlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.tryUpgradableLock(memory)
+}
+@_cdecl("sync_rwlock_tryuprdlock_first") public func c_sync_rwlock_tryuprdlock_first(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return LockOrder.firstTry(memory) { RWLockWords.tryUpgradableLock(memory) }
+}
+@_cdecl("sync_rwlock_timeduprdlock") public func c_sync_rwlock_timeduprdlock(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.upgradableLock(memory, deadline: Deadline.after(nanoseconds: timeout))
+}
+@_cdecl("sync_rwlock_uprdlock_until") public func c_sync_rwlock_uprdlock_until(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.upgradableLock(memory, deadline: Deadline.until(deadline))
+}
+@_cdecl("sync_rwlock_uprdlock_interruptible") public func c_sync_rwlock_uprdlock_interruptible(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return interruptible(deadline) { RWLockWords.upgradableLock(memory, deadline: $0, interruptible: true) }
+}
+@_cdecl("sync_rwlock_uprdunlock") public func c_sync_rwlock_uprdunlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.upgradableUnlock(memory)
+}
+@_cdecl("sync_rwlock_upgrade") public func c_sync_rwlock_upgrade(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.upgrade(memory)
+}
+@_cdecl("sync_rwlock_tryupgrade") public func c_sync_rwlock_tryupgrade(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.tryUpgrade(memory)
+}
+@_cdecl("sync_rwlock_timedupgrade") public func c_sync_rwlock_timedupgrade(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.upgrade(memory, deadline: Deadline.after(nanoseconds: timeout))
+}
+@_cdecl("sync_rwlock_upgrade_until") public func c_sync_rwlock_upgrade_until(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.upgrade(memory, deadline: Deadline.until(deadline))
+}
+@_cdecl("sync_rwlock_upgrade_interruptible") public func c_sync_rwlock_upgrade_interruptible(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return interruptible(deadline) { RWLockWords.upgrade(memory, deadline: $0, interruptible: true) }
+}
+@_cdecl("sync_rwlock_uprd_downgrade") public func c_sync_rwlock_uprd_downgrade(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.downgradeUpgradable(memory)
+}
+@_cdecl("sync_rwlock_downgrade_to_uprd") public func c_sync_rwlock_downgrade_to_uprd(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return RWLockWords.downgradeToUpgradable(memory)
+}
 @_cdecl("sync_rwlock_waiting_writers") public func c_sync_rwlock_waiting_writers(_ rw: UnsafeMutableRawPointer?) -> UInt32 {
     guard let memory = lockMemory(rw) else { return 0 }
     return RWLockWords.waitingWriters(memory)

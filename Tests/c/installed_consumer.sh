@@ -5,7 +5,7 @@
 #    (objdump -T);
 #  - one version everywhere: VERSION = pkg-config --modversion = the CMake package's version =
 #    SYNC_VERSION_MAJOR/MINOR/PATCH = sync_version() of the installed library;
-#  - a program from outside the tree (written for macOS: #include <libkern/OSAtomic.h>) builds
+#  - programs from outside the tree (written for macOS: #include <libkern/OSAtomic.h>, <os/lock.h>) build
 #    with pkg-config plus -Wl,-rpath,$(pkg-config --variable=libdir sync) and with
 #    find_package(sync), and both run with LD_LIBRARY_PATH unset.
 # Usage: installed_consumer.sh BUILD SRC
@@ -38,7 +38,7 @@ objdump -T "$libdir/libsync.so.$version" | awk '$2 == "g" && $4 != "*UND*"' > "$
 [ "$(wc -l < "$prefix/exports")" -gt 200 ] || fail "too few exported symbols: $(wc -l < "$prefix/exports")"
 grep -Ev '[[:space:]]LIBSYNC_[0-9]+\.[0-9]+[[:space:]]' "$prefix/exports" > "$prefix/unversioned" || true
 [ ! -s "$prefix/unversioned" ] || fail "exported without a LIBSYNC_x.y version: $(head -3 "$prefix/unversioned")"
-awk '$NF !~ /^(OSAtomic|OSMemoryBarrier|OSSpinLock|sync_|LIBSYNC_)/ { print $NF }' "$prefix/exports" > "$prefix/foreign"
+awk '$NF !~ /^(OSAtomic|OSMemoryBarrier|OSSpinLock|os_unfair_lock_|sync_|LIBSYNC_)/ { print $NF }' "$prefix/exports" > "$prefix/foreign"
 [ ! -s "$prefix/foreign" ] || fail "exports beyond the C API: $(head -3 "$prefix/foreign")"
 grep -Eq '[[:space:]]LIBSYNC_0\.1[[:space:]].*[[:space:]]sync_version$' "$prefix/exports" || fail "sync_version is not in LIBSYNC_0.1"
 
@@ -49,6 +49,11 @@ cc -std=c11 -Wall -Wextra -Werror -o "$prefix/quickstart" "$src/examples/c/quick
    $(pkg-config --cflags --libs sync) "$rpath"
 readelf -d "$prefix/quickstart" | grep -q "(NEEDED).*\[libsync.so.$major\]" || fail "the program does not need libsync.so.$major"
 "$prefix/quickstart" >/dev/null
+# A macOS program using <os/lock.h>, unchanged; its symbols come from the LIBSYNC_0.2 node.
+cc -std=c11 -Wall -Wextra -Werror -o "$prefix/os_unfair_lock" "$src/examples/c/os_unfair_lock.c" \
+   $(pkg-config --cflags --libs sync) "$rpath" -lpthread
+"$prefix/os_unfair_lock" >/dev/null
+grep -Eq '[[:space:]]LIBSYNC_0\.2[[:space:]].*[[:space:]]os_unfair_lock_lock$' "$prefix/exports" || fail "os_unfair_lock_lock is not in LIBSYNC_0.2"
 
 cat > "$prefix/version.c" <<'C'
 #include <sync.h>

@@ -32,7 +32,7 @@ struct arena {
     sync_rwlock_t rw;
     sync_semaphore_t sem;
     sync_condition_lock_t cl;
-    atomic_int holders, readers, writers, units;
+    atomic_int holders, readers, writers, upgradables, units;
     long guarded_a, guarded_b;        /* changed only inside a critical section: stay equal */
     int64_t condition;                /* the condition lock's value, set by its holder */
     atomic_int failed;
@@ -120,14 +120,18 @@ static void mutex_worker(struct rng *r) {
 
 /* ---- Read-write lock ---- */
 
-enum { NONE, READING, WRITING };
+enum { NONE, READING, WRITING, UPGRADABLE };
 
 static int entered_read(void) {
     atomic_fetch_add(&arena->readers, 1);
     return atomic_load(&arena->writers) == 0;
 }
 static int entered_write(void) {
-    return atomic_fetch_add(&arena->writers, 1) == 0 && atomic_load(&arena->readers) == 0 && touch_guarded();
+    return atomic_fetch_add(&arena->writers, 1) == 0 && atomic_load(&arena->readers) == 0
+        && atomic_load(&arena->upgradables) == 0 && touch_guarded();
+}
+static int entered_upgradable(void) {
+    return atomic_fetch_add(&arena->upgradables, 1) == 0 && atomic_load(&arena->writers) == 0;
 }
 
 static void rwlock_worker(struct rng *r) {
@@ -135,19 +139,19 @@ static void rwlock_worker(struct rng *r) {
     sync_rwlock_t *rw = &arena->rw;
     while (!atomic_load(&arena->failed) && now_ns() < end_ns) {
         int r0 = -1, took = NONE;
-        switch (next(r, 8)) {
+        switch (next(r, 14)) {
         case 0:  /* read lock: not while reading (a writer arriving in between would make it wait forever) */
-            if (state == READING) break;
+            if (state == READING || state == UPGRADABLE) break;
             r0 = sync_rwlock_rdlock(rw); EXPECT(r0, state == WRITING ? r0 == EDEADLK : r0 == 0);
             if (state == NONE) took = READING;
             break;
         case 1:
-            if (state == READING) break;
+            if (state == READING || state == UPGRADABLE) break;
             r0 = sync_rwlock_tryrdlock(rw); EXPECT(r0, state == WRITING ? r0 == EBUSY : r0 == 0 || r0 == EBUSY);
             if (state == NONE && r0 == 0) took = READING;
             break;
         case 2:
-            if (state == READING) break;
+            if (state == READING || state == UPGRADABLE) break;
             r0 = sync_rwlock_timedrdlock(rw, short_timeout(r));
             EXPECT(r0, state == WRITING ? r0 == EDEADLK : r0 == 0 || r0 == ETIMEDOUT);
             if (state == NONE && r0 == 0) took = READING;
@@ -157,7 +161,7 @@ static void rwlock_worker(struct rng *r) {
                 EXPECT(sync_rwlock_timedwrlock(rw, short_timeout(r)), r_ == ETIMEDOUT);
                 break;
             }
-            r0 = sync_rwlock_wrlock(rw); EXPECT(r0, state == WRITING ? r0 == EDEADLK : r0 == 0);
+            r0 = sync_rwlock_wrlock(rw); EXPECT(r0, state != NONE ? r0 == EDEADLK : r0 == 0);
             if (state == NONE) took = WRITING;
             break;
         case 4:
@@ -167,7 +171,7 @@ static void rwlock_worker(struct rng *r) {
         case 5:
             if (state == READING) break;
             r0 = sync_rwlock_timedwrlock(rw, short_timeout(r));
-            EXPECT(r0, state == WRITING ? r0 == EDEADLK : r0 == 0 || r0 == ETIMEDOUT);
+            EXPECT(r0, state != NONE ? r0 == EDEADLK : r0 == 0 || r0 == ETIMEDOUT);
             if (state == NONE && r0 == 0) took = WRITING;
             break;
         case 6:  /* read unlock: from a reader; from the writer EPERM (no reader can hold it then) */
@@ -177,7 +181,7 @@ static void rwlock_worker(struct rng *r) {
                 EXPECT(sync_rwlock_rdunlock(rw), r_ == 0);
             } else if (state == WRITING) {
                 EXPECT(sync_rwlock_rdunlock(rw), r_ == EPERM);
-            }
+            }  /* the upgradable reader's would release another thread's read lock */
             break;
         case 7:
             if (state == WRITING) {
@@ -189,15 +193,71 @@ static void rwlock_worker(struct rng *r) {
                 EXPECT(sync_rwlock_wrunlock(rw), r_ == EPERM);
             }
             break;
+        case 8:  /* the upgradable read: not while reading (it could wait for a writer that waits for us) */
+            if (state == READING) break;
+            r0 = next(r, 2) ? sync_rwlock_uprdlock(rw) : sync_rwlock_timeduprdlock(rw, short_timeout(r));
+            EXPECT(r0, state != NONE ? r0 == EDEADLK : r0 == 0 || r0 == ETIMEDOUT);
+            if (state == NONE && r0 == 0) took = UPGRADABLE;
+            break;
+        case 9:
+            if (state == READING) break;
+            r0 = sync_rwlock_tryuprdlock(rw); EXPECT(r0, state != NONE ? r0 == EBUSY : r0 == 0 || r0 == EBUSY);
+            if (state == NONE && r0 == 0) took = UPGRADABLE;
+            break;
+        case 10:  /* upgrade: only the upgradable reader; plain readers never wait while reading */
+            switch (next(r, 3)) {
+            case 0: r0 = sync_rwlock_upgrade(rw); break;
+            case 1: r0 = sync_rwlock_tryupgrade(rw); break;
+            default: r0 = sync_rwlock_timedupgrade(rw, short_timeout(r)); break;
+            }
+            EXPECT(r0, state != UPGRADABLE ? r0 == EDEADLK : r0 == 0 || r0 == EBUSY || r0 == ETIMEDOUT);
+            if (state == UPGRADABLE && r0 == 0) {
+                atomic_fetch_sub(&arena->upgradables, 1);
+                state = NONE;
+                took = WRITING;
+            }
+            break;
+        case 11:
+            if (state == UPGRADABLE) {
+                atomic_fetch_sub(&arena->upgradables, 1);
+                state = NONE;
+                EXPECT(sync_rwlock_uprdunlock(rw), r_ == 0);
+            } else {
+                EXPECT(sync_rwlock_uprdunlock(rw), r_ == EPERM);
+            }
+            break;
+        case 12:  /* the upgradable reader becomes a plain reader (uncounted first, as for a release) */
+            if (state == UPGRADABLE) atomic_fetch_sub(&arena->upgradables, 1);
+            r0 = sync_rwlock_uprd_downgrade(rw); EXPECT(r0, state == UPGRADABLE ? r0 == 0 : r0 == EPERM);
+            if (state == UPGRADABLE) { state = NONE; took = READING; }
+            break;
+        case 13:  /* the writer becomes the upgradable reader, or a plain one (uncounted first) */
+            if (state == WRITING) {
+                INVARIANT(touch_guarded());
+                atomic_fetch_sub(&arena->writers, 1);
+            }
+            if (next(r, 2)) {
+                r0 = sync_rwlock_downgrade_to_uprd(rw); EXPECT(r0, state == WRITING ? r0 == 0 : r0 == EPERM);
+                if (state == WRITING) took = UPGRADABLE;
+            } else {
+                r0 = sync_rwlock_downgrade(rw); EXPECT(r0, state == WRITING ? r0 == 0 : r0 == EPERM);
+                if (state == WRITING) took = READING;
+            }
+            if (state == WRITING) state = NONE;
+            break;
         }
         if (took == READING) { state = READING; INVARIANT(entered_read()); }
         if (took == WRITING) { state = WRITING; INVARIANT(entered_write()); }
+        if (took == UPGRADABLE) { state = UPGRADABLE; INVARIANT(entered_upgradable()); }
         if (state == READING) INVARIANT(atomic_load(&arena->writers) == 0);
-        if (state == WRITING) INVARIANT(atomic_load(&arena->writers) == 1 && atomic_load(&arena->readers) == 0);
+        if (state == WRITING) INVARIANT(atomic_load(&arena->writers) == 1 && atomic_load(&arena->readers) == 0
+                                        && atomic_load(&arena->upgradables) == 0);
+        if (state == UPGRADABLE) INVARIANT(atomic_load(&arena->writers) == 0 && atomic_load(&arena->upgradables) == 1);
         atomic_fetch_add_explicit(&arena->ops, 1, memory_order_relaxed);
     }
     if (state == READING) { atomic_fetch_sub(&arena->readers, 1); EXPECT(sync_rwlock_rdunlock(rw), r_ == 0); }
     if (state == WRITING) { atomic_fetch_sub(&arena->writers, 1); EXPECT(sync_rwlock_wrunlock(rw), r_ == 0); }
+    if (state == UPGRADABLE) { atomic_fetch_sub(&arena->upgradables, 1); EXPECT(sync_rwlock_uprdunlock(rw), r_ == 0); }
 }
 
 /* ---- Semaphore (bounded: UNITS units, never more) ---- */

@@ -1,6 +1,6 @@
 /* Locks through libsync's C ABI beside pthread's: mutex (uncontended; contended at 2 and 8
  * threads with ~20 ns inside and ~50 ns outside the critical section, fixed duration, with
- * fairness), recursive lock, read-write lock at 90% reads, spin lock. 8 threads oversubscribe
+ * fairness), recursive lock, read-write lock at 90% reads (and with 8% upgradable reads), spin lock. 8 threads oversubscribe
  * this 2-core machine. */
 #include "bench.h"
 #include <libkern/OSAtomic.h>
@@ -74,6 +74,34 @@ BENCH_TIMED_BODY(pmrw_cs, uint64_t seed = 0x9E3779B97F4A7C15ull * (uint64_t)(ben
                  RW(pthread_mutex_lock(&pmutex), pthread_mutex_unlock(&pmutex),
                     pthread_mutex_lock(&pmutex), pthread_mutex_unlock(&pmutex), 2))
 
+/* 90% reads, 8% upgradable reads (a check that writes one time in four: read, then upgrade and
+ * write), 2% writes. pthread_rwlock cannot upgrade: its check-then-write takes the write lock
+ * for the whole check (`up` is then wrlock and `upgrade` nothing). */
+#define RWU(rd, rdun, up, upun, upgrade, upwrun, wr, wrun)                            \
+    seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17;                        \
+    unsigned pick_ = (unsigned)(seed % 100);                                          \
+    if (pick_ < 2) { CRITICAL(wr, wrun); }                                            \
+    else if (pick_ < 10) {                                                            \
+        up; (void)guarded; delay(inside_loops);                                       \
+        if (pick_ < 4) { upgrade; guarded++; upwrun; } else { upun; }                 \
+        delay(outside_loops);                                                         \
+    } else { rd; (void)guarded; delay(inside_loops); rdun; delay(outside_loops); }
+BENCH_TIMED_BODY(rwu_cs, uint64_t seed = 0x9E3779B97F4A7C15ull * (uint64_t)(bench_c->index + 1),
+                 RWU(sync_rwlock_rdlock(&rwlock), sync_rwlock_rdunlock(&rwlock),
+                     sync_rwlock_uprdlock(&rwlock), sync_rwlock_uprdunlock(&rwlock),
+                     sync_rwlock_upgrade(&rwlock), sync_rwlock_wrunlock(&rwlock),
+                     sync_rwlock_wrlock(&rwlock), sync_rwlock_wrunlock(&rwlock)))
+BENCH_TIMED_BODY(rwuw_cs, uint64_t seed = 0x9E3779B97F4A7C15ull * (uint64_t)(bench_c->index + 1),
+                 RWU(sync_rwlock_rdlock(&rwlock), sync_rwlock_rdunlock(&rwlock),
+                     sync_rwlock_wrlock(&rwlock), sync_rwlock_wrunlock(&rwlock),
+                     (void)0, sync_rwlock_wrunlock(&rwlock),
+                     sync_rwlock_wrlock(&rwlock), sync_rwlock_wrunlock(&rwlock)))
+BENCH_TIMED_BODY(prwu_cs, uint64_t seed = 0x9E3779B97F4A7C15ull * (uint64_t)(bench_c->index + 1),
+                 RWU(pthread_rwlock_rdlock(&prwlock), pthread_rwlock_unlock(&prwlock),
+                     pthread_rwlock_wrlock(&prwlock), pthread_rwlock_unlock(&prwlock),
+                     (void)0, pthread_rwlock_unlock(&prwlock),
+                     pthread_rwlock_wrlock(&prwlock), pthread_rwlock_unlock(&prwlock)))
+
 int main(int argc, char **argv) {
     int ms = argc > 1 ? atoi(argv[1]) : 100;  /* duration of each timed run */
     pthread_mutexattr_t attr;
@@ -115,6 +143,11 @@ int main(int argc, char **argv) {
         bench_timed_table("Read-write lock, 90% reads", rw, 3, threads, ms, 0);
         if (bench_selected("Read-write lock")) printf("  writes completed (all runs): pthread_rwlock %ld, libsync %ld, pthread_mutex %ld\n",
                writes[1], writes[0], writes[2]);
+
+        bench_row rwu[] = {BENCH_ROW("pthread_rwlock (write lock for the check)", prwu_cs, NULL),
+                           BENCH_ROW("libsync sync_rwlock (upgradable read)", rwu_cs, NULL),
+                           BENCH_ROW("libsync sync_rwlock (write lock, check)", rwuw_cs, NULL)};
+        bench_timed_table("Read-write lock, 90% reads, 8% upgradable, 2% writes", rwu, 3, threads, ms, 0);
 
         bench_row spins[] = {BENCH_ROW("pthread_spin", pspin_cs, NULL),
                              BENCH_ROW("libsync sync_spinlock", spin_cs, NULL),

@@ -3,6 +3,7 @@
 let families: [(String, () -> Void)] = [
     ("osatomic", osatomicBenchmarks),
     ("locks", locksBenchmarks),
+    ("unfair", unfairLockBenchmarks),
     ("atomics", atomicsBenchmarks),
     ("distributed", distributedLockBenchmarks),
     ("queues", queuesBenchmarks),

@@ -29,3 +29,5 @@ print("\nConditions (Swift):")
 if try !conditionsDemo() { fatalError("the condition listings did not behave as Apple documents") }
 print("\nSignals (Swift):"); if try !signalsDemo() { fatalError("the routed signal did not reach its thread") }
 print("\nLock-order checking (Swift):"); if !lockOrderDemo() { fatalError("the inversion was not reported") }
+print("\nApple locks (Swift):"); if !appleLocksDemo() { fatalError("the cache or the counter lost an update") }
+print("\nDistributed lock (Swift):"); if try !distributedLockDemo() { fatalError("the distributed lock did not behave as documented") }

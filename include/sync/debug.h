@@ -10,8 +10,8 @@
  *     thread 1: lock(A); lock(B); unlock(B); unlock(A);
  *     thread 2 (later): lock(B); lock(A);      -> "potential deadlock: cycle of 2 locks", both sites
  *
- * Covered: sync_mutex_t (any mode), sync_recursive_lock_t, sync_rwlock_t (a read lock counts as
- * the lock), sync_spinlock_t, sync_synchronized (the token is the lock), sync_condition_t and
+ * Covered: sync_mutex_t (any mode), sync_recursive_lock_t, sync_rwlock_t (a read lock, plain or
+ * upgradable, counts as the lock; an upgrade or downgrade changes the mode of the hold), sync_spinlock_t, sync_synchronized (the token is the lock), sync_condition_t and
  * sync_condition_lock_t (through their mutex: a wait releases it and takes it again). A trylock
  * that succeeds is held (edges from it to later locks count) but adds no edge into it: it never
  * waits. Not covered: robust recursive locks (sync_recursive_lock_init with SYNC_MUTEX_ROBUST),
@@ -56,7 +56,8 @@ extern "C" {
 typedef struct sync_lock_order_edge {
     const void *from, *to;      /**< the locks (sync_synchronized: the token) */
     const char *from_kind;      /**< how `from` was held in this order: "mutex", "rwlock (read)",
-                                     "rwlock (write)", "spin lock", "synchronized" */
+                                     "rwlock (write)", "rwlock (upgradable read)", "spin lock",
+                                     "synchronized" */
     const char *to_kind;        /**< how `to` was taken in this order (same words) */
     uint32_t thread;            /**< kernel id of the thread that first took them in this order */
     const char *site;           /**< where: backtrace lines (or the site hook's text), '\n'-separated */

@@ -348,6 +348,63 @@ bool sync_distributed_lock_is_held(const sync_distributed_lock_t *lock);
  *  access; false for NULL, and in a forked child for its parent's holds. Since 0.2. */
 bool sync_distributed_lock_is_held_elsewhere(const sync_distributed_lock_t *lock);
 
+/*
+ * Loss notification. A holder whose hold is lost (file system: broken or taken over; Redis: its
+ * lease expired, was deleted or taken; PostgreSQL: its session ended) learns it without asking
+ * the store: sync_distributed_lock_lost() is one atomic load, and an event handler is called.
+ * Redis also reports doubt: SUSPENDED when a renewal gets no answer (the server is stopped or
+ * cut off: the lease may run out meanwhile), RESUMED when one succeeds again. How soon each
+ * backend notices (docs/distributed_lock.md, "Learning that a hold was lost"):
+ *   file system  a per-process thread looks at each hold's entry every 250 ms (one stat)
+ *   PostgreSQL   the same thread polls each holding session's socket: a session the server
+ *                ends (pg_terminate_backend, restart, crash) is noticed at once; a server host
+ *                that vanishes, once the connection's keepalives give up (connect_timeout + 3 s)
+ *   Redis        the lease's next renewal (one renewal interval: see redis:// above) finds it
+ *                gone, or gets no answer within min(connect_timeout, the renewal interval)
+ * and, on every backend, an unlock that returns ESTALE or EBUSY. A stopped or unreachable
+ * PostgreSQL server is not reported: nobody else can take the lock from it meanwhile.
+ */
+
+/** Events of sync_distributed_lock_event_fn, and states of sync_distributed_lock_hold_state. */
+#define SYNC_DISTRIBUTED_LOCK_SUSPENDED 1 /* Redis: a renewal got no answer: the hold is in doubt */
+#define SYNC_DISTRIBUTED_LOCK_RESUMED   2 /* a renewal succeeded again after SUSPENDED (an event only) */
+#define SYNC_DISTRIBUTED_LOCK_LOST      3 /* the hold is gone: another may hold the lock. Final. */
+
+/** An event handler: `lock` is the object, `event` SUSPENDED, RESUMED or LOST, `context` the
+ *  pointer given to sync_distributed_lock_set_event_handler. */
+typedef void (*sync_distributed_lock_event_fn)(sync_distributed_lock_t *lock, int event, void *context);
+
+/**
+ * Calls handler(lock, event, context) for what this process learns of the object's holds after
+ * acquiring them: LOST (at most once per acquisition), SUSPENDED and RESUMED (Redis). NULL stops.
+ * Replaces any earlier handler; when this returns, the earlier one is not running and is never
+ * called again (unless this is called from that handler itself), so its context may be freed.
+ * sync_distributed_lock_destroy does the same.
+ * Threading: the handler runs on libsync's notifier thread (one per process, all signals
+ * blocked), one call at a time, in the order the events were noticed, and never with a lock of
+ * libsync held. It may call any libsync function, on this object too: is_held, holder, and
+ * unlock for a PROCESS_OWNED object (a thread-owned hold can only be ended by its holder
+ * thread, whose unlock then returns ESTALE or EBUSY; the handler's unlock returns EPERM), and
+ * set_event_handler or destroy. It should return soon: it delays the process's later events.
+ * An event whose object has no handler when it is noticed is not queued (the state still
+ * changes: sync_distributed_lock_hold_state). A forked child keeps the handler, for its own holds.
+ * Returns 0, or EINVAL (lock is NULL). Since 0.2.
+ */
+int sync_distributed_lock_set_event_handler(sync_distributed_lock_t *lock, sync_distributed_lock_event_fn handler,
+                                            void *context);
+
+/**
+ * The state of the object's latest hold in this process, as far as this process has learned:
+ * 0 (in place; or released, or never held), SYNC_DISTRIBUTED_LOCK_SUSPENDED or
+ * SYNC_DISTRIBUTED_LOCK_LOST. One atomic load, no store access: cheap enough to check before
+ * each write of a critical section. The next acquisition starts again at 0. 0 for NULL.
+ * Since 0.2.
+ */
+int sync_distributed_lock_hold_state(const sync_distributed_lock_t *lock);
+
+/** sync_distributed_lock_hold_state(lock) == SYNC_DISTRIBUTED_LOCK_LOST (false for NULL). Since 0.2. */
+bool sync_distributed_lock_lost(const sync_distributed_lock_t *lock);
+
 #ifdef __cplusplus
 }
 #endif

@@ -269,7 +269,8 @@ typedef union {
  * writers (no reader gets in before the writer it wakes; tries meanwhile return EBUSY). Any
  * number of threads may wait. A reader cannot
  * upgrade: calling wrlock while holding a read lock waits forever (release the read lock
- * first). A writer can downgrade to a reader atomically (sync_rwlock_downgrade). A thread that
+ * first, or take the upgradable read below). A writer can downgrade to a reader atomically
+ * (sync_rwlock_downgrade) or to the upgradable reader (sync_rwlock_downgrade_to_uprd). A thread that
  * takes a read lock it already holds may wait forever if a writer arrived in between. Readers
  * are not tracked per thread: rdunlock checks only that some reader holds the lock.
  *
@@ -320,14 +321,16 @@ typedef struct { uint32_t _state, _wakeups, _writer, _waiting; } sync_rwlock_t;
 int sync_rwlock_init(sync_rwlock_t *rwlock, int flags);
 
 /**
- * Takes a read lock, waiting while a writer holds the lock or waits for it.
- * @return 0, EDEADLK (the caller holds the write lock), EAGAIN (2^28-1 read locks are held),
- *         or EINVAL.
+ * Takes a read lock, waiting while a writer holds the lock or waits for it, or an upgrade waits
+ * for the readers to leave.
+ * @return 0, EDEADLK (the caller holds the write lock, or the upgradable read while a writer
+ *         waits), EAGAIN (2^26-1 read locks are held), or EINVAL.
  */
 int sync_rwlock_rdlock(sync_rwlock_t *rwlock);
 /**
- * Takes a read lock if no writer holds the lock or waits for it; never waits.
- * @return 0, EBUSY (a writer holds or waits, the caller included), EAGAIN, or EINVAL.
+ * Takes a read lock if no writer holds the lock or waits for it, and no upgrade waits; never
+ * waits. @return 0, EBUSY (a writer holds or waits, the caller included, or an upgrade waits),
+ * EAGAIN, or EINVAL.
  */
 int sync_rwlock_tryrdlock(sync_rwlock_t *rwlock);
 /** As sync_rwlock_tryrdlock, as the first attempt of a blocking read lock (see
@@ -345,7 +348,7 @@ int sync_rwlock_rdlock_interruptible(sync_rwlock_t *rwlock, int64_t deadline_ns)
  */
 int sync_rwlock_rdunlock(sync_rwlock_t *rwlock);
 
-/** Takes the write lock. @return 0, EDEADLK (the caller holds it), or EINVAL. */
+/** Takes the write lock. @return 0, EDEADLK (the caller holds it, or the upgradable read: upgrade instead), or EINVAL. */
 int sync_rwlock_wrlock(sync_rwlock_t *rwlock);
 /** Takes the write lock if nobody holds the lock; never waits. @return 0, EBUSY (held, by anyone, the caller included), or EINVAL. */
 int sync_rwlock_trywrlock(sync_rwlock_t *rwlock);
@@ -370,6 +373,81 @@ int sync_rwlock_wrunlock(sync_rwlock_t *rwlock);
  * @return 0, EPERM (the caller does not hold the write lock; nothing changes), or EINVAL.
  */
 int sync_rwlock_downgrade(sync_rwlock_t *rwlock);
+/*
+ * The upgradable read (parking_lot's upgradable_read). One thread at a time holds it, beside
+ * any number of plain readers and never beside a writer: it reads, and may then turn its hold
+ * into the write lock (sync_rwlock_upgrade) with no release in between, so what it read still
+ * holds when it writes. A second thread's uprdlock waits for the first to release, upgrade and
+ * unlock, or downgrade: it never deadlocks with it (neither waits for the other), unlike two
+ * plain readers that would both upgrade (each waiting for the other to leave). Writer
+ * preference as for readers: while a writer waits, uprdlock waits too. The upgradable reader is
+ * known by its thread (as the writer is, process-shared too): only it may upgrade, downgrade
+ * or release its hold. Plain read locks are not tracked per thread: sync_rwlock_upgrade from a
+ * thread that is not the upgradable reader returns EDEADLK (a plain reader's upgrade would wait
+ * for itself), but the upgradable reader that also holds a plain read lock of its own and
+ * upgrades waits for itself (the timed forms time out). The upgradable reader's own rdlock
+ * returns EDEADLK when a writer waits (that writer waits for it); its tryrdlock, EBUSY.
+ * A process that dies holding it leaves it held, as a writer does.
+ */
+/**
+ * Takes the upgradable read, waiting while a writer holds the lock or waits for it, or another
+ * thread holds the upgradable read. Release it with sync_rwlock_uprdunlock (or upgrade, or
+ * downgrade it).
+ * @return 0, EDEADLK (the caller holds the write lock or the upgradable read), or EINVAL.
+ */
+int sync_rwlock_uprdlock(sync_rwlock_t *rwlock);
+/**
+ * Takes the upgradable read if no writer holds or waits and nobody holds the upgradable read;
+ * never waits. @return 0, EBUSY (held so, the caller included), or EINVAL.
+ */
+int sync_rwlock_tryuprdlock(sync_rwlock_t *rwlock);
+/** As sync_rwlock_tryuprdlock, as the first attempt of a blocking upgradable read (see
+ *  sync_mutex_trylock_first). */
+int sync_rwlock_tryuprdlock_first(sync_rwlock_t *rwlock);
+/** Takes the upgradable read unless timeout_ns pass first. @return 0, ETIMEDOUT, EDEADLK, or EINVAL. */
+int sync_rwlock_timeduprdlock(sync_rwlock_t *rwlock, uint64_t timeout_ns);
+/** Takes the upgradable read unless CLOCK_MONOTONIC reaches deadline_ns. @return as timeduprdlock. */
+int sync_rwlock_uprdlock_until(sync_rwlock_t *rwlock, int64_t deadline_ns);
+/** As sync_rwlock_uprdlock_until (deadline_ns < 0: none), and EINTR on a signal. */
+int sync_rwlock_uprdlock_interruptible(sync_rwlock_t *rwlock, int64_t deadline_ns);
+/**
+ * Releases the caller's upgradable read; if no plain reader holds the lock, wakes as the last
+ * reader's release does. @return 0, EPERM (the caller does not hold the upgradable read), or
+ * EINVAL.
+ */
+int sync_rwlock_uprdunlock(sync_rwlock_t *rwlock);
+/**
+ * Turns the caller's upgradable read into the write lock with no release in between: no writer
+ * can take the lock first. New readers wait from the call on; it waits for the plain readers
+ * to leave. Release the result with sync_rwlock_wrunlock (or downgrade it).
+ * @return 0, EDEADLK (the caller does not hold the upgradable read: it holds a plain read
+ *         lock, or nothing, or has already upgraded; nothing changes), or EINVAL.
+ */
+int sync_rwlock_upgrade(sync_rwlock_t *rwlock);
+/** Upgrades if no plain reader holds the lock; never waits. @return 0, EBUSY (the caller keeps its upgradable read), EDEADLK, or EINVAL. */
+int sync_rwlock_tryupgrade(sync_rwlock_t *rwlock);
+/**
+ * Upgrades unless timeout_ns pass first. On ETIMEDOUT the caller keeps its upgradable read and
+ * the readers that waited behind the upgrade get in. @return 0, ETIMEDOUT, EDEADLK, or EINVAL.
+ */
+int sync_rwlock_timedupgrade(sync_rwlock_t *rwlock, uint64_t timeout_ns);
+/** Upgrades unless CLOCK_MONOTONIC reaches deadline_ns. @return as timedupgrade. */
+int sync_rwlock_upgrade_until(sync_rwlock_t *rwlock, int64_t deadline_ns);
+/** As sync_rwlock_upgrade_until (deadline_ns < 0: none), and EINTR on a signal (the upgradable read kept). */
+int sync_rwlock_upgrade_interruptible(sync_rwlock_t *rwlock, int64_t deadline_ns);
+/**
+ * Turns the caller's upgradable read into a plain read lock in one atomic step (another thread
+ * may then take the upgradable read). Release the result with sync_rwlock_rdunlock.
+ * @return 0, EPERM (the caller does not hold the upgradable read; nothing changes), EAGAIN
+ *         (2^26-1 read locks held; nothing changes), or EINVAL.
+ */
+int sync_rwlock_uprd_downgrade(sync_rwlock_t *rwlock);
+/**
+ * Turns the caller's write lock into the upgradable read in one atomic step: no writer can take
+ * the lock in between; readers may join at once unless a writer waits. It may upgrade again.
+ * @return 0, EPERM (the caller does not hold the write lock; nothing changes), or EINVAL.
+ */
+int sync_rwlock_downgrade_to_uprd(sync_rwlock_t *rwlock);
 /**
  * How many writers wait for the lock: a snapshot, for diagnostics and tests. A writer that
  * died while waiting stays counted (this affects only this number and whether a later writer

@@ -34,8 +34,8 @@ import weakref
 from ctypes import c_bool, c_void_p
 from weakref import WeakValueDictionary
 
-from .distributed_lock import (_MAKE_PARENTS, _PROCESS_OWNED, _RECURSIVE, _RELEASE_ON_DESTROY, Holder, Timeout,
-                               _count, _Handle, _is_held, _lock, _path, _poll_ns, _raise_error, _raise_release_error,
+from .distributed_lock import (_MAKE_PARENTS, _PROCESS_OWNED, _RECURSIVE, _RELEASE_ON_DESTROY, Holder, HoldEvent,
+                               Timeout, _count, _event_handler, _Handle, _hold_state, _is_held, _lock, _path, _poll_ns, _raise_error, _raise_release_error,
                                _read_holder, _read_token, _seconds_to_ns, _timeout, _unlock, _unlock_all, _wait,
                                is_url)
 from ._common import declare
@@ -122,7 +122,8 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
                  poll_interval: float = 0.05, lifetime: Optional[float] = None,
                  context_error_policy: str = "chain", close_error_policy: str = "default",
                  fallback_to_soft: bool = True, preserve_lock_file: bool = False,
-                 on_acquired: Optional[Callable[[int], None]] = None) -> None:
+                 on_acquired: Optional[Callable[[int], None]] = None,
+                 on_event: Optional[Callable[["BaseFileLock", HoldEvent], None]] = None) -> None:
         """``lock_file``: the lock's path (missing parent directories are made at the first
         acquire); ``timeout``: acquire's default, seconds (< 0: forever, 0: one try);
         ``mode``: the lock's permission bits (default: the umask decides); ``thread_local``:
@@ -135,7 +136,8 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         ``close_error_policy`` and ``fallback_to_soft`` are accepted and checked;
         ``preserve_lock_file=True`` is what FileLock does anyway (SoftFileLock refuses it, as
         filelock's); ``on_acquired`` (a descriptor hook) is refused; ``lifetime`` is ignored with
-        a warning (a dead holder's lock is recovered; a live holder's is never expired)."""
+        a warning (a dead holder's lock is recovered; a live holder's is never expired).
+        ``on_event(lock, event)`` (libsync's) is told when a hold is lost, as DistributedLock's."""
         if context_error_policy not in ("chain", "group"):
             raise ValueError(f"context_error_policy must be 'chain' or 'group', not {context_error_policy!r}")
         if close_error_policy not in ("default", "raise", "suppress"):
@@ -147,6 +149,7 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         if lifetime is not None:
             warnings.warn("lifetime is ignored: libsync recovers a dead holder's lock and never expires a live one's",
                           UserWarning, stacklevel=3)
+        self._on_event = _event_handler(self, on_event)
         self._context_error_policy, self._close_error_policy = context_error_policy, close_error_policy
         self._fallback_to_soft, self._preserve_lock_file = bool(fallback_to_soft), bool(preserve_lock_file)
         self._lock_file = os.fspath(lock_file)
@@ -171,7 +174,10 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
             flags = _RECURSIVE | _MAKE_PARENTS | _RELEASE_ON_DESTROY | self._extra_flags
             if not self._thread_local:
                 flags |= _PROCESS_OWNED
-            made = self.__dict__.setdefault("_core", _make_core(self._lock_file, flags, self._mode))
+            core = _make_core(self._lock_file, flags, self._mode)
+            if self._on_event is not None:
+                core.set_event_handler(self._on_event)
+            made = self.__dict__.setdefault("_core", core)
         return made.value
 
     def _made(self) -> Optional[int]:
@@ -262,6 +268,19 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         larger than the token of every earlier acquisition of the lock, whoever held it."""
         handle = self._made()
         return None if handle is None else _read_token(handle)
+
+    @property
+    def lost(self) -> bool:
+        """Whether the latest hold acquired through this object was lost, as far as this process
+        has learned (libsync's; no store access). Reset by the next acquire."""
+        handle = self._made()
+        return handle is not None and _hold_state(handle) == HoldEvent.LOST
+
+    @property
+    def suspended(self) -> bool:
+        """Whether the latest hold is in doubt (Redis: a renewal got no answer; libsync's)."""
+        handle = self._made()
+        return handle is not None and _hold_state(handle) == HoldEvent.SUSPENDED
 
     @property
     def lock_counter(self) -> int:

@@ -81,7 +81,7 @@ class Edge(NamedTuple):
     from_lock: int      # the lock's address (address_of); synchronized: id() of its object
     to_lock: int
     from_kind: str      # how each was taken in this order: "mutex", "rwlock (read)",
-    to_kind: str        # "rwlock (write)", "spin lock", "synchronized"
+    to_kind: str        # "rwlock (write)", "rwlock (upgradable read)", "spin lock", "synchronized"
     thread: int
     site: str           # the Python stack (most recent call last), or a C backtrace
     from_name: Optional[str] = None    # the locks' names (name=), if they have one

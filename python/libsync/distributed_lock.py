@@ -34,6 +34,11 @@ atomically (never flock/fcntl). A holder on this host whose process is gone is s
 ``recover()`` (and every blocking acquire) takes its lock over atomically, so of two processes
 recovering at once exactly one gets it.
 
+A hold can be lost without the holder's doing (broken, a Redis lease that ran out, a PostgreSQL
+session that ended): ``lock.lost`` says so without a round trip, and ``on_event=`` is called with
+``HoldEvent.LOST`` (Redis also ``SUSPENDED`` / ``RESUMED`` while its server does not answer); see
+docs/distributed_lock.md for how soon.
+
 Holders: two objects for one path exclude each other, in one process or not. Through one
 object, the holder is the thread that acquired it: the object's other threads wait (without
 polling the disk). A forked child never holds its parent's lock: its ``release()`` raises
@@ -56,17 +61,21 @@ a wait ends it at its timeout with ``Timeout`` (its note says so).
 from __future__ import annotations
 
 import ctypes
+import enum
 import errno
+import itertools
 import math
 import os
-from ctypes import POINTER, byref, c_bool, c_char, c_char_p, c_int, c_int32, c_int64, c_uint, c_uint32, c_uint64, c_void_p
+import weakref
+from ctypes import (CFUNCTYPE, POINTER, byref, c_bool, c_char, c_char_p, c_int, c_int32, c_int64, c_uint, c_uint32,
+                    c_uint64, c_void_p)
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 from ._common import declare, deadline_ns, interruptible
 
-__all__ = ["DistributedLock", "Holder", "Timeout", "NotLockedError", "LockLostError", "LockBrokenError", "LockStolenError",
+__all__ = ["DistributedLock", "Holder", "HoldEvent", "Timeout", "NotLockedError", "LockLostError", "LockBrokenError", "LockStolenError",
            "FileLock", "SoftFileLock", "AsyncFileLock", "AsyncSoftFileLock", "BaseFileLock", "BaseAsyncFileLock",
            "AcquireReturnProxy", "AsyncAcquireReturnProxy"]
 
@@ -113,6 +122,13 @@ class LockStolenError(LockBrokenError):
     """release(): the hold was lost since this object acquired it and someone else holds it now."""
 
 
+class HoldEvent(enum.IntEnum):
+    """What a holder learns of its hold after acquiring it (``on_event``)."""
+    SUSPENDED = 1  #: Redis: a renewal got no answer: the hold is in doubt
+    RESUMED = 2    #: a renewal succeeded again after SUSPENDED
+    LOST = 3       #: the hold is gone: another may hold the lock (final for this acquisition)
+
+
 @dataclass(frozen=True)
 class Holder:
     """Who holds a lock."""
@@ -146,6 +162,11 @@ _break = declare("sync_distributed_lock_break", c_int, c_void_p, blocking=True)
 _recover = declare("sync_distributed_lock_recover", c_int, c_void_p, blocking=True)
 _holder = declare("sync_distributed_lock_holder", c_int, c_void_p, POINTER(_CHolder), blocking=True)
 _is_held = declare("sync_distributed_lock_is_held", c_bool, c_void_p, blocking=True)
+_EVENT_FN = CFUNCTYPE(None, c_void_p, c_int, c_void_p)
+# (blocking: it waits for a running handler, which may need the GIL)
+_set_event_handler = declare("sync_distributed_lock_set_event_handler", c_int, c_void_p, _EVENT_FN, c_void_p,
+                             blocking=True)
+_hold_state = declare("sync_distributed_lock_hold_state", c_int, c_void_p)
 
 # sync_distributed_lock_create_with flags
 _RECURSIVE, _PROCESS_OWNED, _MAKE_PARENTS, _RELEASE_ON_DESTROY = 1, 2, 4, 8
@@ -200,13 +221,29 @@ def _poll_ns(value: float) -> int:
     return _NEVER if ns == -1 else max(ns, 1)
 
 
+# Event handlers by key (the C handler's context): one C trampoline for all, never freed, so
+# that a handler that drops the last reference to its lock returns into live code.
+_handlers: dict = {}
+_handler_keys = itertools.count(1)
+
+
+def _dispatch(_lock: int, event: int, key: int) -> None:
+    handler = _handlers.get(key)
+    if handler is not None:
+        handler(HoldEvent(event))
+
+
+_trampoline = _EVENT_FN(_dispatch)
+
+
 class _Handle:
     """One libsync.so lock object; destroyed with this (which, made with _RELEASE_ON_DESTROY,
     releases a hold of this process: the core leaves a parent's hold alone in a forked child)."""
-    __slots__ = ("value", "__weakref__")
+    __slots__ = ("value", "handler_key", "__weakref__")
 
     def __init__(self, path: Union[str, bytes, os.PathLike], flags: int, mode: int) -> None:
         self.value = None
+        self.handler_key = None
         encoded = os.fsencode(path)
         if b"\0" in encoded:
             raise ValueError("the lock path contains a NUL byte")
@@ -223,10 +260,40 @@ class _Handle:
             raise _os_error(code, f"cannot make a lock there: {_CREATE_ERRORS.get(code, 'error')}", os.fsdecode(encoded))
         self.value = handle.value
 
+    def set_event_handler(self, handler: Optional[Callable[[HoldEvent], None]]) -> None:
+        """Calls ``handler(event)`` on libsync's notifier thread (None: stops)."""
+        if handler is not None and not callable(handler):
+            raise TypeError(f"the event handler must be callable, not {type(handler).__name__}")
+        old, self.handler_key = self.handler_key, None
+        if handler is not None:
+            self.handler_key = next(_handler_keys)
+            _handlers[self.handler_key] = handler
+            _set_event_handler(self.value, _trampoline, self.handler_key)
+        else:
+            _set_event_handler(self.value, _EVENT_FN(), None)  # (a NULL function pointer: none)
+        _handlers.pop(old, None)
+
     def __del__(self) -> None:
         handle, self.value = self.value, None
         if handle is not None:
-            _destroy(handle)
+            _destroy(handle)  # (after which the handler is not running, and never called again)
+        _handlers.pop(self.handler_key, None)
+
+
+def _event_handler(lock, on_event: Optional[Callable]) -> Optional[Callable[[HoldEvent], None]]:
+    """``on_event(lock, event)`` as the handle's handler, holding the lock weakly (the handle
+    lives as long as the lock object)."""
+    if on_event is None:
+        return None
+    if not callable(on_event):
+        raise TypeError(f"on_event must be callable, not {type(on_event).__name__}")
+    ref = weakref.ref(lock)
+
+    def handler(event: HoldEvent) -> None:
+        owner = ref()
+        if owner is not None:
+            on_event(owner, event)
+    return handler
 
 
 def _wait(handle: int, timeout_ns: int, poll_ns: int) -> int:
@@ -276,13 +343,33 @@ class DistributedLock:
     object's threads take turns (the holder is the thread that acquired it). Not recursive."""
 
     def __init__(self, path: Union[str, bytes, os.PathLike], timeout: float = -1,
-                 poll_interval: float = 0.05) -> None:
-        """``path``: a path, or a postgresql:// / redis:// URL (the server is connected to now)."""
+                 poll_interval: float = 0.05, *,
+                 on_event: Optional[Callable[["DistributedLock", HoldEvent], None]] = None) -> None:
+        """``path``: a path, or a postgresql:// / redis:// URL (the server is connected to now).
+        ``on_event(lock, event)`` is called when this process learns that a hold acquired through
+        this object was lost (HoldEvent.LOST), or (Redis) is in doubt and back (SUSPENDED,
+        RESUMED): on libsync's notifier thread, one call at a time; it may call this object
+        (``lost``, ``is_locked``...; the holder thread's ``release()`` ends a lost hold with
+        LockLostError) and should return soon. See docs/distributed_lock.md for how soon."""
         _seconds_to_ns(timeout, "timeout")
         _poll_ns(poll_interval)
+        handler = _event_handler(self, on_event)
         self._handle = _Handle(path, _RELEASE_ON_DESTROY, -1)  # as filelock: going away releases
+        if handler is not None:
+            self._handle.set_event_handler(handler)
         self.timeout = timeout
         self.poll_interval = poll_interval
+
+    @property
+    def lost(self) -> bool:
+        """Whether the latest hold acquired through this object was lost, as far as this process
+        has learned (no store access: cheap enough before each write). Reset by the next acquire."""
+        return _hold_state(self._handle.value) == HoldEvent.LOST
+
+    @property
+    def suspended(self) -> bool:
+        """Whether the latest hold is in doubt (Redis: a renewal got no answer); no store access."""
+        return _hold_state(self._handle.value) == HoldEvent.SUSPENDED
 
     @property
     def token(self) -> Optional[int]:

@@ -52,12 +52,13 @@ import functools
 from ctypes import c_int, c_uint32, c_uint64, c_void_p
 from typing import Any, Callable, Optional
 
-from ._common import (FOREVER, DeadlockError, LockError, NotOwnerError, NotRecoverableError, OwnerDiedError, acquire,
-                      acquired, check, declare, error, init_error, interruptible, layout, wait, word, words)
+from ._common import (EDEADLK, FOREVER, DeadlockError, LockError, NotOwnerError, NotRecoverableError, OwnerDiedError,
+                      acquire, acquired, check, declare, error, init_error, interruptible, layout, lock_deadline, wait,
+                      word, words)
 from . import debug as _debug
 from ._memory import PRIVATE, attach_choice, ref as _ref
 
-__all__ = ["Lock", "RLock", "Mutex", "RWLock", "SpinLock", "Once", "once", "synchronized",
+__all__ = ["Lock", "RLock", "Mutex", "RWLock", "UpgradableRead", "SpinLock", "Once", "once", "synchronized",
            "LockError", "DeadlockError", "NotOwnerError", "OwnerDiedError", "NotRecoverableError"]
 
 
@@ -354,6 +355,14 @@ _rw_wrunlock = declare("sync_rwlock_wrunlock")
 _rw_wrwait = declare("sync_rwlock_wrlock_interruptible", blocking=True)
 _rw_downgrade = declare("sync_rwlock_downgrade")
 _rw_waiting = declare("sync_rwlock_waiting_writers", c_uint32)
+_rw_tryup = declare("sync_rwlock_tryuprdlock")
+_rw_tryup_first = declare("sync_rwlock_tryuprdlock_first")
+_rw_upunlock = declare("sync_rwlock_uprdunlock")
+_rw_upwait = declare("sync_rwlock_uprdlock_interruptible", blocking=True)
+_rw_tryupgrade = declare("sync_rwlock_tryupgrade")
+_rw_upgradewait = declare("sync_rwlock_upgrade_interruptible", blocking=True)
+_rw_uprd_downgrade = declare("sync_rwlock_uprd_downgrade")
+_rw_downgrade_to_uprd = declare("sync_rwlock_downgrade_to_uprd")
 _RELEASE_UNLOCKED = "release unlocked lock"  # threading.Lock's message
 
 
@@ -386,10 +395,66 @@ def _side(name: str, try_lock, take, wait_function, unlock) -> tuple:
 
 _acquire_read, _release_read = _side("read", _rw_tryrd, _rw_tryrd_first, _rw_rdwait, _rw_rdunlock)
 _acquire_write, _release_write = _side("write", _rw_trywr, _rw_trywr_first, _rw_wrwait, _rw_wrunlock)
+_acquire_upgradable, _release_upgradable = _side("upgradable", _rw_tryup, _rw_tryup_first, _rw_upwait, _rw_upunlock)
 
 
 def _downgrade(p) -> None:
     check(_rw_downgrade(p), "RWLock.downgrade")
+
+
+def _upgrade(p, blocking: Any = True, timeout: Any = -1) -> bool:
+    limit = lock_deadline(blocking, timeout)
+    code = _rw_tryupgrade(p)
+    if code == EDEADLK:
+        raise DeadlockError("RWLock.upgrade: the calling thread does not hold the upgradable read (a plain "
+                            "reader's upgrade would wait for itself; after an upgrade it holds the write side)", code)
+    return not code or acquired(code, p, _rw_upgradewait, limit, "RWLock.upgrade")
+
+
+def _downgrade_upgradable(p) -> None:
+    check(_rw_uprd_downgrade(p), "RWLock.downgrade_upgradable")
+
+
+def _downgrade_to_upgradable(p) -> None:
+    check(_rw_downgrade_to_uprd(p), "RWLock.downgrade_to_upgradable")
+
+
+class UpgradableRead:
+    """``with rw.upgradable() as guard:`` holds the upgradable read of ``rw`` for the block;
+    ``guard.upgrade()`` turns it into the write side with no release in between,
+    ``guard.downgrade()`` into a plain read side, ``guard.downgrade_to_upgradable()`` a write
+    side back; the block's end releases the side held then (``guard.mode``: "upgradable",
+    "write" or "read"). One thread's: the holder is known by its thread."""
+    __slots__ = ("_cells", "_p", "mode")
+
+    def __init__(self, cells: Any, p: c_void_p):
+        self._cells, self._p, self.mode = cells, p, ""
+
+    def __enter__(self) -> UpgradableRead:
+        _acquire_upgradable(self._p)
+        self.mode = "upgradable"
+        return self
+
+    def upgrade(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """As ``RWLock.upgrade``."""
+        if not _upgrade(self._p, blocking, timeout):
+            return False
+        self.mode = "write"
+        return True
+
+    def downgrade(self) -> None:
+        """The upgradable read, or the write side, becomes a plain read side atomically."""
+        (_downgrade_upgradable if self.mode == "upgradable" else _downgrade)(self._p)
+        self.mode = "read"
+
+    def downgrade_to_upgradable(self) -> None:
+        """The write side (after ``upgrade()``) becomes the upgradable read atomically."""
+        _downgrade_to_upgradable(self._p)
+        self.mode = "upgradable"
+
+    def __exit__(self, *exc: Any) -> None:
+        mode, self.mode = self.mode, ""
+        {"upgradable": _release_upgradable, "write": _release_write, "read": _release_read}[mode](self._p)
 
 
 class _Side:
@@ -409,9 +474,12 @@ class _Side:
 
 class RWLock(_Memory):
     """A writer-preferring read-write lock: many readers or one writer; while a writer waits,
-    new readers wait, so writers never starve. A reader cannot upgrade (acquiring the write
-    side while holding the read side waits forever); a writer can ``downgrade()`` to a reader
-    without letting another writer in. 16 bytes of lock state (``SIZE``).
+    new readers wait, so writers never starve. A plain reader cannot upgrade (acquiring the
+    write side while holding the read side waits forever); a writer can ``downgrade()`` to a
+    reader without letting another writer in. The upgradable read (``acquire_upgradable()``,
+    ``with rw.upgradable() as guard:``) is held by one thread at a time beside plain readers,
+    and ``upgrade()`` turns it into the write side with no release in between. 16 bytes of lock
+    state (``SIZE``).
 
     Two interfaces: ``acquire_read``/``release_read``/``acquire_write``/``release_write``/
     ``downgrade`` and ``with rw.read():``/``with rw.write():`` on the lock itself; and
@@ -420,9 +488,11 @@ class RWLock(_Memory):
 
     The write holder's own acquire of either side returns False when bounded (``blocking=False``
     or a timeout), at once, since its wait could only time out; unbounded, it raises
-    DeadlockError (it would never return). Other misuse raises: NotOwnerError (release or
-    downgrade of a side not held), LockError (too many readers; EINVAL for memory that does not
-    hold a lock)."""
+    DeadlockError (it would never return); so does the upgradable reader's acquire of the
+    write side or of the upgradable read. ``upgrade()`` from a thread that is not the
+    upgradable reader (a plain reader, or after an upgrade) raises DeadlockError, bounded or
+    not. Other misuse raises: NotOwnerError (release or downgrade of a side not held),
+    LockError (too many readers; EINVAL for memory that does not hold a lock)."""
     __slots__ = ("_read", "_write")
     _WORDS = 4
     SIZE = 16
@@ -458,6 +528,37 @@ class RWLock(_Memory):
         and waiting readers may join unless a writer waits. Release it with ``release_read()``.
         NotOwnerError if the caller does not hold the write side."""
         _downgrade(self._p)
+
+    def acquire_upgradable(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Takes the upgradable read: waits while a writer holds or waits, or another thread
+        holds the upgradable read; arguments and result as threading.Lock.acquire."""
+        return _acquire_upgradable(self._p, blocking, timeout)
+
+    def release_upgradable(self) -> None:
+        """Releases the caller's upgradable read; NotOwnerError if it does not hold it."""
+        _release_upgradable(self._p)
+
+    def upgrade(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Turns the caller's upgradable read into the write side, with no release in between
+        (no writer gets in first): waits for the plain readers to leave, new readers waiting
+        meanwhile. False (``blocking=False``, or the timeout passed): the caller still holds the
+        upgradable read. DeadlockError if the caller is not the upgradable reader."""
+        return _upgrade(self._p, blocking, timeout)
+
+    def downgrade_upgradable(self) -> None:
+        """Turns the caller's upgradable read into a plain read side atomically (another
+        thread may then take the upgradable read). NotOwnerError if it does not hold it."""
+        _downgrade_upgradable(self._p)
+
+    def downgrade_to_upgradable(self) -> None:
+        """Turns the caller's write side into the upgradable read atomically (no writer gets in
+        between). NotOwnerError if the caller does not hold the write side."""
+        _downgrade_to_upgradable(self._p)
+
+    def upgradable(self) -> UpgradableRead:
+        """``with rw.upgradable() as guard:`` holds the upgradable read for the block (see
+        UpgradableRead)."""
+        return UpgradableRead(self._cells, self._p)
 
     def read(self) -> _Side:
         """``with rw.read():`` holds the read side for the block."""
@@ -679,3 +780,49 @@ class synchronized:
             with self:
                 return function(*args, **kwargs)
         return wrapper
+
+
+# ---- Guarded: a value and the Mutex that guards it ------------------------------------------
+
+class _GuardedMutex(Mutex):
+    __slots__ = ()
+    _WHAT = "Guarded"
+
+
+class Guarded:
+    """A mutable value and the owner-checked ``Mutex`` that guards it (Swift's
+    ``SyncLockedValue``): ``with guarded as value:`` holds the lock for the block and gives the
+    value, released when the block ends or raises::
+
+        hits = Guarded({})
+        with hits as table:
+            table["home"] = table.get("home", 0) + 1
+
+    The value must be one that changes in place (a list, dict, set, or an object with
+    attributes): an int or str could not be changed through the ``as`` name, so TypeError.
+    The value must not escape the block: a reference kept after it is used without the lock.
+    Entering the same ``Guarded`` again inside its block, on the same thread, raises
+    DeadlockError instead of hanging.
+    """
+    __slots__ = ("_value", "_lock")
+    _IMMUTABLE = (int, float, complex, str, bytes, tuple, frozenset, range, type(None))
+
+    def __init__(self, value: Any):
+        if isinstance(value, self._IMMUTABLE):
+            raise TypeError(f"Guarded needs a value that changes in place (a list, dict, set or object), "
+                            f"not {type(value).__name__}")
+        self._value = value
+        self._lock = _GuardedMutex()
+
+    def __enter__(self) -> Any:
+        self._lock.acquire()
+        return self._value
+
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
+        self._lock.release()
+
+    def __repr__(self) -> str:
+        return f"<{_qualname(self)} of {type(self._value).__name__} at {id(self):#x}>"
+
+
+__all__ += ["Guarded"]

@@ -136,6 +136,31 @@ def test_each_edge_names_the_rwlock_side_taken_on_it(reports, write_first):
     assert f"mutex {debug.address_of(m):#x} -> {second_kind}" in text
 
 
+def test_upgradable_read_is_checked_and_an_upgrade_changes_the_mode(reports):
+    """The upgradable side is a side of its own in reports; after an upgrade the hold is the
+    write side (its later edges say so)."""
+    cache, m, n = RWLock(), Mutex(), Mutex()
+    with cache.upgradable():
+        with m:
+            pass
+    with m:
+        with cache.upgradable():
+            pass
+    assert len(reports) == 1
+    kinds = {(e.from_kind, e.to_kind) for e in reports[0].edges}
+    assert kinds == {("rwlock (upgradable read)", "mutex"), ("mutex", "rwlock (upgradable read)")}
+    with cache.upgradable() as guard:
+        guard.upgrade()
+        with n:
+            pass
+    with n:
+        with cache.read():
+            pass
+    assert len(reports) == 2
+    kinds = {(e.from_kind, e.to_kind) for e in reports[1].edges}
+    assert kinds == {("rwlock (write)", "mutex"), ("mutex", "rwlock (read)")}
+
+
 def test_rlock_condition_and_synchronized(reports):
     token = object()
     r, condition = libsync.RLock(), libsync.Condition(libsync.Lock())
@@ -421,11 +446,11 @@ def test_every_lock_kind_takes_a_name(reports):
 
 def test_a_name_goes_with_its_memory(reports):
     buffer = bytearray(64)
-    Mutex(buffer, 0, name="old")
+    Mutex(buffer, 0, initialize=True, name="old")
     attached = Mutex(buffer, 0, initialize=False)  # attaching keeps the name
     with attached:
         assert '"old"' in debug.waits()
-    renewed = Mutex(buffer, 0)                     # initializing again forgets it
+    renewed = Mutex(buffer, 0, initialize=True)    # initializing again forgets it
     with renewed:
         assert '"old"' not in debug.waits()
 

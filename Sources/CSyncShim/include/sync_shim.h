@@ -177,6 +177,30 @@ int sync_lock_order_install_sigquit(void (*dump)(void));
 /// parent's did not survive the fork). Cheap when there is nothing to do.
 void sync_lock_order_sigquit_check(void);
 
+/// The read-write value locks (LibSync's SyncRWLockedValue) the calling thread reads, outermost
+/// first: sync_thread_reading_depth of them, the first SYNC_READING_MAX recorded (deeper ones are
+/// counted only). A write or a second read of a value the thread already reads would wait for
+/// itself (forever, once a writer waits): the value lock stops the program instead.
+#define SYNC_READING_MAX 8
+extern __thread const void *sync_thread_reading[SYNC_READING_MAX] SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
+extern __thread uint32_t sync_thread_reading_depth SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
+
+/// Whether the calling thread reads the value lock at `lock` (one recorded).
+static inline int sync_thread_reads(const void *lock) {
+    uint32_t depth = sync_thread_reading_depth;
+    if (depth > SYNC_READING_MAX) depth = SYNC_READING_MAX;
+    for (uint32_t i = 0; i < depth; i++) {
+        if (sync_thread_reading[i] == lock) return 1;
+    }
+    return 0;
+}
+static inline void sync_thread_reading_push(const void *lock) {
+    uint32_t depth = sync_thread_reading_depth;
+    if (depth < SYNC_READING_MAX) sync_thread_reading[depth] = lock;
+    sync_thread_reading_depth = depth + 1;
+}
+static inline void sync_thread_reading_pop(void) { sync_thread_reading_depth -= 1; }
+
 #ifdef __cplusplus
 }
 #endif

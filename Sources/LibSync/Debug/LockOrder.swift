@@ -5,7 +5,7 @@ import Synchronization
 /// The kinds of lock that lock-order checking tells apart. A recursive lock, a condition and a
 /// condition lock are reported as the mutex that is their first word.
 @usableFromInline package enum LockKind: UInt8, Sendable {
-    case mutex = 0, readLock, writeLock, spinLock, synchronized
+    case mutex = 0, readLock, writeLock, spinLock, synchronized, upgradableRead
 
     package var name: String {
         switch self {
@@ -14,6 +14,7 @@ import Synchronization
         case .writeLock: "rwlock (write)"
         case .spinLock: "spin lock"
         case .synchronized: "synchronized"
+        case .upgradableRead: "rwlock (upgradable read)"
         }
     }
 }
@@ -104,10 +105,11 @@ import Synchronization
         return attempt()
     }
 
-    /// The caller's write hold of the rwlock at `lock` became a read hold (a downgrade).
+    /// The caller's `from` hold of the rwlock at `lock` became a `to` hold (a downgrade, an
+    /// upgrade): the same lock, no new order; the edges it opens later show the new mode.
     @inlinable @inline(__always)
-    package static func downgraded(_ lock: UnsafeRawPointer) {
-        if _slowPath(sync_lock_order_flag != 0) { noteDowngraded(lock) }
+    package static func changed(_ lock: UnsafeRawPointer, from: LockKind, to: LockKind) {
+        if _slowPath(sync_lock_order_flag != 0) { noteChanged(lock, from: from, to: to) }
     }
 
     /// A mutex unlock while checking is on: off the fast path (which then keeps no value
@@ -406,13 +408,13 @@ import Synchronization
     }
 
     @usableFromInline @inline(never)
-    static func noteDowngraded(_ lock: UnsafeRawPointer) {
+    static func noteChanged(_ lock: UnsafeRawPointer, from: LockKind, to: LockKind) {
         if inCallout { return }
         withState { state in
             let record = current(&state)
             let address = UInt(bitPattern: lock)
-            if let i = record.held.lastIndex(where: { $0.address == address && $0.kind == .writeLock }) {
-                record.held[i].kind = .readLock
+            if let i = record.held.lastIndex(where: { $0.address == address && $0.kind == from }) {
+                record.held[i].kind = to
             }
         }
     }

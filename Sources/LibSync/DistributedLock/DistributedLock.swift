@@ -212,6 +212,8 @@ public final class DistributedLock: Sendable {
     private let identity: String
     /// This process's bookkeeping of the object (a forked child makes its own).
     private let sides: ProcessLocal<ProcessSide>
+    /// What `setEventHandler` set.
+    private let eventHandler = Mutex<EventHandler?>(nil)
 
     /// A lock at `path`, whose parent directory must exist (or, with `.makeParents`, is made)
     /// and be writable, and where nothing but this lock may be. `mode` (0...0o777) sets the
@@ -329,6 +331,7 @@ public final class DistributedLock: Sendable {
         s.owner = threadID()
         s.depth = 1
         side.registry.add(path: identity, thread: s.owner, lock: ObjectIdentifier(self))
+        s.session.watch(HoldTicket(side: side, generation: side.beginHold(), lock: self))
     }
 
     /// Ends the hold (`all`: whatever its count; `anyThread`: whichever thread holds it).
@@ -341,7 +344,10 @@ public final class DistributedLock: Sendable {
                 s.depth -= 1
                 return (0, false)
             }
+            let generation = side.holdGeneration
+            side.beginRelease(generation: generation)
             let code = s.session.release()
+            if let event = side.endRelease(generation: generation, code: code) { Notifier.process.current().post(self, event) }
             if code != 0 && code != ESTALE && code != EBUSY { return (code, false) }  // still held: a retry may work
             (s.held, s.owner, s.depth) = (false, 0, 0)
             side.registry.remove(path: identity, lock: ObjectIdentifier(self))
@@ -611,6 +617,48 @@ public final class DistributedLock: Sendable {
     /// How many of the caller's acquisitions are not yet released (filelock's `lock_counter`).
     public var lockCount: Int { countHeldByCaller() }
 
+    /// Whether the object's latest hold in this process was lost (broken, taken over, its lease
+    /// or server session ended), as far as this process has learned (see `setEventHandler`):
+    /// one atomic load, no store access. Reset by the next acquisition.
+    public var isLost: Bool { holdStateCode() == DistributedLockEvent.lost.rawValue }
+
+    /// Whether the object's latest hold is in doubt: its store cannot be reached (Redis: a
+    /// renewal got no answer). One atomic load; false again once `resumed` or `lost`.
+    public var isSuspended: Bool { holdStateCode() == DistributedLockEvent.suspended.rawValue }
+
+    /// Tells `handler` what this process learns of the object's holds after acquiring them:
+    /// `.lost` (once per acquisition), `.suspended` and `.resumed`; nil stops. The handler runs
+    /// on libsync's notifier thread (one per process, one call at a time, in order), never with
+    /// a lock of libsync held: it may call this object (`unlock` too, for a `.processOwned`
+    /// one; a thread-owned hold is ended by its thread's `unlock`, which throws `.broken` or
+    /// `.brokenAndHeldByAnother`), and should return soon (it delays the process's other
+    /// events). When this returns, the previous handler runs no more (unless called from it).
+    /// How soon each backend notices: docs/distributed_lock.md.
+    public func setEventHandler(_ handler: EventHandler?) {
+        eventHandler.withLock { $0 = handler }
+        Notifier.process.current().quiesce(self)
+    }
+
+    public typealias EventHandler = @Sendable (DistributedLock, DistributedLockEvent) -> Void
+
+    package var hasEventHandler: Bool { eventHandler.withLock { $0 != nil } }
+
+    /// Runs the handler for `event` (on the notifier thread).
+    package func handleEvent(_ event: DistributedLockEvent) {
+        if let handler = eventHandler.withLock({ $0 }) { handler(self, event) }
+    }
+
+    /// The state of the object's latest hold in this process: 0 (in place, released, or none),
+    /// `DistributedLockEvent.suspended` or `.lost` (raw values). One atomic load.
+    package func holdStateCode() -> Int32 {
+        guard let side = sides.ifCurrent() else { return 0 }
+        switch side.holdState {
+        case HoldWord.lost: return DistributedLockEvent.lost.rawValue
+        case HoldWord.suspended: return DistributedLockEvent.suspended.rawValue
+        default: return 0
+        }
+    }
+
     /// The fencing token of the caller's hold, or nil when the caller does not hold the lock:
     /// it strictly increases from one acquisition of the lock to the next, whoever holds it, so
     /// a resource that remembers the largest token it saw can refuse a write from a holder that
@@ -689,6 +737,9 @@ protocol LockSession: AnyObject {
     /// Withdraws what an interrupted interruptible wait left in the store for the next call to
     /// go on with (its queued request), without waiting for the server.
     func withdrawWait()
+    /// Hands the hold just acquired to the backend's detector, which reports its loss (and
+    /// doubt) to `ticket` (HoldLoss.swift); it stops watching at release and close.
+    func watch(_ ticket: HoldTicket)
 }
 
 extension LockSession {
@@ -797,6 +848,8 @@ final class ProcessSide: ProcessBound, @unchecked Sendable {
     let identity: ProcessIdentity
     let registry: HoldRegistry
     let state: Mutex<State>
+    /// The latest hold's generation and state (`HoldWord`; HoldLoss.swift).
+    let hold = Atomic<UInt64>(0)
     /// words[0]: bumped when a hold ends (a futex word); words[1]: threads sleeping on it.
     private let words = UnsafeMutablePointer<Atomic<UInt32>>.allocate(capacity: 2)
     var releases: UnsafeMutablePointer<Atomic<UInt32>> { words }

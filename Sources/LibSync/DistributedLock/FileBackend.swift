@@ -67,6 +67,8 @@ final class FileSession: LockSession {
     let me: ProcessIdentity
     var hold = DiskHold()
     var token: UInt64 = 0
+    /// The watch of the hold's entry (HoldWatcher), and who it tells.
+    private var watching: (id: UInt64, ticket: HoldTicket)?
 
     init(_ directory: LockDirectory, _ me: ProcessIdentity) {
         self.directory = directory
@@ -94,9 +96,23 @@ final class FileSession: LockSession {
 
     func release() -> Int32 {
         guard let entry = hold.held else { return EPERM }
+        let ticket = watching?.ticket
+        unwatch()  // (before the entry goes: its absence is not a loss)
         let code = directory.release(entry, &hold, as: me)
         if code == 0 || code == ESTALE || code == EBUSY { hold.held = nil }
+        if hold.held != nil, let ticket { watch(ticket) }  // still held
         return code
+    }
+
+    /// The watcher looks every HoldWatcher.fileCheckNanoseconds whether the entry is still there.
+    func watch(_ ticket: HoldTicket) {
+        unwatch()
+        if let entry = hold.held { watching = (HoldWatcher.process.current().watch(.entry(directory, entry), ticket), ticket) }
+    }
+
+    private func unwatch() {
+        if let watching { HoldWatcher.process.current().unwatch(watching.id) }
+        watching = nil
     }
 
     func recoverStale(deadline: Int64) -> Int32 { fenced(directory.recoverStale(&hold, as: me)) }
@@ -113,6 +129,7 @@ final class FileSession: LockSession {
 
     func close(releasing: Bool) {
         if releasing { _ = release() }
+        unwatch()  // (nobody is left to tell)
         if let carrier = hold.carrier { directory.removeCarrier(carrier) }
     }
 }
@@ -364,6 +381,14 @@ struct LockDirectory: Sendable {
     /// Whether the hold `entry` is still in place.
     func holds(_ entry: String) -> Bool {
         withParent({ _ in false }) { exists($0, base + "/" + entry) }
+    }
+
+    /// Whether the hold `entry` is gone for sure (its name is not there; an error looking is no answer).
+    func lost(_ entry: String) -> Bool {
+        withParent({ _ in false }) { dir in
+            var info = stat()
+            return fstatat(dir.fd, dir.name(base + "/" + entry), &info, AT_SYMLINK_NOFOLLOW) != 0 && (errno == ENOENT || errno == ENOTDIR)
+        }
     }
 
     func holderEntry() -> (entry: String?, code: Int32) {

@@ -155,6 +155,9 @@ final class PostgresSession: LockSession {
     private var socketNumber: Int32 = -1
     private var held = false
     var token: UInt64 = 0
+    /// Who to tell that the hold is lost, and the watch of its socket (HoldWatcher).
+    private var ticket: HoldTicket?
+    private var watching: UInt64?
 
     init(_ backend: PostgresBackend, _ me: ProcessIdentity) {
         self.backend = backend
@@ -262,6 +265,8 @@ final class PostgresSession: LockSession {
     }
 
     private func disconnect() {
+        if held { ticket?.report(.lost) }  // the session, and its lock, ends with the connection
+        unwatch()
         if let conn {
             InheritedSockets.unregister(socketNumber)
             libpq.finish(conn)
@@ -546,6 +551,7 @@ final class PostgresSession: LockSession {
     func release() -> Int32 {
         guard held else { return EPERM }
         held = false
+        unwatch()
         guard conn != nil else {
             return DistributedLockMessage.fail(ESTALE, "the lock \(backend.name) was lost: the connection to \(server) broke while it was held")
         }
@@ -604,8 +610,22 @@ final class PostgresSession: LockSession {
 
     func close(releasing: Bool) {
         if held && releasing { _ = release() }
+        unwatch()  // (nobody is left to tell)
         if held { return }  // kept open: the lock outlives the object until the process ends
         disconnect()
+    }
+
+    /// The watcher polls the socket: its closing (the server ended the session) or failing (the
+    /// kernel gave up on the connection) is the hold's loss.
+    func watch(_ ticket: HoldTicket) {
+        unwatch()
+        self.ticket = ticket
+        if conn != nil { watching = HoldWatcher.process.current().watch(.socket(socketNumber), ticket) }
+    }
+
+    private func unwatch() {
+        if let watching { HoldWatcher.process.current().unwatch(watching) }
+        (watching, ticket) = (nil, nil)
     }
 }
 

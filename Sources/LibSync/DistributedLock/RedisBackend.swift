@@ -18,8 +18,8 @@ import Synchronization
 //   renew     one thread per server and process renews that server's held leases (PEXPIRE lease
 //             if the value is still its entry) every ttl/3, over a connection of its own, so that
 //             a stalled server delays no other server's renewals; a lease it finds gone is
-//             dropped (`LeaseRenewer.leaseLost`), and its holder learns it at release
-//             (ESTALE/EBUSY) or is_held
+//             dropped and its holder told (`LeaseRenewer.leaseRenewed`: HoldLoss.swift), as
+//             it is at release (ESTALE/EBUSY) or is_held
 //   recover   EVALSHA: if GET LOCK == the stale entry (a holder on this host whose process is
 //             gone), SET LOCK my entry, and a new token
 //   break     DEL LOCK
@@ -605,12 +605,17 @@ final class RedisSession: LockSession {
         if entry != nil && releasing { _ = release() }
         // A hold kept (not releasing) stays renewed until the process ends: the lock outlives the object.
     }
+
+    func watch(_ ticket: HoldTicket) {
+        if let entry { renewer.watch(leaseID, entry: entry, ticket) }
+    }
 }
 
-/// A lease to renew: the lock, and the entry that holds it.
+/// A lease to renew: the lock, the entry that holds it, and who to tell of its loss.
 struct Lease {
     let backend: RedisBackend
     let entry: String
+    var ticket: HoldTicket?
 }
 
 /// The process's lease renewers, one per server (address, database and login): a server that
@@ -708,6 +713,16 @@ final class LeaseRenewer: @unchecked Sendable {
         pthread_mutex_unlock(mutex)
     }
 
+    /// Reports to `ticket` what the renewals of the lease `holder` (held by `entry`) find: lost
+    /// at once if it was already found gone.
+    func watch(_ holder: UInt64, entry: String, _ ticket: HoldTicket) {
+        pthread_mutex_lock(mutex)
+        let renewed = leases[holder]?.lease.entry == entry
+        if renewed { leases[holder]?.lease.ticket = ticket }
+        pthread_mutex_unlock(mutex)
+        if !renewed { ticket.report(.lost) }
+    }
+
     func remove(_ holder: UInt64) {
         pthread_mutex_lock(mutex)
         leases[holder] = nil
@@ -759,16 +774,28 @@ final class LeaseRenewer: @unchecked Sendable {
             let deadline = Deadline.after(nanoseconds: min(backend.address.ioTimeout, Self.interval(item.lease)))
             let outcome = connection.eval(RedisScripts.renew, keys: [backend.key], arguments: [item.lease.entry, String(backend.leaseMilliseconds)],
                                           deadline: deadline)
-            if case .success(.integer(0)) = outcome { leaseLost(item.lease, of: holder) }
+            leaseRenewed(item.lease, of: holder, outcome)
+            // (a failed exchange is retried at the next interval: the server may be restarting)
             // (a failed exchange is retried at the next interval: the server may be restarting)
         }
     }
 
     /// The renewal found `lease` gone (expired, broken, or held by another): nothing left to
     /// renew. Its holder learns it at release (ESTALE/EBUSY) or is_held.
-    private func leaseLost(_ lease: Lease, of holder: UInt64) {
+    /// After a renewal of `lease`: its holder is told lost (the lease is gone: nothing left to
+    /// renew), suspended (no answer) or resumed (renewed).
+    private func leaseRenewed(_ lease: Lease, of holder: UInt64, _ outcome: Result<RedisReply, RedisConnection.Fault>) {
+        let event: DistributedLockEvent
+        switch outcome {
+        case .success(.integer(0)): event = .lost
+        case .success(.integer): event = .resumed
+        default: event = .suspended
+        }
         pthread_mutex_lock(mutex)
-        if leases[holder]?.lease.entry == lease.entry { leases[holder] = nil }
+        let current = leases[holder]?.lease.entry == lease.entry
+        let ticket = current ? leases[holder]?.lease.ticket : nil
+        if event == .lost && current { leases[holder] = nil }
         pthread_mutex_unlock(mutex)
+        ticket?.report(event)
     }
 }

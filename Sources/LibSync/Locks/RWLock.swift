@@ -4,18 +4,40 @@ import Synchronization
 
 /// The writer-preferring read-write lock: four 32-bit words of caller memory (16 bytes).
 ///
-///     state    bits 0-27 readers holding it, bit 28 WRITER (held for writing), bit 29
-///              WRITERS_WAITING (a writer waits: new readers wait too), bit 30 READERS_PARKED
-///              (a reader may sleep on `state`), bit 31 SHARED mode (futexes in the shared
-///              namespace)
+///     state    bits 0-25 plain readers holding it, bit 26 UPGRADING (the upgradable reader
+///              waits in `upgrade` for the plain readers to leave: new readers wait too), bit 27
+///              UPGRADABLE (held by the one upgradable reader), bit 28 WRITER (held for
+///              writing), bit 29 WRITERS_WAITING (a writer waits: new readers wait too), bit 30
+///              READERS_PARKED (a reader, plain or upgradable, may sleep on `state`), bit 31
+///              SHARED mode (futexes in the shared namespace)
 ///     wakeups  a sequence writers sleep on (a writer's wake bumps it, so none is lost)
-///     writer   the kernel thread id of the writer holding it (owner checks), else 0
+///     writer   the kernel thread id of the writer or of the upgradable reader holding it
+///              (owner checks), else 0
 ///     waiting  how many writers wait: a hint, see below
 ///
 /// Writer preference: while WRITERS_WAITING is set, new readers wait, so a stream of readers
 /// cannot starve writers. Readers' fast path is one CAS on `state`; both sides spin
-/// (`SpinWait`) before sleeping, a writer only once it has marked the lock. A reader cannot
-/// upgrade; a writer can downgrade.
+/// (`SpinWait`) before sleeping, a writer only once it has marked the lock. A plain reader
+/// cannot upgrade; a writer can downgrade, to a plain or to the upgradable reader.
+///
+/// The upgradable reader (parking_lot's `upgradable_read`): one at a time, beside plain
+/// readers, never beside a writer. It is not counted in bits 0-25: UPGRADABLE is its hold, and
+/// `writer` its id. Who waits for what:
+///
+///     holds \ wants   read          upgradable         write
+///     readers        yes           yes                wait (mark, sleep on wakeups)
+///     UPGRADABLE     yes           wait (park)        wait (mark, sleep on wakeups)
+///     UPGRADING      wait (park)   wait (park)        wait (mark, sleep on wakeups)
+///     WRITER         wait (park)   wait (park)        wait (mark, sleep on wakeups)
+///     (mark only)    wait (park)   wait (park)        takes it
+///
+/// An upgradable reader waits as a reader (parked on `state`, READERS_PARKED), also while
+/// another holds UPGRADABLE: that one's release wakes the parked ones. `upgrade` sets
+/// UPGRADING (new readers wait), sleeps on `state` until the plain readers have left (the last
+/// one out wakes `state`), then turns UPGRADABLE|UPGRADING into WRITER in one CAS: no writer
+/// can take the lock in between. A release that leaves UPGRADABLE held keeps the mark, the
+/// parked readers and UPGRADING (`freed`), and wakes no writer; the upgradable reader's release
+/// then frees the lock as the last reader's would.
 ///
 /// The writers' mark is a bit, not a count, so that a waiter that leaves (timeout, signal, or
 /// death in another process) never leaves a mark that nobody clears:
@@ -46,12 +68,14 @@ import Synchronization
 /// whose sleep ended without a release asks the kernel whether any writer sleeps on
 /// `wakeups`, and withdraws the mark if none does (`withdrawDeadWritersMark`).
 ///
-/// Invariant (a state that breaks it is impossible: EINVAL): WRITER and readers are never both
-/// set.
+/// Invariants (a state that breaks one is impossible: EINVAL): WRITER is never set with readers
+/// or UPGRADABLE or UPGRADING; UPGRADING is never set without UPGRADABLE.
 @usableFromInline package enum RWLockWords {
     @usableFromInline package typealias Memory = UnsafeMutableRawPointer
 
-    @usableFromInline static let readerMask: UInt32 = (1 << 28) - 1
+    @usableFromInline static let readerMask: UInt32 = (1 << 26) - 1
+    @usableFromInline static let upgrading: UInt32 = 1 << 26
+    @usableFromInline static let upgradable: UInt32 = 1 << 27
     @usableFromInline static let writer: UInt32 = 1 << 28
     @usableFromInline static let writersWaiting: UInt32 = 1 << 29
     @usableFromInline static let readersParked: UInt32 = 1 << 30
@@ -89,19 +113,28 @@ import Synchronization
     /// Whether no sequence of operations leads to `value` (uninitialized or overwritten memory).
     @inlinable @inline(__always)
     static func isImpossible(_ value: UInt32) -> Bool {
-        value & readerMask != 0 && value & writer != 0
+        value & (readerMask | upgradable | upgrading) != 0 && value & writer != 0
     }
 
-    /// `state` once its last holder leaves: a marked lock stays marked, with its parked readers,
-    /// for the writer woken next; an unmarked one keeps only SHARED (its parked readers are woken).
+    /// `isImpossible`, or UPGRADING without UPGRADABLE (checked where upgradable readers act).
+    @inlinable @inline(__always)
+    static func isImpossibleUpgrade(_ value: UInt32) -> Bool {
+        isImpossible(value) || value & (upgradable | upgrading) == upgrading
+    }
+
+    /// `state` once its last plain reader or its writer leaves: a marked lock stays marked, with
+    /// its parked readers, for the writer woken next; one the upgradable reader still holds keeps
+    /// it (and UPGRADING, the mark, the parked readers); else it keeps only SHARED (its parked
+    /// readers are woken).
     @inlinable @inline(__always)
     static func freed(_ value: UInt32) -> UInt32 {
-        value & writersWaiting != 0 ? value & (shared | readersParked | writersWaiting) : value & shared
+        value & (writersWaiting | upgradable) != 0
+            ? value & (shared | readersParked | writersWaiting | upgradable | upgrading) : value & shared
     }
 
     // MARK: readers
 
-    /// 0, EBUSY (a writer holds or waits), EAGAIN (2^28-1 readers), or EINVAL.
+    /// 0, EBUSY (a writer holds or waits, or an upgrade waits), EAGAIN (2^26-1 readers), or EINVAL.
     @inlinable @inline(__always)
     package static func tryReadLock(_ m: Memory) -> Int32 { LockOrder.tried(m, .readLock, attemptRead(m)) }
 
@@ -109,7 +142,7 @@ import Synchronization
     @inlinable @inline(__always)
     static func attemptRead(_ m: Memory) -> Int32 {
         var value = state(m).pointee.load(ordering: .relaxed)
-        while value & (writer | writersWaiting) == 0 {
+        while value & (writer | writersWaiting | upgrading) == 0 {
             if value & readerMask == readerMask { return EAGAIN }
             let (exchanged, now) = state(m).pointee.compareExchange(
                 expected: value, desired: value &+ 1, ordering: .acquiring)
@@ -120,11 +153,11 @@ import Synchronization
     }
 
     /// 0, ETIMEDOUT, EINTR (interruptible), EAGAIN, EINVAL, or EDEADLK if the caller holds it
-    /// for writing.
+    /// for writing (or holds the upgradable read while a writer waits: that writer waits for it).
     @inlinable @inline(__always)
     package static func readLock(_ m: Memory, deadline: Int64 = -1, interruptible: Bool = false) -> Int32 {
         let value = state(m).pointee.load(ordering: .relaxed)
-        if value & (writer | writersWaiting) == 0 && value & readerMask != readerMask,
+        if value & (writer | writersWaiting | upgrading) == 0 && value & readerMask != readerMask,
            state(m).pointee.compareExchange(expected: value, desired: value &+ 1, ordering: .acquiring).exchanged {
             LockOrder.acquired(m, .readLock)
             return 0
@@ -136,21 +169,36 @@ import Synchronization
     static func readLockSlow(_ m: Memory, deadline: Int64, interruptible: Bool) -> Int32 {
         let first = state(m).pointee.load(ordering: .relaxed)
         if isImpossible(first) { return EINVAL }
-        if writtenByCaller(m, first, threadID()) { return EDEADLK }
+        // The upgradable holder waits for a waiting writer that waits for it: a deadlock.
+        let me = threadID()
+        if writtenByCaller(m, first, me) || (first & writersWaiting != 0 && upgradableByCaller(m, first, me)) {
+            return EDEADLK
+        }
+        return waitAsReader(m, blockers: writer | writersWaiting | upgrading, deadline: deadline,
+                            interruptible: interruptible, attempt: attemptRead)
+    }
+
+    /// A reader's wait, plain or upgradable: spins, then parks on `state` (READERS_PARKED) while
+    /// `value & blockers` != 0, and returns `attempt`'s first result that is not EBUSY (or the
+    /// timeout, EINTR).
+    @inline(__always)
+    static func waitAsReader(_ m: Memory, blockers: UInt32, deadline: Int64, interruptible: Bool,
+                             attempt: (Memory) -> Int32) -> Int32 {
         var spin = SpinWait()
         repeat {
-            let result = attemptRead(m)
+            let result = attempt(m)
             if result != EBUSY { return result }
         } while spin.spin()
         while true {
             let value = state(m).pointee.load(ordering: .relaxed)
-            if value & (writer | writersWaiting) == 0 {
-                let result = attemptRead(m)
+            if value & blockers == 0 {
+                let result = attempt(m)
                 if result != EBUSY { return result }
                 continue
             }
-            if isImpossible(value) { return EINVAL }
-            if value & (writer | readerMask) == 0 && waiting(m).pointee.load(ordering: .sequentiallyConsistent) == 0 {
+            if isImpossibleUpgrade(value) { return EINVAL }
+            if value & (writer | readerMask | upgradable | writersWaiting) == writersWaiting
+                && waiting(m).pointee.load(ordering: .sequentiallyConsistent) == 0 {
                 clearOrphanedMark(m, value)
                 continue
             }
@@ -164,7 +212,7 @@ import Synchronization
             // stopped this reader may be a dead writer's.
             if result != .woken && value & shared != 0 { withdrawDeadWritersMark(m) }
             if result.endsWait(interruptible: interruptible) {
-                let last = attemptRead(m)
+                let last = attempt(m)
                 return last == EBUSY ? result.code : last
             }
         }
@@ -236,8 +284,9 @@ import Synchronization
             if exchanged { break }
             value = now
         }
-        // The last reader out wakes a waiting writer, or the readers parked behind a writer that left.
-        if value & readerMask == 1 && value & (writersWaiting | readersParked) != 0 { wakeAfterRelease(m, value) }
+        // The last reader out wakes a waiting writer, the upgrade that waits, or the readers
+        // parked behind a writer that left.
+        if value & readerMask == 1 && value & (writersWaiting | readersParked | upgrading) != 0 { wakeAfterRelease(m, value) }
         return 0
     }
 
@@ -251,7 +300,7 @@ import Synchronization
     @inlinable @inline(__always)
     static func attemptWrite(_ m: Memory) -> Int32 {
         var value = state(m).pointee.load(ordering: .relaxed)
-        while value & (writer | readerMask | writersWaiting) == 0 {
+        while value & (writer | readerMask | upgradable | writersWaiting) == 0 {
             let (exchanged, now) = state(m).pointee.compareExchange(
                 expected: value, desired: value | writer, ordering: .acquiring)
             if exchanged {
@@ -264,7 +313,8 @@ import Synchronization
         return isImpossible(value) ? EINVAL : EBUSY
     }
 
-    /// 0, ETIMEDOUT, EINTR (interruptible), EINVAL, or EDEADLK if the caller holds it for writing.
+    /// 0, ETIMEDOUT, EINTR (interruptible), EINVAL, or EDEADLK if the caller holds it for writing
+    /// or holds the upgradable read (`upgrade` is its way to the write lock).
     @inlinable @inline(__always)
     package static func writeLock(_ m: Memory, deadline: Int64 = -1, interruptible: Bool = false) -> Int32 {
         if state(m).pointee.compareExchange(expected: 0, desired: writer, ordering: .acquiring).exchanged {
@@ -280,7 +330,7 @@ import Synchronization
         let me = threadID()
         let first = state(m).pointee.load(ordering: .relaxed)
         if isImpossible(first) { return EINVAL }
-        if writtenByCaller(m, first, me) { return EDEADLK }
+        if heldByCaller(m, first, me) { return EDEADLK }
         countWaiting(m, by: 1)
         let isShared = first & shared != 0
         var spin = SpinWait()
@@ -293,7 +343,7 @@ import Synchronization
                 countWaiting(m, by: UInt32.max)
                 return EINVAL
             }
-            if value & (writer | readerMask) == 0 {
+            if value & (writer | readerMask | upgradable) == 0 {
                 if takeAfterWaiting(m, value, me: me) { return 0 }
                 continue
             }
@@ -351,7 +401,7 @@ import Synchronization
                 countWaiting(m, by: UInt32.max)
                 return EINVAL
             }
-            if value & (writer | readerMask) == 0 {
+            if value & (writer | readerMask | upgradable) == 0 {
                 if takeAfterWaiting(m, value, me: me) { return 0 }
                 continue
             }
@@ -424,13 +474,249 @@ import Synchronization
         if value & (writersWaiting | readersParked) == readersParked {
             Futex.wake(UnsafeMutableRawPointer(state(m)), count: Int32.max, shared: value & shared != 0)
         }
-        LockOrder.downgraded(m)
+        LockOrder.changed(m, from: .writeLock, to: .readLock)
         return 0
+    }
+
+    // MARK: the upgradable reader
+
+    /// 0, EBUSY (a writer or an upgradable reader holds it, the caller included, or a writer
+    /// waits), or EINVAL.
+    @inlinable @inline(__always)
+    package static func tryUpgradableLock(_ m: Memory) -> Int32 {
+        LockOrder.tried(m, .upgradableRead, attemptUpgradable(m))
+    }
+
+    /// `tryUpgradableLock` without the lock-order hook.
+    @usableFromInline
+    static func attemptUpgradable(_ m: Memory) -> Int32 {
+        var value = state(m).pointee.load(ordering: .relaxed)
+        while value & (writer | writersWaiting | upgradable | upgrading) == 0 {
+            let (exchanged, now) = state(m).pointee.compareExchange(
+                expected: value, desired: value | upgradable, ordering: .acquiring)
+            if exchanged {
+                tookUpgradable(m, value)
+                return 0
+            }
+            value = now
+        }
+        return isImpossibleUpgrade(value) ? EINVAL : EBUSY
+    }
+
+    /// The caller just took UPGRADABLE from `value`: it names itself.
+    @inlinable @inline(__always)
+    static func tookUpgradable(_ m: Memory, _ value: UInt32) {
+        owner(m).pointee.store(threadID(), ordering: .relaxed)
+        if value & shared != 0 { noteSharedWriter(m) }
+    }
+
+    /// Takes the upgradable read: waits while a writer or another upgradable reader holds it or
+    /// a writer waits. 0, ETIMEDOUT, EINTR (interruptible), EINVAL, or EDEADLK if the caller
+    /// holds it for writing or as the upgradable reader.
+    @inlinable
+    package static func upgradableLock(_ m: Memory, deadline: Int64 = -1, interruptible: Bool = false) -> Int32 {
+        let value = state(m).pointee.load(ordering: .relaxed)
+        if value & (writer | writersWaiting | upgradable | upgrading) == 0,
+           state(m).pointee.compareExchange(expected: value, desired: value | upgradable, ordering: .acquiring).exchanged {
+            tookUpgradable(m, value)
+            LockOrder.acquired(m, .upgradableRead)
+            return 0
+        }
+        return LockOrder.waited(m, .upgradableRead) { upgradableLockSlow(m, deadline: deadline, interruptible: interruptible) }
+    }
+
+    @usableFromInline @inline(never)
+    static func upgradableLockSlow(_ m: Memory, deadline: Int64, interruptible: Bool) -> Int32 {
+        let first = state(m).pointee.load(ordering: .relaxed)
+        if isImpossibleUpgrade(first) { return EINVAL }
+        if heldByCaller(m, first, threadID()) { return EDEADLK }
+        return waitAsReader(m, blockers: writer | writersWaiting | upgradable | upgrading, deadline: deadline,
+                            interruptible: interruptible, attempt: attemptUpgradable)
+    }
+
+    /// Releases the caller's upgradable read; if no plain reader holds the lock, as the last
+    /// reader's release. 0, EPERM (the caller is not the upgradable reader), or EINVAL.
+    @usableFromInline
+    package static func upgradableUnlock(_ m: Memory) -> Int32 {
+        LockOrder.releasing(m, .upgradableRead)
+        var value = state(m).pointee.load(ordering: .relaxed)
+        if isImpossibleUpgrade(value) { return EINVAL }
+        if !upgradableByCaller(m, value, threadID()) { return EPERM }
+        if value & shared != 0 && !LockOwner.remove(m) { return EPERM }
+        owner(m).pointee.store(0, ordering: .relaxed)
+        var rest: UInt32
+        while true {
+            if value & upgradable == 0 || isImpossibleUpgrade(value) { return EINVAL }  // overwritten
+            rest = value & ~(upgradable | upgrading)
+            let next = rest & readerMask == 0 ? freed(rest) : unparked(rest)
+            let (exchanged, now) = state(m).pointee.compareExchange(
+                expected: value, desired: next, ordering: .sequentiallyConsistent)
+            if exchanged { break }
+            value = now
+        }
+        if rest & readerMask == 0 {
+            if rest & (writersWaiting | readersParked) != 0 { wakeAfterRelease(m, rest) }
+        } else {
+            wakeParkedReaders(m, rest)
+        }
+        return 0
+    }
+
+    /// `value` without READERS_PARKED unless marked: the parked readers may go (`wakeParkedReaders`).
+    @inlinable @inline(__always)
+    static func unparked(_ value: UInt32) -> UInt32 {
+        value & writersWaiting == 0 ? value & ~readersParked : value
+    }
+
+    /// After a CAS from `value` to `unparked(value)` that let readers in: wakes the parked ones.
+    @usableFromInline
+    static func wakeParkedReaders(_ m: Memory, _ value: UInt32) {
+        if value & (writersWaiting | readersParked) == readersParked {
+            Futex.wake(UnsafeMutableRawPointer(state(m)), count: Int32.max, shared: value & shared != 0)
+        }
+    }
+
+    /// Turns the caller's upgradable read into the write lock with no release in between: sets
+    /// UPGRADING (new readers wait) and waits for the plain readers to leave. On a timeout or a
+    /// signal the caller keeps the upgradable read. 0, ETIMEDOUT, EINTR (interruptible), EINVAL,
+    /// or EDEADLK if the caller is not the upgradable reader (a plain reader's upgrade would
+    /// wait for itself; the write holder's second upgrade could never end).
+    @usableFromInline
+    package static func upgrade(_ m: Memory, deadline: Int64 = -1, interruptible: Bool = false) -> Int32 {
+        var value = state(m).pointee.load(ordering: .relaxed)
+        if isImpossibleUpgrade(value) { return EINVAL }
+        if !upgradableByCaller(m, value, threadID()) { return EDEADLK }
+        while value & readerMask == 0 {
+            if takeUpgraded(m, &value) { return 0 }
+        }
+        if deadline == 0 { return ETIMEDOUT }
+        return upgradeSlow(m, deadline: deadline, interruptible: interruptible)
+    }
+
+    /// The upgrade without waiting: 0, EBUSY (plain readers hold it), EINVAL, or EDEADLK.
+    @usableFromInline
+    package static func tryUpgrade(_ m: Memory) -> Int32 {
+        let result = upgrade(m, deadline: 0)
+        return result == ETIMEDOUT ? EBUSY : result
+    }
+
+    /// The upgradable reader, seeing `value` with no plain reader, takes the write lock in one
+    /// CAS (keeping the mark and the parked readers). False, with `value` updated, if `state`
+    /// changed.
+    @inlinable @inline(__always)
+    static func takeUpgraded(_ m: Memory, _ value: inout UInt32) -> Bool {
+        let next = (value & ~(upgradable | upgrading)) | writer
+        let (exchanged, now) = state(m).pointee.compareExchange(
+            expected: value, desired: next, ordering: .sequentiallyConsistent)
+        if exchanged { LockOrder.changed(m, from: .upgradableRead, to: .writeLock) }
+        value = now
+        return exchanged
+    }
+
+    @usableFromInline @inline(never)
+    static func upgradeSlow(_ m: Memory, deadline: Int64, interruptible: Bool) -> Int32 {
+        var value = state(m).pointee.bitwiseOr(upgrading, ordering: .sequentiallyConsistent).oldValue | upgrading
+        var spin = SpinWait()
+        while true {
+            if value & readerMask == 0 {
+                if takeUpgraded(m, &value) { return 0 }
+                continue
+            }
+            if !Deadline.hasPassed(deadline) && spin.spinWithoutYield() {
+                value = state(m).pointee.load(ordering: .sequentiallyConsistent)
+                continue
+            }
+            // The last plain reader out wakes `state`; a change since `value` returns at once.
+            let result = Futex.waitSliced(UnsafeMutableRawPointer(state(m)), expected: value,
+                                          deadline: deadline, shared: value & shared != 0)
+            if result.endsWait(interruptible: interruptible) { return abandonUpgrade(m, result.code) }
+            value = state(m).pointee.load(ordering: .sequentiallyConsistent)
+        }
+    }
+
+    /// An upgrade gives up (timeout, signal): it takes the write lock if the readers have gone,
+    /// else clears UPGRADING, keeping the upgradable read, and lets the parked readers in
+    /// unless a writer waits.
+    @usableFromInline
+    static func abandonUpgrade(_ m: Memory, _ result: Int32) -> Int32 {
+        var value = state(m).pointee.load(ordering: .sequentiallyConsistent)
+        while true {
+            if value & readerMask == 0 {
+                if takeUpgraded(m, &value) { return 0 }
+                continue
+            }
+            let next = unparked(value & ~upgrading)
+            let (exchanged, now) = state(m).pointee.compareExchange(
+                expected: value, desired: next, ordering: .sequentiallyConsistent)
+            if exchanged { break }
+            value = now
+        }
+        wakeParkedReaders(m, value)
+        return result
+    }
+
+    /// Turns the caller's upgradable read into a plain read lock in one CAS (the parked readers
+    /// may join unless a writer waits). 0, EPERM (the caller is not the upgradable reader),
+    /// EAGAIN (2^26-1 plain readers hold it: nothing changes), or EINVAL.
+    @usableFromInline
+    package static func downgradeUpgradable(_ m: Memory) -> Int32 {
+        var value = state(m).pointee.load(ordering: .relaxed)
+        if isImpossibleUpgrade(value) { return EINVAL }
+        if !upgradableByCaller(m, value, threadID()) { return EPERM }
+        // The owner word is cleared before the CAS (a new upgradable reader names itself after
+        // it), so restored if the CAS cannot be made.
+        let isShared = value & shared != 0
+        if isShared && !LockOwner.remove(m) { return EPERM }
+        let me = owner(m).pointee.load(ordering: .relaxed)
+        owner(m).pointee.store(0, ordering: .relaxed)
+        while true {
+            if value & upgradable == 0 || isImpossibleUpgrade(value) { return EINVAL }
+            if value & readerMask == readerMask {
+                owner(m).pointee.store(me, ordering: .relaxed)
+                if isShared { noteSharedWriter(m) }
+                return EAGAIN
+            }
+            let next = unparked(value & ~(upgradable | upgrading)) &+ 1
+            let (exchanged, now) = state(m).pointee.compareExchange(
+                expected: value, desired: next, ordering: .sequentiallyConsistent)
+            if exchanged { break }
+            value = now
+        }
+        wakeParkedReaders(m, value)
+        LockOrder.changed(m, from: .upgradableRead, to: .readLock)
+        return 0
+    }
+
+    /// Turns the caller's write lock into the upgradable read in one CAS: no writer can take
+    /// the lock in between; the parked readers may join unless a writer waits. 0, EPERM (the
+    /// caller does not hold the write lock), or EINVAL.
+    @usableFromInline
+    package static func downgradeToUpgradable(_ m: Memory) -> Int32 {
+        var value = state(m).pointee.load(ordering: .relaxed)
+        if isImpossible(value) { return EINVAL }
+        if !writtenByCaller(m, value, threadID()) { return EPERM }
+        while true {  // the owner word and the shared list stay the caller's
+            if value & writer == 0 || isImpossible(value) { return EINVAL }
+            let next = unparked((value & ~writer) | upgradable)
+            let (exchanged, now) = state(m).pointee.compareExchange(
+                expected: value, desired: next, ordering: .sequentiallyConsistent)
+            if exchanged { break }
+            value = now
+        }
+        wakeParkedReaders(m, value)
+        LockOrder.changed(m, from: .writeLock, to: .upgradableRead)
+        return 0
+    }
+
+    /// Whether the calling thread is the upgradable reader.
+    @inlinable package static func isUpgradableByCaller(_ m: Memory) -> Bool {
+        upgradableByCaller(m, state(m).pointee.load(ordering: .relaxed), threadID())
     }
 
     // MARK: wakeups
 
-    /// After a CAS from `value` to `freed(value)`: wakes a writer if the lock stays marked (a
+    /// After a CAS from `value` to `freed(value)`: wakes the upgrade that waits if the
+    /// upgradable reader still holds it (nobody else), else a writer if the lock stays marked (a
     /// writer counted but awake takes it, finding the sequence changed if it was about to
     /// sleep), else the parked readers. Process-shared, a release that wakes no writer
     /// withdraws the mark: the writers counted may have died (only preference rests on it);
@@ -438,7 +724,12 @@ import Synchronization
     /// state changed and re-validates).
     @usableFromInline @inline(never)
     static func wakeAfterRelease(_ m: Memory, _ value: UInt32) {
-        if value & writersWaiting != 0 {
+        if value & upgradable != 0 {
+            // Still held: no writer can take it. An upgrade that waits sleeps on `state`.
+            if value & upgrading != 0 {
+                Futex.wake(UnsafeMutableRawPointer(state(m)), count: Int32.max, shared: value & shared != 0)
+            }
+        } else if value & writersWaiting != 0 {
             wakeups(m).pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
             let isShared = value & shared != 0
             if Futex.wake(UnsafeMutableRawPointer(wakeups(m)), count: 1, shared: isShared) > 0 { return }
@@ -492,7 +783,21 @@ import Synchronization
             && (value & shared == 0 || LockOwner.holds(m))
     }
 
-    /// A SHARED lock just taken for writing: the caller lists it.
+    /// Whether the caller, `me`, holds the lock for writing or as its upgradable reader.
+    @inlinable @inline(__always)
+    static func heldByCaller(_ m: Memory, _ value: UInt32, _ me: UInt32) -> Bool {
+        value & (writer | upgradable) != 0 && owner(m).pointee.load(ordering: .relaxed) == me
+            && (value & shared == 0 || LockOwner.holds(m))
+    }
+
+    /// Whether the caller, `me`, is the upgradable reader.
+    @inlinable @inline(__always)
+    static func upgradableByCaller(_ m: Memory, _ value: UInt32, _ me: UInt32) -> Bool {
+        value & upgradable != 0 && owner(m).pointee.load(ordering: .relaxed) == me
+            && (value & shared == 0 || LockOwner.holds(m))
+    }
+
+    /// A SHARED lock just taken for writing (or as the upgradable reader): the caller lists it.
     @usableFromInline @inline(never)
     static func noteSharedWriter(_ m: Memory) { LockOwner.add(m) }
 
@@ -503,8 +808,10 @@ import Synchronization
 }
 
 /// A writer-preferring read-write lock: many readers or one writer; while a writer waits, new
-/// readers wait, so writers never starve. A reader cannot upgrade (lock for writing while
-/// reading deadlocks: release the read lock first); a writer can `downgrade()` to a reader
+/// readers wait, so writers never starve. A plain reader cannot upgrade (lock for writing while
+/// reading deadlocks: release the read lock first); the one upgradable reader
+/// (`upgradableReadLock()`, beside plain readers) can `upgrade()` to the write lock with no
+/// release in between; a writer can `downgrade()` to a reader, or to the upgradable reader,
 /// without letting another writer in.
 ///
 ///     let table = SyncRWLock()
@@ -536,6 +843,65 @@ public final class SyncRWLock: @unchecked Sendable {
     /// Turns the caller's write lock into a read lock atomically (no writer gets in between);
     /// release it with `readUnlock()`. Throws `notOwner` if the caller does not hold the write lock.
     @inlinable public func downgrade() throws(LockError) { _ = try taken(RWLockWords.downgrade(memory.raw)) }
+
+    // The upgradable read: one holder at a time, beside plain readers; it can upgrade to the
+    // write lock with no release in between (see `RWLockWords` and docs/locks.md).
+
+    /// Takes the upgradable read, waiting while a writer holds or waits, or another thread holds
+    /// it. Throws `wouldDeadlock` if the caller holds the write lock or the upgradable read.
+    @inlinable public func upgradableReadLock() throws(LockError) {
+        _ = try taken(RWLockWords.upgradableLock(memory.raw))
+    }
+    /// Takes the upgradable read if nobody else holds it and no writer holds or waits.
+    @inlinable public func tryUpgradableReadLock() -> Bool { RWLockWords.tryUpgradableLock(memory.raw) == 0 }
+    /// As `upgradableReadLock()`, false once `timeout` has passed.
+    @inlinable public func upgradableReadLock(timeout: Duration) throws(LockError) -> Bool {
+        try taken(RWLockWords.upgradableLock(memory.raw, deadline: Deadline.after(timeout)))
+    }
+    /// Releases the caller's upgradable read. Throws `notOwner` if the caller does not hold it.
+    @inlinable public func upgradableReadUnlock() throws(LockError) {
+        _ = try taken(RWLockWords.upgradableUnlock(memory.raw))
+    }
+
+    /// Turns the caller's upgradable read into the write lock, with no release in between (no
+    /// writer gets in first): waits for the plain readers to leave, new readers waiting
+    /// meanwhile. Release it with `writeUnlock()`. Throws `wouldDeadlock` if the caller is not
+    /// the upgradable reader (a plain reader, or already upgraded).
+    @inlinable public func upgrade() throws(LockError) { _ = try taken(RWLockWords.upgrade(memory.raw)) }
+    /// Upgrades if no plain reader holds the lock; false (still the upgradable reader) if one
+    /// does. Throws `wouldDeadlock` as `upgrade()`.
+    @inlinable public func tryUpgrade() throws(LockError) -> Bool { try taken(RWLockWords.tryUpgrade(memory.raw)) }
+    /// As `upgrade()`, false (still the upgradable reader) once `timeout` has passed.
+    @inlinable public func upgrade(timeout: Duration) throws(LockError) -> Bool {
+        try taken(RWLockWords.upgrade(memory.raw, deadline: Deadline.after(timeout)))
+    }
+    /// Turns the caller's upgradable read into a plain read lock atomically (another thread may
+    /// then take the upgradable read); release it with `readUnlock()`. Throws `notOwner` if the
+    /// caller is not the upgradable reader.
+    @inlinable public func downgradeUpgradableRead() throws(LockError) {
+        _ = try taken(RWLockWords.downgradeUpgradable(memory.raw))
+    }
+    /// Turns the caller's write lock into the upgradable read atomically (no writer gets in
+    /// between). Throws `notOwner` if the caller does not hold the write lock.
+    @inlinable public func downgradeToUpgradableRead() throws(LockError) {
+        _ = try taken(RWLockWords.downgradeToUpgradable(memory.raw))
+    }
+
+    /// Runs `body` holding the upgradable read; `body` may `upgrade()` (and downgrade) on this
+    /// lock, and whichever hold the caller has at its end is released. Traps if the caller
+    /// already holds the write lock or the upgradable read (a deadlock).
+    @inlinable
+    public func withUpgradableReadLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        let result = RWLockWords.upgradableLock(memory.raw)
+        require(result == 0, "SyncRWLock.withUpgradableReadLock: \(LockError(code: result))")
+        defer {
+            let m = memory.raw
+            if RWLockWords.isWriteLockedByCaller(m) { _ = RWLockWords.writeUnlock(m) }
+            else if RWLockWords.isUpgradableByCaller(m) { _ = RWLockWords.upgradableUnlock(m) }
+            else { _ = RWLockWords.readUnlock(m) }  // downgraded to a plain read
+        }
+        return try body()
+    }
 
     /// Runs `body` holding a read lock. Traps if the caller holds the write lock (a deadlock).
     @inlinable

@@ -1,0 +1,27 @@
+import Foundation
+import LibSync
+
+/// The distributed lock from Swift, on paths in a temporary directory. A server lock is made the
+/// same way from its URL: `DistributedLock("postgresql://app:pw@db/app?lock=jobs")` or
+/// `DistributedLock("redis://:pw@cache:6379/0?lock=jobs&ttl=10")`.
+func distributedLockDemo() throws -> Bool {
+    let directory = NSTemporaryDirectory() + "jobs-\(getpid())"
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+
+    let lock = try DistributedLock(path: directory + "/jobs.lock")  // throws DistributedLockError
+    var held = false
+    if try lock.tryLock() {
+        defer { try? lock.unlock() }
+        held = true
+    }
+    let n = try lock.withLock(timeout: .seconds(5)) { 6 * 7 }
+    if let holder = try lock.holder, holder.isStale { _ = try lock.recoverStale() }
+    try lock.withLock { print("fencing token", lock.token ?? 0) }  // send it with every write
+
+    let shared = try DistributedLock(path: directory + "/a/b/jobs.lock",
+                                     options: [.recursive, .processOwned, .makeParents], mode: 0o666)
+    let depth = try shared.withLock { try shared.withLock { shared.lockCount } }  // a re-entry: 2
+    print("held: \(held), withLock's value: \(n), re-entered: depth \(depth)")
+    return held && n == 42 && depth == 2 && !lock.isLocked && !shared.isLocked
+}
