@@ -97,7 +97,7 @@ public typealias KeyCompareFunction = @convention(c) (UnsafeMutableRawPointer?, 
     let r = checked(r, function, alignment: 16)
     guard let retain = r.load(fromByteOffset: 16, as: ObjectFunction?.self),
           let release = r.load(fromByteOffset: 24, as: ObjectFunction?.self) else {
-        fatalError("\(function): retain/release are NULL (use SYNC_ATOMIC_REF_INIT or sync_atomic_ref_init)")
+        misuse("\(function): retain/release are NULL (use SYNC_ATOMIC_REF_INIT or sync_atomic_ref_init)")
     }
     return (r, retain, release)
 }

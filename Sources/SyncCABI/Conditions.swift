@@ -160,6 +160,10 @@ func conditionLockLock(_ l: UnsafeMutableRawPointer?, _ wanted: Int64?, _ how: (
     guard let l = conditionLock(l) else { return EINVAL }
     return ConditionLockWord.tryLock(l, whenCondition: nil)
 }
+@_cdecl("sync_condition_lock_trylock_first") public func c_sync_condition_lock_trylock_first(_ l: UnsafeMutableRawPointer?) -> Int32 {
+    guard let l = conditionLock(l) else { return EINVAL }
+    return LockOrder.firstTry(l) { ConditionLockWord.tryLock(l, whenCondition: nil) }
+}
 @_cdecl("sync_condition_lock_lock_when") @inline(__always) public func c_sync_condition_lock_lock_when(_ l: UnsafeMutableRawPointer?, _ condition: Int64) -> Int32 {
     conditionLockLock(l, condition, forever())
 }
@@ -176,6 +180,10 @@ public func c_sync_condition_lock_lock_when_interruptible(_ l: UnsafeMutableRawP
 @_cdecl("sync_condition_lock_trylock_when") @inline(__always) public func c_sync_condition_lock_trylock_when(_ l: UnsafeMutableRawPointer?, _ condition: Int64) -> Int32 {
     guard let l = conditionLock(l) else { return EINVAL }
     return ConditionLockWord.tryLock(l, whenCondition: condition)
+}
+@_cdecl("sync_condition_lock_trylock_when_first") public func c_sync_condition_lock_trylock_when_first(_ l: UnsafeMutableRawPointer?, _ condition: Int64) -> Int32 {
+    guard let l = conditionLock(l) else { return EINVAL }
+    return LockOrder.firstTry(l) { ConditionLockWord.tryLock(l, whenCondition: condition) }
 }
 @_cdecl("sync_condition_lock_unlock") @inline(__always) public func c_sync_condition_lock_unlock(_ l: UnsafeMutableRawPointer?) -> Int32 {
     guard let l = conditionLock(l) else { return EINVAL }

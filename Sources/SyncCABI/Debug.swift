@@ -89,6 +89,15 @@ public func c_sync_debug_lock_order_set_site_hook(_ hook: LockOrderSiteHookFunct
     }
 }
 
+public typealias LockOrderThreadHookFunction = @convention(c) (UnsafeMutableRawPointer?) -> Void
+
+@_cdecl("sync_debug_lock_order_set_thread_hook")
+public func c_sync_debug_lock_order_set_thread_hook(_ hook: LockOrderThreadHookFunction?, _ context: UnsafeMutableRawPointer?) {
+    guard let hook else { return LockOrder.setThreadHook(nil) }
+    nonisolated(unsafe) let context = context
+    LockOrder.setThreadHook { hook(context) }
+}
+
 @_cdecl("sync_debug_lock_forget")
 public func c_sync_debug_lock_forget(_ lock: UnsafeRawPointer?) -> Int32 {
     guard let lock else { return EINVAL }

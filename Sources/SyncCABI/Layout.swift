@@ -20,6 +20,9 @@ struct SyncLayout {
     var eventFlag: UInt32
     var semaphoreLimitOffset: UInt32
     var onceDone: UInt32
+    var lockShared: UInt32
+    var lockUnowned: UInt32
+    var lockRobust: UInt32
 }
 
 /// The byte offset at which `word` places its word in a primitive's memory. The accessors only
@@ -46,7 +49,10 @@ extension SyncLayout {
             eventStateOffset: offset(of: EventWord.state),
             eventFlag: EventWord.flag,
             semaphoreLimitOffset: offset(of: SemaphoreWord.bound),
-            onceDone: OnceWord.done)
+            onceDone: OnceWord.done,
+            lockShared: UInt32(LockFlags.shared),
+            lockUnowned: UInt32(LockFlags.unowned),
+            lockRobust: UInt32(LockFlags.robust))
     }
 }
 

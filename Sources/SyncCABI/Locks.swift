@@ -21,8 +21,9 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
 // MARK: mutex
 
 @_cdecl("sync_mutex_init") public func c_sync_mutex_init(_ m: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
-    guard let memory = lockMemory(m), flags & ~7 == 0 else { return EINVAL }
-    return MutexWord.initialize(memory, shared: flags & 1 != 0, unowned: flags & 2 != 0, robust: flags & 4 != 0)
+    guard let memory = lockMemory(m), flags & ~LockFlags.mutex == 0 else { return EINVAL }
+    return MutexWord.initialize(memory, shared: flags & LockFlags.shared != 0, unowned: flags & LockFlags.unowned != 0,
+                                robust: flags & LockFlags.robust != 0)
 }
 @_cdecl("sync_mutex_lock") @inline(__always) public func c_sync_mutex_lock(_ m: UnsafeMutableRawPointer?) -> Int32 {
     guard let word = lockWord(m) else { return EINVAL }
@@ -31,6 +32,10 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
 @_cdecl("sync_mutex_trylock") public func c_sync_mutex_trylock(_ m: UnsafeMutableRawPointer?) -> Int32 {
     guard let word = lockWord(m) else { return EINVAL }
     return MutexWord.tryLock(word)
+}
+@_cdecl("sync_mutex_trylock_first") public func c_sync_mutex_trylock_first(_ m: UnsafeMutableRawPointer?) -> Int32 {
+    guard let word = lockWord(m) else { return EINVAL }
+    return LockOrder.firstTry(word) { MutexWord.tryLock(word) }
 }
 @_cdecl("sync_mutex_timedlock") public func c_sync_mutex_timedlock(_ m: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     guard let word = lockWord(m) else { return EINVAL }
@@ -64,8 +69,8 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
 // MARK: recursive lock
 
 @_cdecl("sync_recursive_lock_init") public func c_sync_recursive_lock_init(_ l: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
-    guard let memory = lockMemory(l), flags & ~5 == 0 else { return EINVAL }
-    return RecursiveWord.initialize(memory, shared: flags & 1 != 0, robust: flags & 4 != 0)
+    guard let memory = lockMemory(l), flags & ~LockFlags.recursiveLock == 0 else { return EINVAL }
+    return RecursiveWord.initialize(memory, shared: flags & LockFlags.shared != 0, robust: flags & LockFlags.robust != 0)
 }
 
 @_cdecl("sync_recursive_lock_lock") public func c_sync_recursive_lock_lock(_ l: UnsafeMutableRawPointer?) -> Int32 {
@@ -75,6 +80,10 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
 @_cdecl("sync_recursive_lock_trylock") public func c_sync_recursive_lock_trylock(_ l: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(l) else { return EINVAL }
     return RecursiveWord.tryLock(memory)
+}
+@_cdecl("sync_recursive_lock_trylock_first") public func c_sync_recursive_lock_trylock_first(_ l: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(l) else { return EINVAL }
+    return LockOrder.firstTry(memory) { RecursiveWord.tryLock(memory) }
 }
 @_cdecl("sync_recursive_lock_timedlock") public func c_sync_recursive_lock_timedlock(_ l: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     guard let memory = lockMemory(l) else { return EINVAL }
@@ -100,12 +109,23 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
     guard let memory = lockMemory(l) else { return 0 }
     return RecursiveWord.depthHeldByCaller(memory)
 }
+@_cdecl("sync_recursive_lock_release_save") public func c_sync_recursive_lock_release_save(_ l: UnsafeMutableRawPointer?, _ depth: UnsafeMutablePointer<UInt32>?) -> Int32 {
+    guard let memory = lockMemory(l), let depth else { return EINVAL }
+    let saved = RecursiveWord.releaseSaving(memory)
+    if saved == 0 { return EPERM }
+    depth.pointee = saved
+    return 0
+}
+@_cdecl("sync_recursive_lock_restore_interruptible") public func c_sync_recursive_lock_restore_interruptible(_ l: UnsafeMutableRawPointer?, _ depth: UInt32, _ deadline: Int64) -> Int32 {
+    guard let memory = lockMemory(l) else { return EINVAL }
+    return interruptible(deadline) { RecursiveWord.reacquire(memory, depth: depth, deadline: $0, interruptible: true) }
+}
 
 // MARK: read-write lock
 
 @_cdecl("sync_rwlock_init") public func c_sync_rwlock_init(_ rw: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
-    guard let memory = lockMemory(rw), flags & ~1 == 0 else { return EINVAL }
-    return RWLockWords.initialize(memory, shared: flags & 1 != 0)
+    guard let memory = lockMemory(rw), flags & ~LockFlags.rwlock == 0 else { return EINVAL }
+    return RWLockWords.initialize(memory, shared: flags & LockFlags.shared != 0)
 }
 @_cdecl("sync_rwlock_rdlock") public func c_sync_rwlock_rdlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
@@ -114,6 +134,10 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
 @_cdecl("sync_rwlock_tryrdlock") public func c_sync_rwlock_tryrdlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.tryReadLock(memory)
+}
+@_cdecl("sync_rwlock_tryrdlock_first") public func c_sync_rwlock_tryrdlock_first(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return LockOrder.firstTry(memory) { RWLockWords.tryReadLock(memory) }
 }
 @_cdecl("sync_rwlock_timedrdlock") public func c_sync_rwlock_timedrdlock(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
@@ -138,6 +162,10 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
 @_cdecl("sync_rwlock_trywrlock") public func c_sync_rwlock_trywrlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.tryWriteLock(memory)
+}
+@_cdecl("sync_rwlock_trywrlock_first") public func c_sync_rwlock_trywrlock_first(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return LockOrder.firstTry(memory) { RWLockWords.tryWriteLock(memory) }
 }
 @_cdecl("sync_rwlock_timedwrlock") public func c_sync_rwlock_timedwrlock(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
@@ -166,6 +194,10 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
 @_cdecl("sync_rwlock_tryuprdlock") public func c_sync_rwlock_tryuprdlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.tryUpgradableLock(memory)
+}
+@_cdecl("sync_rwlock_tryuprdlock_first") public func c_sync_rwlock_tryuprdlock_first(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+    guard let memory = lockMemory(rw) else { return EINVAL }
+    return LockOrder.firstTry(memory) { RWLockWords.tryUpgradableLock(memory) }
 }
 @_cdecl("sync_rwlock_timeduprdlock") public func c_sync_rwlock_timeduprdlock(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
@@ -219,8 +251,8 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
 // MARK: spin lock
 
 @_cdecl("sync_spinlock_init") public func c_sync_spinlock_init(_ s: UnsafeMutableRawPointer?, _ flags: Int32) -> Int32 {
-    guard let word = lockWord(s), flags & ~1 == 0 else { return EINVAL }
-    return SpinWord.initialize(word, shared: flags & 1 != 0)
+    guard let word = lockWord(s), flags & ~LockFlags.spinLock == 0 else { return EINVAL }
+    return SpinWord.initialize(word, shared: flags & LockFlags.shared != 0)
 }
 
 @_cdecl("sync_spinlock_lock") public func c_sync_spinlock_lock(_ s: UnsafeMutableRawPointer?) -> Int32 {
@@ -230,6 +262,10 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
 @_cdecl("sync_spinlock_trylock") public func c_sync_spinlock_trylock(_ s: UnsafeMutableRawPointer?) -> Int32 {
     guard let word = lockWord(s) else { return EINVAL }
     return SpinWord.tryLock(word)
+}
+@_cdecl("sync_spinlock_trylock_first") public func c_sync_spinlock_trylock_first(_ s: UnsafeMutableRawPointer?) -> Int32 {
+    guard let word = lockWord(s) else { return EINVAL }
+    return LockOrder.firstTry(word) { SpinWord.tryLock(word) }
 }
 @_cdecl("sync_spinlock_lock_until") public func c_sync_spinlock_lock_until(_ s: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let word = lockWord(s) else { return EINVAL }

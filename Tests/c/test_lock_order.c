@@ -342,6 +342,78 @@ static void test_trylock(void) {
     sync_debug_lock_order(false);
 }
 
+/* ---- the first try of a blocking acquire counts as a lock; the thread hook runs first ---- */
+
+static int hook_calls;
+static void count_hook(void *context) {
+    CHECK(context == &hook_calls);
+    hook_calls++;
+}
+
+/* Holds `held`, then takes `first` through `take` (a `_trylock_first` function), then releases. */
+static void first_after(sync_mutex_t *held, void *first, int (*take)(void *), int (*release)(void *)) {
+    CHECK_EQ(sync_mutex_lock(held), 0);
+    CHECK_EQ(take(first), 0);
+    CHECK_EQ(release(first), 0);
+    CHECK_EQ(sync_mutex_unlock(held), 0);
+}
+
+static int mutex_first(void *m) { return sync_mutex_trylock_first(m); }
+static int mutex_unlock(void *m) { return sync_mutex_unlock(m); }
+static int recursive_first(void *l) { return sync_recursive_lock_trylock_first(l); }
+static int recursive_unlock(void *l) { return sync_recursive_lock_unlock(l); }
+static int read_first(void *rw) { return sync_rwlock_tryrdlock_first(rw); }
+static int read_unlock(void *rw) { return sync_rwlock_rdunlock(rw); }
+static int write_first(void *rw) { return sync_rwlock_trywrlock_first(rw); }
+static int write_unlock(void *rw) { return sync_rwlock_wrunlock(rw); }
+static int spin_first(void *s) { return sync_spinlock_trylock_first(s); }
+static int spin_unlock(void *s) { return sync_spinlock_unlock(s); }
+static int condition_lock_first(void *l) { return sync_condition_lock_trylock_first(l); }
+static int condition_lock_when_first(void *l) { return sync_condition_lock_trylock_when_first(l, 0); }
+static int condition_lock_unlock(void *l) { return sync_condition_lock_unlock(l); }
+
+static void test_first_try(void) {
+    struct { void *lock; int (*take)(void *); int (*release)(void *); } kinds[7];
+    sync_mutex_t m = SYNC_MUTEX_INIT, held = SYNC_MUTEX_INIT;
+    sync_recursive_lock_t rec = SYNC_RECURSIVE_LOCK_INIT;
+    sync_rwlock_t rw1 = SYNC_RWLOCK_INIT, rw2 = SYNC_RWLOCK_INIT;
+    sync_spinlock_t spin = SYNC_SPINLOCK_INIT;
+    sync_condition_lock_t cl1 = SYNC_CONDITION_LOCK_INIT(0), cl2 = SYNC_CONDITION_LOCK_INIT(0);
+    kinds[0].lock = &m, kinds[0].take = mutex_first, kinds[0].release = mutex_unlock;
+    kinds[1].lock = &rec, kinds[1].take = recursive_first, kinds[1].release = recursive_unlock;
+    kinds[2].lock = &rw1, kinds[2].take = read_first, kinds[2].release = read_unlock;
+    kinds[3].lock = &rw2, kinds[3].take = write_first, kinds[3].release = write_unlock;
+    kinds[4].lock = &spin, kinds[4].take = spin_first, kinds[4].release = spin_unlock;
+    kinds[5].lock = &cl1, kinds[5].take = condition_lock_first, kinds[5].release = condition_lock_unlock;
+    kinds[6].lock = &cl2, kinds[6].take = condition_lock_when_first, kinds[6].release = condition_lock_unlock;
+
+    /* Off: exactly the trylocks, and the hook does not run. */
+    sync_debug_lock_order_set_thread_hook(count_hook, &hook_calls);
+    CHECK_EQ(sync_mutex_trylock_first(&m), 0);
+    CHECK_EQ(sync_mutex_trylock_first(&m), EBUSY);
+    CHECK_EQ(sync_mutex_unlock(&m), 0);
+    CHECK_EQ(sync_mutex_trylock_first(NULL), EINVAL);
+    CHECK_EQ(hook_calls, 0);
+
+    /* On: HELD -> X taken at X's first try is an order; X -> HELD then closes a cycle. A plain
+     * trylock in its place gives none (test_trylock). */
+    for (int i = 0; i < 7; i++) {
+        start_checking();
+        sync_debug_lock_order_set_thread_hook(count_hook, &hook_calls);
+        hook_calls = 0;
+        first_after(&held, kinds[i].lock, kinds[i].take, kinds[i].release);
+        CHECK_EQ(hook_calls, 1);
+        CHECK_EQ(seen.reports, 0);
+        CHECK_EQ(kinds[i].take(kinds[i].lock), 0);
+        CHECK_EQ(sync_mutex_lock(&held), 0);
+        CHECK_EQ(sync_mutex_unlock(&held), 0);
+        CHECK_EQ(kinds[i].release(kinds[i].lock), 0);
+        CHECK_EQ(seen.reports, 1);
+        sync_debug_lock_order(false);
+    }
+    sync_debug_lock_order_set_thread_hook(NULL, NULL);
+}
+
 /* ---- locks destroyed and their memory reused give no false report ---- */
 
 static void order(void *first, void *second) {
@@ -375,21 +447,28 @@ static void test_reused_memory(void) {
     order(&again[0], &again[1]);
     CHECK_EQ(seen.reports, 0);
 
-    /* A read-write lock and a recursive lock initialized again, too. */
+    /* A read-write lock, a recursive lock and a spin lock initialized again, too (each
+     * inverts the order of the lock before it). */
     sync_rwlock_t rw;
     sync_recursive_lock_t rec;
-    CHECK_EQ(sync_rwlock_init(&rw, 0), 0);
-    CHECK_EQ(sync_recursive_lock_init(&rec, 0), 0);
-    CHECK_EQ(sync_rwlock_wrlock(&rw), 0);
-    CHECK_EQ(sync_recursive_lock_lock(&rec), 0);
-    CHECK_EQ(sync_recursive_lock_unlock(&rec), 0);
-    CHECK_EQ(sync_rwlock_wrunlock(&rw), 0);
-    CHECK_EQ(sync_rwlock_init(&rw, 0), 0);
-    CHECK_EQ(sync_recursive_lock_init(&rec, 0), 0);
-    CHECK_EQ(sync_recursive_lock_lock(&rec), 0);
-    CHECK_EQ(sync_rwlock_wrlock(&rw), 0);
-    CHECK_EQ(sync_rwlock_wrunlock(&rw), 0);
-    CHECK_EQ(sync_recursive_lock_unlock(&rec), 0);
+    sync_spinlock_t spin;
+    for (int round = 0; round < 2; round++) {
+        CHECK_EQ(sync_rwlock_init(&rw, 0), 0);
+        CHECK_EQ(sync_recursive_lock_init(&rec, 0), 0);
+        CHECK_EQ(sync_spinlock_init(&spin, 0), 0);
+        if (round == 0) {
+            CHECK_EQ(sync_rwlock_wrlock(&rw), 0);
+            CHECK_EQ(sync_recursive_lock_lock(&rec), 0);
+            CHECK_EQ(sync_spinlock_lock(&spin), 0);
+        } else {
+            CHECK_EQ(sync_spinlock_lock(&spin), 0);
+            CHECK_EQ(sync_recursive_lock_lock(&rec), 0);
+            CHECK_EQ(sync_rwlock_wrlock(&rw), 0);
+        }
+        CHECK_EQ(sync_spinlock_unlock(&spin), 0);
+        CHECK_EQ(sync_recursive_lock_unlock(&rec), 0);
+        CHECK_EQ(sync_rwlock_wrunlock(&rw), 0);
+    }
     CHECK_EQ(seen.reports, 0);
 
     /* Neither: the same memory is the same lock, and the inversion is reported (the check
@@ -641,6 +720,7 @@ int main(void) {
     test_rwlock_modes_per_edge();
     test_other_kinds();
     test_trylock();
+    test_first_try();
     test_reused_memory();
     test_bad_input_and_off();
     test_names();

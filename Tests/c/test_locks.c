@@ -224,6 +224,24 @@ static void test_recursive(void) {
     for (int i = 0; i < 6; i++) CHECK_EQ(sync_recursive_lock_unlock(&r), 0);
     CHECK_EQ(sync_recursive_lock_depth(&r), 0);
     CHECK_EQ(sync_recursive_lock_unlock(&r), EPERM);
+
+    /* Released however deep in one step, and taken again at that depth in one step. */
+    uint32_t depth = 99;
+    CHECK_EQ(sync_recursive_lock_release_save(&r, &depth), EPERM);
+    CHECK_EQ(depth, 99);
+    for (int i = 0; i < 3; i++) CHECK_EQ(sync_recursive_lock_lock(&r), 0);
+    CHECK_EQ(sync_recursive_lock_release_save(&r, NULL), EINVAL);
+    CHECK_EQ(sync_recursive_lock_depth(&r), 3);
+    CHECK_EQ(sync_recursive_lock_release_save(&r, &depth), 0);
+    CHECK_EQ(depth, 3);
+    CHECK_EQ(sync_recursive_lock_depth(&r), 0);
+    CHECK_EQ(sync_recursive_lock_trylock(&r), 0);  /* free: nobody holds it */
+    CHECK_EQ(sync_recursive_lock_unlock(&r), 0);
+    CHECK_EQ(sync_recursive_lock_restore_interruptible(&r, 0, -1), EINVAL);
+    CHECK_EQ(sync_recursive_lock_restore_interruptible(&r, depth, -1), 0);
+    CHECK_EQ(sync_recursive_lock_depth(&r), 3);
+    for (int i = 0; i < 3; i++) CHECK_EQ(sync_recursive_lock_unlock(&r), 0);
+    CHECK_EQ(sync_recursive_lock_unlock(&r), EPERM);
 }
 
 static void test_spin(void) {

@@ -203,6 +203,9 @@ int sync_condition_lock_lock(sync_condition_lock_t *lock);
 int sync_condition_lock_lock_until(sync_condition_lock_t *lock, int64_t deadline_ns);
 /** Locks if free, never waiting. @return 0, EBUSY or EINVAL. */
 int sync_condition_lock_trylock(sync_condition_lock_t *lock);
+/** As sync_condition_lock_trylock, as the first attempt of a blocking lock (see
+ *  sync/locks.h's sync_mutex_trylock_first). */
+int sync_condition_lock_trylock_first(sync_condition_lock_t *lock);
 /** Locks once the condition equals `condition`. @return 0 (holding it), EDEADLK or EINVAL. */
 int sync_condition_lock_lock_when(sync_condition_lock_t *lock, int64_t condition);
 /** As lock_when for at most timeout_ns. @return 0, ETIMEDOUT (not holding it), EDEADLK or EINVAL. */
@@ -214,6 +217,8 @@ int sync_condition_lock_lock_when_until(sync_condition_lock_t *lock, int64_t con
 int sync_condition_lock_lock_when_interruptible(sync_condition_lock_t *lock, bool any, int64_t condition, int64_t deadline_ns);
 /** Locks if free and the condition equals `condition`, never waiting. @return 0, EBUSY or EINVAL. */
 int sync_condition_lock_trylock_when(sync_condition_lock_t *lock, int64_t condition);
+/** As sync_condition_lock_trylock_when, as the first attempt of a blocking lock_when. */
+int sync_condition_lock_trylock_when_first(sync_condition_lock_t *lock, int64_t condition);
 /** Unlocks, keeping the condition. @return 0, EPERM (nothing changes) if the caller does not
  *  hold it, or EINVAL. */
 int sync_condition_lock_unlock(sync_condition_lock_t *lock);

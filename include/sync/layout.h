@@ -60,6 +60,13 @@ typedef struct sync_layout {
     /** The value of a sync_once_t whose initializer has completed (read with acquire ordering,
      *  the initializer's writes are then visible). */
     uint32_t once_done;
+    /** The flags of the lock initializers, as the library defines them (sync/locks.h restates
+     *  them: SYNC_MUTEX_SHARED, SYNC_RECURSIVE_LOCK's, SYNC_RWLOCK_SHARED and
+     *  SYNC_SPINLOCK_SHARED are lock_shared; SYNC_MUTEX_UNOWNED is lock_unowned;
+     *  SYNC_MUTEX_ROBUST is lock_robust). */
+    uint32_t lock_shared;
+    uint32_t lock_unowned;
+    uint32_t lock_robust;
 } sync_layout_t;
 
 /**

@@ -106,6 +106,15 @@ int sync_mutex_lock(sync_mutex_t *mutex);
  * ENOTRECOVERABLE, EINVAL as sync_mutex_lock.
  */
 int sync_mutex_trylock(sync_mutex_t *mutex);
+/**
+ * The first attempt of a blocking lock that an interpreter binding makes before it waits
+ * (through sync_mutex_lock_interruptible): exactly sync_mutex_trylock, except that the
+ * lock-order checker (sync/debug.h) counts a lock taken here as a lock, with the orders from
+ * the locks held before it, not as a trylock. The other `_trylock_first` functions (recursive
+ * lock, rwlock sides, spin lock, sync/conditions.h's condition lock) are the same to their
+ * trylocks. Thread-safe. @return as sync_mutex_trylock.
+ */
+int sync_mutex_trylock_first(sync_mutex_t *mutex);
 
 /** Locks unless timeout_ns nanoseconds pass first.
  *  @return 0, ETIMEDOUT, or EDEADLK; robust: also EOWNERDEAD, ENOTRECOVERABLE, EINVAL. */
@@ -162,6 +171,9 @@ int sync_recursive_lock_lock(sync_recursive_lock_t *lock);
 /** Locks if free or held by the caller. @return 0, EBUSY (held by another thread), or EAGAIN;
  *  robust: also EOWNERDEAD, ENOTRECOVERABLE, EINVAL. */
 int sync_recursive_lock_trylock(sync_recursive_lock_t *lock);
+/** As sync_recursive_lock_trylock, as the first attempt of a blocking lock (see
+ *  sync_mutex_trylock_first). @return as sync_recursive_lock_trylock. */
+int sync_recursive_lock_trylock_first(sync_recursive_lock_t *lock);
 /** Locks unless timeout_ns pass first. @return 0, ETIMEDOUT, or EAGAIN; robust: also
  *  EOWNERDEAD, ENOTRECOVERABLE, EINVAL. */
 int sync_recursive_lock_timedlock(sync_recursive_lock_t *lock, uint64_t timeout_ns);
@@ -177,6 +189,21 @@ int sync_recursive_lock_unlock(sync_recursive_lock_t *lock);
 int sync_recursive_lock_consistent(sync_recursive_lock_t *lock);
 /** How many times the calling thread holds the lock (0: not at all). */
 uint32_t sync_recursive_lock_depth(const sync_recursive_lock_t *lock);
+/**
+ * Releases the caller's hold entirely, however deep, in one step, and stores the depth it had
+ * in *depth (for sync_recursive_lock_restore_interruptible): what a condition variable's wait
+ * does with the lock (Python's RLock._release_save). Robust: as the last unlock.
+ * @return 0; EPERM (nothing changes) if the caller does not hold it; EINVAL for NULL.
+ */
+int sync_recursive_lock_release_save(sync_recursive_lock_t *lock, uint32_t *depth);
+/**
+ * Takes the lock again at `depth` (> 0) in one step, after sync_recursive_lock_release_save:
+ * as sync_recursive_lock_lock_interruptible, then the caller holds it `depth` times.
+ * @return 0; ETIMEDOUT once deadline_ns (CLOCK_MONOTONIC, < 0: none) passes; EINTR on a
+ * signal; EDEADLK if the caller holds it; EINVAL (depth 0, NULL); robust: EOWNERDEAD (held at
+ * `depth`), ENOTRECOVERABLE (not held).
+ */
+int sync_recursive_lock_restore_interruptible(sync_recursive_lock_t *lock, uint32_t depth, int64_t deadline_ns);
 
 /* ---- Robust mutex and recursive lock ------------------------------------------------------ */
 
@@ -306,6 +333,9 @@ int sync_rwlock_rdlock(sync_rwlock_t *rwlock);
  * EAGAIN, or EINVAL.
  */
 int sync_rwlock_tryrdlock(sync_rwlock_t *rwlock);
+/** As sync_rwlock_tryrdlock, as the first attempt of a blocking read lock (see
+ *  sync_mutex_trylock_first). */
+int sync_rwlock_tryrdlock_first(sync_rwlock_t *rwlock);
 /** Takes a read lock unless timeout_ns pass first. @return 0, ETIMEDOUT, EDEADLK, EAGAIN, or EINVAL. */
 int sync_rwlock_timedrdlock(sync_rwlock_t *rwlock, uint64_t timeout_ns);
 /** Takes a read lock unless CLOCK_MONOTONIC reaches deadline_ns. @return as timedrdlock. */
@@ -322,6 +352,9 @@ int sync_rwlock_rdunlock(sync_rwlock_t *rwlock);
 int sync_rwlock_wrlock(sync_rwlock_t *rwlock);
 /** Takes the write lock if nobody holds the lock; never waits. @return 0, EBUSY (held, by anyone, the caller included), or EINVAL. */
 int sync_rwlock_trywrlock(sync_rwlock_t *rwlock);
+/** As sync_rwlock_trywrlock, as the first attempt of a blocking write lock (see
+ *  sync_mutex_trylock_first). */
+int sync_rwlock_trywrlock_first(sync_rwlock_t *rwlock);
 /** Takes the write lock unless timeout_ns pass first. @return 0, ETIMEDOUT, EDEADLK, or EINVAL. */
 int sync_rwlock_timedwrlock(sync_rwlock_t *rwlock, uint64_t timeout_ns);
 /** Takes the write lock unless CLOCK_MONOTONIC reaches deadline_ns. @return 0, ETIMEDOUT, EDEADLK, or EINVAL. */
@@ -368,6 +401,9 @@ int sync_rwlock_uprdlock(sync_rwlock_t *rwlock);
  * never waits. @return 0, EBUSY (held so, the caller included), or EINVAL.
  */
 int sync_rwlock_tryuprdlock(sync_rwlock_t *rwlock);
+/** As sync_rwlock_tryuprdlock, as the first attempt of a blocking upgradable read (see
+ *  sync_mutex_trylock_first). */
+int sync_rwlock_tryuprdlock_first(sync_rwlock_t *rwlock);
 /** Takes the upgradable read unless timeout_ns pass first. @return 0, ETIMEDOUT, EDEADLK, or EINVAL. */
 int sync_rwlock_timeduprdlock(sync_rwlock_t *rwlock, uint64_t timeout_ns);
 /** Takes the upgradable read unless CLOCK_MONOTONIC reaches deadline_ns. @return as timeduprdlock. */
@@ -455,6 +491,8 @@ int sync_spinlock_init(sync_spinlock_t *lock, int flags);
 int sync_spinlock_lock(sync_spinlock_t *lock);
 /** Locks if free. @return 0, EBUSY (held, by the caller too), or EINVAL. */
 int sync_spinlock_trylock(sync_spinlock_t *lock);
+/** As sync_spinlock_trylock, as the first attempt of a blocking lock (see sync_mutex_trylock_first). */
+int sync_spinlock_trylock_first(sync_spinlock_t *lock);
 /** Locks unless CLOCK_MONOTONIC reaches deadline_ns first.
  *  @return 0, ETIMEDOUT, EDEADLK, or EINVAL. */
 int sync_spinlock_lock_until(sync_spinlock_t *lock, int64_t deadline_ns);

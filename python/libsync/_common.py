@@ -222,7 +222,8 @@ class Layout(ctypes.Structure):
     _fields_ = [(name, c_uint32) for name in (
         "mutex_robust", "mutex_unowned_held", "recursive_depth_offset", "robust_recursive_depth_offset",
         "cond_waiters_offset", "cond_waiters_mask", "cond_waiter_size", "cond_waiter_state_offset",
-        "cond_waiter_idle", "event_state_offset", "event_flag", "semaphore_limit_offset", "once_done")]
+        "cond_waiter_idle", "event_state_offset", "event_flag", "semaphore_limit_offset", "once_done",
+        "lock_shared", "lock_unowned", "lock_robust")]
 
 
 def _layout() -> Layout:

@@ -270,7 +270,9 @@ _cl_trylock_when = declare("sync_condition_lock_trylock_when")
 _cl_unlock = declare("sync_condition_lock_unlock")
 _cl_unlock_with = declare("sync_condition_lock_unlock_with")
 _cl_condition = declare("sync_condition_lock_condition", c_int64)
-_cl_take, _cl_take_when = _cl_trylock, _cl_trylock_when  # see libsync.locks._rw_take
+# The first try of a blocking acquire (lock-order checking counts a lock taken there as a lock).
+_cl_take = declare("sync_condition_lock_trylock_first")
+_cl_take_when = declare("sync_condition_lock_trylock_when_first")
 
 
 class ConditionLock(_Memory):

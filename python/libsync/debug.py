@@ -64,9 +64,10 @@ _enabled = declare(nonblocking, "sync_debug_lock_order_enabled", c_bool)
 _set_action = declare(nonblocking, "sync_debug_lock_order_set_action", c_int, c_int)
 _set_handler = declare(nonblocking, "sync_debug_lock_order_set_handler", None, _HANDLER, c_void_p)
 _set_site_hook = declare(nonblocking, "sync_debug_lock_order_set_site_hook", None, _SITE_HOOK, c_void_p)
+_THREAD_HOOK = ctypes.CFUNCTYPE(None, c_void_p)
+_set_thread_hook = declare(nonblocking, "sync_debug_lock_order_set_thread_hook", None, _THREAD_HOOK, c_void_p)
 _forget = declare(nonblocking, "sync_debug_lock_forget", c_int, c_void_p)
 _reset = declare(nonblocking, "sync_debug_lock_order_reset", None)
-_promote = declare(nonblocking, "sync_debug_lock_order_promote", c_int, c_void_p)
 _lock_name = declare(nonblocking, "sync_debug_lock_name", c_int, c_void_p, c_char_p)
 _thread_name = declare(nonblocking, "sync_debug_thread_name", c_int, c_char_p)
 # The waits are formatted under an internal lock that a thread blocked in a lock never holds.
@@ -183,33 +184,26 @@ def name_lock(lock: Any, name: Optional[str], address: Optional[int] = None) -> 
         raise ValueError(f"invalid lock name {name!r}: a name is not empty, is UTF-8, and has no control character")
 
 
-def _counting(trylock: Callable[..., int]) -> Callable[..., int]:
-    """`trylock` as the first attempt of a blocking acquire: taken, it counts as a lock. The
-    thread's Python name goes to libsync first (reports and waits show it)."""
-    def take(p: Any, *args: Any) -> int:
+@_THREAD_HOOK
+def _thread_hook(_context: Any) -> None:
+    """Before each first try of a blocking acquire (while checking is on): the thread's Python
+    name goes to libsync (reports and waits show it)."""
+    try:
         _name_thread()
-        code = trylock(p, *args)
-        if code == 0:
-            _promote(p)
-        return code
-    return take
+    except BaseException:  # never into libsync's C frames
+        pass
 
 
 def _start() -> None:
-    """Python's part: stacks for the sites, locks forgotten when freed, and the acquires that
-    try before they wait counted as locks."""
+    """Python's part: stacks for the sites, thread names, and locks forgotten when freed. (The
+    acquires that try before they wait call the library's `_trylock_first` functions, which
+    count a lock taken at that try as a lock.)"""
     global tracking
     if tracking:
         return
-    from . import conditions, locks
     tracking = True
     _set_site_hook(_site_hook, None)
-    for cls in (locks.Lock, locks.RLock, locks.SpinLock):  # Mutex inherits Lock's
-        cls._TAKE = staticmethod(_counting(cls._TRY))
-    locks._rw_take.update(read=_counting(locks._rw_tryrd), write=_counting(locks._rw_trywr),
-                          upgradable=_counting(locks._rw_tryup))
-    conditions._cl_take = _counting(conditions._cl_trylock)
-    conditions._cl_take_when = _counting(conditions._cl_trylock_when)
+    _set_thread_hook(_thread_hook, None)
 
 
 def _start_if_enabled() -> None:

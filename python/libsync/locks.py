@@ -127,11 +127,12 @@ def _init(function, pointer, flags: int, what: str = "init") -> None:
 
 _mutex_init = declare("sync_mutex_init")
 _mutex_trylock = declare("sync_mutex_trylock")
+_mutex_trylock_first = declare("sync_mutex_trylock_first")
 _mutex_unlock = declare("sync_mutex_unlock")
 _mutex_is_locked = declare("sync_mutex_is_locked")
 _mutex_wait = declare("sync_mutex_lock_interruptible", blocking=True)
 _mutex_consistent = declare("sync_mutex_consistent")
-_SHARED, _UNOWNED, _ROBUST = 1, 2, 4
+_SHARED, _UNOWNED, _ROBUST = layout.lock_shared, layout.lock_unowned, layout.lock_robust  # the init flags
 _ROBUST_CELLS = c_uint64 * 2  # a robust lock's 16 bytes, 8-aligned
 
 
@@ -144,8 +145,8 @@ def _check_robust(cells: Any, robust: bool) -> None:
 class _Acquirable(_Memory):
     """A lock taken by a C try function (0, EBUSY, or an error) and its `_interruptible` wait,
     the class's _TRY and _WAIT; _WHAT names the acquire in errors. _TAKE is the try that opens a
-    blocking acquire: _TRY, which lock-order checking (libsync.debug) replaces so that a lock
-    taken at that first try counts as a lock, not as a trylock."""
+    blocking acquire: the C `_trylock_first` form of _TRY (lock-order checking counts a lock
+    taken at that first try as a lock, not as a trylock)."""
     __slots__ = ()
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
@@ -164,7 +165,7 @@ class Lock(_Acquirable):
     """threading.Lock, from libsync: any thread may release it. 4 bytes of lock state."""
     __slots__ = ()
     _FLAGS = _UNOWNED
-    _TRY = _TAKE = _mutex_trylock
+    _TRY, _TAKE = _mutex_trylock, _mutex_trylock_first
     _WAIT = _mutex_wait
 
     def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: Optional[bool] = None,
@@ -276,10 +277,13 @@ _mutex_is_owner = declare("sync_mutex_is_owner")
 
 _rlock_init = declare("sync_recursive_lock_init")
 _rlock_trylock = declare("sync_recursive_lock_trylock")
+_rlock_trylock_first = declare("sync_recursive_lock_trylock_first")
 _rlock_unlock = declare("sync_recursive_lock_unlock")
 _rlock_depth = declare("sync_recursive_lock_depth", c_uint32)
 _rlock_wait = declare("sync_recursive_lock_lock_interruptible", blocking=True)
 _rlock_consistent = declare("sync_recursive_lock_consistent")
+_rlock_release_save = declare("sync_recursive_lock_release_save")
+_rlock_restore = declare("sync_recursive_lock_restore_interruptible", blocking=True)
 _DEPTH, _ROBUST_DEPTH = word(layout.recursive_depth_offset), word(layout.robust_recursive_depth_offset)
 
 
@@ -294,7 +298,7 @@ class RLock(_Robust):
     __slots__ = ()
     _WORDS = 2
     _INIT, _WAIT = _rlock_init, _rlock_wait
-    _TRY = _TAKE = _rlock_trylock
+    _TRY, _TAKE = _rlock_trylock, _rlock_trylock_first
     _WHAT = "RLock.acquire"
 
     def release(self) -> None:
@@ -320,19 +324,15 @@ class RLock(_Robust):
         return _rlock_depth(self._p)
 
     def _release_save(self) -> int:
-        """Releases it entirely, however deep; returns the depth for _acquire_restore."""
-        depth = _rlock_depth(self._p)
-        if depth == 0:
+        """Releases it entirely, however deep, in one call; returns the depth for _acquire_restore."""
+        depth = c_uint32()
+        if _rlock_release_save(self._p, ctypes.byref(depth)):
             raise RuntimeError("cannot release un-acquired lock")
-        for _ in range(depth):
-            _rlock_unlock(self._p)
-        return depth
+        return depth.value
 
     def _acquire_restore(self, depth: int) -> None:
-        """Takes it again at the depth _release_save returned."""
-        self.acquire()
-        for _ in range(depth - 1):
-            self.acquire()
+        """Takes it again at the depth _release_save returned, in one call."""
+        wait(_rlock_restore, self._p, c_uint32(depth), FOREVER, what="RLock._acquire_restore")
 
     def __repr__(self) -> str:
         # threading's format, without the owner (the word keeps a kernel id, not threading's ident).
@@ -346,14 +346,17 @@ class RLock(_Robust):
 
 _rw_init = declare("sync_rwlock_init")
 _rw_tryrd = declare("sync_rwlock_tryrdlock")
+_rw_tryrd_first = declare("sync_rwlock_tryrdlock_first")
 _rw_rdunlock = declare("sync_rwlock_rdunlock")
 _rw_rdwait = declare("sync_rwlock_rdlock_interruptible", blocking=True)
 _rw_trywr = declare("sync_rwlock_trywrlock")
+_rw_trywr_first = declare("sync_rwlock_trywrlock_first")
 _rw_wrunlock = declare("sync_rwlock_wrunlock")
 _rw_wrwait = declare("sync_rwlock_wrlock_interruptible", blocking=True)
 _rw_downgrade = declare("sync_rwlock_downgrade")
 _rw_waiting = declare("sync_rwlock_waiting_writers", c_uint32)
 _rw_tryup = declare("sync_rwlock_tryuprdlock")
+_rw_tryup_first = declare("sync_rwlock_tryuprdlock_first")
 _rw_upunlock = declare("sync_rwlock_uprdunlock")
 _rw_upwait = declare("sync_rwlock_uprdlock_interruptible", blocking=True)
 _rw_tryupgrade = declare("sync_rwlock_tryupgrade")
@@ -372,20 +375,16 @@ def _rw_bounded(p, try_lock, take, wait_function, what: str, blocking: Any, time
         return False
 
 
-# The try that opens a blocking acquire of each side: the trylock, which lock-order checking
-# (libsync.debug) replaces so that a lock taken at that first try counts as a lock.
-_rw_take = {"read": _rw_tryrd, "write": _rw_trywr, "upgradable": _rw_tryup}
-
-
-def _side(name: str, try_lock, wait_function, unlock) -> tuple:
-    """The acquire(p, blocking, timeout) and release(p) of the side `name` of an RWLock."""
+def _side(name: str, try_lock, take, wait_function, unlock) -> tuple:
+    """The acquire(p, blocking, timeout) and release(p) of the side `name` of an RWLock; `take`
+    is the first try of a blocking acquire (the `_trylock_first` form of `try_lock`)."""
     acquiring, releasing = f"RWLock.acquire_{name}", f"RWLock.release_{name}"
 
     def acquire_side(p, blocking: Any = True, timeout: Any = -1) -> bool:
         if timeout == -1 and blocking is True:  # the common call: one C call
-            code = _rw_take[name](p)
+            code = take(p)
             return not code or acquired(code, p, wait_function, FOREVER, acquiring)
-        return _rw_bounded(p, try_lock, _rw_take[name], wait_function, acquiring, blocking, timeout)
+        return _rw_bounded(p, try_lock, take, wait_function, acquiring, blocking, timeout)
 
     def release_side(p) -> None:
         code = unlock(p)
@@ -394,9 +393,9 @@ def _side(name: str, try_lock, wait_function, unlock) -> tuple:
     return acquire_side, release_side
 
 
-_acquire_read, _release_read = _side("read", _rw_tryrd, _rw_rdwait, _rw_rdunlock)
-_acquire_write, _release_write = _side("write", _rw_trywr, _rw_wrwait, _rw_wrunlock)
-_acquire_upgradable, _release_upgradable = _side("upgradable", _rw_tryup, _rw_upwait, _rw_upunlock)
+_acquire_read, _release_read = _side("read", _rw_tryrd, _rw_tryrd_first, _rw_rdwait, _rw_rdunlock)
+_acquire_write, _release_write = _side("write", _rw_trywr, _rw_trywr_first, _rw_wrwait, _rw_wrunlock)
+_acquire_upgradable, _release_upgradable = _side("upgradable", _rw_tryup, _rw_tryup_first, _rw_upwait, _rw_upunlock)
 
 
 def _downgrade(p) -> None:
@@ -661,6 +660,7 @@ class WriteLock(_SideLock):
 
 _spin_init = declare("sync_spinlock_init")
 _spin_trylock = declare("sync_spinlock_trylock")
+_spin_trylock_first = declare("sync_spinlock_trylock_first")
 _spin_unlock = declare("sync_spinlock_unlock")
 _spin_wait = declare("sync_spinlock_lock_interruptible", blocking=True)
 
@@ -671,7 +671,7 @@ class SpinLock(_Acquirable):
     process passes ``initialize=True``, the others ``initialize=False``; its owner checks then hold
     across processes (a thread that got a dead holder's thread id is not taken for the holder)."""
     __slots__ = ()
-    _TRY = _TAKE = _spin_trylock
+    _TRY, _TAKE = _spin_trylock, _spin_trylock_first
     _WAIT = _spin_wait
     _WHAT = "SpinLock.acquire"
 

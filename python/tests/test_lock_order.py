@@ -219,6 +219,18 @@ def test_freed_locks_and_reused_memory_give_no_false_report(reports):
     assert len(reports) == 1
 
 
+def test_a_spin_lock_initialized_again_starts_without_orders(reports):
+    buffer = bytearray(16)
+    other = Mutex()
+    first = SpinLock(buffer, 0, initialize=True)
+    in_order(first, other)
+    again = SpinLock(buffer, 0, initialize=True)  # a new lock in the same memory
+    in_order(other, again)
+    assert reports == []
+    in_order(SpinLock(buffer, 0, initialize=False), other)  # attached: the same lock
+    assert len(reports) == 1
+
+
 def test_off_records_nothing_and_bad_input():
     debug.reset()
     got = []

@@ -118,6 +118,26 @@ def test_rlock_is_threading_rlock_compatible():
             assert cond._lock._recursion_count() == 2
 
 
+def test_rlock_release_save_and_acquire_restore_keep_the_depth():
+    lock = RLock()
+    with pytest.raises(RuntimeError):
+        lock._release_save()
+    for _ in range(4):
+        lock.acquire()
+    depth = lock._release_save()
+    assert depth == 4 and not lock._is_owned()
+    taken = []
+    other = threading.Thread(target=lambda: taken.append(lock.acquire(False) and lock.release() is None))
+    other.start()
+    other.join()
+    assert taken == [True]  # released entirely: another thread could take it
+    lock._acquire_restore(depth)
+    assert lock._recursion_count() == 4
+    for _ in range(4):
+        lock.release()
+    assert not lock._is_owned()
+
+
 def test_mutex_owner_checks():
     m = Mutex()
     with pytest.raises(NotOwnerError):

@@ -107,7 +107,7 @@ public final class SyncCondition: @unchecked Sendable {
 
     /// Runs `body` holding the lock; releases it even if `body` throws.
     public func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
-        precondition(MutexWord.lock(mutex) == 0, "SyncCondition.withLock: the calling thread already holds this condition")
+        require(MutexWord.lock(mutex) == 0, "SyncCondition.withLock: the calling thread already holds this condition")
         defer { _ = MutexWord.unlock(mutex) }
         return try body()
     }
@@ -163,8 +163,8 @@ public final class SyncSemaphore: @unchecked Sendable {
 
     /// A semaphore holding `value` units; at most `limit` if given (precondition: value <= limit).
     public init(value: UInt32 = 0, limit: UInt32? = nil) {
-        precondition(SemaphoreWord.initialize(memory.raw, value: value, limit: limit, shared: false) == 0,
-                     "SyncSemaphore: initial value \(value) exceeds the limit")
+        require(SemaphoreWord.initialize(memory.raw, value: value, limit: limit, shared: false) == 0,
+                "SyncSemaphore: initial value \(value) exceeds the limit")
     }
 
     public func wait() { _ = SemaphoreWord.wait(memory.raw, deadline: -1, interruptible: false) }
@@ -206,7 +206,7 @@ public final class SyncBarrier: @unchecked Sendable {
     let action: (@Sendable () throws -> Void)?
 
     public init(parties: Int, action: (@Sendable () throws -> Void)? = nil) {
-        precondition(parties >= 1 && parties <= Int(UInt32.max), "SyncBarrier: parties must be >= 1")
+        require(parties >= 1 && parties <= Int(UInt32.max), "SyncBarrier: parties must be >= 1")
         self.action = action
         _ = BarrierWord.initialize(memory.raw, parties: UInt32(parties), hasAction: action != nil, shared: false)
     }
@@ -245,7 +245,7 @@ public final class SyncBarrier: @unchecked Sendable {
 
     var status: (parties: UInt32, waiting: UInt32, broken: Bool) {
         // The memory is this object's own: only a memory-corrupting bug elsewhere fails this.
-        guard let status = BarrierWord.status(memory.raw) else { preconditionFailure("SyncBarrier: corrupt state") }
+        guard let status = BarrierWord.status(memory.raw) else { misuse("SyncBarrier: corrupt state") }
         return status
     }
 }

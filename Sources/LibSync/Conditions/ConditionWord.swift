@@ -245,20 +245,13 @@ extension ConditionWord {
     static func relock(_ mutex: MutexWord.Word) -> Int32 { MutexWord.lock(mutex) }
 
     @inlinable
-    static func release(_ recursiveLock: RecursiveWord.Memory) {
-        RecursiveWord.depth(recursiveLock).pointee.store(0, ordering: .relaxed)
-        _ = MutexWord.unlock(RecursiveWord.word(recursiveLock))
-    }
+    static func release(_ recursiveLock: RecursiveWord.Memory) { RecursiveWord.release(recursiveLock) }
 
     /// Takes a recursive lock again after a wait, at `depth` if it was taken (0 or EOWNERDEAD);
     /// returns what `relock` does.
     @inlinable
     static func reacquire(_ recursiveLock: RecursiveWord.Memory, depth: UInt32) -> Int32 {
-        let relocked = relock(RecursiveWord.word(recursiveLock))
-        if relocked == 0 || relocked == EOWNERDEAD {
-            RecursiveWord.depth(recursiveLock).pointee.store(depth, ordering: .relaxed)
-        }
-        return relocked
+        RecursiveWord.reacquire(recursiveLock, depth: depth)
     }
 
     /// Whether the caller may wait with this mutex: it holds it (owned mode) or it is held

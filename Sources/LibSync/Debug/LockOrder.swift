@@ -79,11 +79,30 @@ import Synchronization
         return result
     }
 
+    /// A lock's slow path, `wait`, which may block: the wait is seen before (its edges are checked
+    /// before the thread blocks), and the result after (0 or EOWNERDEAD is an acquire).
+    @inlinable @inline(__always)
+    package static func waited(_ lock: UnsafeRawPointer, _ kind: LockKind, _ wait: () -> Int32) -> Int32 {
+        waiting(lock, kind)
+        return settled(lock, kind, wait())
+    }
+
     /// A trylock's result from a caller of a core function that is also used inside slow paths.
     @inlinable @inline(__always)
     package static func tried(_ lock: UnsafeRawPointer, _ kind: LockKind, _ result: Int32) -> Int32 {
         if _slowPath(sync_lock_order_flag != 0) && result == 0 { noteAcquired(lock, kind, tried: true) }
         return result
+    }
+
+    /// The first try of a blocking acquire: `attempt`, a trylock of `lock`, opens an acquire
+    /// that waits if it fails (an interpreter tries before it waits). Taken there (0 or
+    /// EOWNERDEAD), the lock counts as a lock, with the orders from the locks held before it,
+    /// not as a trylock. While checking is on, the thread hook runs first (a binding names the
+    /// calling thread there, so reports and waits show the name).
+    @inlinable @inline(__always)
+    package static func firstTry(_ lock: UnsafeRawPointer, _ attempt: () -> Int32) -> Int32 {
+        if _slowPath(sync_lock_order_flag != 0) { return firstTrySlow(lock, attempt) }
+        return attempt()
     }
 
     /// The caller's `from` hold of the rwlock at `lock` became a `to` hold (a downgrade, an
@@ -128,7 +147,7 @@ import Synchronization
     /// One per thread that has used a lock with checking on; registered in `State.threads`.
     /// Its stack and wait are of checking period `epoch`: those of an older period are stale
     /// (a lock may have been released unseen while checking was off) and go at its next hook.
-    final class ThreadRecord {
+    final class ThreadLocks {
         var tid: UInt32
         var name: String? = nil               // setThreadName's; kept across periods
         var epoch: Int
@@ -168,10 +187,11 @@ import Synchronization
         var edges: [Int: [Int: Edge]] = [:]   // from -> to
         var reported: Set<[Int]> = []
         var aliases: [UInt: UInt] = [:]       // synchronized entry lock -> token
-        var threads: [ObjectIdentifier: ThreadRecord] = [:]
+        var threads: [ObjectIdentifier: ThreadLocks] = [:]
         var epoch = 0                         // checking period: bumped at each off -> on turn
         var handler: ((LockOrderCycle) -> Void)? = nil
         var siteProvider: (() -> String?)? = nil
+        var threadHook: (() -> Void)? = nil
         var abortOnCycle = sync_lock_order_env == 2
     }
 
@@ -208,7 +228,7 @@ import Synchronization
     static let forkSafe: Bool = {
         pthread_atfork({ pthread_mutex_lock(LockOrder.mutex) }, { pthread_mutex_unlock(LockOrder.mutex) }, {
             // The child has only the forking thread: the other records and their stacks go.
-            let mine = pthread_getspecific(LockOrder.key).map { Unmanaged<ThreadRecord>.fromOpaque($0).takeUnretainedValue() }
+            let mine = pthread_getspecific(LockOrder.key).map { Unmanaged<ThreadLocks>.fromOpaque($0).takeUnretainedValue() }
             LockOrder.state.pointee.threads = [:]
             if let mine {
                 mine.tid = threadID()
@@ -223,13 +243,13 @@ import Synchronization
         var key = pthread_key_t()
         let status = pthread_key_create(&key) { raw in
             guard let raw else { return }
-            let record = Unmanaged<ThreadRecord>.fromOpaque(raw)
+            let record = Unmanaged<ThreadLocks>.fromOpaque(raw)
             pthread_mutex_lock(LockOrder.mutex)
             LockOrder.state.pointee.threads[ObjectIdentifier(record.takeUnretainedValue())] = nil
             pthread_mutex_unlock(LockOrder.mutex)
             record.release()
         }
-        precondition(status == 0, "LockOrder: pthread_key_create failed (\(status))")
+        require(status == 0, "LockOrder: pthread_key_create failed (\(status))")
         return key
     }()
 
@@ -239,7 +259,7 @@ import Synchronization
     static let calloutKey: pthread_key_t = {
         var key = pthread_key_t()
         let status = pthread_key_create(&key, nil)
-        precondition(status == 0, "LockOrder: pthread_key_create failed (\(status))")
+        require(status == 0, "LockOrder: pthread_key_create failed (\(status))")
         return key
     }()
 
@@ -255,13 +275,13 @@ import Synchronization
     }
 
     /// The calling thread's record (made and registered on first use). Under `mutex`.
-    static func current(_ state: inout State) -> ThreadRecord {
+    static func current(_ state: inout State) -> ThreadLocks {
         if let raw = pthread_getspecific(key) {
-            let record = Unmanaged<ThreadRecord>.fromOpaque(raw).takeUnretainedValue()
+            let record = Unmanaged<ThreadLocks>.fromOpaque(raw).takeUnretainedValue()
             record.renew(state.epoch)
             return record
         }
-        let record = ThreadRecord(tid: threadID(), epoch: state.epoch)
+        let record = ThreadLocks(tid: threadID(), epoch: state.epoch)
         pthread_setspecific(key, Unmanaged.passRetained(record).toOpaque())
         state.threads[ObjectIdentifier(record)] = record
         return record
@@ -286,7 +306,7 @@ import Synchronization
 
     /// The edges into `address` (taken as `kind`) from the locks `record` holds that the graph
     /// lacks, with the kinds of this order.
-    static func missingEdges(_ state: inout State, _ record: ThreadRecord, _ address: UInt, _ kind: LockKind) -> [Order] {
+    static func missingEdges(_ state: inout State, _ record: ThreadLocks, _ address: UInt, _ kind: LockKind) -> [Order] {
         if record.held.isEmpty { return [] }
         let to = node(&state, address)
         var missing: [Order] = []
@@ -359,6 +379,14 @@ import Synchronization
         }
     }
 
+    @usableFromInline @inline(never)
+    static func firstTrySlow(_ lock: UnsafeRawPointer, _ attempt: () -> Int32) -> Int32 {
+        if !inCallout, let hook = withState({ $0.threadHook }) { callingOut(hook) }
+        let result = attempt()
+        if result == 0 || result == EOWNERDEAD { _ = promote(lock) }
+        return result
+    }
+
     /// The caller's latest held trylock of `lock` opened a blocking acquire (an interpreter's
     /// first attempt): it counts as a lock, with the orders from the locks held before it.
     /// 0, or EPERM if the caller holds no trylock of it. Nothing (0) while checking is off.
@@ -371,7 +399,7 @@ import Synchronization
                 return (EPERM, [], nil)
             }
             record.held[i].tried = false
-            let below = ThreadRecord(tid: record.tid)
+            let below = ThreadLocks(tid: record.tid)
             below.held = Array(record.held[..<i])
             return (0, missingEdges(&state, below, address, record.held[i].kind), state.siteProvider)
         }
@@ -544,6 +572,13 @@ import Synchronization
         }
         withExtendedLifetime(replaced) {}
     }
+    package static func setThreadHook(_ hook: (() -> Void)?) {
+        let replaced = withState { state in
+            defer { state.threadHook = hook }
+            return state.threadHook
+        }
+        withExtendedLifetime(replaced) {}
+    }
     package static var abortOnCycle: Bool {
         get { withState { $0.abortOnCycle } }
         set { withState { $0.abortOnCycle = newValue } }
@@ -573,11 +608,11 @@ import Synchronization
         withState { state in
             for record in state.threads.values { record.renew(state.epoch) }
             let records = state.threads.values.sorted { $0.tid < $1.tid }
-            func holders(_ address: UInt) -> [ThreadRecord] { records.filter { $0.held.contains { $0.address == address } } }
+            func holders(_ address: UInt) -> [ThreadLocks] { records.filter { $0.held.contains { $0.address == address } } }
             // A thread is on a wait-for cycle if following "waits for a lock held by" from it
             // comes back to it.
-            func onCycle(_ start: ThreadRecord) -> [ThreadRecord]? {
-                var parent: [ObjectIdentifier: ThreadRecord] = [:]
+            func onCycle(_ start: ThreadLocks) -> [ThreadLocks]? {
+                var parent: [ObjectIdentifier: ThreadLocks] = [:]
                 var queue = [start], head = 0
                 while head < queue.count {
                     let thread = queue[head]
@@ -598,9 +633,9 @@ import Synchronization
                 return nil
             }
             func lockName(_ held: Held) -> String { lockText(held.kind.name, state.names[held.address], held.address) }
-            func threadName(_ record: ThreadRecord) -> String { threadText(record.tid, record.name) }
+            func threadName(_ record: ThreadLocks) -> String { threadText(record.tid, record.name) }
             var text = "libsync: locks held and awaited, per thread (* = on a wait-for cycle: a deadlock)\n"
-            var cycles: [[ThreadRecord]] = []
+            var cycles: [[ThreadLocks]] = []
             var marked = Set<ObjectIdentifier>()
             for record in records {
                 if let cycle = onCycle(record) {

@@ -163,8 +163,7 @@ import Synchronization
             LockOrder.acquired(m, .readLock)
             return 0
         }
-        LockOrder.waiting(m, .readLock)
-        return LockOrder.settled(m, .readLock, readLockSlow(m, deadline: deadline, interruptible: interruptible))
+        return LockOrder.waited(m, .readLock) { readLockSlow(m, deadline: deadline, interruptible: interruptible) }
     }
 
     @usableFromInline @inline(never)
@@ -212,10 +211,10 @@ import Synchronization
                                           deadline: deadline, shared: value & shared != 0)
             // A sleep that no release ended (slice end, timeout, signal): the writers' mark that
             // stopped this reader may be a dead writer's.
-            if result != 0 && value & shared != 0 { withdrawDeadWritersMark(m) }
-            if result == ETIMEDOUT || (result == EINTR && interruptible) {
+            if result != .woken && value & shared != 0 { withdrawDeadWritersMark(m) }
+            if result.endsWait(interruptible: interruptible) {
                 let last = attempt(m)
-                return last == EBUSY ? result : last
+                return last == EBUSY ? result.code : last
             }
         }
     }
@@ -324,8 +323,7 @@ import Synchronization
             LockOrder.acquired(m, .writeLock)
             return 0
         }
-        LockOrder.waiting(m, .writeLock)
-        return LockOrder.settled(m, .writeLock, writeLockSlow(m, deadline: deadline, interruptible: interruptible))
+        return LockOrder.waited(m, .writeLock) { writeLockSlow(m, deadline: deadline, interruptible: interruptible) }
     }
 
     @usableFromInline @inline(never)
@@ -359,8 +357,8 @@ import Synchronization
             if !Deadline.hasPassed(deadline) && spin.spinWithoutYield() { continue }
             let result = Futex.waitSliced(UnsafeMutableRawPointer(wakeups(m)), expected: sequence,
                                           deadline: deadline, shared: isShared)
-            if result == ETIMEDOUT || (result == EINTR && interruptible) {
-                return abandonWrite(m, me: me, result: result)
+            if result.endsWait(interruptible: interruptible) {
+                return abandonWrite(m, me: me, result: result.code)
             }
             spin.reset()
         }
@@ -525,9 +523,7 @@ import Synchronization
             LockOrder.acquired(m, .upgradableRead)
             return 0
         }
-        LockOrder.waiting(m, .upgradableRead)
-        return LockOrder.settled(m, .upgradableRead,
-                                 upgradableLockSlow(m, deadline: deadline, interruptible: interruptible))
+        return LockOrder.waited(m, .upgradableRead) { upgradableLockSlow(m, deadline: deadline, interruptible: interruptible) }
     }
 
     @usableFromInline @inline(never)
@@ -634,7 +630,7 @@ import Synchronization
             // The last plain reader out wakes `state`; a change since `value` returns at once.
             let result = Futex.waitSliced(UnsafeMutableRawPointer(state(m)), expected: value,
                                           deadline: deadline, shared: value & shared != 0)
-            if result == ETIMEDOUT || (result == EINTR && interruptible) { return abandonUpgrade(m, result) }
+            if result.endsWait(interruptible: interruptible) { return abandonUpgrade(m, result.code) }
             value = state(m).pointee.load(ordering: .sequentiallyConsistent)
         }
     }
@@ -898,7 +894,7 @@ public final class SyncRWLock: @unchecked Sendable {
     @inlinable
     public func withUpgradableReadLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         let result = RWLockWords.upgradableLock(memory.raw)
-        precondition(result == 0, "SyncRWLock.withUpgradableReadLock: \(LockError(code: result))")
+        require(result == 0, "SyncRWLock.withUpgradableReadLock: \(LockError(code: result))")
         defer {
             let m = memory.raw
             if RWLockWords.isWriteLockedByCaller(m) { _ = RWLockWords.writeUnlock(m) }
@@ -912,7 +908,7 @@ public final class SyncRWLock: @unchecked Sendable {
     @inlinable
     public func withReadLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         let result = RWLockWords.readLock(memory.raw)
-        precondition(result == 0, "SyncRWLock.withReadLock: \(LockError(code: result)) (the caller holds the write lock?)")
+        require(result == 0, "SyncRWLock.withReadLock: \(LockError(code: result)) (the caller holds the write lock?)")
         defer { _ = RWLockWords.readUnlock(memory.raw) }
         return try body()
     }
@@ -921,7 +917,7 @@ public final class SyncRWLock: @unchecked Sendable {
     @inlinable
     public func withWriteLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         let result = RWLockWords.writeLock(memory.raw)
-        precondition(result == 0, "SyncRWLock.withWriteLock: the calling thread already holds the write lock")
+        require(result == 0, "SyncRWLock.withWriteLock: the calling thread already holds the write lock")
         defer { _ = RWLockWords.writeUnlock(memory.raw) }
         return try body()
     }

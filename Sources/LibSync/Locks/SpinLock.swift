@@ -26,21 +26,15 @@ import Synchronization
     /// The initial word of a spin lock, private or in memory processes share.
     package static func initial(shared isShared: Bool) -> UInt32 { isShared ? shared : 0 }
 
-    /// Initializes the spin lock at `word`. 0, or (`shared`) EBUSY, changing nothing, if it is
-    /// held (the attach rule, Words.swift; a word no spin lock holds is repaired).
+    /// Initializes the spin lock at `word`, a new lock: the lock-order checker forgets what it
+    /// knew of the memory, as for the other locks. 0, or (`shared`) EBUSY, changing nothing, if
+    /// it is held (the attach rule, Words.swift; a word no spin lock holds is repaired).
     package static func initialize(_ word: Word, shared isShared: Bool) -> Int32 {
-        let desired = initial(shared: isShared)
-        if isShared {
-            var value = word.pointee.load(ordering: .relaxed)
-            while true {
-                if value & holderMask != 0 && !isImpossible(value) { return EBUSY }
-                let (exchanged, now) = word.pointee.compareExchange(expected: value, desired: desired, ordering: .acquiringAndReleasing)
-                if exchanged { return 0 }
-                value = now
-            }
+        let result = initializeWord(word, to: initial(shared: isShared), shared: isShared) {
+            $0 & holderMask != 0 && !isImpossible($0)
         }
-        word.pointee.store(desired, ordering: .releasing)
-        return 0
+        if result == 0 { LockOrder.forget(word) }
+        return result
     }
 
     /// Whether the library never writes `value` (a holder that is no thread, an unknown bit).
@@ -66,8 +60,7 @@ import Synchronization
             LockOrder.acquired(word, .spinLock)
             return 0
         }
-        LockOrder.waiting(word, .spinLock)
-        return LockOrder.settled(word, .spinLock, lockSlow(word, me, deadline: deadline, interruptible: interruptible))
+        return LockOrder.waited(word, .spinLock) { lockSlow(word, me, deadline: deadline, interruptible: interruptible) }
     }
 
     /// 0, EPERM if the caller does not hold it, or EINVAL if the word names no thread.

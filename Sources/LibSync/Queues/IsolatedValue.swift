@@ -394,7 +394,7 @@ enum ReadShares {
         let status = pthread_key_create(&key) { raw in
             if let raw { Unmanaged<List>.fromOpaque(raw).release() }
         }
-        precondition(status == 0, "ReadShares: pthread_key_create failed (\(status))")
+        require(status == 0, "ReadShares: pthread_key_create failed (\(status))")
         return key
     }()
 

@@ -12,27 +12,38 @@ enum Futex {
         sync_futex_wait(word.assumingMemoryBound(to: UInt32.self), expected, deadline, shared ? 1 : 0)
     }
 
-    /// What `waitSliced` returns when a slice ends before the deadline (not an errno code).
-    @usableFromInline static let sliceEnded: Int32 = -1
+    /// How a sliced sleep ended: a wakeup (or a changed word), the deadline, a signal, or the
+    /// end of a slice before the deadline, which callers treat as a wakeup.
+    @usableFromInline enum SlicedWake: Equatable {
+        case woken, timedOut, interrupted, sliceEnded
+
+        @inlinable init(_ code: Int32) { self = code == ETIMEDOUT ? .timedOut : code == EINTR ? .interrupted : .woken }
+
+        /// The errno code of a sleep that ends the wait: ETIMEDOUT or EINTR; else 0.
+        @inlinable var code: Int32 { self == .timedOut ? ETIMEDOUT : self == .interrupted ? EINTR : 0 }
+
+        /// Whether the waiter gives up: the deadline passed, or a signal came and it is `interruptible`.
+        @inlinable func endsWait(interruptible: Bool) -> Bool { self == .timedOut || (self == .interrupted && interruptible) }
+    }
 
     /// `wait`, except that a `shared` sleeper never sleeps longer than
-    /// `Deadline.sharedWaitSlice`: a slice that ends before `deadline` returns `sliceEnded`,
+    /// `Deadline.sharedWaitSlice`: a slice that ends before `deadline` returns `.sliceEnded`,
     /// which callers treat as a wakeup (they re-validate their word, and take the lock if it
     /// is free). Invariant it keeps: a wakeup consumed by a process that then dies leaves the
     /// other waiters asleep at most one slice. Private sleepers: exactly `wait`.
     @inlinable @inline(__always)
     static func waitSliced(_ word: UnsafeMutableRawPointer, expected: UInt32, deadline: Int64,
-                           shared: Bool) -> Int32 {
-        if !shared { return wait(word, expected: expected, deadline: deadline, shared: false) }
+                           shared: Bool) -> SlicedWake {
+        if !shared { return SlicedWake(wait(word, expected: expected, deadline: deadline, shared: false)) }
         return waitSharedSlice(word, expected: expected, deadline: deadline)
     }
 
     @usableFromInline @inline(never)
-    static func waitSharedSlice(_ word: UnsafeMutableRawPointer, expected: UInt32, deadline: Int64) -> Int32 {
+    static func waitSharedSlice(_ word: UnsafeMutableRawPointer, expected: UInt32, deadline: Int64) -> SlicedWake {
         let end = monotonicNow() &+ Deadline.sharedWaitSlice
-        if Deadline.hasPassed(deadline, now: end) { return wait(word, expected: expected, deadline: deadline, shared: true) }
-        let result = wait(word, expected: expected, deadline: end, shared: true)
-        return result == ETIMEDOUT ? sliceEnded : result
+        if Deadline.hasPassed(deadline, now: end) { return SlicedWake(wait(word, expected: expected, deadline: deadline, shared: true)) }
+        let result = SlicedWake(wait(word, expected: expected, deadline: end, shared: true))
+        return result == .timedOut ? .sliceEnded : result
     }
 
     /// Wakes up to `count` sleepers on `word`; returns how many were woken.

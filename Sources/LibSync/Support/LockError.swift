@@ -62,10 +62,10 @@ func taken(_ code: Int32) throws(LockError) -> Bool {
 /// Traps with a message for what `withLock` cannot return.
 @usableFromInline func lockFailed(_ code: Int32, _ caller: StaticString) -> Never {
     switch code {
-    case EDEADLK: preconditionFailure("\(caller): the calling thread already holds this lock")
-    case EAGAIN: preconditionFailure("\(caller): recursion depth overflow")
-    case EOWNERDEAD: preconditionFailure("\(caller): the previous holder died holding this robust lock; use lock() and handle LockError.ownerDied")
-    case ENOTRECOVERABLE: preconditionFailure("\(caller): this robust lock is not recoverable")
-    default: preconditionFailure("\(caller): lock failed (\(code))")
+    case EDEADLK: misuse("\(caller): the calling thread already holds this lock")
+    case EAGAIN: misuse("\(caller): recursion depth overflow")
+    case EOWNERDEAD: misuse("\(caller): the previous holder died holding this robust lock; use lock() and handle LockError.ownerDied")
+    case ENOTRECOVERABLE: misuse("\(caller): this robust lock is not recoverable")
+    default: misuse("\(caller): lock failed (\(code))")
     }
 }

@@ -34,6 +34,25 @@ struct Words {
 /// its memory may hold anything before it (a stack variable), and only its own process uses it.
 /// The check reads the memory as it is when the initialize starts: an initialize that runs
 /// concurrently with other uses of the same memory is still the caller's error.
+/// A lock word's initialize under the attach rule: stores `desired` (`shared`: in one CAS from
+/// the value seen, unless `inUse` says that value is a lock in use, which a holder taking the
+/// lock meanwhile makes it see). Returns 0, or EBUSY, changing nothing.
+@inline(__always)
+func initializeWord(_ word: UnsafeMutablePointer<Atomic<UInt32>>, to desired: UInt32, shared: Bool,
+                    unlessInUse inUse: (UInt32) -> Bool) -> Int32 {
+    guard shared else {
+        word.pointee.store(desired, ordering: .releasing)
+        return 0
+    }
+    var value = word.pointee.load(ordering: .relaxed)
+    while true {
+        if inUse(value) { return EBUSY }
+        let (exchanged, now) = word.pointee.compareExchange(expected: value, desired: desired, ordering: .acquiringAndReleasing)
+        if exchanged { return 0 }
+        value = now
+    }
+}
+
 extension Words {
     /// Whether word 1 (a waiter count with `processSharedFlag`) counts a waiter (an impossible
     /// count does not: it is corrupt memory, which initialize repairs).
@@ -72,7 +91,7 @@ extension Words {
             // Shared: in slices, so that a wakeup taken by a process that died before it took
             // what it waited for leaves this waiter asleep one slice at most.
             let result = Futex.waitSliced(address(0), expected: value, deadline: deadline, shared: shared)
-            if result == ETIMEDOUT || (result == EINTR && interruptible) { return ready() ? 0 : result }
+            if result.endsWait(interruptible: interruptible) { return ready() ? 0 : result.code }
         }
         return 0
     }
