@@ -373,7 +373,7 @@ package final class SignalRouter: @unchecked Sendable {
             defer { fclose(status) }
             var line = [CChar](repeating: 0, count: 256)
             while fgets(&line, Int32(line.count), status) != nil {
-                let text = String(cString: line)  // "SigQ:\t<queued>/<limit>"
+                let text = line.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }  // "SigQ:\t<queued>/<limit>"
                 guard text.hasPrefix("SigQ:") else { continue }
                 let digits = text.dropFirst(5).drop { $0 == "\t" || $0 == " " }.prefix { $0.isASCII && $0.isNumber }
                 if let queued = Int(digits) { return queued + 2 }
