@@ -1,14 +1,50 @@
 #!/usr/bin/env bash
-# Runs every test: C (ctest: the C tests, the C examples, programs built against the installed
-# library), Swift (swift test), Python (pytest, against the package installed in .venv), and the
-# examples: the code blocks of the README, docs/ and python/README.md are example files or
-# fragments whose names match the API (scripts/snippets.py), and every example runs clean (exit
-# 0, nothing on stderr). A build that warns fails the run. Then the
-# sanitizer stage (scripts/sanitize.sh). Installs what it needs first (scripts/setup.sh).
+# Runs the tests. With no argument: every stage below, in this order, as CI does (.ci/run).
+#   c         C tests, C examples, programs built against the installed library (ctest)
+#   swift     Swift tests (swift test)
+#   python    Python tests (pytest, against the package installed in .venv; the debug build of
+#             libsync.so from swift build checks preconditions: its traps are tested too)
+#   examples  the code blocks of the README, docs/ and python/README.md are example files or
+#             fragments whose names match the API (scripts/snippets.py), and every Python and
+#             Swift example runs clean (exit 0, nothing on stderr)
+#   sanitize  the sanitizer stage (scripts/sanitize.sh)
+# A build that warns fails the run (checked after the examples in the full run, at the end of a
+# partial one). Not in the default run:
+#   repeat-c N [REGEX]  every C test (ctest names matching REGEX; default: the test_* binaries)
+#             N times in a row, each stopped at its first failure: a flaky test is a defect.
+#
+#   bash scripts/test.sh                  # everything, as CI
+#   bash scripts/test.sh c python         # some stages, in the order given
+#   bash scripts/test.sh repeat-c 200     # each C test 200 times
+#
+# Installs what it needs first (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+usage() {
+  echo "usage: bash scripts/test.sh [c|swift|python|examples|sanitize]...  |  bash scripts/test.sh repeat-c N [REGEX]" >&2
+  exit 2
+}
+
+stages=("$@")
+full=0
+if [ ${#stages[@]} -eq 0 ]; then
+  full=1
+  stages=(c swift python examples warnings sanitize)
+elif [ "${stages[0]}" = repeat-c ]; then
+  [ ${#stages[@]} -ge 2 ] && [ ${#stages[@]} -le 3 ] && [[ ${stages[1]} =~ ^[1-9][0-9]*$ ]] || usage
+else
+  for stage in "${stages[@]}"; do
+    case $stage in c|swift|python|examples|sanitize) ;; *) usage ;; esac
+  done
+  stages+=(warnings)
+fi
+
 source scripts/setup.sh
-scripts/servers.sh install || true  # PostgreSQL and Redis for the distributed lock tests (which skip loudly without)
+case " ${stages[*]} " in
+  *" c "*|*" python "*|*" examples "*|*" repeat-c "*)
+    scripts/servers.sh install || true ;;  # PostgreSQL and Redis for the distributed lock tests (which skip loudly without)
+esac
 
 # NAME COMMAND...: COMMAND must exit 0 and print nothing on stderr (no warning, no traceback).
 run_clean() {
@@ -20,51 +56,89 @@ run_clean() {
   echo "  $name: clean"
 }
 
-echo "== A build with nothing changed does nothing (no compile, no relink)"
-# setup.sh has just built build/: building again must find every output current.
-again=$(cmake --build build 2>&1)
-if ! grep -qx "ninja: no work to do." <<<"$again"; then
-  echo "a second cmake --build build did work (ninja -C build -d explain -n says why):" >&2
-  echo "$again" >&2; exit 1
+# The Swift debug build, once per run: with the tests for the swift stage (which comes first in
+# the full run); the python and examples stages need only the library and the example programs.
+swift_built=0
+swift_build() {
+  [ $swift_built = 1 ] && return
+  logged swift-build swift build "$@"
+  swift_built=1
+}
+
+stage_c() {
+  echo "== A build with nothing changed does nothing (no compile, no relink)"
+  # setup.sh has just built build/: building again must find every output current.
+  local again
+  again=$(cmake --build build 2>&1)
+  if ! grep -qx "ninja: no work to do." <<<"$again"; then
+    echo "a second cmake --build build did work (ninja -C build -d explain -n says why):" >&2
+    echo "$again" >&2; exit 1
+  fi
+  echo "  cmake --build build: no work to do"
+  echo "== C tests and C examples (ctest)"
+  (cd build && ctest --output-on-failure)
+}
+
+stage_swift() {
+  echo "== Swift tests (swift test)"
+  swift_build --build-tests
+  if swift build --build-tests 2>&1 | grep -E "^\[[0-9]+/[0-9]+\] (Compiling|Emitting|Linking)"; then
+    echo "a second swift build --build-tests compiled or linked again (above)" >&2; exit 1
+  fi
+  swift test --skip-build --disable-swift-testing
+}
+
+stage_python() {
+  echo "== Python tests (pytest, against the package installed in .venv)"
+  swift_build
+  # The debug build of libsync.so (from swift build) checks preconditions: its traps are tested too.
+  export LIBSYNC_DEBUG_PATH="$PWD/.build/debug/libsync.so"
+  # From the top folder, so that `import libsync` finds the installed package, not python/.
+  LIBSYNC_TEST_INSTALLED=1 "$PYTHON" -m pytest -q -rs python/tests   # -rs: why each skip
+  bash benchmarks/faults/run.sh --short --check  # the distributed lock under faults (benchmarks/faults/README.md)
+}
+
+stage_examples() {
+  echo "== Examples: the docs' code is example files or checked fragments; examples run clean"
+  swift_build
+  "$PYTHON" scripts/snippets.py --swift-modules .build/debug/Modules README.md docs/*.md python/README.md
+  for src in examples/python/*.py; do run_clean "$src" "$PYTHON" -X dev -W error "$src"; done
+  for product in sync-demo quickstart; do run_clean "$product (Swift)" ".build/debug/$product"; done
+  # The distributed lock's usage examples take a TARGET (default: a path): each server too.
+  scripts/servers.sh run -- bash -c '
+    [ -n "${LIBSYNC_TEST_SERVERS:-}" ] || { echo "  usage examples on servers: SKIPPED (no servers)"; exit 0; }
+    for backend in postgres redis; do
+      url="$(cat "$LIBSYNC_TEST_SERVERS/$backend.url")?lock=usage"
+      "$PYTHON" -X dev -W error examples/python/distributed_lock_usage.py "$url" >/dev/null || exit 1
+      build/examples/example_c_distributed_lock_usage "$url" >/dev/null || exit 1
+      echo "  distributed_lock_usage (C, Python) on $backend: clean"
+    done' || { echo "a distributed lock usage example failed on a server" >&2; exit 1; }
+}
+
+stage_warnings() {
+  echo "== No warnings in the builds"
+  if grep -E "warning:|remark:" build/logs/*.log; then
+    echo "the builds above printed warnings (logs in build/logs/): fix them" >&2; exit 1
+  fi
+  echo "  none"
+}
+
+stage_sanitize() {
+  echo "== Sanitizers (ASan+UBSan and TSan builds of libsync.so and the C tests; swift test under TSan)"
+  scripts/sanitize.sh
+}
+
+# Each C test N times in a row (ctest runs one test N times, then the next); a test stops at its
+# first failure, which ctest reports with its output.
+stage_repeat_c() {
+  local times=$1 regex=${2:-^test_}
+  echo "== C tests matching '$regex', each $times times in a row (ctest --repeat until-fail:$times)"
+  (cd build && ctest --output-on-failure -R "$regex" --repeat "until-fail:$times")
+}
+
+if [ "${stages[0]}" = repeat-c ]; then
+  stage_repeat_c "${stages[@]:1}"
+  exit 0
 fi
-echo "  cmake --build build: no work to do"
-
-echo "== C tests and C examples (ctest)"
-(cd build && ctest --output-on-failure)
-
-echo "== Swift tests (swift test)"
-logged swift-build swift build --build-tests
-if swift build --build-tests 2>&1 | grep -E "^\[[0-9]+/[0-9]+\] (Compiling|Emitting|Linking)"; then
-  echo "a second swift build --build-tests compiled or linked again (above)" >&2; exit 1
-fi
-swift test --skip-build --disable-swift-testing
-
-echo "== Python tests (pytest, against the package installed in .venv)"
-# The debug build of libsync.so (from swift build) checks preconditions: its traps are tested too.
-export LIBSYNC_DEBUG_PATH="$PWD/.build/debug/libsync.so"
-# From the top folder, so that `import libsync` finds the installed package, not python/.
-LIBSYNC_TEST_INSTALLED=1 "$PYTHON" -m pytest -q -rs python/tests   # -rs: why each skip
-bash benchmarks/faults/run.sh --short --check  # the distributed lock under faults (benchmarks/faults/README.md)
-
-echo "== Examples: the docs' code is example files or checked fragments; examples run clean"
-"$PYTHON" scripts/snippets.py --swift-modules .build/debug/Modules README.md docs/*.md python/README.md
-for src in examples/python/*.py; do run_clean "$src" "$PYTHON" -X dev -W error "$src"; done
-for product in sync-demo quickstart; do run_clean "$product (Swift)" ".build/debug/$product"; done
-# The distributed lock's usage examples take a TARGET (default: a path): each server too.
-scripts/servers.sh run -- bash -c '
-  [ -n "${LIBSYNC_TEST_SERVERS:-}" ] || { echo "  usage examples on servers: SKIPPED (no servers)"; exit 0; }
-  for backend in postgres redis; do
-    url="$(cat "$LIBSYNC_TEST_SERVERS/$backend.url")?lock=usage"
-    "$PYTHON" -X dev -W error examples/python/distributed_lock_usage.py "$url" >/dev/null || exit 1
-    build/examples/example_c_distributed_lock_usage "$url" >/dev/null || exit 1
-    echo "  distributed_lock_usage (C, Python) on $backend: clean"
-  done' || { echo "a distributed lock usage example failed on a server" >&2; exit 1; }
-
-echo "== No warnings in the builds"
-if grep -E "warning:|remark:" build/logs/*.log; then
-  echo "the builds above printed warnings (logs in build/logs/): fix them" >&2; exit 1
-fi
-echo "  none"
-
-echo "== Sanitizers (ASan+UBSan and TSan builds of libsync.so and the C tests; swift test under TSan)"
-scripts/sanitize.sh
+for stage in "${stages[@]}"; do "stage_$stage"; done
+[ $full = 1 ] || echo "== Done: ${stages[*]} (the full run, as CI: bash scripts/test.sh)"

@@ -93,10 +93,6 @@ uint32_t sync_thread_id_slow(void) {
 
 void sync_arc_barrier(void) {}
 
-int sync_rt_sigqueueinfo(int32_t pid, int signo, siginfo_t *info) {
-    return syscall(SYS_rt_sigqueueinfo, pid, signo, info) == 0 ? 0 : errno;
-}
-
 int sync_rt_tgsigqueueinfo(int32_t pid, int32_t tid, int signo, siginfo_t *info) {
     return syscall(SYS_rt_tgsigqueueinfo, pid, tid, signo, info) == 0 ? 0 : errno;
 }

@@ -17,7 +17,10 @@ private final class Deliveries: Sendable {
 
 /// Waits until `condition` holds (the bound only guards against hangs) and returns it.
 private func eventually(_ condition: () -> Bool) -> Bool {
-    for _ in 0..<60_000 where !condition() { usleep(1000) }
+    for _ in 0..<60_000 {  // (not `where !condition()`: that evaluates it 60,000 times, true or not)
+        if condition() { return true }
+        usleep(1000)
+    }
     return condition()
 }
 
@@ -76,6 +79,41 @@ private func currentHandler(_ signal: Int32) -> UnsafeRawPointer? {
     var action = sigaction()
     sigaction(signal, nil, &action)
     return unsafeBitCast(action.__sigaction_handler.sa_sigaction, to: UnsafeRawPointer?.self)
+}
+
+private func isPending(_ signal: Int32) -> Bool {
+    var set = sigset_t()
+    sigpending(&set)
+    return sigismember(&set, signal) == 1
+}
+
+/// Whether a signalfd of this process (libsync's) reads `signal`: its /proc fdinfo has the mask.
+private func signalfdReads(_ signal: Int32) -> Bool {
+    let files = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+    return files.contains { fd in
+        guard (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")) == "anon_inode:[signalfd]",
+              let info = try? String(contentsOfFile: "/proc/self/fdinfo/\(fd)", encoding: .utf8),
+              let line = info.split(separator: "\n").first(where: { $0.hasPrefix("sigmask:") }),
+              let mask = UInt64(line.dropFirst(8).trimmingCharacters(in: .whitespaces), radix: 16) else { return false }
+        return mask & (1 << UInt64(signal - 1)) != 0
+    }
+}
+
+/// An action that holds the thread running it until released (atomics and a system call only;
+/// set up before any signal can reach it).
+private let holdEntered = Atomic<Bool>(false), holdRelease = Atomic<Bool>(false)
+private func installHoldingAction(_ signal: Int32) -> sigaction {
+    _ = holdEntered.load(ordering: .relaxed)
+    _ = holdRelease.load(ordering: .relaxed)
+    var action = sigaction(), old = sigaction()
+    action.__sigaction_handler.sa_sigaction = { _, _, _ in
+        holdEntered.store(true, ordering: .releasing)
+        while !holdRelease.load(ordering: .acquiring) { sched_yield() }
+    }
+    action.sa_flags = SA_SIGINFO
+    sigemptyset(&action.sa_mask)
+    sigaction(signal, &action, &old)
+    return old
 }
 
 final class SignalsTests: XCTestCase {
@@ -161,6 +199,55 @@ final class SignalsTests: XCTestCase {
         XCTAssertEqual(currentHandler(SIGUSR2), counting)
         XCTAssertFalse(isBlockedHere(SIGUSR2))
         XCTAssertThrowsError(try SignalRoute.unroute(SIGUSR2)) { XCTAssertEqual($0 as? SignalRouteError, .notRouted(SIGUSR2)) }
+    }
+
+    /// Arrivals still pending in the kernel when the route is cancelled (the internal thread had
+    /// not read them) are dropped as deliveries not yet started: neither the handler nor the
+    /// previous action gets them, and none is left pending. To keep them unread, the internal
+    /// thread is held in the action of a signal unrouted before (which only it has unblocked),
+    /// and let go once cancel() has stopped its signalfd from reading the routed signal.
+    func testCancelDropsArrivalsStillPendingInTheKernel() throws {
+        let held = rtmin + 10, signal = rtmin + 9
+        var oldHeld = installHoldingAction(held)
+        var old = installCountingAction(signal)
+        let counting = currentHandler(signal)
+        var heldSet = sigset_t(), both = sigset_t()
+        sigemptyset(&heldSet)
+        sigaddset(&heldSet, held)
+        both = heldSet
+        sigaddset(&both, signal)
+        defer {
+            holdRelease.store(true, ordering: .releasing)
+            sigaction(held, &oldHeld, nil)
+            sigaction(signal, &old, nil)
+            pthread_sigmask(SIG_UNBLOCK, &both, nil)  // the route blocked `signal` here; nothing is pending
+        }
+        let executor = try ThreadExecutor(), canceller = try ThreadExecutor()
+        try SignalRoute(signal: held, on: executor) { _ in }.cancel()  // the internal thread unblocks it
+        pthread_sigmask(SIG_BLOCK, &heldSet, nil)
+        let before = previousCalls.load(ordering: .relaxed)
+        let deliveries = Deliveries()
+        let route = try SignalRoute(signal: signal, on: executor) { info in deliveries.append(info, inPlace: true) }
+        XCTAssertTrue(signalfdReads(signal))
+        kill(getpid(), held)
+        XCTAssertTrue(eventually { holdEntered.load(ordering: .acquiring) })
+        for _ in 0..<20 { kill(getpid(), signal) }
+        XCTAssertTrue(isPending(signal))  // unread: the internal thread is held
+
+        try canceller.async { route.cancel() }
+        XCTAssertTrue(eventually { currentHandler(signal) == counting && !signalfdReads(signal) })
+        holdRelease.store(true, ordering: .releasing)
+        try canceller.sync {}
+        try executor.sync {}
+        XCTAssertEqual(deliveries.count, 0)
+        XCTAssertEqual(previousCalls.load(ordering: .relaxed), before)
+        XCTAssertFalse(isPending(signal))
+
+        kill(getpid(), signal)  // from now on the previous action has it: exactly this one
+        XCTAssertTrue(eventually { previousCalls.load(ordering: .relaxed) > before })
+        XCTAssertEqual(previousCalls.load(ordering: .relaxed), before + 1)
+        XCTAssertFalse(isPending(signal))
+        XCTAssertEqual(deliveries.count, 0)
     }
 
     /// Threads started before the route, with the signal unblocked: every real-time signal still

@@ -36,6 +36,13 @@ static int is_blocked_here(int signo) {
     return sigismember(&mask, signo);
 }
 
+/* Whether signo is pending for this thread or for the process. */
+static int pending(int signo) {
+    sigset_t set;
+    sigpending(&set);
+    return sigismember(&set, signo);
+}
+
 /* Whether signo's action is handler (SA_SIGINFO), or the plain disposition (SIG_DFL, SIG_IGN). */
 static int action_is(int signo, void (*handler)(int, siginfo_t *, void *)) {
     struct sigaction action;
@@ -348,7 +355,10 @@ static void test_threads_created_before_the_route(void) {
 }
 
 /* Unroute while the handler runs on the executor: unroute returns only after it has returned;
- * afterwards the handler never runs again (deliveries already queued are dropped). */
+ * afterwards the handler never runs again (deliveries already queued are dropped), and none of
+ * the arrivals sent before it reaches the previous action (some may not have been read from the
+ * kernel yet: they are dropped too). Counts are exact: a previous action that got an arrival
+ * from before the unroute would let the test restore SIG_DFL with its own arrival pending. */
 static atomic_int slow_entered, unroute_called, slow_done;
 static atomic_long slow_count;
 static void slow_handler(const sync_signal_info *info, void *context) {
@@ -382,12 +392,16 @@ static void test_unroute_waits_for_running_handler(void) {
     CHECK_EQ(pthread_create(&thread, NULL, unrouter, (void *)(long)signo), 0);
     CHECK_EQ(pthread_join(thread, NULL), 0);
     CHECK_EQ(atomic_load(&done_when_unroute_returned), 1);
+    CHECK_EQ(atomic_load(&previous_calls[signo]), 0);
+    CHECK(!pending(signo));
     long after = atomic_load(&slow_count);
     CHECK_EQ(sync_executor_sync(executor, noop, NULL), 0);   /* anything still queued has run or been dropped */
     CHECK_EQ(atomic_load(&slow_count), after);
-    /* The previous action has the signal again. */
+    /* The previous action has the signal again: exactly the one sent now. */
     CHECK_EQ(kill(getpid(), signo), 0);
     CHECK_EVENTUALLY((atomic_load(&previous_calls[signo]) >= 1));
+    CHECK_EQ(atomic_load(&previous_calls[signo]), 1);
+    CHECK(!pending(signo));
     CHECK_EQ(atomic_load(&slow_count), after);
     CHECK_EQ(sync_executor_destroy(executor), 0);
     signal(signo, SIG_DFL);
@@ -402,11 +416,6 @@ static atomic_long dropped_count;
 static void count_handler(const sync_signal_info *info, void *context) {
     (void)info; (void)context;
     atomic_fetch_add(&dropped_count, 1);
-}
-static int pending(int signo) {
-    sigset_t set;
-    sigpending(&set);
-    return sigismember(&set, signo);
 }
 
 static void test_unroute_drops_queued_deliveries(void) {
@@ -424,6 +433,95 @@ static void test_unroute_drops_queued_deliveries(void) {
     CHECK_EQ(sync_executor_sync(executor, noop, NULL), 0);
     CHECK_EQ(atomic_load(&dropped_count), 0);
     CHECK_EQ(sync_executor_destroy(executor), 0);
+}
+
+/* Arrivals still pending in the kernel when unroute is called (the internal thread had not read
+ * them) are dropped like deliveries not yet started: neither the handler nor the previous action
+ * gets them, and none is left pending. To keep them unread, the internal thread is held in a
+ * signal handler: a signal unrouted earlier whose previous action (stall) waits, and which only
+ * the internal thread has unblocked (unroute handed it back there). It is let go once unroute
+ * has stopped the signalfd from reading the routed signal (its /proc fdinfo shows the mask). */
+static atomic_int stall_entered, stall_release;
+static void stall(int signo, siginfo_t *info, void *uc) {
+    (void)signo; (void)info; (void)uc;
+    atomic_store(&stall_entered, 1);
+    while (!atomic_load(&stall_release)) sched_yield();  /* atomics and a system call only */
+}
+
+/* Whether some signalfd of this process reads signo (-1: no signalfd found). */
+static int signalfd_reads(int signo) {
+    char path[300], target[64], line[256];
+    int found = -1;
+    DIR *fds = opendir("/proc/self/fd");
+    struct dirent *fd;
+    while (fds && (fd = readdir(fds))) {
+        snprintf(path, sizeof path, "/proc/self/fd/%s", fd->d_name);
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        if (n <= 0) continue;
+        target[n] = 0;
+        if (strcmp(target, "anon_inode:[signalfd]") != 0) continue;
+        snprintf(path, sizeof path, "/proc/self/fdinfo/%s", fd->d_name);
+        FILE *info = fopen(path, "r");
+        while (info && fgets(line, sizeof line, info))
+            if (strncmp(line, "sigmask:", 8) == 0) {
+                if (found < 0) found = 0;
+                if ((strtoull(line + 8, NULL, 16) >> (signo - 1)) & 1) found = 1;
+            }
+        if (info) fclose(info);
+    }
+    if (fds) closedir(fds);
+    return found;
+}
+
+static void test_unroute_drops_arrivals_pending_in_the_kernel(void) {
+    int held = SIGRTMIN + 10, signo = SIGRTMIN + 9;
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = stall;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    CHECK_EQ(sigaction(held, &action, NULL), 0);
+    sync_executor *executor;
+    CHECK_EQ(sync_executor_create(&executor), 0);
+    /* `held`: routed and unrouted here, so the internal thread has it unblocked; blocked here. */
+    sync_signal_target stall_target = {executor, NULL, count_handler, NULL};
+    CHECK_EQ(sync_signal_route(held, &stall_target), 0);
+    CHECK_EQ(sync_signal_unroute(held), 0);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, held);
+    CHECK_EQ(pthread_sigmask(SIG_BLOCK, &set, NULL), 0);
+
+    install_previous(signo);
+    static struct log log;
+    memset(&log, 0, sizeof log);
+    log.executor = executor;
+    sync_signal_target target = {executor, NULL, record, &log};
+    CHECK_EQ(sync_signal_route(signo, &target), 0);
+    CHECK_EQ(signalfd_reads(signo), 1);
+    CHECK_EQ(kill(getpid(), held), 0);
+    CHECK_EVENTUALLY(atomic_load(&stall_entered));
+    for (int i = 0; i < 20; i++) CHECK_EQ(kill(getpid(), signo), 0);
+    CHECK(pending(signo));                 /* unread: the internal thread is held */
+
+    pthread_t thread;
+    CHECK_EQ(pthread_create(&thread, NULL, unrouter, (void *)(long)signo), 0);
+    CHECK_EVENTUALLY(action_is(signo, previous_handler) && signalfd_reads(signo) == 0);
+    atomic_store(&stall_release, 1);
+    CHECK_EQ(pthread_join(thread, NULL), 0);
+    CHECK_EQ(sync_executor_sync(executor, noop, NULL), 0);
+    CHECK_EQ(atomic_load(&log.count), 0);
+    CHECK_EQ(atomic_load(&previous_calls[signo]), 0);
+    CHECK(!pending(signo));
+
+    /* From now on the previous action has it: exactly the arrivals sent after unroute. */
+    CHECK_EQ(kill(getpid(), signo), 0);
+    CHECK_EVENTUALLY((atomic_load(&previous_calls[signo]) >= 1));
+    CHECK_EQ(atomic_load(&previous_calls[signo]), 1);
+    CHECK(!pending(signo));
+    CHECK_EQ(atomic_load(&log.count), 0);
+    CHECK_EQ(sync_executor_destroy(executor), 0);
+    signal(signo, SIG_DFL);
 }
 
 /* The handler unroutes its own signal: no deadlock; the next arrival goes to the previous action. */
@@ -597,6 +695,7 @@ int main(void) {
     test_threads_created_before_the_route();
     test_unroute_waits_for_running_handler();
     test_unroute_drops_queued_deliveries();
+    test_unroute_drops_arrivals_pending_in_the_kernel();
     test_handler_unroutes_itself();
     test_churn_under_flood();
     test_fork();

@@ -111,11 +111,18 @@ int sync_signal_route(int signo, const sync_signal_target *target);
  * Unroutes signo: restores the action it had before sync_signal_route, and in the calling
  * thread the blocked state the routing thread had before (call it from the routing thread to
  * restore that thread exactly; a thread's mask can only be changed by the thread itself, so
- * threads created while routed keep the block they inherited). Deliveries not yet started are
- * dropped; if the handler is running on another thread, waits until it returns (from the
- * handler itself, or from work it waits for, it does not wait; do not call it while holding a
- * lock the handler may wait for). After it returns the handler is not running and never runs
- * again, so its context may be freed. Arrivals from then on go to the restored action.
+ * threads created while routed keep the block they inherited). If the handler is running on
+ * another thread, waits until it returns (from the handler itself, or from work it waits for, it
+ * does not wait; do not call it while holding a lock the handler may wait for). After it returns
+ * the handler is not running and never runs again, so its context may be freed.
+ * Signals pending at unroute: every arrival sent before the call that the handler has not
+ * started is dropped, whether the internal thread had read it already or it was still pending
+ * in the kernel: none reaches the restored action (a SIG_DFL that terminates does not kill the
+ * process for it), and none of them is left pending for the process when it returns. Arrivals
+ * sent after it returns go to the restored action; one sent during the call runs once at most
+ * (the handler, the restored action, or dropped). Not dropped: an arrival sent to one thread
+ * (pthread_kill, raise) that stays pending for that thread, and one that a thread with the
+ * signal unblocked takes while the call runs (it runs the restored action there).
  * Returns 0, or EINVAL (signo cannot be routed, as above), or ENOENT (signo is not routed).
  */
 int sync_signal_unroute(int signo);

@@ -153,8 +153,11 @@ def route(signo: int, target: Target, handler: Callable[[SignalInfo], object]) -
 
 def unroute(signo: int) -> None:
     """Unroutes signo, whoever routed it: its previous action (a signal.signal handler, SIG_DFL,
-    SIG_IGN) is back. Deliveries not yet started are dropped; a handler running on another
-    thread is waited for. Raises ValueError (cannot be routed) or RuntimeError (not routed)."""
+    SIG_IGN) is back. Arrivals sent before the call that the handler has not started are
+    dropped, even those still pending in the kernel: none reaches the previous action, none is
+    left pending. A handler running on another thread is waited for. Arrivals sent after it
+    returns go to the previous action. Raises ValueError (cannot be routed) or RuntimeError (not
+    routed)."""
     number = _signal_number(signo)
     with _lock:
         holder = _routes.pop(number, None)
@@ -185,8 +188,9 @@ class Route:
 
     def unroute(self) -> None:
         """Unroutes this route's signal, as the module's unroute(): its previous action is back;
-        deliveries not yet started are dropped; a handler running on another thread is waited
-        for. Nothing happens if this route no longer holds it. ``close`` is the same."""
+        arrivals not yet started are dropped (also those still pending in the kernel: none
+        reaches the previous action); a handler running on another thread is waited for. Nothing
+        happens if this route no longer holds it. ``close`` is the same."""
         with _lock:
             if _routes.get(self.signo) is not self:
                 return

@@ -113,9 +113,8 @@ static inline void sync_cpu_relax(void) {
 #endif
 }
 
-/// rt_sigqueueinfo(2) and rt_tgsigqueueinfo(2) (no glibc wrapper): queue `info` to a process, or
-/// to one of its threads. Return 0 or an errno code.
-int sync_rt_sigqueueinfo(int32_t pid, int signo, siginfo_t *info);
+/// rt_tgsigqueueinfo(2) (no glibc wrapper): queues `info` to one thread of a process. Returns 0
+/// or an errno code.
 int sync_rt_tgsigqueueinfo(int32_t pid, int32_t tid, int signo, siginfo_t *info);
 
 /// Names the calling thread (pthread_setname_np: at most 15 characters), for ps and debuggers.

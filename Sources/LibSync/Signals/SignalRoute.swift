@@ -22,8 +22,9 @@ import Synchronization
 //   signals the internal thread took itself. (The kernel lets a thread queue a kill()'s or the
 //   kernel's si_code only to itself, so those travel as SI_QUEUE with the code in the value.)
 // - Unrouting restores the previous action, waits for forwarding handlers in flight, and has the
-//   internal thread take back what was forwarded to it but not yet read (its own queue is read
-//   before the process's), so nothing stays pending there.
+//   internal thread drop what is still pending: copies forwarded to it, and arrivals the kernel
+//   queued for the process that it had not read yet. An arrival sent while routed is handled by
+//   the route or dropped, never by the restored action, however late the internal thread runs.
 // - Locks: `operations` serializes route and unroute (held while they wait for the internal
 //   thread); `lookup` guards the routes the internal thread reads. The internal thread takes
 //   only `lookup` and its request list's lock, and never waits while holding one.
@@ -130,13 +131,15 @@ public final class SignalRoute: Sendable {
 
     deinit { cancel() }
 
-    /// Unroutes the signal (if this route still holds it). Deliveries not yet started are
-    /// dropped; a handler running on another thread is waited for (not when called from the
-    /// handler itself). Idempotent.
+    /// Unroutes the signal (if this route still holds it). Arrivals not yet started are
+    /// dropped, whether already read or still pending in the kernel (none reaches the restored
+    /// action, and none is left pending for the process); a handler running on another thread is
+    /// waited for (not when called from the handler itself). Arrivals sent after it returns go to
+    /// the restored action. Idempotent.
     public func cancel() { try? SignalRouter.shared.unroute(signal, only: route) }
 
-    /// Unroutes `signal`, whoever routed it (a C or Python caller, say). Throws `notRouted` or
-    /// `unroutable`.
+    /// Unroutes `signal`, whoever routed it (a C or Python caller, say), as `cancel()` does.
+    /// Throws `notRouted` or `unroutable`.
     public static func unroute(_ signal: Int32) throws(SignalRouteError) {
         try SignalRouter.shared.unroute(signal)
     }
@@ -312,8 +315,9 @@ package final class SignalRouter: @unchecked Sendable {
     /// Unroutes `signal` (only if its route is `expected`, when given). Order matters: the
     /// previous action goes back first (threads then stop forwarding) and the internal thread
     /// stops reading the signal; then the forwarding handlers already running finish (they see
-    /// `routed` cleared, or are waited for); then the internal thread takes back what they
-    /// forwarded; only then is the route removed and cancelled.
+    /// `routed` cleared, or are waited for); then the internal thread drops what is still
+    /// pending (forwarded, or queued for the process and not read yet); only then is the route
+    /// removed and cancelled.
     package func unroute(_ signal: Int32, only expected: RoutedSignal? = nil) throws(SignalRouteError) {
         guard Self.isRoutable(signal) else { throw .unroutable(signal) }
         pthread_mutex_lock(operations)
@@ -326,7 +330,7 @@ package final class SignalRouter: @unchecked Sendable {
         sigdelset(&watched, signal)
         _ = signalfd(receiver.signalFD, &watched, 0)
         waitForForwardingHandlers()
-        receiver.perform { Self.takeBack(signal, unblock: !route.previouslyBlocked) }
+        receiver.perform { Self.dropPending(signal, unblock: !route.previouslyBlocked) }
         Self.locked(lookup) { routes[Int(signal)] = nil }
         pthread_mutex_unlock(operations)
         if pthread_equal(pthread_self(), route.routingThread) != 0 {
@@ -335,29 +339,49 @@ package final class SignalRouter: @unchecked Sendable {
         route.cancel()
     }
 
-    /// On the internal thread: takes the forwarded copies of `signal` still queued to this thread
-    /// (its own queue is read before the process's, so they come first); one the kernel queued to
-    /// the process instead is given back for the restored action. Then, if the routing thread had
-    /// the signal unblocked, unblocks it here: whatever threads kept the block, one takes it.
-    private static func takeBack(_ signal: Int32, unblock: Bool) {
+    /// On the internal thread, once `signal` is neither read nor forwarded any more: drops every
+    /// arrival of it still pending here (copies forwarded to this thread) or for the process
+    /// (arrivals the kernel queued that this thread had not read yet). They were sent while
+    /// routed, so they share the fate of deliveries not yet started: dropped, whatever the
+    /// restored action (SIG_DFL would kill the process). Bounded: arrivals sent meanwhile may
+    /// keep coming, so it takes at most as many as were queued when it began. Then, if the
+    /// routing thread had the signal unblocked, unblocks it here: whatever threads kept the
+    /// block, one takes it.
+    private static func dropPending(_ signal: Int32, unblock: Bool) {
         var set = sigset_t()
         sigemptyset(&set)
         sigaddset(&set, signal)
         var info = siginfo_t()
         var now = timespec()
-        while true {
+        var left = queuedSignalsBound()
+        while left > 0 {
             // EINTR: this thread runs the restored action of a signal unrouted before.
             let taken = sigtimedwait(&set, &info, &now)
             if taken == -1 && errno == EINTR { continue }
             if taken != signal { break }
-            if info.si_errno != SYNC_SIGNAL_FORWARDED && info.si_errno != SYNC_SIGNAL_FORWARDED_CODE {
-                // Only the main thread may queue a kill()'s code to the process: otherwise resend
-                // it as a kill() from here.
-                if sync_rt_sigqueueinfo(getpid(), signal, &info) != 0 { kill(getpid(), signal) }
-                break
-            }
+            left -= 1
         }
         if unblock { _ = setBlocked(signal, false) }
+    }
+
+    /// How many arrivals of one signal can be pending for this thread and the process at most:
+    /// every queued arrival counts against its user's queue (`SigQ` in /proc/self/status; kill()
+    /// may exceed RLIMIT_SIGPENDING, so the limit is no bound), plus a standard signal pending
+    /// without a queue entry, here and for the process. Without /proc, the limit.
+    private static func queuedSignalsBound() -> Int {
+        if let status = fopen("/proc/self/status", "r") {
+            defer { fclose(status) }
+            var line = [CChar](repeating: 0, count: 256)
+            while fgets(&line, Int32(line.count), status) != nil {
+                let text = line.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }  // "SigQ:\t<queued>/<limit>"
+                guard text.hasPrefix("SigQ:") else { continue }
+                let digits = text.dropFirst(5).drop { $0 == "\t" || $0 == " " }.prefix { $0.isASCII && $0.isNumber }
+                if let queued = Int(digits) { return queued + 2 }
+            }
+        }
+        var limit = rlimit()
+        getrlimit(__rlimit_resource_t(__RLIMIT_SIGPENDING.rawValue), &limit)
+        return limit.rlim_cur >= rlim_t(Int.max - 2) ? Int.max : Int(limit.rlim_cur) + 2  // or RLIM_INFINITY
     }
 
     /// Blocks or unblocks `signal` in the calling thread; returns whether it was blocked.
