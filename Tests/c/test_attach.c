@@ -12,6 +12,8 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <unistd.h>
 #include <sync.h>
 #include "check.h"
@@ -272,9 +274,69 @@ static void test_unchecked(void) {
     munmap(t, sizeof *t);
 }
 
+/* An init racing with lock and unlock (two threads here; processes behave the same): every
+ * init returns 0 (it found the lock free: it attached, writing nothing) or EBUSY, and never
+ * undoes the holder's hold, whose every lock and unlock succeeds. */
+static struct racing {
+    void *lock;
+    int (*lock_fn)(void *), (*unlock_fn)(void *), (*init)(void *);
+    atomic_int stop;
+    atomic_long failures, refused, attached;
+} race;
+
+static int robust_lock(void *m) { return sync_mutex_lock(m); }
+static int robust_unlock(void *m) { return sync_mutex_unlock(m); }
+static int recursive_lock(void *m) { return sync_recursive_lock_lock(m); }
+static int recursive_unlock(void *m) { return sync_recursive_lock_unlock(m); }
+static int write_lock(void *m) { return sync_rwlock_wrlock(m); }
+static int write_unlock(void *m) { return sync_rwlock_wrunlock(m); }
+static int upgradable_lock(void *m) { return sync_rwlock_uprdlock(m); }
+static int upgradable_unlock(void *m) { return sync_rwlock_uprdunlock(m); }
+
+static void *initializer(void *unused) {
+    (void)unused;
+    while (!atomic_load(&race.stop)) {
+        int err = race.init(race.lock);
+        atomic_fetch_add(err == EBUSY ? &race.refused : err == 0 ? &race.attached : &race.failures, 1);
+    }
+    return NULL;
+}
+
+static void race_one(const char *what, size_t size, int (*init)(void *), int (*lock)(void *), int (*unlock)(void *)) {
+    race = (struct racing){.lock = shared_memory(size), .lock_fn = lock, .unlock_fn = unlock, .init = init};
+    CHECK_EQ(init(race.lock), 0);
+    pthread_t thread;
+    CHECK_EQ(pthread_create(&thread, NULL, initializer, NULL), 0);
+    long pairs = 0, failed = 0;
+    while (pairs < 200000 || ((atomic_load(&race.refused) == 0 || atomic_load(&race.attached) == 0) && pairs < 20000000)) {
+        if (lock(race.lock) != 0 || unlock(race.lock) != 0) failed++;
+        pairs++;
+    }
+    atomic_store(&race.stop, 1);
+    CHECK_EQ(pthread_join(thread, NULL), 0);
+    if (failed || atomic_load(&race.failures)) printf("  %s: %ld of %ld lock/unlock pairs failed\n", what, failed, pairs);
+    CHECK_EQ(failed, 0);
+    CHECK_EQ(atomic_load(&race.failures), 0);
+    CHECK_EQ(lock(race.lock), 0);          /* and the lock still works */
+    CHECK_EQ(init(race.lock), EBUSY);
+    CHECK_EQ(unlock(race.lock), 0);
+    munmap(race.lock, size);
+}
+
+static void test_init_racing_use(void) {
+    race_one("mutex", sizeof(sync_mutex_t), mutex_init, robust_lock, robust_unlock);
+    race_one("robust mutex", sizeof(sync_robust_mutex_t), robust_init, robust_lock, robust_unlock);
+    race_one("recursive lock", sizeof(sync_recursive_lock_t), recursive_init, recursive_lock, recursive_unlock);
+    race_one("robust recursive lock", sizeof(sync_robust_mutex_t), robust_recursive_init, recursive_lock,
+             recursive_unlock);
+    race_one("rwlock", sizeof(sync_rwlock_t), rwlock_init, write_lock, write_unlock);
+    race_one("rwlock (upgradable)", sizeof(sync_rwlock_t), rwlock_init, upgradable_lock, upgradable_unlock);
+}
+
 int main(void) {
     test_held_locks();
     test_waited_on();
     test_unchecked();
+    test_init_racing_use();
     DONE();
 }

@@ -105,6 +105,7 @@ import Synchronization
         if isShared && !isImpossible(value) && value & inUse != 0 {
             return EBUSY
         }
+        if isShared && value == initial(shared: true) { return attach(m) }
         LockOrder.forget(m)
         m.initializeMemory(as: UInt8.self, repeating: 0, count: size)
         m.storeBytes(of: initial(shared: isShared), as: UInt32.self)

@@ -24,7 +24,11 @@ import Synchronization
     /// (`shared`) EBUSY, changing nothing, if the lock there is held or has waiters.
     package static func initialize(_ memory: Memory, shared: Bool, robust: Bool) -> Int32 {
         if robust { return RobustWord.initialize(memory, shared: shared) }
-        if shared && MutexWord.isInUse(word(memory).pointee.load(ordering: .acquiring)) { return EBUSY }
+        if shared {
+            let seen = word(memory).pointee.load(ordering: .acquiring)
+            if MutexWord.isInUse(seen) { return EBUSY }
+            if seen == MutexWord.initial(shared: true, unowned: false) { return attach(memory) }
+        }
         LockOrder.forget(memory)
         plainDepth(memory).pointee.store(0, ordering: .relaxed)
         word(memory).pointee.store(MutexWord.initial(shared: shared, unowned: false), ordering: .releasing)

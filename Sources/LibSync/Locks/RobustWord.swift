@@ -54,11 +54,15 @@ import Synchronization
     /// over) or has waiters. A not-recoverable lock is neither: initialize makes it usable.
     static func initialize(_ memory: Memory, shared: Bool) -> Int32 {
         guard Int(bitPattern: memory) & 7 == 0 else { return EINVAL }
-        if shared && MutexWord.isInUse(word(of: bits(memory).pointee.load(ordering: .acquiring))) { return EBUSY }
+        let word = MutexWord.robust | (shared ? MutexWord.shared : 0)
+        if shared {
+            let seen = Self.word(of: bits(memory).pointee.load(ordering: .acquiring))
+            if MutexWord.isInUse(seen) { return EBUSY }
+            if seen == word { return attach(memory) }
+        }
         LockOrder.forget(memory)
         depth(memory).pointee.store(0, ordering: .relaxed)
         tagCell(memory).pointee.store(0, ordering: .relaxed)
-        let word = MutexWord.robust | (shared ? MutexWord.shared : 0)
         bits(memory).pointee.store(pack(word, 0), ordering: .releasing)
         return 0
     }

@@ -32,8 +32,11 @@ struct Words {
 /// waited on (a waiter count or a WAITERS bit is set). Words no primitive of the kind can hold
 /// are not "in use": an initialize repairs them. A process-private initialize is not checked:
 /// its memory may hold anything before it (a stack variable), and only its own process uses it.
-/// The check reads the memory as it is when the initialize starts: an initialize that runs
-/// concurrently with other uses of the same memory is still the caller's error.
+/// A lock of several words that is already this very lock, free (its word is the initial word
+/// of its modes), is attached to without a write (`attach`): writing its other words could undo
+/// a hold another process takes meanwhile, and a free lock needs none of them reset. So an
+/// initialize racing with a lock's use never undoes a hold, once the lock has been initialized
+/// once; the first initialize of new memory must still come before any use of it.
 /// A lock word's initialize under the attach rule: stores `desired` (`shared`: in one CAS from
 /// the value seen, unless `inUse` says that value is a lock in use, which a holder taking the
 /// lock meanwhile makes it see). Returns 0, or EBUSY, changing nothing.
@@ -51,6 +54,13 @@ func initializeWord(_ word: UnsafeMutablePointer<Atomic<UInt32>>, to desired: UI
         if exchanged { return 0 }
         value = now
     }
+}
+
+/// The initialize of a shared lock that is already this lock, free: nothing is written (see
+/// above); lock-order checking forgets the orders it had, as after any initialize. Returns 0.
+func attach(_ memory: UnsafeMutableRawPointer) -> Int32 {
+    LockOrder.forget(memory)
+    return 0
 }
 
 extension Words {
