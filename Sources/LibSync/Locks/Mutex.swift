@@ -112,6 +112,7 @@ import Synchronization
     /// caller does not hold it; EINVAL if it is not robust or not marked OWNER_DIED.
     package static func consistent(_ word: Word) -> Int32 {
         guard word.pointee.load(ordering: .relaxed) & robust != 0 else { return EINVAL }
+        if AsyncHold.isAsyncHolder(word.pointee.load(ordering: .relaxed) & holderMask) { return AsyncHold.consistent(word) }
         return RobustWord.consistent(UnsafeMutableRawPointer(word))
     }
 
@@ -242,6 +243,7 @@ import Synchronization
     @usableFromInline @inline(never)
     static func unlockSlow(_ word: Word, _ cached: UInt32) -> Int32 {
         var value = word.pointee.load(ordering: .relaxed)
+        if AsyncHold.isAsyncHolder(value & holderMask) { return AsyncHold.unlock(word) }  // a task's hold
         if value & robust != 0 { return RobustWord.unlock(UnsafeMutableRawPointer(word), recursive: false) }
         let me = cached != 0 ? cached : threadID()
         let owner = value & holderMask
@@ -613,6 +615,8 @@ enum ThreadStat {
     /// only when certain. A holder found alive is not read again for a slice (`asking`'s cache):
     /// waiters of a busy lock make one kill(2) call per sleep.
     static func isDead(_ tid: UInt32, start: UInt32, private: Bool, asking owner: UnsafeMutablePointer<LockOwner.Record>) -> Bool {
+        // An async holder is a process (AsyncHold): its pid and start time.
+        let tid = AsyncHold.isAsyncHolder(tid) ? AsyncHold.process(of: tid) : tid
         func gone() -> Bool {
             let id = Int32(bitPattern: tid)
             return `private` ? sync_tgkill_probe(getpid(), id) == ESRCH : kill(id, 0) != 0 && errno == ESRCH

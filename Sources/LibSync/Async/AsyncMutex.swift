@@ -1,0 +1,82 @@
+import Glibc
+
+/// The async acquire of a mutex word, for every front end: the result as an errno code.
+package enum AsyncMutex {
+    /// Takes the mutex at `word` for the calling task, suspending (no thread parked) while it is
+    /// held. `deadline`: monotonic ns, < 0 none, at or before now one try. 0; EOWNERDEAD (robust:
+    /// taken from a dead holder); ETIMEDOUT; ECANCELED (the task was cancelled before the lock
+    /// was granted; a grant that races the cancellation is released, i.e. passed on); EDEADLK if
+    /// the task already holds it; ENOTRECOVERABLE; EINVAL. `keepAlive` owns the word's memory.
+    package static func lock(_ word: MutexWord.Word, deadline: Int64, keepAlive: AnyObject?) async -> Int32 {
+        if Task.isCancelled { return ECANCELED }
+        let task = AsyncHold.currentTask()
+        let address = UInt(bitPattern: word)
+        let runtime = AsyncRuntime.current
+        if word.pointee.load(ordering: .relaxed) & MutexWord.holderMask == AsyncHold.token && runtime.holder(of: address) == task {
+            return EDEADLK
+        }
+        var observed: UInt32 = 0
+        let first = AsyncHold.take(word, markWaiters: false, observed: &observed)
+        if first == 0 || first == EOWNERDEAD {
+            runtime.addHold(address, task: task)
+            return first
+        }
+        if first != EBUSY { return first }
+        if deadline >= 0 && Deadline.hasPassed(deadline) { return ETIMEDOUT }
+        let waiter = AsyncWaiter(word: word, task: task, deadline: deadline, keepAlive: keepAlive)
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
+                runtime.register(waiter) { continuation.resume(returning: $0) }
+            }
+        } onCancel: {
+            runtime.cancel(waiter)
+        }
+        if result == 0 && Task.isCancelled {
+            // Granted as the task was cancelled: pass it on. (EOWNERDEAD is kept: the task must
+            // learn of the dead holder, and a release would make the lock not recoverable.)
+            _ = AsyncHold.unlock(word)
+            return ECANCELED
+        }
+        return result
+    }
+}
+
+/// The async forms. A task that waits is suspended, not a thread: a thread, a task and another
+/// process exclude one another on the same mutex. The holder is the task (see docs/async.md):
+/// the lock may be released by the task that took it, on whatever thread it runs, with
+/// `unlock()`; by nobody else.
+extension SyncMutex {
+    /// Takes the lock, suspending the task while it is held. Throws `CancellationError` if the
+    /// task is cancelled first (the lock is then not held), `LockError.wouldDeadlock` if the
+    /// task holds it already, and robust: `.ownerDied` (holding it), `.notRecoverable`.
+    public func lock() async throws {
+        _ = try await lockAsync(deadline: Deadline.none)
+    }
+
+    /// Takes the lock unless `timeout` passes first; returns whether it did. A zero or negative
+    /// timeout is one try, as for the blocking form. Throws as `lock()`.
+    public func lock(timeout: Duration) async throws -> Bool {
+        try await lockAsync(deadline: Deadline.after(timeout))
+    }
+
+    /// Whether the calling task holds the lock (taken with an async form).
+    public var isHeldByCurrentTask: Bool { AsyncHold.isHeldByCurrentTask(word) }
+
+    /// Runs `body` holding the lock, which it may hold across `await`s, and returns its value;
+    /// releases the lock even if it throws. Throws `CancellationError` if the task is cancelled
+    /// before the lock is granted. Traps, as the blocking form, for a task that holds it already
+    /// and (robust) a dead previous holder: use `lock()` to handle `.ownerDied`.
+    public func withLock<R>(_ body: () async throws -> R) async throws -> R {
+        let result = await AsyncMutex.lock(word, deadline: Deadline.none, keepAlive: memory)
+        if result == ECANCELED { throw CancellationError() }
+        if result != 0 { lockFailed(result, "SyncMutex.withLock") }
+        defer { _ = AsyncHold.unlock(word) }
+        return try await body()
+    }
+
+    private func lockAsync(deadline: Int64) async throws -> Bool {
+        let result = await AsyncMutex.lock(word, deadline: deadline, keepAlive: memory)
+        if result == ECANCELED { throw CancellationError() }
+        return try taken(result)
+    }
+}
