@@ -55,10 +55,50 @@ package final class AsyncWaiter: @unchecked Sendable {
 /// process (it compares the pid): the child's first use makes a new runtime and leaves the
 /// parent's copy untouched (its lock may have been held across the fork).
 package final class AsyncRuntime: @unchecked Sendable {
+    /// One word's pending acquires, oldest first: `waiters[head...]` (popping is O(1)).
     struct Queue {
         var shared: Bool
         var robust: Bool
         var waiters: [AsyncWaiter] = []
+        var head = 0
+        /// How many of them have a deadline (none: no scan for expired ones).
+        var timed = 0
+
+        var isEmpty: Bool { head == waiters.count }
+        var count: Int { waiters.count - head }
+        var first: AsyncWaiter? { isEmpty ? nil : waiters[head] }
+
+        mutating func append(_ waiter: AsyncWaiter) {
+            waiters.append(waiter)
+            if waiter.deadline >= 0 { timed += 1 }
+        }
+
+        mutating func popFirst() {
+            if waiters[head].deadline >= 0 { timed -= 1 }
+            head += 1
+            if head == waiters.count {
+                waiters.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head >= 64 && head * 2 >= waiters.count {
+                waiters.removeFirst(head)
+                head = 0
+            }
+        }
+
+        /// Removes the waiters `matching`.
+        mutating func remove(where matching: (AsyncWaiter) -> Bool) {
+            var kept: [AsyncWaiter] = []
+            kept.reserveCapacity(count)
+            for waiter in waiters[head...] {
+                if matching(waiter) {
+                    if waiter.deadline >= 0 { timed -= 1 }
+                } else {
+                    kept.append(waiter)
+                }
+            }
+            waiters = kept
+            head = 0
+        }
     }
     struct State {
         var queues: [UInt: Queue] = [:]
@@ -131,7 +171,7 @@ package final class AsyncRuntime: @unchecked Sendable {
             guard waiter.phase == .new else { return (false, false) }
             waiter.phase = .queued
             let address = UInt(bitPattern: waiter.word)
-            state.queues[address, default: Queue(shared: waiter.shared, robust: waiter.robust)].waiters.append(waiter)
+            state.queues[address, default: Queue(shared: waiter.shared, robust: waiter.robust)].append(waiter)
             let start = !state.started
             state.started = true
             return (true, start)
@@ -153,8 +193,8 @@ package final class AsyncRuntime: @unchecked Sendable {
             case .queued:
                 waiter.phase = .done
                 let address = UInt(bitPattern: waiter.word)
-                state.queues[address]?.waiters.removeAll { $0 === waiter }
-                if state.queues[address]?.waiters.isEmpty == true {
+                state.queues[address]?.remove { $0 === waiter }
+                if state.queues[address]?.isEmpty == true {
                     state.queues[address] = nil
                     state.passOn.append((address, waiter.shared))
                 }
@@ -168,7 +208,7 @@ package final class AsyncRuntime: @unchecked Sendable {
     }
 
     /// How many acquires wait now (a snapshot, for tests).
-    package var pendingCount: Int { state.withLock { $0.queues.values.reduce(0) { $0 + $1.waiters.count } } }
+    package var pendingCount: Int { state.withLock { $0.queues.values.reduce(0) { $0 + $1.count } } }
 
     func poke() {
         signal.pointee.add(1, ordering: .releasing)
@@ -209,19 +249,19 @@ package final class AsyncRuntime: @unchecked Sendable {
                 state.passOn.removeAll()
                 let now = monotonicNow()
                 for address in Array(state.queues.keys) {
-                    var queue = state.queues[address]!
-                    let word = queue.waiters[0].word
+                    var queue = state.queues.removeValue(forKey: address)!  // unique: mutated in place
+                    let word = queue.first!.word
                     // FIFO: the first waiter takes it if it can (also at its deadline: a blocking
                     // waiter's last try); a failure (ENOTRECOVERABLE) fails the next ones too.
                     var granted = false, busy: UInt32? = nil
-                    while let first = queue.waiters.first {
+                    while let first = queue.first {
                         var observed: UInt32 = 0
                         let result = AsyncHold.take(word, markWaiters: true, observed: &observed)
                         if result == EBUSY {
                             busy = observed
                             break
                         }
-                        queue.waiters.removeFirst()
+                        queue.popFirst()
                         first.phase = .done
                         if result == 0 || result == EOWNERDEAD {
                             addHold(address, task: first.task)
@@ -229,19 +269,22 @@ package final class AsyncRuntime: @unchecked Sendable {
                         }
                         completions.append((first, result))
                     }
-                    queue.waiters.removeAll { waiter in
-                        guard Deadline.hasPassed(waiter.deadline, now: now) else { return false }
-                        waiter.phase = .done
-                        completions.append((waiter, ETIMEDOUT))
-                        return true
+                    if queue.timed > 0 {
+                        queue.remove { waiter in
+                            guard Deadline.hasPassed(waiter.deadline, now: now) else { return false }
+                            waiter.phase = .done
+                            completions.append((waiter, ETIMEDOUT))
+                            return true
+                        }
                     }
-                    if queue.waiters.isEmpty {
-                        state.queues[address] = nil
+                    if queue.isEmpty {
                         if !granted { passOn.append((address, queue.shared)) }
                     } else {
-                        state.queues[address] = queue
+                        if queue.timed > 0 {
+                            for waiter in queue.waiters[queue.head...] { deadline = Deadline.earliest(deadline, waiter.deadline) }
+                        }
                         watches.append(Watch(address: address, value: busy!, shared: queue.shared, robust: queue.robust))
-                        for waiter in queue.waiters { deadline = Deadline.earliest(deadline, waiter.deadline) }
+                        state.queues[address] = queue
                     }
                 }
                 if watches.count > Self.windowSize {
