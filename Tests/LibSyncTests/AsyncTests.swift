@@ -131,13 +131,18 @@ final class AsyncTests: XCTestCase {
         XCTAssertFalse(MutexWord.isLocked(mutex.word))
     }
 
-    /// 100,000 acquires by 8 tasks, each acquire in a task cancelled at a random point: the
-    /// guarded counter counts exactly the acquires that returned, and the lock ends free with
-    /// nothing queued.
+    /// 100,000 acquires by 8 tasks, each acquire in a task cancelled at a random point, while 2
+    /// threads take the lock blocking: the guarded counter counts exactly the acquires that
+    /// returned, and the lock ends free with nothing queued.
     func testCancellationStorm() async throws {
         let mutex = SyncMutex(options: .shared)
         let counter = Counter()
-        let total = 100_000, workers = 8
+        let total = 100_000, workers = 8, threadRounds = 5_000
+        // Threads block on the same lock meanwhile: a wakeup the waker takes for a withdrawn
+        // waiter must reach them (or they hang).
+        let threads = (0..<2).map { _ in
+            JoinableThread { for _ in 0..<threadRounds { mutex.withLock { counter.value += 1 } } }
+        }
         let succeeded = await withTaskGroup(of: Int.self) { group in
             for _ in 0..<workers {
                 group.addTask {
@@ -162,7 +167,8 @@ final class AsyncTests: XCTestCase {
             }
             return await group.reduce(0, +)
         }
-        XCTAssertEqual(counter.value, succeeded)
+        for thread in threads { thread.join() }
+        XCTAssertEqual(counter.value, succeeded + 2 * threadRounds)
         XCTAssertGreaterThan(succeeded, 0)
         XCTAssertLessThan(succeeded, total)
         XCTAssertEqual(word(mutex) & ~MutexWord.waiters, MutexWord.shared)  // free (a stale WAITERS bit only costs a wake)
@@ -236,6 +242,38 @@ final class AsyncTests: XCTestCase {
         XCTAssertEqual(status, 0)
         XCTAssertEqual(count.pointee, 5 * rounds)
         XCTAssertFalse(MutexWord.isLocked(mutex.word))
+    }
+
+    /// fork() while a task waits: the child has no waiter and no waker thread, and its locks work.
+    func testForkedChildHasNoWaitersAndNoWaker() async throws {
+        let mutex = SyncMutex(options: .shared)
+        let holder = HeldOnThread(mutex)
+        let waiting = Task { try await mutex.lock(); try mutex.unlock() }
+        await until { AsyncRuntime.current.pendingCount == 1 }
+        let other = SyncMutex()
+        let pid = fork()
+        if pid == 0 { Self.checkForkedChild(other) }
+        var status: Int32 = 0
+        XCTAssertEqual(waitpid(pid, &status, 0), pid)
+        XCTAssertEqual(status, 0, "the child found waiters, threads, or a lock that did not work")
+        holder.release()
+        try await waiting.value
+        XCTAssertFalse(MutexWord.isLocked(mutex.word))
+    }
+
+    /// A fork()ed child's checks: exit status 0 if they hold.
+    static func checkForkedChild(_ mutex: SyncMutex) -> Never {
+        alarm(300)
+        var tasks = 0
+        if let dir = opendir("/proc/self/task") {
+            while let entry = readdir(dir) {
+                if entry.pointee.d_name.0 != 46 { tasks += 1 }  // not "." or ".."
+            }
+            closedir(dir)
+        }
+        let ok = AsyncRuntime.current.pendingCount == 0 && tasks == 1
+            && (try? mutex.tryLock()) == true && (try? mutex.unlock()) != nil
+        _exit(ok ? 0 : 1)
     }
 
     /// A robust shared mutex whose holder process is SIGKILLed: the awaiting task gets
