@@ -112,10 +112,14 @@ package enum AsyncHold {
     /// Releases the mutex at `word` if the calling task holds it (the hook of
     /// `MutexWord.unlockSlow` for words whose holder is an async holder): 0, or EPERM.
     /// Robust: a release with OWNER_DIED set leaves the lock NOT_RECOVERABLE, as a thread's.
-    static func unlock(_ word: MutexWord.Word) -> Int32 {
+    static func unlock(_ word: MutexWord.Word) -> Int32 { unlock(word, holder: currentTask()) }
+
+    /// Releases the mutex at `word` if `holder` (a task's identity, or a C handle's) holds it:
+    /// 0, or EPERM.
+    package static func unlock(_ word: MutexWord.Word, holder: UInt) -> Int32 {
         let value = word.pointee.load(ordering: .relaxed)
         guard value & MutexWord.holderMask == token,
-              AsyncRuntime.current.removeHold(UInt(bitPattern: word), task: currentTask()) else { return EPERM }
+              AsyncRuntime.current.removeHold(UInt(bitPattern: word), task: holder) else { return EPERM }
         release(word)
         return 0
     }
@@ -151,10 +155,13 @@ package enum AsyncHold {
 
     /// Robust: clears OWNER_DIED if the calling task holds the lock (the hook of
     /// `MutexWord.consistent`). 0; EPERM; EINVAL if not marked.
-    static func consistent(_ word: MutexWord.Word) -> Int32 {
+    static func consistent(_ word: MutexWord.Word) -> Int32 { consistent(word, holder: currentTask()) }
+
+    /// As `consistent(_:)`, for `holder` (a task's identity, or a C handle's).
+    package static func consistent(_ word: MutexWord.Word, holder: UInt) -> Int32 {
         let memory = UnsafeMutableRawPointer(word)
-        guard word.pointee.load(ordering: .relaxed) & MutexWord.holderMask == token,
-              AsyncRuntime.current.holder(of: UInt(bitPattern: word)) == currentTask() else { return EPERM }
+        guard word.pointee.load(ordering: .relaxed) & MutexWord.holderMask == token, holder != 0,
+              AsyncRuntime.current.holder(of: UInt(bitPattern: word)) == holder else { return EPERM }
         let bits = RobustWord.bits(memory)
         var state = bits.pointee.load(ordering: .relaxed)
         while RobustWord.word(of: state) & MutexWord.ownerDied != 0 {

@@ -10,19 +10,8 @@ package enum AsyncMutex {
     package static func lock(_ word: MutexWord.Word, deadline: Int64, keepAlive: AnyObject?) async -> Int32 {
         if Task.isCancelled { return ECANCELED }
         let task = AsyncHold.currentTask()
-        let address = UInt(bitPattern: word)
         let runtime = AsyncRuntime.current
-        if word.pointee.load(ordering: .relaxed) & MutexWord.holderMask == AsyncHold.token && runtime.holder(of: address) == task {
-            return EDEADLK
-        }
-        var observed: UInt32 = 0
-        let first = AsyncHold.take(word, markWaiters: false, observed: &observed)
-        if first == 0 || first == EOWNERDEAD {
-            runtime.addHold(address, task: task)
-            return first
-        }
-        if first != EBUSY { return first }
-        if deadline >= 0 && Deadline.hasPassed(deadline) { return ETIMEDOUT }
+        if let result = tryFirst(word, deadline: deadline, holder: task) { return result }
         let waiter = AsyncWaiter(word: word, task: task, deadline: deadline, keepAlive: keepAlive)
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
@@ -38,6 +27,27 @@ package enum AsyncMutex {
             return ECANCELED
         }
         return result
+    }
+}
+
+extension AsyncMutex {
+    /// The first, immediate try of an async acquire for `holder` (a task's identity, or a C
+    /// handle's): its result (0, EOWNERDEAD, EDEADLK if `holder` holds it already, ETIMEDOUT
+    /// once `deadline` has passed, ENOTRECOVERABLE, EINVAL), or nil if it must wait.
+    package static func tryFirst(_ word: MutexWord.Word, deadline: Int64, holder: UInt) -> Int32? {
+        let address = UInt(bitPattern: word)
+        let runtime = AsyncRuntime.current
+        if word.pointee.load(ordering: .relaxed) & MutexWord.holderMask == AsyncHold.token && runtime.holder(of: address) == holder {
+            return EDEADLK
+        }
+        var observed: UInt32 = 0
+        let first = AsyncHold.take(word, markWaiters: false, observed: &observed)
+        if first == 0 || first == EOWNERDEAD {
+            runtime.addHold(address, task: holder)
+            return first
+        }
+        if first != EBUSY { return first }
+        return Deadline.hasPassed(deadline) ? ETIMEDOUT : nil
     }
 }
 

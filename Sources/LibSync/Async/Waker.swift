@@ -21,7 +21,7 @@ package final class AsyncWaiter: @unchecked Sendable {
     var phase = Phase.new
     var complete: (@Sendable (Int32) -> Void)?
 
-    init(word: MutexWord.Word, task: UInt, deadline: Int64, keepAlive: AnyObject?) {
+    package init(word: MutexWord.Word, task: UInt, deadline: Int64, keepAlive: AnyObject?) {
         let value = word.pointee.load(ordering: .relaxed)
         self.word = word
         self.shared = value & MutexWord.shared != 0
@@ -133,7 +133,7 @@ package final class AsyncRuntime: @unchecked Sendable {
     private static let cell = Atomic<UInt>(0)
 
     /// This process's runtime (a fork()ed child gets its own).
-    static var current: AsyncRuntime {
+    package static var current: AsyncRuntime {
         let raw = cell.load(ordering: .acquiring)
         if raw != 0 {
             let runtime = Unmanaged<AsyncRuntime>.fromOpaque(UnsafeRawPointer(bitPattern: raw)!).takeUnretainedValue()
@@ -159,13 +159,13 @@ package final class AsyncRuntime: @unchecked Sendable {
         }
     }
 
-    func holder(of word: UInt) -> UInt? { holds.withLock { $0[word] } }
+    package func holder(of word: UInt) -> UInt? { holds.withLock { $0[word] } }
 
     // MARK: waiting
 
     /// Queues `waiter`, to be completed through `complete`; completes it with ECANCELED at once
     /// if it was cancelled before.
-    func register(_ waiter: AsyncWaiter, complete: @escaping @Sendable (Int32) -> Void) {
+    package func register(_ waiter: AsyncWaiter, complete: @escaping @Sendable (Int32) -> Void) {
         let (queued, start) = state.withLock { state -> (Bool, Bool) in
             waiter.complete = complete
             guard waiter.phase == .new else { return (false, false) }
@@ -180,9 +180,11 @@ package final class AsyncRuntime: @unchecked Sendable {
         if start { startWaker() } else { poke() }
     }
 
-    /// Withdraws `waiter` if it is still queued (then completes it with ECANCELED); a waiter not
-    /// yet registered is marked, and its registration completes it so.
-    func cancel(_ waiter: AsyncWaiter) {
+    /// Withdraws `waiter` if it is still queued, and returns whether it did; then, if `notify`,
+    /// completes it with ECANCELED. A waiter not yet registered is marked, and its registration
+    /// completes it so.
+    @discardableResult
+    package func cancel(_ waiter: AsyncWaiter, notify: Bool = true) -> Bool {
         let withdrawn = state.withLock { state -> Bool in
             switch waiter.phase {
             case .new:
@@ -202,9 +204,10 @@ package final class AsyncRuntime: @unchecked Sendable {
             }
         }
         if withdrawn {
-            waiter.complete?(ECANCELED)
+            if notify { waiter.complete?(ECANCELED) }
             poke()
         }
+        return withdrawn
     }
 
     /// How many acquires wait now (a snapshot, for tests).
