@@ -13,13 +13,14 @@ package enum AsyncMutex {
         let runtime = AsyncRuntime.current
         if let result = tryFirst(word, deadline: deadline, holder: task) { return result }
         let waiter = AsyncWaiter(word: word, task: task, deadline: deadline, keepAlive: keepAlive)
-        let result = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
-                runtime.register(waiter) { continuation.resume(returning: $0) }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                runtime.register(waiter) { _ in continuation.resume() }
             }
         } onCancel: {
             runtime.cancel(waiter)
         }
+        let result = waiter.outcome.load(ordering: .acquiring)
         if result == 0 && Task.isCancelled {
             // Granted as the task was cancelled: pass it on. (EOWNERDEAD is kept: the task must
             // learn of the dead holder, and a release would make the lock not recoverable.)

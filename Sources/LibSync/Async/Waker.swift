@@ -20,6 +20,16 @@ package final class AsyncWaiter: @unchecked Sendable {
     /// Guarded by the runtime's lock.
     var phase = Phase.new
     var complete: (@Sendable (Int32) -> Void)?
+    /// The result, stored (releasing) before `complete` is called: a waiter that reads it
+    /// (acquiring) sees everything the previous holder did before its release, whatever the
+    /// completion path orders (ThreadSanitizer sees the edge too).
+    package let outcome = Atomic<Int32>(EINPROGRESS)
+
+    /// Completes the waiter with `result` (once; outside the runtime's lock).
+    func finish(_ result: Int32) {
+        outcome.store(result, ordering: .releasing)
+        complete?(result)
+    }
 
     package init(word: MutexWord.Word, task: UInt, deadline: Int64, keepAlive: AnyObject?) {
         let value = word.pointee.load(ordering: .relaxed)
@@ -117,9 +127,9 @@ package final class AsyncRuntime: @unchecked Sendable {
     let pid: UInt32
     /// The process's start time (as robust words record holders'), read once.
     let processStart: UInt32
-    let state = Mutex(State())
+    let state = LockedState(State())
     /// Word address -> the task holding it (this process's async holds).
-    let holds = Mutex([UInt: UInt]())
+    let holds = LockedState([UInt: UInt]())
     /// The waker's own futex word: bumped (and woken) at every registration and cancellation.
     let signal: UnsafeMutablePointer<Atomic<UInt32>>
 
@@ -176,7 +186,7 @@ package final class AsyncRuntime: @unchecked Sendable {
             state.started = true
             return (true, start)
         }
-        guard queued else { return complete(ECANCELED) }
+        guard queued else { return waiter.finish(ECANCELED) }
         if start { startWaker() } else { poke() }
     }
 
@@ -204,7 +214,7 @@ package final class AsyncRuntime: @unchecked Sendable {
             }
         }
         if withdrawn {
-            if notify { waiter.complete?(ECANCELED) }
+            if notify { waiter.finish(ECANCELED) }
             poke()
         }
         return withdrawn
@@ -229,7 +239,6 @@ package final class AsyncRuntime: @unchecked Sendable {
         let status = pthread_create(&thread, &attributes, { context in
             sync_thread_set_name("libsync-waker")
             Unmanaged<AsyncRuntime>.fromOpaque(context!).takeRetainedValue().run()
-            return nil
         }, context)
         precondition(status == 0, "libsync: cannot start the async waker thread (\(status))")
     }
@@ -301,7 +310,7 @@ package final class AsyncRuntime: @unchecked Sendable {
             for (address, isShared) in passOn {
                 Futex.wake(UnsafeMutableRawPointer(bitPattern: address)!, count: 1, shared: isShared)
             }
-            for (waiter, result) in completions { waiter.complete?(result) }
+            for (waiter, result) in completions { waiter.finish(result) }
             completions.removeAll(keepingCapacity: true)
             passOn.removeAll(keepingCapacity: true)
 
@@ -324,5 +333,30 @@ package final class AsyncRuntime: @unchecked Sendable {
                 sync_futex_waitv(a.baseAddress!, values, shared, count, deadline)
             }
         }
+    }
+}
+
+/// A value behind a pthread mutex: one that ThreadSanitizer understands (Synchronization.Mutex
+/// locks inside the uninstrumented runtime), as the waker's lock also orders the waiters'
+/// fields it guards. A fork()ed child never uses its parent's (AsyncRuntime.current).
+final class LockedState<Value>: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private var value: Value
+
+    init(_ value: Value) {
+        mutex = .allocate(capacity: 1)
+        pthread_mutex_init(mutex, nil)
+        self.value = value
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&value)
     }
 }
