@@ -207,6 +207,23 @@ final class AsyncTests: XCTestCase {
         XCTAssertFalse(MutexWord.isLocked(mutex.word))
     }
 
+    /// More distinct locks waited on than one futex_waitv watches (127): every waiter is served.
+    func testMoreWaitedWordsThanOneWaitWatches() async throws {
+        let mutexes = (0..<300).map { i in SyncMutex(options: i % 2 == 0 ? [] : .shared) }
+        for mutex in mutexes { try await mutex.lock() }
+        let served = Tally()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for mutex in mutexes {
+                group.addTask { try await mutex.withLock { () async in _ = served.value.add(1, ordering: .relaxed) } }
+            }
+            await until { AsyncRuntime.current.pendingCount == mutexes.count }
+            for mutex in mutexes.reversed() { try mutex.unlock() }
+            try await group.waitForAll()
+        }
+        XCTAssertEqual(served.value.load(ordering: .relaxed), mutexes.count)
+        for mutex in mutexes { XCTAssertFalse(MutexWord.isLocked(mutex.word)) }
+    }
+
     /// Threads blocked in lock() and tasks awaiting lock() exclude one another on one lock.
     func testThreadsAndTasksContend() async throws {
         for options in [LockOptions(), .shared, .robust] {
@@ -327,6 +344,9 @@ final class AsyncTests: XCTestCase {
 
 /// A value a thread sets and its joiner reads (the join orders them).
 final class Slot<T>: @unchecked Sendable { var value: T? }
+
+/// A count threads share.
+final class Tally: Sendable { let value = Atomic<Int>(0) }
 
 /// A flag threads share.
 final class Flag: Sendable {

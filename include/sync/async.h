@@ -34,47 +34,61 @@
 extern "C" {
 #endif
 
-/// One acquire: pending, then completed; if granted, the holder of the lock until released.
+/** One acquire: pending, then completed; if granted, the holder of the lock until released. */
 typedef struct sync_async sync_async_t;
 
-/// Called once when a pending acquire completes, on the waker thread, with its result (as
-/// sync_async_result returns it) and the `context` given to sync_mutex_lock_async; possibly
-/// before sync_mutex_lock_async has returned EINPROGRESS.
+/**
+ * Called once when a pending acquire completes, on the waker thread, with its result (as
+ * sync_async_result returns it) and the `context` given to sync_mutex_lock_async; possibly
+ * before sync_mutex_lock_async has returned EINPROGRESS.
+ */
 typedef void (*sync_async_callback_t)(sync_async_t *handle, int result, void *context);
 
-/// Starts acquiring `mutex` (4-aligned; a robust one 8-aligned) until `deadline_ns`.
-/// Completion of a pending acquire: if `event_fd` >= 0, an 8-byte 1 is written to it (an
-/// eventfd, or any descriptor such a write suits); if `callback` is not NULL, it is called.
-/// Returns, with *handle set to a new handle (free it with sync_async_free):
-///   0           taken at once: the handle holds it;
-///   EOWNERDEAD  taken at once from a dead holder (robust): repair, sync_async_consistent;
-///   EINPROGRESS pending: completion comes as above; neither is used otherwise.
-/// Or, with *handle set to NULL: ETIMEDOUT (not free and `deadline_ns` passed: one try),
-/// ENOTRECOVERABLE, EINVAL (NULL or misaligned pointer, a robust mutex of another pid
-/// namespace).
+/**
+ * Starts acquiring `mutex` (4-aligned; a robust one 8-aligned) until `deadline_ns`.
+ * Completion of a pending acquire: if `event_fd` >= 0, an 8-byte 1 is written to it (an
+ * eventfd, or any descriptor such a write suits); if `callback` is not NULL, it is called.
+ * Returns, with *handle set to a new handle (free it with sync_async_free):
+ * 0           taken at once: the handle holds it;
+ * EOWNERDEAD  taken at once from a dead holder (robust): repair, sync_async_consistent;
+ * EINPROGRESS pending: completion comes as above; neither is used otherwise.
+ * Or, with *handle set to NULL: ETIMEDOUT (not free and `deadline_ns` passed: one try),
+ * ENOTRECOVERABLE, EINVAL (NULL or misaligned pointer, a robust mutex of another pid
+ * namespace).
+ */
 int sync_mutex_lock_async(void *mutex, int64_t deadline_ns, int event_fd, sync_async_callback_t callback,
                           void *context, sync_async_t **handle);
 
-/// The acquire's state: EINPROGRESS while pending; then 0 (granted: the handle holds the lock),
-/// EOWNERDEAD (granted from a dead holder), ETIMEDOUT, ECANCELED (sync_async_cancel withdrew
-/// it), ENOTRECOVERABLE. EINVAL for NULL.
+/**
+ * The acquire's state: EINPROGRESS while pending; then 0 (granted: the handle holds the lock),
+ * EOWNERDEAD (granted from a dead holder), ETIMEDOUT, ECANCELED (sync_async_cancel withdrew
+ * it), ENOTRECOVERABLE. EINVAL for NULL.
+ */
 int sync_async_result(const sync_async_t *handle);
 
-/// Withdraws a pending acquire: 0, and its result is ECANCELED; no completion is delivered (a
-/// callback already running may still finish). EALREADY if it had completed (its result stands:
-/// if granted, the handle holds the lock). EINVAL for NULL.
+/**
+ * Withdraws a pending acquire: 0, and its result is ECANCELED; no completion is delivered (a
+ * callback already running may still finish). EALREADY if it had completed (its result stands:
+ * if granted, the handle holds the lock). EINVAL for NULL.
+ */
 int sync_async_cancel(sync_async_t *handle);
 
-/// Releases `mutex`, which `handle` holds: 0; EPERM if it does not hold it (also for another
-/// mutex's handle). A robust lock released with EOWNERDEAD unrepaired becomes not recoverable.
+/**
+ * Releases `mutex`, which `handle` holds: 0; EPERM if it does not hold it (also for another
+ * mutex's handle). A robust lock released with EOWNERDEAD unrepaired becomes not recoverable.
+ */
 int sync_async_unlock(void *mutex, sync_async_t *handle);
 
-/// Robust: marks the state repaired after EOWNERDEAD: 0; EPERM if `handle` does not hold
-/// `mutex`; EINVAL if it is not robust or not marked.
+/**
+ * Robust: marks the state repaired after EOWNERDEAD: 0; EPERM if `handle` does not hold
+ * `mutex`; EINVAL if it is not robust or not marked.
+ */
 int sync_async_consistent(void *mutex, sync_async_t *handle);
 
-/// Frees a handle: 0; EBUSY (nothing freed) while it is pending (cancel it first) or holds a
-/// lock (release it first). NULL: 0.
+/**
+ * Frees a handle: 0; EBUSY (nothing freed) while it is pending (cancel it first) or holds a
+ * lock (release it first). NULL: 0.
+ */
 int sync_async_free(sync_async_t *handle);
 
 #ifdef __cplusplus
