@@ -71,8 +71,12 @@ final class AsyncTests: XCTestCase {
         } catch let error as LockError {
             XCTAssertEqual(error, .wouldDeadlock)
         }
+        // The blocking form, called by the task that holds it: the same error, not a hang.
+        XCTAssertThrowsError(try Self.blockingLock(mutex)) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
         try mutex.unlock()
     }
+
+    static func blockingLock(_ mutex: SyncMutex) throws { try mutex.lock() }
 
     func testReleaseByANonHolderIsNotOwner() async throws {
         let mutex = SyncMutex()

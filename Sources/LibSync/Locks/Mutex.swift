@@ -189,6 +189,7 @@ import Synchronization
 
     static func lockWaiting(_ word: Word, _ cached: UInt32, deadline: Int64, interruptible: Bool) -> Int32 {
         let value = word.pointee.load(ordering: .relaxed)
+        if AsyncHold.isAsyncHolder(value & holderMask) && AsyncHold.isHeldByCurrentTask(word) { return EDEADLK }
         if value & robust != 0 {
             return RobustWord.lock(UnsafeMutableRawPointer(word), deadline: deadline, interruptible: interruptible, recursive: false)
         }
