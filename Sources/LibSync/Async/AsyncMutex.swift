@@ -8,10 +8,25 @@ package enum AsyncMutex {
     /// was granted; a grant that races the cancellation is released, i.e. passed on); EDEADLK if
     /// the task already holds it; ENOTRECOVERABLE; EINVAL. `keepAlive` owns the word's memory.
     package static func lock(_ word: MutexWord.Word, deadline: Int64, keepAlive: AnyObject?) async -> Int32 {
-        if Task.isCancelled { return ECANCELED }
-        let task = AsyncHold.currentTask()
+        let (first, task) = start(word, deadline: deadline)
+        if let first { return first }
+        return await wait(word, deadline: deadline, task: task, keepAlive: keepAlive)
+    }
+
+    /// `lock`'s synchronous part (no executor switch): the calling task's identity, and the
+    /// result, or nil if the task must `wait`.
+    @inline(__always)
+    package static func start(_ word: MutexWord.Word, deadline: Int64) -> (result: Int32?, task: UInt) {
+        let (task, cancelled) = withUnsafeCurrentTask { task in
+            (task.map { unsafeBitCast($0, to: UInt.self) } ?? 0, task?.isCancelled ?? false)
+        }
+        if cancelled { return (ECANCELED, task) }
+        return (tryFirst(word, deadline: deadline, holder: task), task)
+    }
+
+    /// `lock`'s waiting part, after `start` returned nil.
+    package static func wait(_ word: MutexWord.Word, deadline: Int64, task: UInt, keepAlive: AnyObject?) async -> Int32 {
         let runtime = AsyncRuntime.current
-        if let result = tryFirst(word, deadline: deadline, holder: task) { return result }
         let waiter = AsyncWaiter(word: word, task: task, deadline: deadline, keepAlive: keepAlive)
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -24,7 +39,7 @@ package enum AsyncMutex {
         if result == 0 && Task.isCancelled {
             // Granted as the task was cancelled: pass it on. (EOWNERDEAD is kept: the task must
             // learn of the dead holder, and a release would make the lock not recoverable.)
-            _ = AsyncHold.unlock(word)
+            _ = AsyncHold.unlock(word, holder: task)
             return ECANCELED
         }
         return result
@@ -61,7 +76,10 @@ extension SyncMutex {
     /// task is cancelled first (the lock is then not held), `LockError.wouldDeadlock` if the
     /// task holds it already, and robust: `.ownerDied` (holding it), `.notRecoverable`.
     public func lock() async throws {
-        _ = try await lockAsync(deadline: Deadline.none)
+        var (result, task) = AsyncMutex.start(word, deadline: Deadline.none)
+        if result == nil { result = await AsyncMutex.wait(word, deadline: Deadline.none, task: task, keepAlive: memory) }
+        if result == ECANCELED { throw CancellationError() }
+        _ = try taken(result!)
     }
 
     /// Takes the lock unless `timeout` passes first; returns whether it did. A zero or negative
@@ -78,16 +96,18 @@ extension SyncMutex {
     /// before the lock is granted. Traps, as the blocking form, for a task that holds it already
     /// and (robust) a dead previous holder: use `lock()` to handle `.ownerDied`.
     public func withLock<R>(_ body: () async throws -> R) async throws -> R {
-        let result = await AsyncMutex.lock(word, deadline: Deadline.none, keepAlive: memory)
+        var (result, task) = AsyncMutex.start(word, deadline: Deadline.none)
+        if result == nil { result = await AsyncMutex.wait(word, deadline: Deadline.none, task: task, keepAlive: memory) }
         if result == ECANCELED { throw CancellationError() }
-        if result != 0 { lockFailed(result, "SyncMutex.withLock") }
-        defer { _ = AsyncHold.unlock(word) }
+        if result != 0 { lockFailed(result!, "SyncMutex.withLock") }
+        defer { _ = AsyncHold.unlock(word, holder: task) }
         return try await body()
     }
 
     private func lockAsync(deadline: Int64) async throws -> Bool {
-        let result = await AsyncMutex.lock(word, deadline: deadline, keepAlive: memory)
+        var (result, task) = AsyncMutex.start(word, deadline: deadline)
+        if result == nil { result = await AsyncMutex.wait(word, deadline: deadline, task: task, keepAlive: memory) }
         if result == ECANCELED { throw CancellationError() }
-        return try taken(result)
+        return try taken(result!)
     }
 }
