@@ -45,6 +45,7 @@
 #include "sync/distributed_lock.h"
 #include "sync/queues.h"
 #include "sync/signals.h"
+#include "sync/async.h"
 #include "sync/debug.h"
 #include "sync/layout.h"
 

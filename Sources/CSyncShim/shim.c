@@ -28,6 +28,29 @@ int sync_futex_wait(uint32_t *addr, uint32_t expected, int64_t deadline_ns, int 
     return errno == EAGAIN ? 0 : errno;
 }
 
+#ifndef SYS_futex_waitv
+#define SYS_futex_waitv 449
+#endif
+
+int sync_futex_waitv(uint32_t *const *addrs, const uint32_t *values, const uint8_t *shared, int count,
+                     int64_t deadline_ns) {
+    if (count < 1 || count > FUTEX_WAITV_MAX) return -EINVAL;
+    struct futex_waitv waiters[FUTEX_WAITV_MAX];
+    for (int i = 0; i < count; i++) {
+        waiters[i] = (struct futex_waitv){
+            .val = values[i], .uaddr = (uintptr_t)addrs[i],
+            .flags = FUTEX_32 | (shared[i] ? 0 : FUTEX_PRIVATE_FLAG), .__reserved = 0};
+    }
+    struct timespec ts, *tsp = NULL;
+    if (deadline_ns >= 0) {
+        ts.tv_sec = (time_t)(deadline_ns / 1000000000);
+        ts.tv_nsec = (long)(deadline_ns % 1000000000);
+        tsp = &ts;
+    }
+    long n = syscall(SYS_futex_waitv, waiters, (unsigned)count, 0u, tsp, CLOCK_MONOTONIC);
+    return n >= 0 ? (int)n : -errno;
+}
+
 int sync_futex_wake(uint32_t *addr, int count, int process_shared) {
     int op = FUTEX_WAKE | (process_shared ? 0 : FUTEX_PRIVATE_FLAG);
     long n = syscall(SYS_futex, addr, op, count, NULL, NULL, 0);

@@ -8,6 +8,7 @@ let families: [(String, () -> Void)] = [
     ("distributed", distributedLockBenchmarks),
     ("queues", queuesBenchmarks),
     ("conditions", conditionsBenchmarks),
+    ("async", asyncBenchmarks),
 ]
 let wanted = Set(CommandLine.arguments.dropFirst())
 for (name, run) in families where wanted.isEmpty || wanted.contains(name) { run() }

@@ -20,6 +20,14 @@ extern "C" {
 /// differed), or ETIMEDOUT / EINTR.
 int sync_futex_wait(uint32_t *addr, uint32_t expected, int64_t deadline_ns, int process_shared);
 
+/// futex_waitv(2) (Linux >= 5.16): sleeps until one of `count` (1..128) 32-bit words is woken,
+/// while each `addrs[i]` still holds `values[i]`, or until the CLOCK_MONOTONIC deadline
+/// (nanoseconds; < 0: none). `shared[i]` selects the shared futex namespace for word i.
+/// Returns the index of a woken word (>= 0), or a negated errno: -EAGAIN (a word differed),
+/// -ETIMEDOUT, -EINTR, -ENOSYS (kernel too old).
+int sync_futex_waitv(uint32_t *const *addrs, const uint32_t *values, const uint8_t *shared, int count,
+                     int64_t deadline_ns);
+
 /// Wakes up to count threads sleeping on addr. Returns the number woken.
 int sync_futex_wake(uint32_t *addr, int count, int process_shared);
 

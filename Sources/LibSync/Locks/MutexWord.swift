@@ -101,6 +101,7 @@ import Synchronization
     /// caller does not hold it; EINVAL if it is not robust or not marked OWNER_DIED.
     package static func consistent(_ word: Word) -> Int32 {
         guard word.pointee.load(ordering: .relaxed) & robust != 0 else { return EINVAL }
+        if AsyncHold.isAsyncHolder(word.pointee.load(ordering: .relaxed) & holderMask) { return AsyncHold.consistent(word) }
         return RobustWord.consistent(UnsafeMutableRawPointer(word))
     }
 
@@ -176,6 +177,7 @@ import Synchronization
 
     static func lockWaiting(_ word: Word, _ cached: UInt32, deadline: Int64, interruptible: Bool) -> Int32 {
         let value = word.pointee.load(ordering: .relaxed)
+        if AsyncHold.isAsyncHolder(value & holderMask) && AsyncHold.isHeldByCurrentTask(word) { return EDEADLK }
         if value & robust != 0 {
             return RobustWord.lock(UnsafeMutableRawPointer(word), deadline: deadline, interruptible: interruptible, recursive: false)
         }
@@ -230,6 +232,7 @@ import Synchronization
     @usableFromInline @inline(never)
     static func unlockSlow(_ word: Word, _ cached: UInt32) -> Int32 {
         var value = word.pointee.load(ordering: .relaxed)
+        if AsyncHold.isAsyncHolder(value & holderMask) { return AsyncHold.unlock(word) }  // a task's hold
         if value & robust != 0 { return RobustWord.unlock(UnsafeMutableRawPointer(word), recursive: false) }
         let me = cached != 0 ? cached : threadID()
         let owner = value & holderMask

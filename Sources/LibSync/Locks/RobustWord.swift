@@ -191,6 +191,8 @@ import Synchronization
     /// only when certain. A holder found alive is not read again for a slice (`asking`'s cache):
     /// waiters of a busy lock make one kill(2) call per sleep.
     static func isDead(_ tid: UInt32, start: UInt32, private: Bool, asking owner: UnsafeMutablePointer<LockOwner.Record>) -> Bool {
+        // An async holder is a process (AsyncHold): its pid and start time.
+        let tid = AsyncHold.isAsyncHolder(tid) ? AsyncHold.process(of: tid) : tid
         func gone() -> Bool {
             let id = Int32(bitPattern: tid)
             return `private` ? sync_tgkill_probe(getpid(), id) == ESRCH : kill(id, 0) != 0 && errno == ESRCH

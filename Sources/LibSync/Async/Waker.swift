@@ -1,0 +1,362 @@
+import CSyncShim
+import Glibc
+import Synchronization
+
+/// One pending async acquire: a lock word, who waits (a task), until when, and how to tell it.
+/// Completed exactly once, by whoever takes it out of the waker's queue (the waker: granted,
+/// timed out, failed; `AsyncRuntime.cancel`: ECANCELED), always outside the waker's lock.
+package final class AsyncWaiter: @unchecked Sendable {
+    enum Phase { case new, queued, done }
+
+    let word: MutexWord.Word
+    let shared: Bool
+    let robust: Bool
+    /// The task that will hold the lock (AsyncHold.currentTask()).
+    let task: UInt
+    /// Monotonic ns; < 0: none.
+    let deadline: Int64
+    /// What keeps the word's memory alive while the waiter is queued (the lock's LockMemory).
+    let keepAlive: AnyObject?
+    /// Guarded by the runtime's lock.
+    var phase = Phase.new
+    var complete: (@Sendable (Int32) -> Void)?
+    /// The result, stored (releasing) before `complete` is called: a waiter that reads it
+    /// (acquiring) sees everything the previous holder did before its release, whatever the
+    /// completion path orders (ThreadSanitizer sees the edge too).
+    package let outcome = Atomic<Int32>(EINPROGRESS)
+
+    /// Completes the waiter with `result` (once; outside the runtime's lock).
+    func finish(_ result: Int32) {
+        outcome.store(result, ordering: .releasing)
+        complete?(result)
+    }
+
+    package init(word: MutexWord.Word, task: UInt, deadline: Int64, keepAlive: AnyObject?) {
+        let value = word.pointee.load(ordering: .relaxed)
+        self.word = word
+        self.shared = value & MutexWord.shared != 0
+        self.robust = value & MutexWord.robust != 0
+        self.task = task
+        self.deadline = deadline
+        self.keepAlive = keepAlive
+    }
+}
+
+/// The process's async machinery: the table of async holds and the waker.
+///
+/// The waker is one thread (started with the first acquire that has to wait) that holds every
+/// pending acquire, in a FIFO per lock word. A pending acquire sets the word's WAITERS bit as a
+/// blocking waiter does, so every unlock issues a FUTEX_WAKE; the waker sleeps in
+/// `futex_waitv` on the distinct words with pending acquires, plus a word of its own that
+/// registration and cancellation bump. Woken, it tries each word for the first waiter of its
+/// queue (holding the lock for the waiter's task), and completes the waiters it granted, timed
+/// out or failed. N waiting tasks cost one thread.
+///
+/// `futex_waitv` takes 128 words: the waker's own and 127 lock words. With more distinct words
+/// pending, it waits on a window of 127 that rotates at every pass, and bounds each sleep by
+/// `rotationSlice`, so every word is looked at within (words / 127) slices.
+///
+/// A wakeup the waker consumed for a word whose last waiter was withdrawn meanwhile (cancelled,
+/// timed out) is passed on: the waker wakes one sleeper of that word. Shared words are slept on
+/// in slices (`Deadline.sharedWaitSlice`), as blocking waiters do, and robust ones are checked
+/// for a dead holder every `RobustWord.slice`.
+///
+/// fork(): the child has no waker thread and none of the parent's waiters. `current` is per
+/// process (it compares the pid): the child's first use makes a new runtime and leaves the
+/// parent's copy untouched (its lock may have been held across the fork).
+package final class AsyncRuntime: @unchecked Sendable {
+    /// One word's pending acquires, oldest first: `waiters[head...]` (popping is O(1)).
+    struct Queue {
+        var shared: Bool
+        var robust: Bool
+        var waiters: [AsyncWaiter] = []
+        var head = 0
+        /// How many of them have a deadline (none: no scan for expired ones).
+        var timed = 0
+
+        var isEmpty: Bool { head == waiters.count }
+        var count: Int { waiters.count - head }
+        var first: AsyncWaiter? { isEmpty ? nil : waiters[head] }
+
+        mutating func append(_ waiter: AsyncWaiter) {
+            waiters.append(waiter)
+            if waiter.deadline >= 0 { timed += 1 }
+        }
+
+        mutating func popFirst() {
+            if waiters[head].deadline >= 0 { timed -= 1 }
+            head += 1
+            if head == waiters.count {
+                waiters.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head >= 64 && head * 2 >= waiters.count {
+                waiters.removeFirst(head)
+                head = 0
+            }
+        }
+
+        /// Removes the waiters `matching`.
+        mutating func remove(where matching: (AsyncWaiter) -> Bool) {
+            var kept: [AsyncWaiter] = []
+            kept.reserveCapacity(count)
+            for waiter in waiters[head...] {
+                if matching(waiter) {
+                    if waiter.deadline >= 0 { timed -= 1 }
+                } else {
+                    kept.append(waiter)
+                }
+            }
+            waiters = kept
+            head = 0
+        }
+    }
+    struct State {
+        var queues: [UInt: Queue] = [:]
+        /// The words whose last waiter was withdrawn, whose wakeup the waker may have consumed.
+        var passOn: [(UInt, Bool)] = []
+        var started = false
+        var rotation = 0
+    }
+
+    /// The most lock words one `futex_waitv` watches (its limit, less the waker's own word).
+    static let windowSize = 127
+    /// With more words pending than the window holds, the longest the waker sleeps before it
+    /// rotates the window.
+    static let rotationSlice: Int64 = 5_000_000
+
+    let pid: UInt32
+    /// The process's start time (as robust words record holders'), read once.
+    let processStart: UInt32
+    let state = LockedState(State())
+    /// Word address -> the task holding it (this process's async holds).
+    let holds = LockedState([UInt: UInt]())
+    /// The waker's own futex word: bumped (and woken) at every registration and cancellation.
+    let signal: UnsafeMutablePointer<Atomic<UInt32>>
+
+    init(pid: UInt32) {
+        self.pid = pid
+        processStart = ThreadStat.read(pid)?.start ?? 0
+        signal = .allocate(capacity: 1)
+        signal.initialize(to: Atomic(0))
+    }
+
+    private static let cell = Atomic<UInt>(0)
+
+    /// This process's runtime (a fork()ed child gets its own).
+    package static var current: AsyncRuntime {
+        let raw = cell.load(ordering: .acquiring)
+        if raw != 0 {
+            let runtime = Unmanaged<AsyncRuntime>.fromOpaque(UnsafeRawPointer(bitPattern: raw)!).takeUnretainedValue()
+            if runtime.pid == sync_process_id { return runtime }
+        }
+        let fresh = Unmanaged.passRetained(AsyncRuntime(pid: sync_process_id))
+        let (exchanged, _) = cell.compareExchange(expected: raw, desired: UInt(bitPattern: fresh.toOpaque()), ordering: .acquiringAndReleasing)
+        if exchanged { return fresh.takeUnretainedValue() }  // the parent's (in a child) is left as it was
+        fresh.release()
+        return Self.current
+    }
+
+    // MARK: holds
+
+    func addHold(_ word: UInt, task: UInt) { holds.withLock { $0[word] = task } }
+
+    /// Removes the hold of `word` if `task` (nonzero) has it; returns whether it did.
+    func removeHold(_ word: UInt, task: UInt) -> Bool {
+        task != 0 && holds.withLock { holds in
+            guard holds[word] == task else { return false }
+            holds[word] = nil
+            return true
+        }
+    }
+
+    package func holder(of word: UInt) -> UInt? { holds.withLock { $0[word] } }
+
+    // MARK: waiting
+
+    /// Queues `waiter`, to be completed through `complete`; completes it with ECANCELED at once
+    /// if it was cancelled before.
+    package func register(_ waiter: AsyncWaiter, complete: @escaping @Sendable (Int32) -> Void) {
+        let (queued, start) = state.withLock { state -> (Bool, Bool) in
+            waiter.complete = complete
+            guard waiter.phase == .new else { return (false, false) }
+            waiter.phase = .queued
+            let address = UInt(bitPattern: waiter.word)
+            state.queues[address, default: Queue(shared: waiter.shared, robust: waiter.robust)].append(waiter)
+            let start = !state.started
+            state.started = true
+            return (true, start)
+        }
+        guard queued else { return waiter.finish(ECANCELED) }
+        if start { startWaker() } else { poke() }
+    }
+
+    /// Withdraws `waiter` if it is still queued, and returns whether it did; then, if `notify`,
+    /// completes it with ECANCELED. A waiter not yet registered is marked, and its registration
+    /// completes it so.
+    @discardableResult
+    package func cancel(_ waiter: AsyncWaiter, notify: Bool = true) -> Bool {
+        let withdrawn = state.withLock { state -> Bool in
+            switch waiter.phase {
+            case .new:
+                waiter.phase = .done
+                return false
+            case .done:
+                return false
+            case .queued:
+                waiter.phase = .done
+                let address = UInt(bitPattern: waiter.word)
+                state.queues[address]?.remove { $0 === waiter }
+                if state.queues[address]?.isEmpty == true {
+                    state.queues[address] = nil
+                    state.passOn.append((address, waiter.shared))
+                }
+                return true
+            }
+        }
+        if withdrawn {
+            if notify { waiter.finish(ECANCELED) }
+            poke()
+        }
+        return withdrawn
+    }
+
+    /// How many acquires wait now (a snapshot, for tests).
+    package var pendingCount: Int { state.withLock { $0.queues.values.reduce(0) { $0 + $1.count } } }
+
+    func poke() {
+        signal.pointee.add(1, ordering: .releasing)
+        Futex.wake(UnsafeMutableRawPointer(signal), count: 1, shared: false)
+    }
+
+    private func startWaker() {
+        var thread = pthread_t()
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        let context = Unmanaged.passRetained(self).toOpaque()
+        let creatorMask = ThreadSignalMask.blockForNewThread(); defer { ThreadSignalMask.restore(creatorMask) }
+        let status = pthread_create(&thread, &attributes, { context in
+            sync_thread_set_name("libsync-waker")
+            Unmanaged<AsyncRuntime>.fromOpaque(context!).takeRetainedValue().run()
+        }, context)
+        precondition(status == 0, "libsync: cannot start the async waker thread (\(status))")
+    }
+
+    /// A word to watch: its address, the value to sleep on, its namespace.
+    private struct Watch { var address: UInt; var value: UInt32; var shared: Bool; var robust: Bool }
+
+    private func run() -> Never {
+        var completions: [(AsyncWaiter, Int32)] = []
+        var watches: [Watch] = []
+        var passOn: [(UInt, Bool)] = []
+        var addresses = [UnsafeMutablePointer<UInt32>?](repeating: nil, count: Self.windowSize + 1)
+        var values = [UInt32](repeating: 0, count: Self.windowSize + 1)
+        var shared = [UInt8](repeating: 0, count: Self.windowSize + 1)
+        while true {
+            let seen = signal.pointee.load(ordering: .acquiring)
+            var deadline = Deadline.none
+            let window: Int = state.withLock { state in
+                passOn = state.passOn
+                state.passOn.removeAll()
+                let now = monotonicNow()
+                for address in Array(state.queues.keys) {
+                    var queue = state.queues.removeValue(forKey: address)!  // unique: mutated in place
+                    let word = queue.first!.word
+                    // FIFO: the first waiter takes it if it can (also at its deadline: a blocking
+                    // waiter's last try); a failure (ENOTRECOVERABLE) fails the next ones too.
+                    var granted = false, busy: UInt32? = nil
+                    while let first = queue.first {
+                        var observed: UInt32 = 0
+                        let result = AsyncHold.take(word, markWaiters: true, observed: &observed)
+                        if result == EBUSY {
+                            busy = observed
+                            break
+                        }
+                        queue.popFirst()
+                        first.phase = .done
+                        if result == 0 || result == EOWNERDEAD {
+                            addHold(address, task: first.task)
+                            granted = true
+                        }
+                        completions.append((first, result))
+                    }
+                    if queue.timed > 0 {
+                        queue.remove { waiter in
+                            guard Deadline.hasPassed(waiter.deadline, now: now) else { return false }
+                            waiter.phase = .done
+                            completions.append((waiter, ETIMEDOUT))
+                            return true
+                        }
+                    }
+                    if queue.isEmpty {
+                        if !granted { passOn.append((address, queue.shared)) }
+                    } else {
+                        if queue.timed > 0 {
+                            for waiter in queue.waiters[queue.head...] { deadline = Deadline.earliest(deadline, waiter.deadline) }
+                        }
+                        watches.append(Watch(address: address, value: busy!, shared: queue.shared, robust: queue.robust))
+                        state.queues[address] = queue
+                    }
+                }
+                if watches.count > Self.windowSize {
+                    state.rotation = (state.rotation + 1) % watches.count
+                    let start = state.rotation
+                    watches = Array((watches[start...] + watches[..<start]).prefix(Self.windowSize))
+                    return 1
+                }
+                return 0
+            }
+            for (address, isShared) in passOn {
+                Futex.wake(UnsafeMutableRawPointer(bitPattern: address)!, count: 1, shared: isShared)
+            }
+            for (waiter, result) in completions { waiter.finish(result) }
+            completions.removeAll(keepingCapacity: true)
+            passOn.removeAll(keepingCapacity: true)
+
+            let now = monotonicNow()
+            if window != 0 { deadline = Deadline.earliest(deadline, now + Self.rotationSlice) }
+            if watches.contains(where: { $0.shared }) { deadline = Deadline.earliest(deadline, now + Deadline.sharedWaitSlice) }
+            if watches.contains(where: { $0.robust }) { deadline = Deadline.earliest(deadline, now + RobustWord.slice) }
+            addresses[0] = UnsafeMutableRawPointer(signal).assumingMemoryBound(to: UInt32.self)
+            values[0] = seen
+            shared[0] = 0
+            for (i, watch) in watches.enumerated() {
+                addresses[i + 1] = UnsafeMutableRawPointer(bitPattern: watch.address)!.assumingMemoryBound(to: UInt32.self)
+                values[i + 1] = watch.value
+                shared[i + 1] = watch.shared ? 1 : 0
+            }
+            let count = Int32(watches.count + 1)
+            watches.removeAll(keepingCapacity: true)
+            // Any return (woken, a word changed, timeout, signal) leads to a new pass.
+            _ = addresses.withUnsafeBufferPointer { a in
+                sync_futex_waitv(a.baseAddress!, values, shared, count, deadline)
+            }
+        }
+    }
+}
+
+/// A value behind a pthread mutex: one that ThreadSanitizer understands (Synchronization.Mutex
+/// locks inside the uninstrumented runtime), as the waker's lock also orders the waiters'
+/// fields it guards. A fork()ed child never uses its parent's (AsyncRuntime.current).
+final class LockedState<Value>: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private var value: Value
+
+    init(_ value: Value) {
+        mutex = .allocate(capacity: 1)
+        pthread_mutex_init(mutex, nil)
+        self.value = value
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&value)
+    }
+}

@@ -1,0 +1,104 @@
+import CSyncShim
+import Glibc
+import LibSync
+import Synchronization
+
+// sync/async.h: a handle is a retained `AsyncAcquire`; its address is the holder identity the
+// core records for the locks it takes (AsyncHold). The core decides; this file converts.
+
+/// sync_async_callback_t.
+public typealias AsyncCallback = @convention(c) (OpaquePointer?, Int32, UnsafeMutableRawPointer?) -> Void
+
+final class AsyncAcquire: @unchecked Sendable {
+    let word: UnsafeMutablePointer<Atomic<UInt32>>
+    let eventFD: Int32
+    let callback: AsyncCallback?
+    let context: UnsafeMutableRawPointer?
+    let result = Atomic<Int32>(EINPROGRESS)
+    var waiter: AsyncWaiter?
+
+    init(word: UnsafeMutablePointer<Atomic<UInt32>>, eventFD: Int32, callback: AsyncCallback?, context: UnsafeMutableRawPointer?) {
+        self.word = word
+        self.eventFD = eventFD
+        self.callback = callback
+        self.context = context
+    }
+
+    var handle: OpaquePointer { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
+    var identity: UInt { UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque()) }
+
+    static func from(_ handle: OpaquePointer?) -> AsyncAcquire? {
+        handle.map { Unmanaged<AsyncAcquire>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
+    }
+
+    /// Delivers a completion: the result, then the descriptor, then the callback.
+    func completed(_ code: Int32) {
+        result.store(code, ordering: .releasing)
+        if eventFD >= 0 {
+            var one: UInt64 = 1
+            while write(eventFD, &one, 8) < 0 && errno == EINTR {}
+        }
+        callback?(handle, code, context)
+    }
+}
+
+@_cdecl("sync_mutex_lock_async")
+public func c_sync_mutex_lock_async(_ m: UnsafeMutableRawPointer?, _ deadline: Int64, _ fd: Int32,
+                                    _ callback: AsyncCallback?, _ context: UnsafeMutableRawPointer?,
+                                    _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+    guard let out else { return EINVAL }
+    out.pointee = nil
+    guard let word = lockWord(m) else { return EINVAL }
+    let acquire = AsyncAcquire(word: word, eventFD: fd, callback: callback, context: context)
+    let retained = Unmanaged.passRetained(acquire)
+    if let result = AsyncMutex.tryFirst(word, deadline: Deadline.until(deadline), holder: acquire.identity) {
+        guard result == 0 || result == EOWNERDEAD else {
+            retained.release()
+            return result
+        }
+        acquire.result.store(result, ordering: .relaxed)
+        out.pointee = acquire.handle
+        return result
+    }
+    let waiter = AsyncWaiter(word: word, task: acquire.identity, deadline: Deadline.until(deadline), keepAlive: nil)
+    acquire.waiter = waiter
+    out.pointee = acquire.handle
+    AsyncRuntime.current.register(waiter) { [acquire] code in acquire.completed(code) }
+    return EINPROGRESS
+}
+
+@_cdecl("sync_async_result")
+public func c_sync_async_result(_ handle: OpaquePointer?) -> Int32 {
+    guard let acquire = AsyncAcquire.from(handle) else { return EINVAL }
+    return acquire.result.load(ordering: .acquiring)
+}
+
+@_cdecl("sync_async_cancel")
+public func c_sync_async_cancel(_ handle: OpaquePointer?) -> Int32 {
+    guard let acquire = AsyncAcquire.from(handle) else { return EINVAL }
+    guard let waiter = acquire.waiter, AsyncRuntime.current.cancel(waiter, notify: false) else { return EALREADY }
+    acquire.result.store(ECANCELED, ordering: .releasing)
+    return 0
+}
+
+@_cdecl("sync_async_unlock")
+public func c_sync_async_unlock(_ m: UnsafeMutableRawPointer?, _ handle: OpaquePointer?) -> Int32 {
+    guard let word = lockWord(m), let acquire = AsyncAcquire.from(handle) else { return EINVAL }
+    return AsyncHold.unlock(word, holder: acquire.identity)
+}
+
+@_cdecl("sync_async_consistent")
+public func c_sync_async_consistent(_ m: UnsafeMutableRawPointer?, _ handle: OpaquePointer?) -> Int32 {
+    guard let word = lockWord(m), let acquire = AsyncAcquire.from(handle) else { return EINVAL }
+    guard word.pointee.load(ordering: .relaxed) & MutexWord.robust != 0 else { return EINVAL }
+    return AsyncHold.consistent(word, holder: acquire.identity)
+}
+
+@_cdecl("sync_async_free")
+public func c_sync_async_free(_ handle: OpaquePointer?) -> Int32 {
+    guard let acquire = AsyncAcquire.from(handle) else { return 0 }
+    if acquire.result.load(ordering: .acquiring) == EINPROGRESS { return EBUSY }
+    if AsyncRuntime.current.holder(of: UInt(bitPattern: acquire.word)) == acquire.identity { return EBUSY }
+    Unmanaged.passUnretained(acquire).release()
+    return 0
+}

@@ -1,0 +1,185 @@
+/* sync/async.h: acquires that complete through an eventfd or a callback, cancellation,
+ * timeouts, handle ownership, many pending acquires, and a robust holder process SIGKILLed. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sync.h>
+#include "check.h"
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Waits for the eventfd's completion (blocking read: the test's thread may block). */
+static void await_completion(int efd) {
+    uint64_t n = 0;
+    CHECK_EQ(read(efd, &n, 8), 8);
+    CHECK(n >= 1);
+}
+
+static int readable(int efd) {
+    struct pollfd p = {.fd = efd, .events = POLLIN};
+    return poll(&p, 1, 0) == 1;
+}
+
+static void test_immediate_and_ownership(void) {
+    sync_mutex_t m = SYNC_MUTEX_INIT;
+    sync_async_t *h = NULL, *other = NULL;
+    CHECK_EQ(sync_mutex_lock_async(&m, -1, -1, NULL, NULL, &h), 0);
+    CHECK(h != NULL);
+    CHECK_EQ(sync_async_result(h), 0);
+    CHECK_EQ(sync_mutex_unlock(&m), EPERM);         /* a thread is not the holder */
+    CHECK_EQ(sync_mutex_trylock(&m), EBUSY);
+    CHECK_EQ(sync_async_free(h), EBUSY);            /* holds the lock */
+    CHECK_EQ(sync_mutex_lock_async(&m, 0, -1, NULL, NULL, &other), ETIMEDOUT);  /* one try */
+    CHECK(other == NULL);
+    CHECK_EQ(sync_async_cancel(h), EALREADY);
+    CHECK_EQ(sync_async_unlock(&m, h), 0);
+    CHECK_EQ(sync_async_unlock(&m, h), EPERM);      /* released already */
+    CHECK_EQ(sync_async_free(h), 0);
+    CHECK_EQ(sync_mutex_trylock(&m), 0);
+    CHECK_EQ(sync_mutex_unlock(&m), 0);
+}
+
+static void test_bad_input(void) {
+    sync_mutex_t m = SYNC_MUTEX_INIT;
+    sync_async_t *h = (sync_async_t *)1;
+    CHECK_EQ(sync_mutex_lock_async(NULL, -1, -1, NULL, NULL, &h), EINVAL);
+    CHECK(h == NULL);
+    CHECK_EQ(sync_mutex_lock_async((char *)&m + 1, -1, -1, NULL, NULL, &h), EINVAL);
+    CHECK_EQ(sync_mutex_lock_async(&m, -1, -1, NULL, NULL, NULL), EINVAL);
+    CHECK_EQ(sync_async_result(NULL), EINVAL);
+    CHECK_EQ(sync_async_cancel(NULL), EINVAL);
+    CHECK_EQ(sync_async_unlock(&m, NULL), EINVAL);
+    CHECK_EQ(sync_async_free(NULL), 0);
+    CHECK_EQ(sync_mutex_trylock(&m), 0);   /* untouched */
+    CHECK_EQ(sync_mutex_unlock(&m), 0);
+}
+
+static void test_pending_eventfd_cancel_timeout(void) {
+    sync_mutex_t m = SYNC_MUTEX_INIT_SHARED;
+    int efd = eventfd(0, EFD_CLOEXEC);
+    CHECK(efd >= 0);
+    CHECK_EQ(sync_mutex_lock(&m), 0);
+    sync_async_t *h = NULL;
+    CHECK_EQ(sync_mutex_lock_async(&m, -1, efd, NULL, NULL, &h), EINPROGRESS);
+    CHECK_EQ(sync_async_result(h), EINPROGRESS);
+    CHECK_EQ(sync_async_free(h), EBUSY);
+    CHECK_EQ(sync_mutex_unlock(&m), 0);        /* the waker grants it to h */
+    await_completion(efd);
+    CHECK_EQ(sync_async_result(h), 0);
+    CHECK_EQ(sync_mutex_trylock(&m), EBUSY);
+    CHECK_EQ(sync_async_unlock(&m, h), 0);
+    CHECK_EQ(sync_async_free(h), 0);
+
+    /* Cancelled while pending: ECANCELED, nothing delivered, the lock untouched. */
+    CHECK_EQ(sync_mutex_lock(&m), 0);
+    CHECK_EQ(sync_mutex_lock_async(&m, -1, efd, NULL, NULL, &h), EINPROGRESS);
+    CHECK_EQ(sync_async_cancel(h), 0);
+    CHECK_EQ(sync_async_result(h), ECANCELED);
+    CHECK_EQ(sync_async_cancel(h), EALREADY);
+    CHECK_EQ(sync_mutex_unlock(&m), 0);
+    CHECK_EQ(sync_mutex_trylock(&m), 0);       /* nobody took it for the cancelled acquire */
+    CHECK(!readable(efd));
+    CHECK_EQ(sync_mutex_unlock(&m), 0);
+    CHECK_EQ(sync_async_free(h), 0);
+
+    /* A deadline that passes: ETIMEDOUT, delivered. */
+    CHECK_EQ(sync_mutex_lock(&m), 0);
+    CHECK_EQ(sync_mutex_lock_async(&m, now_ns() + 20000000, efd, NULL, NULL, &h), EINPROGRESS);
+    await_completion(efd);
+    CHECK_EQ(sync_async_result(h), ETIMEDOUT);
+    CHECK_EQ(sync_async_free(h), 0);
+    CHECK_EQ(sync_mutex_unlock(&m), 0);
+    close(efd);
+}
+
+/* 1,000 pending acquires, completed by callback; each callback releases at once, so the grant
+ * passes down the queue to the last one. */
+enum { MANY = 1000 };
+static atomic_int granted;
+static int efd_done;
+static sync_mutex_t many_mutex = SYNC_MUTEX_INIT;
+
+static void release_at_once(sync_async_t *h, int result, void *context) {
+    CHECK_EQ(result, 0);
+    CHECK(context == &many_mutex);
+    CHECK_EQ(sync_async_unlock(&many_mutex, h), 0);
+    if (atomic_fetch_add(&granted, 1) + 1 == MANY) {
+        uint64_t one = 1;
+        CHECK_EQ(write(efd_done, &one, 8), 8);
+    }
+}
+
+static void test_many_pending_callbacks(void) {
+    static sync_async_t *handles[MANY];
+    efd_done = eventfd(0, EFD_CLOEXEC);
+    CHECK_EQ(sync_mutex_lock(&many_mutex), 0);
+    for (int i = 0; i < MANY; i++) {
+        CHECK_EQ(sync_mutex_lock_async(&many_mutex, -1, -1, release_at_once, &many_mutex, &handles[i]), EINPROGRESS);
+    }
+    CHECK_EQ(sync_mutex_unlock(&many_mutex), 0);
+    await_completion(efd_done);
+    CHECK_EQ(atomic_load(&granted), MANY);
+    for (int i = 0; i < MANY; i++) CHECK_EQ(sync_async_free(handles[i]), 0);
+    CHECK_EQ(sync_mutex_trylock(&many_mutex), 0);
+    CHECK_EQ(sync_mutex_unlock(&many_mutex), 0);
+    close(efd_done);
+}
+
+/* A robust shared mutex whose holder process is SIGKILLed: the pending acquire completes with
+ * EOWNERDEAD, holding it; repaired, it is usable again. */
+static void test_robust_killed_holder(void) {
+    sync_robust_mutex_t *robust = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(robust != MAP_FAILED);
+    sync_mutex_t *m = &robust->mutex;
+    CHECK_EQ(sync_mutex_init(m, SYNC_MUTEX_SHARED | SYNC_MUTEX_ROBUST), 0);
+    int ready[2];
+    CHECK_EQ(pipe(ready), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        alarm(300);
+        char one = 1;
+        if (sync_mutex_lock(m) != 0) _exit(1);
+        if (write(ready[1], &one, 1) != 1) _exit(1);
+        for (;;) pause();
+    }
+    char byte;
+    CHECK_EQ(read(ready[0], &byte, 1), 1);
+    int efd = eventfd(0, EFD_CLOEXEC);
+    sync_async_t *h = NULL;
+    CHECK_EQ(sync_mutex_lock_async(m, -1, efd, NULL, NULL, &h), EINPROGRESS);
+    CHECK_EQ(kill(child, SIGKILL), 0);
+    CHECK_EQ(waitpid(child, NULL, 0), child);
+    await_completion(efd);
+    CHECK_EQ(sync_async_result(h), EOWNERDEAD);
+    CHECK_EQ(sync_mutex_consistent(m), EPERM);     /* the thread is not the holder */
+    CHECK_EQ(sync_async_consistent(m, h), 0);
+    CHECK_EQ(sync_async_unlock(m, h), 0);
+    CHECK_EQ(sync_async_free(h), 0);
+    CHECK_EQ(sync_mutex_trylock(m), 0);
+    CHECK_EQ(sync_mutex_unlock(m), 0);
+    close(efd);
+    close(ready[0]);
+    close(ready[1]);
+    munmap(robust, 4096);
+}
+
+int main(void) {
+    test_immediate_and_ownership();
+    test_bad_input();
+    test_pending_eventfd_cancel_timeout();
+    test_many_pending_callbacks();
+    test_robust_killed_holder();
+    DONE();
+}

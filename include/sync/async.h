@@ -1,0 +1,97 @@
+/*
+ * sync/async.h — acquiring a mutex from an event loop (epoll, libuv, libevent) without blocking.
+ *
+ * sync_mutex_lock_async either takes the mutex at once or returns EINPROGRESS with a pending
+ * acquire; no thread of the caller waits. When the acquire completes (granted, timed out, failed)
+ * libsync writes 1 to the caller's eventfd (which becomes readable) and/or calls the caller's
+ * callback, once. The loop then reads the result with sync_async_result. One libsync thread per
+ * process (the waker) serves every pending acquire, whatever their number (docs/async.md).
+ *
+ * The mutex is any sync_mutex_t or sync_robust_mutex_t (private, SYNC_MUTEX_SHARED,
+ * SYNC_MUTEX_ROBUST): threads blocked in sync_mutex_lock, pending acquires of this process and
+ * other processes all exclude one another on it.
+ *
+ * Ownership: a lock taken through this API is held by its handle, not by a thread: release it
+ * with sync_async_unlock(mutex, handle), from any thread. sync_mutex_unlock (from any thread)
+ * returns EPERM for it. A robust mutex whose holder *process* dies is reported (EOWNERDEAD) to
+ * the next locker, as for thread holders.
+ *
+ * Deadlines as everywhere in sync.h: absolute CLOCK_MONOTONIC nanoseconds; < 0 none; at or
+ * before now one try (ETIMEDOUT at once if the mutex is not free).
+ *
+ * Thread-safety: every function may be called from any thread. The callback runs on libsync's
+ * waker thread: it must not block (a blocked callback delays every pending acquire of the
+ * process); it may call the functions of this header. After fork() the child has no pending
+ * acquires (its handles of the parent's pending acquires stay EINPROGRESS forever: free them
+ * with sync_async_cancel, then sync_async_free).
+ */
+#ifndef SYNC_ASYNC_H
+#define SYNC_ASYNC_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** One acquire: pending, then completed; if granted, the holder of the lock until released. */
+typedef struct sync_async sync_async_t;
+
+/**
+ * Called once when a pending acquire completes, on the waker thread, with its result (as
+ * sync_async_result returns it) and the `context` given to sync_mutex_lock_async; possibly
+ * before sync_mutex_lock_async has returned EINPROGRESS.
+ */
+typedef void (*sync_async_callback_t)(sync_async_t *handle, int result, void *context);
+
+/**
+ * Starts acquiring `mutex` (4-aligned; a robust one 8-aligned) until `deadline_ns`.
+ * Completion of a pending acquire: if `event_fd` >= 0, an 8-byte 1 is written to it (an
+ * eventfd, or any descriptor such a write suits); if `callback` is not NULL, it is called.
+ * Returns, with *handle set to a new handle (free it with sync_async_free):
+ * 0           taken at once: the handle holds it;
+ * EOWNERDEAD  taken at once from a dead holder (robust): repair, sync_async_consistent;
+ * EINPROGRESS pending: completion comes as above; neither is used otherwise.
+ * Or, with *handle set to NULL: ETIMEDOUT (not free and `deadline_ns` passed: one try),
+ * ENOTRECOVERABLE, EINVAL (NULL or misaligned pointer, a robust mutex of another pid
+ * namespace).
+ */
+int sync_mutex_lock_async(void *mutex, int64_t deadline_ns, int event_fd, sync_async_callback_t callback,
+                          void *context, sync_async_t **handle);
+
+/**
+ * The acquire's state: EINPROGRESS while pending; then 0 (granted: the handle holds the lock),
+ * EOWNERDEAD (granted from a dead holder), ETIMEDOUT, ECANCELED (sync_async_cancel withdrew
+ * it), ENOTRECOVERABLE. EINVAL for NULL.
+ */
+int sync_async_result(const sync_async_t *handle);
+
+/**
+ * Withdraws a pending acquire: 0, and its result is ECANCELED; no completion is delivered (a
+ * callback already running may still finish). EALREADY if it had completed (its result stands:
+ * if granted, the handle holds the lock). EINVAL for NULL.
+ */
+int sync_async_cancel(sync_async_t *handle);
+
+/**
+ * Releases `mutex`, which `handle` holds: 0; EPERM if it does not hold it (also for another
+ * mutex's handle). A robust lock released with EOWNERDEAD unrepaired becomes not recoverable.
+ */
+int sync_async_unlock(void *mutex, sync_async_t *handle);
+
+/**
+ * Robust: marks the state repaired after EOWNERDEAD: 0; EPERM if `handle` does not hold
+ * `mutex`; EINVAL if it is not robust or not marked.
+ */
+int sync_async_consistent(void *mutex, sync_async_t *handle);
+
+/**
+ * Frees a handle: 0; EBUSY (nothing freed) while it is pending (cancel it first) or holds a
+ * lock (release it first). NULL: 0.
+ */
+int sync_async_free(sync_async_t *handle);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
