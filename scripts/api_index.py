@@ -119,6 +119,10 @@ PAGES = {
             Row("thread executor", ("sync_executor",), ("ThreadExecutor", "ThreadExecutorError"), ("ThreadExecutor",)),
             Row("isolated value", ("sync_isolated",), ("IsolatedValue",), ("IsolatedValue",)),
         ]),
+    "docs/async.md": Page(
+        ("sync/async.h",), ("Async/*.swift",), (), [
+            Row("async mutex acquire", ("sync_mutex_lock_async", "sync_async_"), ("SyncMutex",), ()),
+        ]),
     "docs/signals.md": Page(
         ("sync/signals.h",), ("Signals/*.swift",), ("libsync.signals",), [
             Row("route", ("sync_signal_",), ("SignalRoute", "SignalRouteError"), ("Route", "route", "unroute", "is_routable")),
