@@ -278,6 +278,44 @@ static void test_destroy_waits_for_the_handler(void) {
     sync_distributed_lock_destroy(c);
 }
 
+/* A handler that ends its thread (pthread_exit; Python does so to a thread that asks for the GIL
+ * while the interpreter exits) counts as returned: set_event_handler and destroy do not wait
+ * forever, and the next event is handled on a new thread. */
+static atomic_int ended, handled_after;
+
+static void ending(sync_distributed_lock_t *lock, int event, void *context) {
+    (void)lock; (void)event; (void)context;
+    atomic_store(&ended, 1);
+    pthread_exit(NULL);
+}
+
+static void counting(sync_distributed_lock_t *lock, int event, void *context) {
+    (void)lock; (void)context;
+    if (event == SYNC_DISTRIBUTED_LOCK_LOST) atomic_store(&handled_after, 1);
+}
+
+static void test_handler_that_ends_its_thread(void) {
+    char t[600];
+    target(FILES, NULL, t, sizeof t);
+    sync_distributed_lock_t *a = make(t), *c = make(t);
+    CHECK_EQ(sync_distributed_lock_set_event_handler(a, ending, NULL), 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    CHECK_EQ(sync_distributed_lock_break(c), 0);
+    for (int i = 0; i < 60000 && !atomic_load(&ended); i++) usleep(1000);
+    CHECK(atomic_load(&ended));
+    CHECK_EQ(sync_distributed_lock_set_event_handler(a, NULL, NULL), 0);  /* returns: no handler runs */
+    sync_distributed_lock_destroy(a);
+
+    sync_distributed_lock_t *d = make(t);
+    CHECK_EQ(sync_distributed_lock_set_event_handler(d, counting, NULL), 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(d), 0);
+    CHECK_EQ(sync_distributed_lock_break(c), 0);
+    for (int i = 0; i < 60000 && !atomic_load(&handled_after); i++) usleep(1000);
+    CHECK(atomic_load(&handled_after));  /* a new notifier thread */
+    sync_distributed_lock_destroy(d);
+    sync_distributed_lock_destroy(c);
+}
+
 static void read_url(const char *name, char *out, size_t size) {
     char path[400];
     snprintf(path, sizeof path, "%s/%s.url", servers, name);
@@ -327,6 +365,7 @@ int main(void) {
         if (b != POSTGRES) test_stopped_holder(b);
     }
     test_destroy_waits_for_the_handler();
+    test_handler_that_ends_its_thread();
     if (have_servers) {
         test_postgres_restart();
         test_redis_suspended();

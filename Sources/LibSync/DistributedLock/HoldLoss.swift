@@ -172,13 +172,39 @@ final class Notifier: ProcessBound, @unchecked Sendable {
         guard lock.hasEventHandler else { return }
         pthread_mutex_lock(mutex)
         queue.append((lock, event))
-        if !started {
-            started = true
-            var created = pthread_t()
-            let me = Unmanaged.passRetained(self).toOpaque()  // (lives as long as the process)
-            pthread_create(&created, nil, { Notifier.run(Unmanaged<Notifier>.fromOpaque($0!).takeUnretainedValue()); return nil }, me)
-            pthread_detach(created)
+        if !started { start() }
+        pthread_cond_broadcast(changed)
+        pthread_mutex_unlock(mutex)
+    }
+
+    /// Starts the thread (under `mutex`).
+    private func start() {
+        started = true
+        var created = pthread_t()
+        let me = Unmanaged.passRetained(self).toOpaque()  // (lives as long as the process)
+        pthread_create(&created, nil, { Notifier.run(Unmanaged<Notifier>.fromOpaque($0!).takeUnretainedValue()); return nil }, me)
+        pthread_detach(created)
+    }
+
+    /// Called if the thread ends inside a handler (it calls pthread_exit; or Python, exiting,
+    /// ends a thread that asks it for the GIL): that handler counts as returned, so `quiesce`
+    /// (and with it set_event_handler and destroy) does not wait forever, and a new thread
+    /// takes the events still queued.
+    private static let threadEndKey: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key) { raw in
+            guard let raw else { return }
+            Unmanaged<Notifier>.fromOpaque(raw).takeUnretainedValue().threadEnded()
         }
+        return key
+    }()
+
+    private func threadEnded() {
+        pthread_mutex_lock(mutex)
+        running = nil
+        thread.store(0, ordering: .releasing)
+        started = false
+        if !queue.isEmpty { start() }
         pthread_cond_broadcast(changed)
         pthread_mutex_unlock(mutex)
     }
@@ -206,6 +232,7 @@ final class Notifier: ProcessBound, @unchecked Sendable {
         var all = sigset_t()
         sigfillset(&all)
         pthread_sigmask(SIG_BLOCK, &all, nil)
+        pthread_setspecific(threadEndKey, Unmanaged.passUnretained(notifier).toOpaque())
         notifier.thread.store(UInt(pthread_self()), ordering: .releasing)
         pthread_mutex_lock(notifier.mutex)
         while true {
