@@ -231,8 +231,9 @@ int sync_distributed_lock_lock(sync_distributed_lock_t *lock, int64_t timeout_ns
  * returns EINTR (it retries). PostgreSQL waits in the server (poll_interval_ns unused, but still
  * checked); a server that stops answering ends the wait at the deadline (ETIMEDOUT, the message
  * says the server did not answer; Redis: whichever request it was waiting for, a try or a
- * stale-holder check, each answered by the deadline, or within 1 ms when less is left) or,
- * without one, after connect_timeout (EIO). A signal handler never extends a wait for a server. Returns 0,
+ * stale-holder check, each answered by the deadline) or, without one, after connect_timeout
+ * (EIO). A call whose deadline has passed when it starts makes its one try as try_lock does:
+ * its requests are answered within connect_timeout, so that it takes a free lock. A signal handler never extends a wait for a server. Returns 0,
  * ETIMEDOUT, EINVAL, EDEADLK, EAGAIN, EEXIST, a server backend's code, or another errno.
  */
 int sync_distributed_lock_lock_until(sync_distributed_lock_t *lock, int64_t deadline_ns, int64_t poll_interval_ns);

@@ -414,7 +414,12 @@ public final class DistributedLock: Sendable {
         let interruptible = interrupts == .sliced
         let sliceEnd = interruptible ? Deadline.after(nanoseconds: Deadline.interruptSlice) : Deadline.none
         var nap = min(poll, backend.firstPollNanoseconds ?? poll)
+        var first = true
         while true {
+            // A call makes its first try however little time is left (a server request answered
+            // within connect_timeout if none is); after that, a passed deadline ends the wait.
+            if !first && Deadline.hasPassed(deadline) { return ETIMEDOUT }
+            first = false
             var heldHere: UInt32?
             switch attempt(side, deadline: deadline) {
             case .acquired: return 0

@@ -157,11 +157,12 @@ final class RedisConnection {
     }
 
     /// When an exchange started now with `deadline` (monotonic ns, < 0: none) must be answered:
-    /// by the deadline or within connect_timeout, whichever is sooner, and never in less than
-    /// 1 ms (so a request made with no time left still gets its answer from a live server).
+    /// by the deadline or within connect_timeout, whichever is sooner; one started with the
+    /// deadline passed (a call's one try when it had no time left: a wait never makes another)
+    /// within connect_timeout, as try_lock's, so that it takes a free lock on a loaded server too.
     private func answerBy(_ deadline: Int64) -> Int64 {
         let now = monotonicNow()
-        return max(now + 1_000_000, Deadline.earliest(deadline, now + address.ioTimeout))
+        return Deadline.hasPassed(deadline, now: now) ? now + address.ioTimeout : Deadline.earliest(deadline, now + address.ioTimeout)
     }
 
     /// Connects unless connected, by `deadline` (monotonic ns, < 0: none) or within
@@ -492,7 +493,7 @@ final class RedisSession: LockSession {
     }
 
     func tryAcquire(deadline: Int64) -> Int32 {
-        let answerBy = Deadline.earliest(deadline, ioDeadline)
+        let answerBy = Deadline.hasPassed(deadline) ? ioDeadline : Deadline.earliest(deadline, ioDeadline)
         var mine = me.newEntry()
         var retried = false, maybeSent = false, refused = false
         while true {
