@@ -31,3 +31,4 @@ print("\nSignals (Swift):"); if try !signalsDemo() { fatalError("the routed sign
 print("\nLock-order checking (Swift):"); if !lockOrderDemo() { fatalError("the inversion was not reported") }
 print("\nApple locks (Swift):"); if !appleLocksDemo() { fatalError("the cache or the counter lost an update") }
 print("\nDistributed lock (Swift):"); if try !distributedLockDemo() { fatalError("the distributed lock did not behave as documented") }
+print("\nLoss notification (Swift):"); if try !lossNotificationDemo() { fatalError("the holder was not told its hold was lost") }
