@@ -131,20 +131,25 @@ static void flags_and_initializers(void) {
     CHECK(layout.lock_shared && layout.lock_unowned && layout.lock_robust);
 
     sync_mutex_t mutex, mutex_shared = SYNC_MUTEX_INIT_SHARED, mutex_unowned = SYNC_MUTEX_INIT_UNOWNED;
+    memset(&mutex, 0, sizeof mutex);  /* a shared init needs zeroed memory (or a lock nobody uses) */
     CHECK_EQ(sync_mutex_init(&mutex, SYNC_MUTEX_SHARED), 0);
     CHECK_EQ(memcmp(&mutex, &mutex_shared, sizeof mutex), 0);
     CHECK_EQ(sync_mutex_init(&mutex, SYNC_MUTEX_UNOWNED), 0);
     CHECK_EQ(memcmp(&mutex, &mutex_unowned, sizeof mutex), 0);
     sync_recursive_lock_t recursive, recursive_shared = SYNC_RECURSIVE_LOCK_INIT_SHARED;
+    memset(&recursive, 0, sizeof recursive);
     CHECK_EQ(sync_recursive_lock_init(&recursive, SYNC_MUTEX_SHARED), 0);
     CHECK_EQ(memcmp(&recursive, &recursive_shared, sizeof recursive), 0);
     sync_robust_mutex_t robust, robust_shared = SYNC_ROBUST_MUTEX_INIT_SHARED;
+    memset(&robust, 0, sizeof robust);
     CHECK_EQ(sync_mutex_init(&robust.mutex, SYNC_MUTEX_SHARED | SYNC_MUTEX_ROBUST), 0);
     CHECK_EQ(memcmp(&robust, &robust_shared, 4), 0);  /* the word; the rest is the holder's */
     sync_rwlock_t rwlock, rwlock_shared = SYNC_RWLOCK_INIT_SHARED;
+    memset(&rwlock, 0, sizeof rwlock);
     CHECK_EQ(sync_rwlock_init(&rwlock, SYNC_RWLOCK_SHARED), 0);
     CHECK_EQ(memcmp(&rwlock, &rwlock_shared, sizeof rwlock), 0);
     sync_spinlock_t spin, spin_shared = SYNC_SPINLOCK_INIT_SHARED;
+    memset(&spin, 0, sizeof spin);
     CHECK_EQ(sync_spinlock_init(&spin, SYNC_SPINLOCK_SHARED), 0);
     CHECK_EQ(memcmp(&spin, &spin_shared, sizeof spin), 0);
 }
