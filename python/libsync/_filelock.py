@@ -34,7 +34,7 @@ import weakref
 from ctypes import c_bool, c_void_p
 from weakref import WeakValueDictionary
 
-from .distributed_lock import (_MAKE_PARENTS, _PROCESS_OWNED, _RECURSIVE, _RELEASE_ON_DESTROY, Holder, HoldEvent,
+from ._distributed import (_MAKE_PARENTS, _PROCESS_OWNED, _RECURSIVE, _RELEASE_ON_DESTROY, Holder, HoldEvent,
                                Timeout, _count, _event_handler, _Handle, _hold_state, _is_held, _lock, _path, _poll_ns, _raise_error, _raise_release_error,
                                _read_holder, _read_token, _seconds_to_ns, _timeout, _unlock, _unlock_all, _wait,
                                is_url)

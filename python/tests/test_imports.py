@@ -52,12 +52,8 @@ def test_the_checker_finds_a_circle():
                                                                          "c -> a -> b -> c"]
 
 
-# _filelock and distributed_lock import each other; issue 26 moves what both need into one
-# private module on another branch: drop this exception when it merges.
-PENDING = {"_filelock", "distributed_lock"}
-
-
 def test_no_module_of_the_package_imports_itself_back():
     edges = graph()
     assert "debug" in edges["locks"] and "locks" in edges["conditions"]  # the graph is read
-    assert [circle for circle in circles(edges) if not set(circle.split(" -> ")) <= PENDING] == []
+    assert "_distributed" in edges["_filelock"] and "_filelock" in edges["distributed_lock"]
+    assert circles(edges) == []
