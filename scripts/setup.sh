@@ -60,4 +60,6 @@ echo "== building libsync.so, the C tests and the C examples (CMake, Ninja, rele
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYNC_BUILD_TESTS=ON >/dev/null
 logged cmake-build cmake --build build
 echo "== installing the Python package into .venv (pip, scikit-build-core, CMake)"
-"$PYTHON" -m pip install -q --no-build-isolation ./python
+# The wheel packs build/'s libsync.so, just built from this tree, rather than compiling it again.
+"$PYTHON" -m pip install -q --no-build-isolation \
+  -C cmake.define.SYNC_PREBUILT_LIBRARY="$(readlink -f build/libsync.so)" ./python
