@@ -140,5 +140,8 @@ if [ "${stages[0]}" = repeat-c ]; then
   stage_repeat_c "${stages[@]:1}"
   exit 0
 fi
-for stage in "${stages[@]}"; do "stage_$stage"; done
+for stage in "${stages[@]}"; do
+  began=$SECONDS; "stage_$stage"
+  echo "== stage $stage: $((SECONDS - began)) s"  # where CI's 10 minutes go
+done
 [ $full = 1 ] || echo "== Done: ${stages[*]} (the full run, as CI: bash scripts/test.sh)"
