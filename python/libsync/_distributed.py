@@ -15,9 +15,12 @@ from ctypes import (CFUNCTYPE, POINTER, byref, c_bool, c_char, c_char_p, c_int, 
                     c_uint64, c_void_p)
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable, Optional, Protocol, TypeVar, Union
+from typing import TYPE_CHECKING, Callable, Optional, Protocol, TypeVar, Union
 
 from ._common import declare, deadline_ns, interruptible
+
+if TYPE_CHECKING:
+    from typing import TypeGuard  # (Python 3.10 on: annotations only)
 
 # A lock's path as the constructors take it (os.fsencode's argument).
 LockPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
@@ -139,7 +142,7 @@ def _detail() -> str:
     return (_error_message() or b"").decode(errors="replace")
 
 
-def is_url(target: object) -> bool:
+def is_url(target: object) -> TypeGuard[str]:
     """Whether the target names a server (``scheme://...``) rather than a path."""
     return isinstance(target, str) and "://" in target and target.split("://", 1)[0].replace("+", "").isalpha()
 
