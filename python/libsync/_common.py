@@ -241,6 +241,23 @@ class Layout(ctypes.Structure):
         "cond_waiters_offset", "cond_waiters_mask", "cond_waiter_size", "cond_waiter_state_offset",
         "cond_waiter_idle", "event_state_offset", "event_flag", "semaphore_limit_offset", "once_done",
         "lock_shared", "lock_unowned", "lock_robust")]
+    # The fields' Python type (a ctypes field reads as an int), for type checkers.
+    mutex_robust: int
+    mutex_unowned_held: int
+    recursive_depth_offset: int
+    robust_recursive_depth_offset: int
+    cond_waiters_offset: int
+    cond_waiters_mask: int
+    cond_waiter_size: int
+    cond_waiter_state_offset: int
+    cond_waiter_idle: int
+    event_state_offset: int
+    event_flag: int
+    semaphore_limit_offset: int
+    once_done: int
+    lock_shared: int
+    lock_unowned: int
+    lock_robust: int
 
 
 def _layout() -> Layout:
