@@ -47,7 +47,7 @@ fi
 # The type checker (test.sh's python stage; settings in pyproject.toml), one version: each
 # release of mypy finds other errors, and the check must not change under an unchanged tree.
 MYPY_VERSION=2.4.1
-"$PYTHON" -m mypy --version 2>/dev/null | grep -q "^mypy $MYPY_VERSION " \
+"$PYTHON" -c "import mypy.version, sys; sys.exit(mypy.version.__version__ != '$MYPY_VERSION')" 2>/dev/null \
   || "$PYTHON" -m pip install -q "mypy==$MYPY_VERSION"
 # The package's build backend, in .venv: pip builds without an isolated environment, whose new
 # path each time would make scikit-build-core clear its CMake build (python/build/) and rebuild.
