@@ -9,14 +9,22 @@ import errno
 import itertools
 import math
 import os
+import sys
 import weakref
 from ctypes import (CFUNCTYPE, POINTER, byref, c_bool, c_char, c_char_p, c_int, c_int32, c_int64, c_uint, c_uint32,
                     c_uint64, c_void_p)
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable, Optional, Union
+from typing import TYPE_CHECKING, Callable, Optional, Protocol, TypeVar, Union
 
 from ._common import declare, deadline_ns, interruptible
+
+if TYPE_CHECKING:
+    from typing import TypeGuard  # (Python 3.10 on: annotations only)
+
+# A lock's path as the constructors take it (os.fsencode's argument).
+LockPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+_Lock = TypeVar("_Lock")
 
 
 
@@ -30,7 +38,7 @@ class Timeout(TimeoutError):
         super().__init__(lock_file)
         self._lock_file = lock_file
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Timeout], tuple[str]]:
         return self.__class__, (self._lock_file,)
 
     def __str__(self) -> str:
@@ -134,7 +142,7 @@ def _detail() -> str:
     return (_error_message() or b"").decode(errors="replace")
 
 
-def is_url(target) -> bool:
+def is_url(target: object) -> TypeGuard[str]:
     """Whether the target names a server (``scheme://...``) rather than a path."""
     return isinstance(target, str) and "://" in target and target.split("://", 1)[0].replace("+", "").isalpha()
 
@@ -164,7 +172,7 @@ def _poll_ns(value: float) -> int:
 
 # Event handlers by key (the C handler's context): one C trampoline for all, never freed, so
 # that a handler that drops the last reference to its lock returns into live code.
-_handlers: dict = {}
+_handlers: dict[int, Callable[[HoldEvent], None]] = {}
 _handler_keys = itertools.count(1)
 
 
@@ -182,9 +190,9 @@ class _Handle:
     releases a hold of this process: the core leaves a parent's hold alone in a forked child)."""
     __slots__ = ("value", "handler_key", "__weakref__")
 
-    def __init__(self, path: Union[str, bytes, os.PathLike], flags: int, mode: int) -> None:
-        self.value = None
-        self.handler_key = None
+    def __init__(self, path: LockPath, flags: int, mode: int) -> None:
+        self.value: Optional[int] = None  # the C object (None: NULL, which every C function takes)
+        self.handler_key: Optional[int] = None
         encoded = os.fsencode(path)
         if b"\0" in encoded:
             raise ValueError("the lock path contains a NUL byte")
@@ -212,16 +220,19 @@ class _Handle:
             _set_event_handler(self.value, _trampoline, self.handler_key)
         else:
             _set_event_handler(self.value, _EVENT_FN(), None)  # (a NULL function pointer: none)
-        _handlers.pop(old, None)
+        if old is not None:
+            _handlers.pop(old, None)
 
     def __del__(self) -> None:
         handle, self.value = self.value, None
         if handle is not None:
             _destroy(handle)  # (after which the handler is not running, and never called again)
-        _handlers.pop(self.handler_key, None)
+        if self.handler_key is not None:
+            _handlers.pop(self.handler_key, None)
 
 
-def _event_handler(lock, on_event: Optional[Callable]) -> Optional[Callable[[HoldEvent], None]]:
+def _event_handler(lock: _Lock, on_event: Optional[Callable[[_Lock, HoldEvent], object]]
+                   ) -> Optional[Callable[[HoldEvent], None]]:
     """``on_event(lock, event)`` as the handle's handler, holding the lock weakly (the handle
     lives as long as the lock object)."""
     if on_event is None:
@@ -237,7 +248,7 @@ def _event_handler(lock, on_event: Optional[Callable]) -> Optional[Callable[[Hol
     return handler
 
 
-def _wait(handle: int, timeout_ns: int, poll_ns: int) -> int:
+def _wait(handle: Optional[int], timeout_ns: int, poll_ns: int) -> int:
     """Acquires, waiting up to timeout_ns (< 0: forever; 0: one try); returns the C code. It
     returns at least every 50 ms, so a pending KeyboardInterrupt (or another signal handler's
     exception) is raised between the calls, also while a server waits for the lock; a wait given
@@ -249,7 +260,7 @@ def _wait(handle: int, timeout_ns: int, poll_ns: int) -> int:
         raise
 
 
-def _read_token(handle: int) -> Optional[int]:
+def _read_token(handle: Optional[int]) -> Optional[int]:
     token = c_uint64()
     return token.value if _token(handle, byref(token)) == 0 else None
 
@@ -259,7 +270,8 @@ def _timeout(lock_file: str) -> "Timeout":
     error = Timeout(lock_file)
     detail = _detail()
     if "did not answer" in detail:
-        error.add_note(detail)
+        if sys.version_info >= (3, 11):  # (no notes before)
+            error.add_note(detail)
     return error
 
 
@@ -277,7 +289,15 @@ def _raise_error(code: int, operation: str, path: str, through: str) -> None:
         raise _os_error(code, operation, path)
 
 
-def _raise_release_error(code: int, lock) -> None:
+class _Releasable(Protocol):
+    """What _raise_release_error reads of the lock (DistributedLock, filelock's classes)."""
+    @property
+    def lock_file(self) -> str: ...
+    @property
+    def holder(self) -> Optional[Holder]: ...
+
+
+def _raise_release_error(code: int, lock: _Releasable) -> None:
     if code == errno.EPERM:
         raise NotLockedError(f"release of the distributed lock {lock.lock_file!r}, which the caller does not hold")
     if code == errno.ESTALE:
@@ -290,7 +310,7 @@ def _raise_release_error(code: int, lock) -> None:
     _raise_error(code, "release", lock.lock_file, "this object")
 
 
-def _read_holder(handle: int, path: str) -> Optional[Holder]:
+def _read_holder(handle: Optional[int], path: str) -> Optional[Holder]:
     h = _CHolder()
     code = _holder(handle, byref(h))
     if code == errno.ENOENT:

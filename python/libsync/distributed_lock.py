@@ -63,9 +63,9 @@ from __future__ import annotations
 import errno
 import os
 from datetime import datetime
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, cast
 
-from ._distributed import (Holder, HoldEvent, LockBrokenError, LockLostError, LockStolenError, NotLockedError,
+from ._distributed import (Holder, HoldEvent, LockBrokenError, LockLostError, LockPath, LockStolenError, NotLockedError,
                            Timeout, _break, _count, _event_handler, _Handle, _hold_state, _is_held, _path, _poll_ns,
                            _raise_error, _raise_release_error, _read_holder, _read_token, _recover,
                            _RELEASE_ON_DESTROY, _seconds_to_ns, _timeout, _try_lock, _unlock, _unlock_all, _wait)
@@ -87,7 +87,7 @@ class _Acquired:
     def __enter__(self) -> "DistributedLock":
         return self.lock
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.lock.release()
 
 
@@ -97,7 +97,7 @@ class DistributedLock:
     would-be holder: two objects for one path exclude each other, in one process or not; one
     object's threads take turns (the holder is the thread that acquired it). Not recursive."""
 
-    def __init__(self, path: Union[str, bytes, os.PathLike], timeout: float = -1,
+    def __init__(self, path: LockPath, timeout: float = -1,
                  poll_interval: float = 0.05, *,
                  on_event: Optional[Callable[["DistributedLock", HoldEvent], None]] = None) -> None:
         """``path``: a path, or a postgresql:// / redis:// URL (the server is connected to now).
@@ -135,7 +135,8 @@ class DistributedLock:
     @property
     def path(self) -> str:
         """The lock's absolute path (a URL target: the URL without its password)."""
-        return os.fsdecode(_path(self._handle.value))
+        # (NULL only for a NULL object, which this one's handle is not while it lives)
+        return os.fsdecode(cast(bytes, _path(self._handle.value)))
 
     lock_file = path  # filelock's name
 
@@ -212,7 +213,7 @@ class DistributedLock:
         self.acquire()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
     def __repr__(self) -> str:
