@@ -471,7 +471,7 @@ final class ProcessIdentity: ProcessBound {
 
     private init(pid: Int32) {
         self.pid = pid
-        start = processStatus(pid)?.start ?? 0
+        start = ThreadStat.process(pid)?.start ?? 0
         let boot = readSmallFile("/proc/sys/kernel/random/boot_id")?.filter(\.isHexDigit) ?? ""
         var link = [CChar](repeating: 0, count: 64)
         let n = readlink("/proc/self/ns/pid", &link, link.count - 1)
@@ -505,18 +505,9 @@ final class ProcessIdentity: ProcessBound {
     func isStale(entry: String) -> Bool {
         guard let parsed = parseEntry(entry) else { return false }
         guard !machine.isEmpty, parsed.machine == machine, parsed.host == host else { return false }
-        guard let status = processStatus(parsed.pid) else { return true }
-        return status.state == "Z" || status.state == "X" || status.start != parsed.start
+        guard let status = ThreadStat.process(parsed.pid) else { return true }
+        return status.state == UInt8(ascii: "Z") || status.state == UInt8(ascii: "X") || status.start != parsed.start
     }
-}
-
-/// State letter and start time (clock ticks since boot) from /proc/<pid>/stat; nil if no such process.
-func processStatus(_ pid: Int32) -> (state: Character, start: UInt64)? {
-    guard let stat = readSmallFile("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return nil }
-    // After "pid (comm)" (comm may hold spaces and parentheses): field 3 is the state, 22 the start.
-    let fields = stat[stat.index(after: close)...].split(separator: " ")
-    guard fields.count > 19, let state = fields[0].first, let start = UInt64(fields[19]) else { return nil }
-    return (state, start)
 }
 
 private func readSmallFile(_ path: String) -> String? {
