@@ -36,7 +36,7 @@ public struct DistributedLockHolder: Sendable, Equatable, CustomStringConvertibl
     public let isStale: Bool
 
     /// `acquired` in nanoseconds, for the C API.
-    package var acquiredNanoseconds: Int64 { nanoseconds(acquired) }
+    package var acquiredNanoseconds: Int64 { Deadline.nanoseconds(acquired) }
 
     public var description: String {
         "pid \(pid) on \(host), acquired \(acquired.components.seconds) s after the epoch"
@@ -327,7 +327,7 @@ public final class DistributedLock: Sendable {
             let end = Deadline.earliest(deadline, sliceEnd)
             if let releases = heldHere {
                 slept = true
-                if side.sleep(while: releases, deadline: end) == EINTR && interrupts != .retried { return EINTR }
+                if side.sleep(while: releases, deadline: end, interruptible: interrupts != .retried) == EINTR { return EINTR }
             } else {
                 let pause = min(nap, Deadline.remaining(end, now: now) ?? nap)
                 nap = nap > poll / 2 ? poll : nap * 2  // (saturates: any poll up to Int64.max)
@@ -465,7 +465,7 @@ public final class DistributedLock: Sendable {
     /// `.timedOut` once `timeout` (nil: none) has passed.
     public func lock(timeout: Duration? = nil, pollInterval: Duration = .milliseconds(10)) throws(DistributedLockError) {
         let deadline = timeout.map { Deadline.after($0) } ?? Deadline.none
-        try check(lockCode(deadline: deadline, pollNanoseconds: nanoseconds(pollInterval), interrupts: .retried), "lock")
+        try check(lockCode(deadline: deadline, pollNanoseconds: Deadline.nanoseconds(pollInterval), interrupts: .retried), "lock")
     }
 
     /// Ends one acquisition (the last releases the lock). Throws `.notHeld`, `.broken` or

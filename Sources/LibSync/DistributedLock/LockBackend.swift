@@ -64,12 +64,6 @@ extension LockSession {
 
 // MARK: Helpers of the backends
 
-func nanoseconds(_ duration: Duration) -> Int64 {
-    let (seconds, attoseconds) = duration.components
-    let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-    return overflow ? (seconds < 0 ? .min : .max) : whole &+ attoseconds / 1_000_000_000
-}
-
 /// The wall clock in ns since the Unix epoch.
 func wallClockNanoseconds() -> Int64 {
     var now = timespec()
