@@ -81,22 +81,22 @@ final class ProcessSide: ProcessBound, @unchecked Sendable {
 
     deinit { words.deinitialize(count: 2); words.deallocate() }
 
+    /// The two words as the waiting room of `Words` (word 1 counts sleepers; process-private).
+    private var room: Words { Words(UnsafeMutableRawPointer(words)) }
+
     /// Sleeps until the release count moves from `seen` (read while the state showed the hold),
-    /// or the deadline. Counting in before sleeping makes a releaser, which bumps the count and
-    /// then reads the sleepers (both sequentially consistent), see this sleeper.
-    func sleep(while seen: UInt32, deadline: Int64) -> Int32 {
-        words[1].add(1, ordering: .sequentiallyConsistent)
-        defer { words[1].subtract(1, ordering: .relaxed) }
-        return Futex.wait(UnsafeMutableRawPointer(words), expected: seen, deadline: deadline, shared: false)
+    /// or the deadline: 0, ETIMEDOUT, or EINTR (`interruptible` only). `Words.sleep` counts the
+    /// sleeper in first, so a releaser, which bumps the count and then reads the sleepers
+    /// (`wakeOne`), never misses it.
+    func sleep(while seen: UInt32, deadline: Int64, interruptible: Bool) -> Int32 {
+        room.sleep(whileWordIs: seen, deadline: deadline, interruptible: interruptible) {
+            words[0].load(ordering: .sequentiallyConsistent) != seen
+        }
     }
 
     /// Wakes one sleeper, if any: it tries to acquire, and passes the wakeup on if it leaves
     /// without the lock.
-    func wakeOne() {
-        if words[1].load(ordering: .sequentiallyConsistent) != 0 {
-            Futex.wake(UnsafeMutableRawPointer(words), count: 1, shared: false)
-        }
-    }
+    func wakeOne() { room.wake(count: 1) }
 
     /// Which thread holds which lock through which object, in this process: a thread that would
     /// wait forever for a lock it holds through another object gets EDEADLK instead.
