@@ -164,6 +164,30 @@ static void test_unlock_errors(void) {
     sync_distributed_lock_destroy(b);
 }
 
+/* The caller acquiring again through its non-recursive object: EDEADLK while the hold is in place;
+ * once it was lost, the acquire ends it and says so (ESTALE) once, and the next call acquires. */
+static void test_acquire_after_a_lost_hold(void) {
+    sync_distributed_lock_t *a = make(), *b = make();
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), EDEADLK);   /* in place: a deadlock */
+    CHECK_EQ(sync_distributed_lock_break(b), 0);             /* lost, free now */
+    CHECK_EQ(sync_distributed_lock_try_lock(a), ESTALE);
+    CHECK(strstr(sync_distributed_lock_error_message(), "lost") != NULL);
+    CHECK_EQ(sync_distributed_lock_count(a), 0);              /* ended */
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    CHECK_EQ(sync_distributed_lock_break(b), 0);             /* lost, and someone else holds it */
+    CHECK_EQ(sync_distributed_lock_try_lock(b), 0);
+    CHECK_EQ(sync_distributed_lock_lock(a, 1000000000, 1000000), ESTALE);
+    CHECK(strstr(sync_distributed_lock_error_message(), "another holder") != NULL);
+    CHECK_EQ(sync_distributed_lock_unlock(a), EPERM);        /* ended: nothing left to unlock */
+    CHECK_EQ(sync_distributed_lock_lock(a, 0, 1000000), ETIMEDOUT);  /* b's now */
+    CHECK_EQ(sync_distributed_lock_unlock(b), 0);
+    CHECK_EQ(sync_distributed_lock_lock_until(a, -1, 1000000), 0);
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    sync_distributed_lock_destroy(a);
+    sync_distributed_lock_destroy(b);
+}
+
 /* A child process that takes the lock and holds it until killed (or told to exit, holding it). */
 static pid_t spawn_holder(void) {
     int ready[2];
@@ -786,6 +810,7 @@ int main(void) {
     test_bad_paths();
     test_basics_and_holder();
     test_unlock_errors();
+    test_acquire_after_a_lost_hold();
     test_busy_timeout_and_interrupt();
     test_killed_holder_is_stale_and_recovered();
     test_racing_breakers();

@@ -195,8 +195,12 @@ const char *sync_distributed_lock_path(const sync_distributed_lock_t *lock);
  * Acquires the lock if it is free; never waits. Returns 0 (the caller holds it; with RECURSIVE,
  * also a re-entry by the holder), or:
  *   EBUSY    someone else holds it (another thread through this object, unless PROCESS_OWNED)
- *   EDEADLK  the caller holds it through this object, which is not RECURSIVE (also after the
- *            hold was lost, until unlock reports the loss with ESTALE or EBUSY)
+ *   EDEADLK  the caller holds it through this object, which is not RECURSIVE
+ *   ESTALE   the caller's hold through this object, which is not RECURSIVE, was lost since it
+ *            acquired it (broken; Redis: the lease expired; PostgreSQL: the session ended),
+ *            whether or not someone else holds the lock now (the message says): this call
+ *            ended that hold and acquired nothing; the next call tries afresh. Since 0.2 (before,
+ *            EDEADLK until unlock reported the loss)
  *   EAGAIN   RECURSIVE: the holder's count would pass INT32_MAX
  *   EEXIST   something that is not a lock is at the path
  *   another errno from open/mkdir/rename or the fence file (EACCES, EROFS, ENOSPC, EIO...)
@@ -221,6 +225,7 @@ int sync_distributed_lock_try_lock(sync_distributed_lock_t *lock);
  *   EINVAL     poll_interval_ns <= 0
  *   EDEADLK    the caller holds it through this object, which is not RECURSIVE; or timeout_ns < 0
  *              and the calling thread holds it through another object of this process
+ *   ESTALE     the caller's hold through this object was lost: as sync_distributed_lock_try_lock
  *   EAGAIN, EEXIST, a server backend's code, or another errno as sync_distributed_lock_try_lock.
  */
 int sync_distributed_lock_lock(sync_distributed_lock_t *lock, int64_t timeout_ns, int64_t poll_interval_ns);

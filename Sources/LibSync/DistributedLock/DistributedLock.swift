@@ -109,12 +109,12 @@ public final class DistributedLock: Sendable {
         if let mode, mode > 0o777 { throw .invalidMode(mode) }
         let (backend, code) = Self.backend(path, options: options.rawValue, mode: mode.map { Int32($0) } ?? -1)
         guard let backend else {
-            throw DistributedLockError(code: code, operation: "create", path: path, detail: DistributedLockMessage.detail)
+            throw DistributedLockError(code: code, operation: .create, path: path, detail: DistributedLockMessage.detail)
         }
         self.init(backend, options)
         let opened = open()
         if opened != 0 {
-            throw DistributedLockError(code: opened, operation: "create", path: path, detail: DistributedLockMessage.detail)
+            throw DistributedLockError(code: opened, operation: .create, path: path, detail: DistributedLockMessage.detail)
         }
     }
 
@@ -189,15 +189,22 @@ public final class DistributedLock: Sendable {
         s.held && (options.contains(.processOwned) || s.owner == threadID())
     }
 
-    private enum Attempt { case acquired, heldHere(UInt32), busy, failed(Int32) }
+    private enum Attempt { case acquired, heldHere(UInt32), busy, failed(Int32), lost(code: Int32, freed: Bool) }
 
     /// One try: a re-entry, the object's other thread holding it or waiting for it in the store
-    /// (with the release count to wait on), busy in the store, or acquired.
+    /// (with the release count to wait on), busy in the store, acquired, or the caller's lost
+    /// hold ended (`lost`: `endHold`'s outcome, for `endedLostHold`).
     private func attempt(_ side: ProcessSide, deadline: Int64 = -1) -> Attempt {
         side.state.withLock { s in
             if s.held {
                 guard heldByCaller(s) else { return .heldHere(side.releases.pointee.load(ordering: .relaxed)) }
-                guard options.contains(.recursive) else { return .failed(EDEADLK) }
+                guard options.contains(.recursive) else {
+                    // The caller acquiring again: a deadlock while its hold is in place; once the
+                    // hold was lost in the store, this acquire ends it and reports the loss.
+                    if s.session.holds() { return .failed(EDEADLK) }
+                    let (code, freed) = endHold(&s, side)
+                    return .lost(code: code, freed: freed)
+                }
                 guard s.depth < Int(Int32.max) else { return .failed(EAGAIN) }
                 s.depth += 1
                 return .acquired
@@ -227,33 +234,62 @@ public final class DistributedLock: Sendable {
                 s.depth -= 1
                 return (0, false)
             }
-            let generation = side.holdGeneration
-            side.beginRelease(generation: generation)
-            let code = s.session.release()
-            if let event = side.endRelease(generation: generation, code: code) { Notifier.process.current().post(self, event) }
-            if code != 0 && code != ESTALE && code != EBUSY { return (code, false) }  // still held: a retry may work
-            (s.held, s.owner, s.depth) = (false, 0, 0)
-            side.registry.remove(path: identity, lock: ObjectIdentifier(self))
-            side.releases.pointee.add(1, ordering: .sequentiallyConsistent)
-            return (code, true)
+            return endHold(&s, side)
         }
         if freed { side.wakeOne() }
         return code
     }
 
+    /// Releases the hold in the store, whatever its count (under the state lock): the session's
+    /// code (0, ESTALE, EBUSY: the hold ended, `freed`; another errno: still held, a retry may
+    /// work). The caller wakes one sleeper of the object if `freed`, outside the state lock.
+    private func endHold(_ s: inout State, _ side: ProcessSide) -> (code: Int32, freed: Bool) {
+        let generation = side.holdGeneration
+        side.beginRelease(generation: generation)
+        let code = s.session.release()
+        if let event = side.endRelease(generation: generation, code: code) { Notifier.process.current().post(self, event) }
+        if code != 0 && code != ESTALE && code != EBUSY { return (code, false) }  // still held: a retry may work
+        (s.held, s.owner, s.depth) = (false, 0, 0)
+        side.registry.remove(path: identity, lock: ObjectIdentifier(self))
+        side.releases.pointee.add(1, ordering: .sequentiallyConsistent)
+        return (code, true)
+    }
+
+    /// What an acquire returns after `attempt` ended the caller's lost hold: nil when the hold
+    /// was in place after all and is released now (try again); ESTALE when it was lost (broken,
+    /// lease expired, session ended; whether or not another holds the lock now: the message
+    /// says); another errno when the release failed and the hold stays (as unlock's).
+    private func endedLostHold(_ side: ProcessSide, _ code: Int32, _ freed: Bool) -> Int32? {
+        if freed { side.wakeOne() }
+        if code == 0 { return nil }
+        guard code == ESTALE || code == EBUSY else { return code }
+        if DistributedLockMessage.detail == nil {
+            DistributedLockMessage.set("the hold on \(path) was lost since this object acquired it (broken, lease expired, "
+                                       + "or server session ended); this call ended it"
+                                       + (code == EBUSY ? ", and another holder has the lock now" : ""))
+        }
+        return ESTALE
+    }
+
     // MARK: Operations returning errno codes (the C API calls these; the Swift API wraps them).
 
     /// Acquires the lock if it is free; never blocks. 0; EBUSY (held: by another holder, or by
-    /// another thread through this object); EDEADLK (the caller holds it, not recursive); EAGAIN
+    /// another thread through this object); EDEADLK (the caller holds it, not recursive); ESTALE
+    /// (the caller's hold through this non-recursive object was lost in the store since it
+    /// acquired it: this call ended it, acquiring nothing; the next call tries afresh); EAGAIN
     /// (recursion count overflow); EEXIST (something that is not a lock is at `path`); a
     /// backend's error (ECONNREFUSED, EACCES, EIO, ELIBACC: see `DistributedLockMessage`); or a
     /// system errno.
     package func tryLockCode() -> Int32 {
         DistributedLockMessage.clear()
-        switch attempt(sides.current()) {
-        case .acquired: return 0
-        case .heldHere, .busy: return EBUSY
-        case .failed(let code): return code
+        let side = sides.current()
+        while true {
+            switch attempt(side) {
+            case .acquired: return 0
+            case .heldHere, .busy: return EBUSY
+            case .failed(let code): return code
+            case .lost(let code, let freed): if let code = endedLostHold(side, code, freed) { return code }
+            }
         }
     }
 
@@ -275,8 +311,8 @@ public final class DistributedLock: Sendable {
     /// `isHeldByCaller` or another operation withdraws it). 0,
     /// ETIMEDOUT, EINTR (a signal handler ran while sleeping: call again), EINVAL (poll interval
     /// <= 0), EDEADLK (the caller holds it through this non-recursive object, or, with no
-    /// deadline, through another object of this process), EAGAIN, EEXIST, a backend's error, or
-    /// a system errno.
+    /// deadline, through another object of this process), ESTALE (the caller's hold was lost: as
+    /// `tryLockCode`), EAGAIN, EEXIST, a backend's error, or a system errno.
     package func lockCode(deadline: Int64, pollNanoseconds: Int64, interrupts: Interrupts = .reported) -> Int32 {
         DistributedLockMessage.clear()
         if pollNanoseconds <= 0 { return EINVAL }
@@ -307,6 +343,10 @@ public final class DistributedLock: Sendable {
             switch attempt(side, deadline: deadline) {
             case .acquired: return 0
             case .failed(let code): return code
+            case .lost(let code, let freed):
+                if let code = endedLostHold(side, code, freed) { return code }
+                first = true  // released after all: a fresh first try
+                continue
             case .heldHere(let releases): heldHere = releases
             case .busy:
                 if deadline < 0 && heldElsewhereByCaller(side) {
@@ -451,39 +491,42 @@ public final class DistributedLock: Sendable {
     // MARK: The Swift API
 
     /// Acquires the lock if it is free, without blocking: true if the caller holds it now (a
-    /// re-entry, with `.recursive`), false if someone else holds it.
+    /// re-entry, with `.recursive`), false if someone else holds it. Throws `.alreadyHeld` if
+    /// the caller holds it through this non-recursive object, and `.broken` once that hold was
+    /// lost (this call ends it; the next one tries afresh).
     public func tryLock() throws(DistributedLockError) -> Bool {
         let code = tryLockCode()
         if code == EBUSY { return false }
-        try check(code, "tryLock")
+        try check(code, .tryLock)
         return true
     }
 
     /// Acquires the lock: waits for another thread's hold through this object to end, waits in
     /// the server (PostgreSQL) or polls other holders every `pollInterval` at most (Redis backs
     /// off from 1 ms), and takes over a stale holder's lock (see `recoverStale`); throws
-    /// `.timedOut` once `timeout` (nil: none) has passed.
+    /// `.timedOut` once `timeout` (nil: none) has passed, and `.alreadyHeld` or `.broken` as
+    /// `tryLock`.
     public func lock(timeout: Duration? = nil, pollInterval: Duration = .milliseconds(10)) throws(DistributedLockError) {
         let deadline = timeout.map { Deadline.after($0) } ?? Deadline.none
-        try check(lockCode(deadline: deadline, pollNanoseconds: Deadline.nanoseconds(pollInterval), interrupts: .retried), "lock")
+        try check(lockCode(deadline: deadline, pollNanoseconds: Deadline.nanoseconds(pollInterval), interrupts: .retried), .lock)
     }
 
     /// Ends one acquisition (the last releases the lock). Throws `.notHeld`, `.broken` or
     /// `.brokenAndHeldByAnother` (the hold was lost meanwhile).
-    public func unlock() throws(DistributedLockError) { try check(unlockCode(), "unlock") }
+    public func unlock() throws(DistributedLockError) { try check(unlockCode(), .unlock) }
 
     /// Releases the caller's hold, however many acquisitions it counts.
-    public func unlockAll() throws(DistributedLockError) { try check(unlockAllCode(), "unlock") }
+    public func unlockAll() throws(DistributedLockError) { try check(unlockAllCode(), .unlock) }
 
     /// Removes the lock whoever holds it: only for a holder known to be dead (Apple's breakLock).
-    public func breakLock() throws(DistributedLockError) { try check(breakLockCode(), "breakLock") }
+    public func breakLock() throws(DistributedLockError) { try check(breakLockCode(), .breakLock) }
 
     /// Takes over the lock if its holder is stale (`holder?.isStale`), atomically: of several
     /// processes doing so at once exactly one returns true and holds the lock.
     public func recoverStale() throws(DistributedLockError) -> Bool {
         let code = recoverStaleCode()
         if code == EBUSY || code == ENOENT { return false }
-        try check(code, "recoverStale")
+        try check(code, .recoverStale)
         return true
     }
 
@@ -491,7 +534,7 @@ public final class DistributedLock: Sendable {
     public var holder: DistributedLockHolder? {
         get throws(DistributedLockError) {
             let (holder, code) = holderCode()
-            try check(code, "holder")
+            try check(code, .holder)
             return holder
         }
     }
@@ -567,7 +610,7 @@ public final class DistributedLock: Sendable {
         return result
     }
 
-    private func check(_ code: Int32, _ operation: String) throws(DistributedLockError) {
+    private func check(_ code: Int32, _ operation: DistributedLockOperation) throws(DistributedLockError) {
         if code != 0 {
             throw DistributedLockError(code: code, operation: operation, path: path, detail: DistributedLockMessage.detail)
         }

@@ -29,7 +29,8 @@ public enum DistributedLockError: Error, Equatable, CustomStringConvertible {
     /// The server failed a request, stopped answering, or the connection broke. (EIO)
     case server(String)
     /// The caller already holds the lock, so waiting would never end: through this object, which
-    /// is not `.recursive`, or, waiting without a timeout, through another object. (EDEADLK)
+    /// is not `.recursive` (and the hold is still in place in the store), or, waiting without a
+    /// timeout, through another object. (EDEADLK)
     case alreadyHeld
     /// A recursive hold's count would overflow. (EAGAIN)
     case tooManyAcquisitions
@@ -37,7 +38,9 @@ public enum DistributedLockError: Error, Equatable, CustomStringConvertible {
     /// thread-owned object does, or nobody, or the hold is a parent process's). (EPERM)
     case notHeld
     /// `unlock`: the hold was lost since this object acquired it (broken, its lease expired, or
-    /// its server session ended); nobody else is known to hold it now. (ESTALE)
+    /// its server session ended); nobody else is known to hold it now. `tryLock`, `lock`: the
+    /// caller's hold through this non-recursive object was lost so, whether or not another
+    /// holds the lock now; the call ended it. (ESTALE)
     case broken
     /// `unlock`: the hold was lost since this object acquired it, and someone else holds it now. (EBUSY)
     case brokenAndHeldByAnother
@@ -73,31 +76,31 @@ public enum DistributedLockError: Error, Equatable, CustomStringConvertible {
 
     /// The error for `code`, returned by `operation` on the lock at `path`; `detail` is the
     /// backend's message for it (`DistributedLockMessage`), if it gave one.
-    package init(code: Int32, operation: String, path: String, detail: String? = nil) {
+    package init(code: Int32, operation: DistributedLockOperation, path: String, detail: String? = nil) {
         if let detail {
             switch code {
             case EINVAL: self = .invalidTarget(detail); return
             case ELIBACC: self = .clientLibraryMissing(detail); return
             case ECONNREFUSED: self = .unreachable(detail); return
-            case EACCES where operation != "unlock", EPERM where operation != "unlock": self = .accessDenied(detail); return
+            case EACCES where operation != .unlock, EPERM where operation != .unlock: self = .accessDenied(detail); return
             case EIO: self = .server(detail); return
             default: break
             }
         }
         switch (operation, code) {
-        case ("create", EINVAL): self = .invalidPath(path)
-        case ("create", ENAMETOOLONG): self = .nameTooLong(path)
-        case ("create", ENOENT): self = .parentMissing(path)
-        case ("create", ENOTDIR): self = .parentNotADirectory(path)
-        case ("create", EACCES), ("create", EPERM), ("create", EROFS): self = .parentNotWritable(path)
+        case (.create, EINVAL): self = .invalidPath(path)
+        case (.create, ENAMETOOLONG): self = .nameTooLong(path)
+        case (.create, ENOENT): self = .parentMissing(path)
+        case (.create, ENOTDIR): self = .parentNotADirectory(path)
+        case (.create, EACCES), (.create, EPERM), (.create, EROFS): self = .parentNotWritable(path)
         case (_, EEXIST): self = .notALock(path)
         case (_, EDEADLK): self = .alreadyHeld
         case (_, EAGAIN): self = .tooManyAcquisitions
-        case ("unlock", EPERM): self = .notHeld
-        case ("unlock", ESTALE): self = .broken
-        case ("unlock", EBUSY): self = .brokenAndHeldByAnother
+        case (.unlock, EPERM): self = .notHeld
+        case (.unlock, ESTALE), (.tryLock, ESTALE), (.lock, ESTALE): self = .broken
+        case (.unlock, EBUSY): self = .brokenAndHeldByAnother
         case (_, ETIMEDOUT): self = .timedOut
-        default: self = .system(errno: code, operation: operation)
+        default: self = .system(errno: code, operation: operation.rawValue)
         }
     }
 
@@ -120,4 +123,18 @@ public enum DistributedLockError: Error, Equatable, CustomStringConvertible {
         case .system(let code, let op): "\(op): \(String(cString: strerror(code))) (errno \(code))"
         }
     }
+}
+
+/// The operation of a `DistributedLock` that returned an errno code: with the code, it decides
+/// which `DistributedLockError` that is (its raw value names it in `.system`).
+package enum DistributedLockOperation: String, Sendable {
+    /// Making the object (`init(path:options:mode:)`): EINVAL and the parent's errors are the path's.
+    case create
+    case tryLock
+    case lock
+    /// `unlock` and `unlockAll`: EPERM, ESTALE and EBUSY say what became of the hold.
+    case unlock
+    case breakLock
+    case recoverStale
+    case holder
 }
