@@ -108,6 +108,7 @@
 #define SYNC_DISTRIBUTED_LOCK_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -259,6 +260,42 @@ int sync_distributed_lock_lock_until(sync_distributed_lock_t *lock, int64_t dead
  * Returns the codes of lock_until and EINTR.
  */
 int sync_distributed_lock_lock_interruptible(sync_distributed_lock_t *lock, int64_t deadline_ns, int64_t poll_interval_ns);
+
+/**
+ * As sync_distributed_lock_lock_interruptible, and asks cancelled(context) after each try that
+ * finds the lock held (by another holder, or another thread through this object), before the wait
+ * goes on: when it returns true, the call returns ECANCELED (a PostgreSQL request left queued is
+ * withdrawn). Called on the calling thread, with no lock of libsync held, at least once per call
+ * that does not acquire at its first try (and so at least every 50 ms while the caller calls
+ * again after EINTR); never after the deadline passed (then ETIMEDOUT). cancelled NULL: never
+ * cancelled (exactly sync_distributed_lock_lock_interruptible). For a caller with a condition of
+ * its own to stop waiting (filelock's cancel_check), keeping the core's wait: its backoff, its
+ * futex sleep for the object's other threads, its deadlock check.
+ * Returns the codes of lock_interruptible and ECANCELED. Since 0.2.
+ */
+int sync_distributed_lock_lock_cancellable(sync_distributed_lock_t *lock, int64_t deadline_ns, int64_t poll_interval_ns,
+                                           bool (*cancelled)(void *context), void *context);
+
+/**
+ * Whether target names a server (a URL, "scheme://...", the scheme made of ASCII letters and
+ * '+') rather than a path: the rule sync_distributed_lock_create applies (a URL of another
+ * scheme is then EINVAL; "é://x" is a path). False for NULL and for a target that is not UTF-8.
+ * Touches nothing. Thread-safe. Since 0.2.
+ */
+bool sync_distributed_lock_is_url(const char *target);
+
+/**
+ * The target as sync_distributed_lock_path will spell the lock made for it, without making it:
+ * a path absolute, trailing slashes dropped, its parent directory resolved (symbolic links
+ * followed) as far as it exists, the missing rest as written less "." and ".." (so parents that
+ * MAKE_PARENTS makes later read the same); a URL as given. Two spellings of one path get one
+ * answer (a key for "the same lock file"). Writes it NUL-terminated into buffer (size bytes) and
+ * its length without the NUL into *length (if length is not NULL, also on ERANGE).
+ * Returns 0, EINVAL (target NULL, not UTF-8, or a path that names no file: empty, "/", ending in
+ * "." or ".."), or ERANGE (buffer NULL or too small: call again with *length + 1 bytes).
+ * Reads the file system (realpath), writes nothing. Thread-safe. Since 0.2.
+ */
+int sync_distributed_lock_canonical(const char *target, char *buffer, size_t size, size_t *length);
 
 /**
  * The fencing token of the caller's hold into *token: strictly larger than the token of every

@@ -174,6 +174,17 @@ public final class DistributedLock: Sendable {
     /// A server lock connects at creation, so that a bad address or password is reported then.
     private func open() -> Int32 { sides.current().state.withLock { $0.session.open() } }
 
+    /// Whether `target` names a server (a URL: `scheme://...`, the scheme ASCII letters and `+`)
+    /// rather than a path: the rule by which `init(path:)` chooses, for every front end.
+    package static func isURL(_ target: String) -> Bool { urlScheme(target) != nil }
+
+    /// The target `target` names, spelled as `path` of a lock made for it will be, without
+    /// making one: a path absolute, trailing slashes dropped, its parent resolved as far as it
+    /// exists (`LockDirectory.canonical`); a URL as given. nil for a path that names no file.
+    package static func canonicalTarget(_ target: String) -> String? {
+        isURL(target) ? target : LockDirectory.canonical(target)
+    }
+
     /// The scheme of `target` if it is a URL (`letters://...`), else nil (a path).
     private static func urlScheme(_ target: String) -> String? {
         guard let end = target.firstRange(of: "://") else { return nil }
@@ -313,15 +324,23 @@ public final class DistributedLock: Sendable {
     /// <= 0), EDEADLK (the caller holds it through this non-recursive object, or, with no
     /// deadline, through another object of this process), ESTALE (the caller's hold was lost: as
     /// `tryLockCode`), EAGAIN, EEXIST, a backend's error, or a system errno.
-    package func lockCode(deadline: Int64, pollNanoseconds: Int64, interrupts: Interrupts = .reported) -> Int32 {
+    ///
+    /// `cancelled` (nil: none) is asked after each try that finds the lock held, before the wait
+    /// goes on (in the store, on the futex, or pausing): true ends the wait with ECANCELED,
+    /// withdrawing what a server-side wait left queued.
+    package func lockCode(deadline: Int64, pollNanoseconds: Int64, interrupts: Interrupts = .reported,
+                          cancelled: (() -> Bool)? = nil) -> Int32 {
         DistributedLockMessage.clear()
         if pollNanoseconds <= 0 { return EINVAL }
         let side = sides.current()
         // A sleeper woken by a release that leaves without the lock passes the wakeup on, so that
         // the object's other sleepers are never left waiting for a release that already happened.
         var slept = false
-        let code = InterruptibleCall.run(interrupts == .sliced) { wait(side, deadline, pollNanoseconds, interrupts, &slept) }
+        let code = InterruptibleCall.run(interrupts == .sliced) {
+            wait(side, deadline, pollNanoseconds, interrupts, cancelled, &slept)
+        }
         if code != 0 && slept { side.wakeOne() }
+        if code == ECANCELED { side.state.withLock { s in if !s.held && !s.waiting { s.session.withdrawWait() } } }
         if code == ETIMEDOUT && DistributedLockMessage.detail == nil {
             DistributedLockMessage.set("timed out waiting for the lock \(path): it is held")
         }
@@ -329,7 +348,7 @@ public final class DistributedLock: Sendable {
     }
 
     private func wait(_ side: ProcessSide, _ deadline: Int64, _ poll: Int64, _ interrupts: Interrupts,
-                      _ slept: inout Bool) -> Int32 {
+                      _ cancelled: (() -> Bool)?, _ slept: inout Bool) -> Int32 {
         let interruptible = interrupts == .sliced
         let sliceEnd = interruptible ? Deadline.after(nanoseconds: Deadline.interruptSlice) : Deadline.none
         var nap = min(poll, backend.firstPollNanoseconds ?? poll)
@@ -354,6 +373,7 @@ public final class DistributedLock: Sendable {
                 }
                 if backend.waitsInStore {
                     if Deadline.hasPassed(deadline) { return ETIMEDOUT }
+                    if let cancelled, cancelled() { return ECANCELED }
                     if let code = waitInStore(side, deadline, interruptible) { return code }
                     continue  // the object's state changed meanwhile: look again
                 }
@@ -363,6 +383,7 @@ public final class DistributedLock: Sendable {
             }
             let now = monotonicNow()
             if Deadline.hasPassed(deadline, now: now) { return ETIMEDOUT }
+            if let cancelled, cancelled() { return ECANCELED }
             if Deadline.hasPassed(sliceEnd, now: now) { return EINTR }
             let end = Deadline.earliest(deadline, sliceEnd)
             if let releases = heldHere {
