@@ -269,12 +269,11 @@ def _wait(handle: int, timeout_ns: int, poll_ns: int, cancel_check: Optional[Cal
     up so withdraws its request queued in a server. ``cancel_check()`` (if given) is asked by the
     core's wait after each try that finds the lock held: True ends it with ECANCELED; an
     exception it raises ends it too, and is raised here."""
-    if cancel_check is None:
-        function, extra = _lock_interruptible, ()
-    else:
-        raised: list = []
-
-        def cancelled(_context) -> bool:
+    function: Callable[..., int] = _lock_interruptible
+    extra: tuple[object, ...] = ()
+    raised: list[BaseException] = []  # what cancel_check raised
+    if cancel_check is not None:
+        def cancelled(_context: Optional[int]) -> bool:
             if not raised:
                 try:
                     return bool(cancel_check())
@@ -287,7 +286,7 @@ def _wait(handle: int, timeout_ns: int, poll_ns: int, cancel_check: Optional[Cal
     except BaseException:
         _is_held(handle)  # gives the wait up: withdraws its request queued in a server
         raise
-    if cancel_check is not None and raised:
+    if raised:
         raise raised[0]
     return code
 
