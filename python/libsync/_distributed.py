@@ -11,8 +11,8 @@ import math
 import os
 import sys
 import weakref
-from ctypes import (CFUNCTYPE, POINTER, byref, c_bool, c_char, c_char_p, c_int, c_int32, c_int64, c_uint, c_uint32,
-                    c_uint64, c_void_p)
+from ctypes import (CFUNCTYPE, POINTER, byref, c_bool, c_char, c_char_p, c_int, c_int32, c_int64, c_size_t, c_uint,
+                    c_uint32, c_uint64, c_void_p)
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable, Optional, Protocol, TypeVar, Union
@@ -102,6 +102,13 @@ _path = declare("sync_distributed_lock_path", c_char_p, c_void_p)
 _try_lock = declare("sync_distributed_lock_try_lock", c_int, c_void_p, blocking=True)
 _lock = declare("sync_distributed_lock_lock", c_int, c_void_p, c_int64, c_int64, blocking=True)
 _lock_interruptible = declare("sync_distributed_lock_lock_interruptible", c_int, c_void_p, c_int64, c_int64, blocking=True)
+_CANCELLED_FN = CFUNCTYPE(c_bool, c_void_p)
+_lock_cancellable = declare("sync_distributed_lock_lock_cancellable", c_int, c_void_p, c_int64, c_int64, _CANCELLED_FN,
+                            c_void_p, blocking=True)
+_is_url = declare("sync_distributed_lock_is_url", c_bool, c_char_p)
+# (blocking: it reads the file system)
+_canonical = declare("sync_distributed_lock_canonical", c_int, c_char_p, c_char_p, c_size_t, POINTER(c_size_t),
+                     blocking=True)
 _token = declare("sync_distributed_lock_token", c_int, c_void_p, POINTER(c_uint64), blocking=True)
 _error_message = declare("sync_distributed_lock_error_message", c_char_p)
 _unlock = declare("sync_distributed_lock_unlock", c_int, c_void_p, blocking=True)
@@ -143,8 +150,26 @@ def _detail() -> str:
 
 
 def is_url(target: object) -> TypeGuard[str]:
-    """Whether the target names a server (``scheme://...``) rather than a path."""
-    return isinstance(target, str) and "://" in target and target.split("://", 1)[0].replace("+", "").isalpha()
+    """Whether the target names a server (``scheme://...``) rather than a path: the core's rule
+    (sync_distributed_lock_is_url; the scheme is ASCII letters and ``+``)."""
+    return isinstance(target, str) and bool(_is_url(os.fsencode(target)))
+
+
+def canonical(target: Union[str, os.PathLike[str]]) -> str:
+    """One key for the spellings of one lock: the core's (sync_distributed_lock_canonical: a path
+    absolute, its parent resolved as far as it exists; a URL as given). A path that names no
+    lock file (empty, ".", a NUL byte...) is its own key: using it raises its error."""
+    text = os.fspath(target)
+    encoded = os.fsencode(text)
+    if b"\0" in encoded:
+        return os.fsdecode(text)
+    length = c_size_t()
+    buffer = ctypes.create_string_buffer(4096)
+    code = _canonical(encoded, buffer, len(buffer), byref(length))
+    if code == errno.ERANGE:
+        buffer = ctypes.create_string_buffer(length.value + 1)
+        code = _canonical(encoded, buffer, len(buffer), byref(length))
+    return os.fsdecode(buffer.value) if code == 0 else os.fsdecode(text)
 
 
 def _seconds_to_ns(value: float, name: str) -> int:
@@ -248,16 +273,33 @@ def _event_handler(lock: _Lock, on_event: Optional[Callable[[_Lock, HoldEvent], 
     return handler
 
 
-def _wait(handle: Optional[int], timeout_ns: int, poll_ns: int) -> int:
+def _wait(handle: Optional[int], timeout_ns: int, poll_ns: int, cancel_check: Optional[Callable[[], bool]] = None) -> int:
     """Acquires, waiting up to timeout_ns (< 0: forever; 0: one try); returns the C code. It
     returns at least every 50 ms, so a pending KeyboardInterrupt (or another signal handler's
     exception) is raised between the calls, also while a server waits for the lock; a wait given
-    up so withdraws its request queued in a server."""
+    up so withdraws its request queued in a server. ``cancel_check()`` (if given) is asked by the
+    core's wait after each try that finds the lock held: True ends it with ECANCELED; an
+    exception it raises ends it too, and is raised here."""
+    function: Callable[..., int] = _lock_interruptible
+    extra: tuple[object, ...] = ()
+    raised: list[BaseException] = []  # what cancel_check raised
+    if cancel_check is not None:
+        def cancelled(_context: Optional[int]) -> bool:
+            if not raised:
+                try:
+                    return bool(cancel_check())
+                except BaseException as error:  # (a ctypes callback cannot raise: carried out)
+                    raised.append(error)
+            return True
+        function, extra = _lock_cancellable, (_CANCELLED_FN(cancelled), None)
     try:
-        return interruptible(_lock_interruptible, handle, deadline_ns(timeout_ns), poll_ns)
+        code = interruptible(function, handle, deadline_ns(timeout_ns), poll_ns, *extra)
     except BaseException:
         _is_held(handle)  # gives the wait up: withdraws its request queued in a server
         raise
+    if raised:
+        raise raised[0]
+    return code
 
 
 def _read_token(handle: Optional[int]) -> Optional[int]:

@@ -29,17 +29,14 @@ import os
 import sys
 import threading
 import warnings
-import time
 from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, TypeVar, Union, cast
 import weakref
-from ctypes import c_bool, c_void_p
 from weakref import WeakValueDictionary
 
 from ._distributed import (_MAKE_PARENTS, _PROCESS_OWNED, _RECURSIVE, _RELEASE_ON_DESTROY, Holder, HoldEvent,
                                Timeout, _count, _event_handler, _Handle, _hold_state, _is_held, _lock, _path, _poll_ns, _raise_error, _raise_release_error,
                                _read_holder, _read_token, _seconds_to_ns, _timeout, _unlock, _unlock_all, _wait,
-                               is_url)
-from ._common import declare
+                               canonical as _canonical, is_url)
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -51,23 +48,12 @@ _L = TypeVar("_L", bound="BaseFileLock")  # (a lock's own class)
 __all__ = ["BaseFileLock", "FileLock", "SoftFileLock", "BaseAsyncFileLock", "AsyncFileLock", "AsyncSoftFileLock",
            "AcquireReturnProxy", "AsyncAcquireReturnProxy"]
 
-# Whether this thread holds the handle's lock through another object of the process.
-_held_elsewhere = declare("sync_distributed_lock_is_held_elsewhere", c_bool, c_void_p, blocking=True)
 _LOGGER = logging.getLogger("filelock")  # filelock's, so that a user's logging configuration applies
 _UNSET_MODE = -1
 _REMOVE_ON_RELEASE = 16  # sync_distributed_lock_create_with: release removes the empty lock directory
 _singletons_lock = threading.RLock()
 # (the C RLock's _at_fork_reinit, which threading uses alike, is not in typeshed's stubs)
 os.register_at_fork(after_in_child=_singletons_lock._at_fork_reinit)  # type: ignore[attr-defined]
-
-
-def _canonical(path: Union[str, os.PathLike[str]]) -> str:
-    """One key for equivalent spellings of a lock path: the parent resolved, the name kept (a URL
-    is its own key)."""
-    if is_url(path):
-        return path
-    parent, name = os.path.split(os.fspath(path))
-    return os.path.join(os.path.realpath(parent or os.curdir), name)
 
 
 class _Settings:
@@ -323,31 +309,16 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         lock_id = id(self)
         if _count(handle) == 0:
             _LOGGER.debug("Attempting to acquire lock %s on %s", lock_id, self._lock_file)
-        code = _wait(handle, timeout_ns, poll) if cancel_check is None else self._wait_checking(
-            handle, timeout_ns, poll, cancel_check)
+        code = _wait(handle, timeout_ns, poll, cancel_check)
+        if code == errno.ECANCELED:
+            _LOGGER.debug("Cancellation requested for lock %s on %s", lock_id, self._lock_file)
+            code = errno.ETIMEDOUT
         if code == errno.ETIMEDOUT:
             _LOGGER.debug("Timeout on acquiring lock %s on %s", lock_id, self._lock_file)
             raise _timeout(self._lock_file)
         self._check(code, "acquire")
         _LOGGER.debug("Lock %s acquired on %s", lock_id, self._lock_file)
         return AcquireReturnProxy(self)
-
-    def _wait_checking(self, handle: Optional[int], timeout_ns: int, poll: int, cancel_check: Callable[[], bool]) -> int:
-        """The wait, one try at a time, asking cancel_check between the tries."""
-        deadline = None if timeout_ns < 0 else time.monotonic_ns() + timeout_ns
-        while True:
-            code = _wait(handle, 0, poll)
-            if code != errno.ETIMEDOUT or timeout_ns == 0:
-                return code
-            if deadline is None and _held_elsewhere(handle):  # what the core's endless wait says
-                return errno.EDEADLK
-            if cancel_check():
-                _LOGGER.debug("Cancellation requested for lock %s on %s", id(self), self._lock_file)
-                return code
-            remaining = None if deadline is None else deadline - time.monotonic_ns()
-            if remaining is not None and remaining <= 0:
-                return code
-            time.sleep((poll if remaining is None else min(poll, remaining)) / 1e9)
 
     def release(self, force: bool = False) -> None:
         """Ends one of the caller's acquisitions (``force``: all of them); the last releases the
