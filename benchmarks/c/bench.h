@@ -107,16 +107,29 @@ static void bench_json_string(FILE *out, const char *text) {
     }
     fputc('"', out);
 }
-static void bench_emit(const char *title, int threads, const char *row, double ns, double ratio, int baseline, double fairness) {
+static void bench_emit(const char *title, int threads, const char *row, double ns, double ratio, const double spread[2],
+                       int baseline, double fairness) {
     const char *path = getenv("BENCH_ROWS");
     FILE *out = path ? fopen(path, "a") : NULL;
     if (!out) return;
     fputs("{\"table\": ", out); bench_json_string(out, title);
     fprintf(out, ", \"threads\": %d, \"row\": ", threads); bench_json_string(out, row);
-    fprintf(out, ", \"ns\": %.6g, \"ratio\": %.6g, \"baseline\": %s, \"fairness\": ", ns, ratio, baseline ? "true" : "false");
+    fprintf(out, ", \"ns\": %.6g, \"ratio\": %.6g, \"spread\": [%.6g, %.6g], \"baseline\": %s, \"fairness\": ", ns, ratio,
+            spread[0], spread[1], baseline ? "true" : "false");
     if (fairness < 0) fputs("null", out); else fprintf(out, "%.6g", fairness);
     fputs("}\n", out);
     fclose(out);
+}
+
+/* The spread of a row's ratio: its lowest and highest over the rounds (this row's run over the
+ * baseline's run in the same round). */
+static void bench_spread(const double *row, const double *base, int runs, double spread[2]) {
+    spread[0] = spread[1] = row[0] / base[0];
+    for (int r = 1; r < runs; r++) {
+        double ratio = row[r] / base[r];
+        if (ratio < spread[0]) spread[0] = ratio;
+        if (ratio > spread[1]) spread[1] = ratio;
+    }
 }
 
 /* Measures every row (interleaved with the others, so drift hits all alike) and prints them
@@ -129,16 +142,19 @@ static void bench_table(const char *title, bench_row *rows, int count, int threa
     double (*samples)[BENCH_REPEATS] = calloc((size_t)count, sizeof *samples);
     for (int r = 0; r < runs; r++)  /* round-robin: each round runs every row once */
         for (int i = 0; i < count; i++) samples[i][r] = bench_sample(rows[i].body, rows[i].arg, threads, iterations);
+    double (*spread)[2] = calloc((size_t)count, sizeof *spread);
+    for (int i = 0; i < count; i++) bench_spread(samples[i], samples[baseline], runs, spread[i]);
     for (int i = 0; i < count; i++) rows[i].ns_per_op = bench_median_of(samples[i], runs);
     free(samples);
     printf("\n%s — %d thread%s, median of %d runs\n", title, threads, threads == 1 ? "" : "s", runs);
-    printf("  %-44s %10s %10s %10s\n", "", "ns/op", "Mops/s", "ratio");
+    printf("  %-44s %10s %10s %10s %13s\n", "", "ns/op", "Mops/s", "ratio", "ratio range");
     for (int i = 0; i < count; i++) {
         double ratio = rows[i].ns_per_op / rows[baseline].ns_per_op;
-        printf("  %-44s %10.2f %10.1f %9.2fx%s\n", rows[i].name, rows[i].ns_per_op, 1e3 / rows[i].ns_per_op,
-               ratio, i == baseline ? "  (baseline)" : "");
-        bench_emit(title, threads, rows[i].name, rows[i].ns_per_op, ratio, i == baseline, -1);
+        printf("  %-44s %10.2f %10.1f %9.2fx %6.2f-%-6.2f%s\n", rows[i].name, rows[i].ns_per_op, 1e3 / rows[i].ns_per_op,
+               ratio, spread[i][0], spread[i][1], i == baseline ? "  (baseline)" : "");
+        bench_emit(title, threads, rows[i].name, rows[i].ns_per_op, ratio, spread[i], i == baseline, -1);
     }
+    free(spread);
     fflush(stdout);
 }
 #endif
@@ -218,6 +234,8 @@ __attribute__((unused)) static void bench_timed_table(const char *title, bench_r
     for (int r = 0; r < runs; r++)  /* round-robin, as bench_table: drift hits all rows alike */
         for (int i = 0; i < count; i++)
             bench_timed_run(rows[i].body, rows[i].arg, threads, milliseconds, &ns[i][r], &fairness[i][r]);
+    double (*spread)[2] = calloc((size_t)count, sizeof *spread);
+    for (int i = 0; i < count; i++) bench_spread(ns[i], ns[baseline], runs, spread[i]);
     for (int i = 0; i < count; i++) {
         rows[i].ns_per_op = bench_median_of(ns[i], runs);
         fair[i] = bench_median_of(fairness[i], runs);
@@ -226,13 +244,14 @@ __attribute__((unused)) static void bench_timed_table(const char *title, bench_r
     free(fairness);
     printf("\n%s — %d thread%s, %d ms, median of %d runs\n", title, threads, threads == 1 ? "" : "s",
            milliseconds, runs);
-    printf("  %-44s %10s %10s %10s %10s\n", "", "ns/op", "Mops/s", "ratio", "min/max");
+    printf("  %-44s %10s %10s %10s %13s %10s\n", "", "ns/op", "Mops/s", "ratio", "ratio range", "min/max");
     for (int i = 0; i < count; i++) {
         double ratio = rows[i].ns_per_op / rows[baseline].ns_per_op;
-        printf("  %-44s %10.2f %10.1f %9.2fx %10.2f%s\n", rows[i].name, rows[i].ns_per_op, 1e3 / rows[i].ns_per_op,
-               ratio, fair[i], i == baseline ? "  (baseline)" : "");
-        bench_emit(title, threads, rows[i].name, rows[i].ns_per_op, ratio, i == baseline, fair[i]);
+        printf("  %-44s %10.2f %10.1f %9.2fx %6.2f-%-6.2f %10.2f%s\n", rows[i].name, rows[i].ns_per_op,
+               1e3 / rows[i].ns_per_op, ratio, spread[i][0], spread[i][1], fair[i], i == baseline ? "  (baseline)" : "");
+        bench_emit(title, threads, rows[i].name, rows[i].ns_per_op, ratio, spread[i], i == baseline, fair[i]);
     }
     fflush(stdout);
+    free(spread);
     free(fair);
 }
