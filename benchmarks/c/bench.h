@@ -6,7 +6,8 @@
  *   bench_table("OSAtomicAdd32", rows, 3, threads, iterations, baseline_index);
  *
  * Times are wall-clock from a barrier that releases all threads together to the last join,
- * divided by the total number of operations: for contended cases that is the cost per
+ * divided by the total number of operations (one thread: the process's CPU time over that span,
+ * so that what other processes of a shared machine run meanwhile is not counted): for contended cases that is the cost per
  * operation of the whole machine, so more threads on 2 cores is not "faster".
  *
  * Environment (set by benchmarks/run.sh): BENCH_ROWS, a file to which each table row is also
@@ -66,7 +67,15 @@ static int bench_compare(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* One run: wall time / (threads * iterations), in ns. */
+/* The process's CPU time, in ns: what one thread alone costs, without the time the scheduler
+ * gives other processes of a shared machine (the main thread sleeps in the barrier and join). */
+static double bench_cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+/* One run: wall time / (threads * iterations), in ns; with one thread, CPU time / iterations. */
 static double bench_sample(void *(*body)(void *), void *arg, int threads, long iterations) {
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
@@ -76,10 +85,11 @@ static double bench_sample(void *(*body)(void *), void *arg, int threads, long i
         ctx[i] = (struct bench_ctx){iterations, &start, arg, i};
         pthread_create(&t[i], NULL, body, &ctx[i]);
     }
-    double begin = bench_now();
+    double (*clock)(void) = threads == 1 ? bench_cpu_now : bench_now;
+    double begin = clock();
     pthread_barrier_wait(&start);
     for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
-    double ns = (bench_now() - begin) / ((double)threads * (double)iterations);
+    double ns = (clock() - begin) / ((double)threads * (double)iterations);
     pthread_barrier_destroy(&start);
     free(t);
     free(ctx);

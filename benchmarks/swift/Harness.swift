@@ -15,9 +15,9 @@ struct Row {
     let body: @Sendable (_ iterations: Int) -> Void
 }
 
-private func now() -> Double {
+private func now(_ clock: clockid_t = CLOCK_MONOTONIC) -> Double {
     var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
+    clock_gettime(clock, &ts)
     return Double(ts.tv_sec) * 1e9 + Double(ts.tv_nsec)
 }
 
@@ -33,7 +33,9 @@ private final class Run: @unchecked Sendable {
     deinit { pthread_barrier_destroy(&barrier) }
 }
 
-/// One run: wall time / (threads * iterations), in ns.
+/// One run: wall time / (threads * iterations), in ns; with one thread, the process's CPU time
+/// over that span / iterations (what other processes of a shared machine run meanwhile is not
+/// counted; the main thread sleeps in the barrier and the join).
 func sample(threads: Int, iterations: Int, _ body: @escaping @Sendable (Int) -> Void) -> Double {
     let run = Run(threads: threads, iterations: iterations, body: body)
     var handles: [pthread_t] = []
@@ -48,10 +50,11 @@ func sample(threads: Int, iterations: Int, _ body: @escaping @Sendable (Int) -> 
         }, context)
         handles.append(handle)
     }
-    let start = now()
+    let clock = threads == 1 ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC
+    let start = now(clock)
     pthread_barrier_wait(&run.barrier)
     for handle in handles { pthread_join(handle, nil) }
-    return (now() - start) / Double(threads * iterations)
+    return (now(clock) - start) / Double(threads * iterations)
 }
 
 /// Measures each row and prints ns/op, Mops/s and the ratio to rows[baseline].
