@@ -219,7 +219,8 @@ import Synchronization
 
     /// The spinning phase of a contended lock, shared with `os_unfair_lock`'s word (whose
     /// WAITERS is bit 31 too): while nobody sleeps on `word`, spins (`SpinWait`), reading before
-    /// writing, and takes the word once its `holders` bits are clear, setting `mine` there.
+    /// writing and after every spin-wait hint, and takes the word once its `holders` bits are
+    /// clear, setting `mine` there.
     /// True if taken; false once a sleeper is announced or the rounds are spent (the caller
     /// sleeps), `value` the last state seen.
     package static func spinToTake(_ word: Word, _ value: inout UInt32, holders: UInt32, mine: UInt32) -> Bool {
@@ -232,7 +233,9 @@ import Synchronization
                 value = now
                 continue
             }
-            if value & waiters != 0 || !spin.spin() { return false }
+            if value & waiters != 0 || !spin.spin(until: { word.pointee.load(ordering: .relaxed) & holders == 0 }) {
+                return false
+            }
             value = word.pointee.load(ordering: .relaxed)
         }
     }
