@@ -193,19 +193,7 @@ import Synchronization
         var value = word.pointee.load(ordering: .relaxed)
         let mine = holder(for: value, me: me)
         let isShared = value & shared != 0
-        // Spin (SpinWait) while nobody sleeps, reading before writing.
-        var spin = SpinWait()
-        while true {
-            if value & holderMask == 0 {
-                let (exchanged, now) = word.pointee.compareExchange(
-                    expected: value, desired: value | mine, ordering: .acquiring)
-                if exchanged { return 0 }
-                value = now
-                continue
-            }
-            if value & waiters != 0 || !spin.spin() { break }
-            value = word.pointee.load(ordering: .relaxed)
-        }
+        if spinToTake(word, &value, holders: holderMask, mine: mine) { return 0 }
         // Sleep. A thread that has slept takes the lock with WAITERS set: others may still
         // sleep, and one spurious wake costs less than a lost one.
         while true {
@@ -226,6 +214,29 @@ import Synchronization
             if result.endsWait(interruptible: interruptible) {
                 return takeIfFree(word, me) ? 0 : result.code
             }
+        }
+    }
+
+    /// The spinning phase of a contended lock, shared with `os_unfair_lock`'s word (whose
+    /// WAITERS is bit 31 too): while nobody sleeps on `word`, spins (`SpinWait`), reading before
+    /// writing and after every spin-wait hint, and takes the word once its `holders` bits are
+    /// clear, setting `mine` there.
+    /// True if taken; false once a sleeper is announced or the rounds are spent (the caller
+    /// sleeps), `value` the last state seen.
+    package static func spinToTake(_ word: Word, _ value: inout UInt32, holders: UInt32, mine: UInt32) -> Bool {
+        var spin = SpinWait()
+        while true {
+            if value & holders == 0 {
+                let (exchanged, now) = word.pointee.compareExchange(
+                    expected: value, desired: value | mine, ordering: .acquiring)
+                if exchanged { return true }
+                value = now
+                continue
+            }
+            if value & waiters != 0 || !spin.spin(until: { word.pointee.load(ordering: .relaxed) & holders == 0 }) {
+                return false
+            }
+            value = word.pointee.load(ordering: .relaxed)
         }
     }
 

@@ -164,7 +164,14 @@ import Synchronization
             LockOrder.acquired(m, .readLock)
             return 0
         }
-        return LockOrder.waited(m, .readLock) { readLockSlow(m, deadline: deadline, interruptible: interruptible) }
+        return readLockWaiting(m, deadline: deadline, interruptible: interruptible)
+    }
+
+    /// `readLock` past its fast path, in one call in tail position: the fast path then needs no
+    /// stack frame (no register saved and restored around the CAS).
+    @usableFromInline @inline(never)
+    static func readLockWaiting(_ m: Memory, deadline: Int64, interruptible: Bool) -> Int32 {
+        LockOrder.waited(m, .readLock) { readLockSlow(m, deadline: deadline, interruptible: interruptible) }
     }
 
     @usableFromInline @inline(never)
@@ -276,7 +283,21 @@ import Synchronization
     /// 0, EPERM if no reader holds it (or the caller holds it for writing), or EINVAL.
     @inlinable @inline(__always)
     package static func readUnlock(_ m: Memory) -> Int32 {
+        if _slowPath(sync_lock_order_flag != 0) { return readUnlockHooked(m) }
+        return readRelease(m)
+    }
+
+    /// `readUnlock` while lock-order checking is on: the hook off the fast path, whose frame
+    /// then holds no register across a call.
+    @usableFromInline @inline(never)
+    static func readUnlockHooked(_ m: Memory) -> Int32 {
         LockOrder.releasing(m, .readLock)
+        return readRelease(m)
+    }
+
+    /// Releases a plain read (`readUnlock` past its lock-order hook).
+    @inlinable @inline(__always)
+    static func readRelease(_ m: Memory) -> Int32 {
         var value = state(m).pointee.load(ordering: .relaxed)
         while true {
             if value & readerMask == 0 || value & writer != 0 { return isImpossible(value) ? EINVAL : EPERM }
@@ -288,7 +309,16 @@ import Synchronization
         }
         // The last reader out wakes a waiting writer, the upgrade that waits, or the readers
         // parked behind a writer that left.
-        if value & readerMask == 1 && value & (writersWaiting | readersParked | upgrading) != 0 { wakeAfterRelease(m, value) }
+        if value & readerMask == 1 && value & (writersWaiting | readersParked | upgrading) != 0 {
+            return wokeAfterRelease(m, value)
+        }
+        return 0
+    }
+
+    /// `wakeAfterRelease`, then 0: a call in tail position for the release fast paths.
+    @usableFromInline @inline(never)
+    static func wokeAfterRelease(_ m: Memory, _ value: UInt32) -> Int32 {
+        wakeAfterRelease(m, value)
         return 0
     }
 
