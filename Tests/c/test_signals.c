@@ -98,8 +98,8 @@ static void reap(pid_t child) {
 
 enum { MAX_LOG = 2048 };
 struct log {
-    sync_executor *executor;   /* deliveries must run on its thread */
-    sync_queue *queue;         /* ... or as work of this queue */
+    sync_executor_t *executor;   /* deliveries must run on its thread */
+    sync_queue_t *queue;         /* ... or as work of this queue */
     int values[MAX_LOG];
     sync_signal_info last;
     atomic_long count;
@@ -118,7 +118,7 @@ static void record(const sync_signal_info *info, void *context) {
 
 static void test_errors(void) {
     struct log log = {0};
-    sync_executor *executor;
+    sync_executor_t *executor;
     CHECK_EQ(sync_executor_create(&executor), 0);
     sync_signal_target target = {executor, NULL, record, &log};
     int unroutable[] = {0, -1, 65, 1000, SIGKILL, SIGSTOP, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP,
@@ -135,7 +135,7 @@ static void test_errors(void) {
     CHECK_EQ(sync_signal_route(SIGUSR1, &no_handler), EINVAL);
     sync_signal_target no_place = {NULL, NULL, record, &log};
     CHECK_EQ(sync_signal_route(SIGUSR1, &no_place), EINVAL);
-    sync_queue *queue;
+    sync_queue_t *queue;
     CHECK_EQ(sync_queue_create(&queue, "two places", SYNC_QUEUE_SERIAL), 0);
     sync_signal_target two_places = {executor, queue, record, &log};
     CHECK_EQ(sync_signal_route(SIGUSR1, &two_places), EINVAL);
@@ -165,7 +165,7 @@ static void read_executor_mask(void *context) {
 }
 
 static void test_executor_threads_block_asynchronous_signals(void) {
-    sync_executor *executor;
+    sync_executor_t *executor;
     CHECK(!is_blocked_here(SIGUSR1));
     CHECK_EQ(sync_executor_create(&executor), 0);
     CHECK(!is_blocked_here(SIGUSR1));   /* the creator's mask is back */
@@ -232,7 +232,7 @@ static void busy_handler(const sync_signal_info *info, void *context) {
 }
 
 static void test_standard_signal_during_busy_handler(void) {
-    sync_executor *executor;
+    sync_executor_t *executor;
     CHECK_EQ(sync_executor_create(&executor), 0);
     sync_signal_target target = {executor, NULL, busy_handler, NULL};
     CHECK_EQ(sync_signal_route(SIGUSR1, &target), 0);
@@ -382,7 +382,7 @@ static void *unrouter(void *arg) {
 static void test_unroute_waits_for_running_handler(void) {
     int signo = SIGRTMIN + 5;
     install_previous(signo);
-    sync_executor *executor;
+    sync_executor_t *executor;
     CHECK_EQ(sync_executor_create(&executor), 0);
     sync_signal_target target = {executor, NULL, slow_handler, NULL};
     CHECK_EQ(sync_signal_route(signo, &target), 0);
@@ -420,7 +420,7 @@ static void count_handler(const sync_signal_info *info, void *context) {
 
 static void test_unroute_drops_queued_deliveries(void) {
     int signo = SIGRTMIN + 8;
-    sync_executor *executor;
+    sync_executor_t *executor;
     CHECK_EQ(sync_executor_create(&executor), 0);
     sync_signal_target target = {executor, NULL, count_handler, NULL};
     CHECK_EQ(sync_signal_route(signo, &target), 0);
@@ -481,7 +481,7 @@ static void test_unroute_drops_arrivals_pending_in_the_kernel(void) {
     action.sa_flags = SA_SIGINFO;
     sigemptyset(&action.sa_mask);
     CHECK_EQ(sigaction(held, &action, NULL), 0);
-    sync_executor *executor;
+    sync_executor_t *executor;
     CHECK_EQ(sync_executor_create(&executor), 0);
     /* `held`: routed and unrouted here, so the internal thread has it unblocked; blocked here. */
     sync_signal_target stall_target = {executor, NULL, count_handler, NULL};
@@ -535,7 +535,7 @@ static void self_unrouting_handler(const sync_signal_info *info, void *context) 
 static void test_handler_unroutes_itself(void) {
     int signo = SIGRTMIN + 7;
     install_previous(signo);
-    sync_executor *executor;
+    sync_executor_t *executor;
     CHECK_EQ(sync_executor_create(&executor), 0);
     sync_signal_target target = {executor, NULL, self_unrouting_handler, NULL};
     CHECK_EQ(sync_signal_route(signo, &target), 0);
@@ -651,7 +651,7 @@ static void test_fork(void) {
         if (sync_mutex_lock(&fresh) != 0 || fresh._word != (uint32_t)getpid() || sync_mutex_unlock(&fresh) != 0) _exit(24);
         if (sync_mutex_is_owner(&fork_mutex) != 1) _exit(20);
         if (sync_cond_signal(&fork_cond) != 0) _exit(21);  /* no parent thread in the queue */
-        if (sync_cond_timedwait(&fork_cond, &fork_mutex, 1000000) != ETIMEDOUT) _exit(22);
+        if (sync_cond_wait_timed(&fork_cond, &fork_mutex, 1000000) != ETIMEDOUT) _exit(22);
         if (sync_mutex_unlock(&fork_mutex) != 0 || sync_mutex_unlock(&fork_mutex) != EPERM) _exit(23);
         if (!action_is(signo, previous_handler)) _exit(10);
         if (is_blocked_here(signo)) _exit(11);

@@ -112,8 +112,8 @@ void sync_debug_lock_order_set_handler(sync_lock_order_handler handler, void *co
  * release the thread's locks). */
 void sync_debug_lock_order_set_site_hook(sync_lock_order_site_hook hook, void *context);
 
-/** Runs before each `_trylock_first` attempt while checking is on (sync/locks.h,
- * sync_mutex_trylock_first): an interpreter binding names the calling thread there
+/** Runs before each `_try_lock_first` attempt while checking is on (sync/locks.h,
+ * sync_mutex_try_lock_first): an interpreter binding names the calling thread there
  * (sync_debug_thread_name), so that reports and waits show its name. NULL: none. It runs
  * without libsync's internal lock, as the site hook. */
 typedef void (*sync_lock_order_thread_hook)(void *context);

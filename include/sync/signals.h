@@ -5,7 +5,7 @@
  * whichever thread of the process the kernel picks among those that do not block it, and its
  * handler runs in signal-handler context, where almost nothing may be called. Routing a signal
  * makes every arrival of it run a plain C function, with its siginfo (sender pid and uid, code,
- * value), as work on a sync_executor's thread or a sync_queue: in arrival order, never in
+ * value), as work on a sync_executor_t's thread or a sync_queue_t: in arrival order, never in
  * signal-handler context, so the handler may lock, allocate and call anything.
  *
  *     static void on_usr1(const sync_signal_info *info, void *context) {
@@ -81,10 +81,10 @@ typedef void (*sync_signal_fn)(const sync_signal_info *info, void *context);
 /** Where a routed signal's handler runs: exactly one of executor and queue is non-NULL. */
 typedef struct sync_signal_target {
     /** The handler runs on this executor's thread, in its FIFO. */
-    sync_executor *executor;
+    sync_executor_t *executor;
     /** The handler runs as work of this queue: on a serial queue, in order; on a concurrent
      *  queue as a barrier item (alone, in order). */
-    sync_queue *queue;
+    sync_queue_t *queue;
     sync_signal_fn handler;
     void *context;
 } sync_signal_target;

@@ -126,8 +126,8 @@ def _init(function, pointer, flags: int, what: str = "init") -> None:
 # ---- Lock, Mutex ---------------------------------------------------------------------------
 
 _mutex_init = declare("sync_mutex_init")
-_mutex_trylock = declare("sync_mutex_trylock")
-_mutex_trylock_first = declare("sync_mutex_trylock_first")
+_mutex_trylock = declare("sync_mutex_try_lock")
+_mutex_trylock_first = declare("sync_mutex_try_lock_first")
 _mutex_unlock = declare("sync_mutex_unlock")
 _mutex_is_locked = declare("sync_mutex_is_locked")
 _mutex_wait = declare("sync_mutex_lock_interruptible", blocking=True)
@@ -276,8 +276,8 @@ _mutex_is_owner = declare("sync_mutex_is_owner")
 # ---- RLock ---------------------------------------------------------------------------------
 
 _rlock_init = declare("sync_recursive_lock_init")
-_rlock_trylock = declare("sync_recursive_lock_trylock")
-_rlock_trylock_first = declare("sync_recursive_lock_trylock_first")
+_rlock_trylock = declare("sync_recursive_lock_try_lock")
+_rlock_trylock_first = declare("sync_recursive_lock_try_lock_first")
 _rlock_unlock = declare("sync_recursive_lock_unlock")
 _rlock_depth = declare("sync_recursive_lock_depth", c_uint32)
 _rlock_wait = declare("sync_recursive_lock_lock_interruptible", blocking=True)
@@ -345,21 +345,21 @@ class RLock(_Robust):
 # ---- RWLock --------------------------------------------------------------------------------
 
 _rw_init = declare("sync_rwlock_init")
-_rw_tryrd = declare("sync_rwlock_tryrdlock")
-_rw_tryrd_first = declare("sync_rwlock_tryrdlock_first")
+_rw_tryrd = declare("sync_rwlock_try_rdlock")
+_rw_tryrd_first = declare("sync_rwlock_try_rdlock_first")
 _rw_rdunlock = declare("sync_rwlock_rdunlock")
 _rw_rdwait = declare("sync_rwlock_rdlock_interruptible", blocking=True)
-_rw_trywr = declare("sync_rwlock_trywrlock")
-_rw_trywr_first = declare("sync_rwlock_trywrlock_first")
+_rw_trywr = declare("sync_rwlock_try_wrlock")
+_rw_trywr_first = declare("sync_rwlock_try_wrlock_first")
 _rw_wrunlock = declare("sync_rwlock_wrunlock")
 _rw_wrwait = declare("sync_rwlock_wrlock_interruptible", blocking=True)
 _rw_downgrade = declare("sync_rwlock_downgrade")
 _rw_waiting = declare("sync_rwlock_waiting_writers", c_uint32)
-_rw_tryup = declare("sync_rwlock_tryuprdlock")
-_rw_tryup_first = declare("sync_rwlock_tryuprdlock_first")
+_rw_tryup = declare("sync_rwlock_try_uprdlock")
+_rw_tryup_first = declare("sync_rwlock_try_uprdlock_first")
 _rw_upunlock = declare("sync_rwlock_uprdunlock")
 _rw_upwait = declare("sync_rwlock_uprdlock_interruptible", blocking=True)
-_rw_tryupgrade = declare("sync_rwlock_tryupgrade")
+_rw_tryupgrade = declare("sync_rwlock_try_upgrade")
 _rw_upgradewait = declare("sync_rwlock_upgrade_interruptible", blocking=True)
 _rw_uprd_downgrade = declare("sync_rwlock_uprd_downgrade")
 _rw_downgrade_to_uprd = declare("sync_rwlock_downgrade_to_uprd")
@@ -659,8 +659,8 @@ class WriteLock(_SideLock):
 # ---- SpinLock ------------------------------------------------------------------------------
 
 _spin_init = declare("sync_spinlock_init")
-_spin_trylock = declare("sync_spinlock_trylock")
-_spin_trylock_first = declare("sync_spinlock_trylock_first")
+_spin_trylock = declare("sync_spinlock_try_lock")
+_spin_trylock_first = declare("sync_spinlock_try_lock_first")
 _spin_unlock = declare("sync_spinlock_unlock")
 _spin_wait = declare("sync_spinlock_lock_interruptible", blocking=True)
 
