@@ -204,9 +204,13 @@ def swift_api(page_path: str) -> SwiftAPI:
 def scan_swift(text: str, api: SwiftAPI) -> None:
     scopes: list[tuple[str | None, bool, int]] = []  # (public type or None, is an enum, depth at its {)
     depth = 0
+    deprecated = False  # the line before was @available(*, deprecated, ...): an old name, not listed
     for line in text.splitlines():
         code = re.sub(r'"(?:\\.|[^"\\])*"', '""', line.split("//")[0])
         declaration = SWIFT_DECL.match(code)
+        if declaration and (deprecated or re.search(r"@available\(\*,\s*deprecated", code)):
+            declaration = None
+        deprecated = bool(re.match(r"\s*@available\(\*,\s*deprecated", code)) and not SWIFT_DECL.match(code)
         extension = SWIFT_EXTENSION.match(code)
         opened = None
         inner = scopes[-1] if scopes else None

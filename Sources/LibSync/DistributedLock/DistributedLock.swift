@@ -27,7 +27,7 @@ public struct DistributedLockHolder: Sendable, Equatable, CustomStringConvertibl
     /// host name).
     public let isOnThisHost: Bool
     /// The holder is on this host and its process is gone (or its pid now names another
-    /// process): the lock will never be released, and `recoverStale()` may take it over.
+    /// process): the lock will never be released, and `recover()` may take it over.
     /// (Never for PostgreSQL, whose server releases a dead holder's lock itself.)
     public let isStale: Bool
 
@@ -81,8 +81,10 @@ public enum DistributedLockError: Error, Equatable, CustomStringConvertible {
     case broken
     /// `unlock`: the hold was lost since this object acquired it, and someone else holds it now. (EBUSY)
     case brokenAndHeldByAnother
-    /// `lock(timeout:)`: the timeout passed before the lock was acquired (the lock was held, or
-    /// the server did not answer in time). (ETIMEDOUT)
+    /// The deprecated `lock(timeout:)` and `withLock(timeout:)`: the timeout passed before the
+    /// lock was acquired (the lock was held, or the server did not answer in time); their
+    /// replacements `tryLock(timeout:)` and `withLockIfAvailable(timeout:)` return false and nil
+    /// instead. (ETIMEDOUT)
     case timedOut
     /// A system call failed with this errno.
     case system(errno: Int32, operation: String)
@@ -165,7 +167,7 @@ public enum DistributedLockError: Error, Equatable, CustomStringConvertible {
 /// A lock between processes and hosts, kept in a shared file system (Apple's NSDistributedLock,
 /// with stale-holder recovery), a PostgreSQL server (session advisory locks) or a Redis server
 /// (leases renewed while held); each acquisition gets a fencing token (`token`). `tryLock`
-/// never blocks; `lock(timeout:pollInterval:)` waits.
+/// never blocks; `lock(pollInterval:)` and `tryLock(timeout:pollInterval:)` wait.
 ///
 /// Holders: two objects for one target (in one process or not) exclude each other. Through one
 /// object, the holder is the thread that acquired it: the object's other threads wait for it
@@ -578,9 +580,23 @@ public final class DistributedLock: Sendable {
 
     /// Acquires the lock: waits for another thread's hold through this object to end, waits in
     /// the server (PostgreSQL) or polls other holders every `pollInterval` at most (Redis backs
-    /// off from 1 ms), and takes over a stale holder's lock (see `recoverStale`); throws
-    /// `.timedOut` once `timeout` (nil: none) has passed.
-    public func lock(timeout: Duration? = nil, pollInterval: Duration = .milliseconds(10)) throws(DistributedLockError) {
+    /// off from 1 ms), and takes over a stale holder's lock (see `recover`), for as long as it
+    /// takes.
+    public func lock(pollInterval: Duration = .milliseconds(10)) throws(DistributedLockError) {
+        try check(lockCode(deadline: Deadline.none, pollNanoseconds: nanoseconds(pollInterval), interrupts: .retried), "lock")
+    }
+
+    /// As `lock(pollInterval:)` for at most `timeout`: false once it has passed (the caller
+    /// holds nothing new), as every timed wait of the library reports a timeout.
+    public func tryLock(timeout: Duration, pollInterval: Duration = .milliseconds(10)) throws(DistributedLockError) -> Bool {
+        let code = lockCode(deadline: Deadline.after(timeout), pollNanoseconds: nanoseconds(pollInterval), interrupts: .retried)
+        if code == ETIMEDOUT { return false }
+        try check(code, "lock")
+        return true
+    }
+
+    @available(*, deprecated, message: "use lock(pollInterval:), or tryLock(timeout:pollInterval:), which returns false on timeout")
+    public func lock(timeout: Duration?, pollInterval: Duration = .milliseconds(10)) throws(DistributedLockError) {
         let deadline = timeout.map { Deadline.after($0) } ?? Deadline.none
         try check(lockCode(deadline: deadline, pollNanoseconds: nanoseconds(pollInterval), interrupts: .retried), "lock")
     }
@@ -597,12 +613,14 @@ public final class DistributedLock: Sendable {
 
     /// Takes over the lock if its holder is stale (`holder?.isStale`), atomically: of several
     /// processes doing so at once exactly one returns true and holds the lock.
-    public func recoverStale() throws(DistributedLockError) -> Bool {
+    public func recover() throws(DistributedLockError) -> Bool {
         let code = recoverStaleCode()
         if code == EBUSY || code == ENOENT { return false }
         try check(code, "recoverStale")
         return true
     }
+    @available(*, deprecated, renamed: "recover()")
+    public func recoverStale() throws(DistributedLockError) -> Bool { try recover() }
 
     /// Who holds the lock now, or nil.
     public var holder: DistributedLockHolder? {
@@ -617,7 +635,9 @@ public final class DistributedLock: Sendable {
     public var lockDate: Duration? { get throws(DistributedLockError) { try holder?.acquired } }
 
     /// Whether the caller holds the lock through this object now (false once it was lost).
-    public var isLocked: Bool { isHeldByCaller() }
+    public var isHeld: Bool { isHeldByCaller() }
+    @available(*, deprecated, renamed: "isHeld", message: "isLocked reads as \"held by anyone\"")
+    public var isLocked: Bool { isHeld }
 
     /// How many of the caller's acquisitions are not yet released (filelock's `lock_counter`).
     public var lockCount: Int { countHeldByCaller() }
@@ -673,11 +693,31 @@ public final class DistributedLock: Sendable {
         return code == 0 ? token : nil
     }
 
-    /// Runs `body` holding the lock (`lock(timeout:pollInterval:)`), releases it, and returns
-    /// `body`'s value; rethrows `body`'s error.
-    public func withLock<R>(timeout: Duration? = nil, pollInterval: Duration = .milliseconds(10),
+    /// Runs `body` holding the lock (`lock(pollInterval:)`), releases it, and returns `body`'s
+    /// value; rethrows `body`'s error.
+    public func withLock<R>(pollInterval: Duration = .milliseconds(10), _ body: () throws -> R) throws -> R {
+        try lock(pollInterval: pollInterval)
+        return try holding(body)
+    }
+
+    /// As `withLock`, waiting at most `timeout` (`tryLock(timeout:pollInterval:)`): nil, without
+    /// running `body`, once it has passed.
+    public func withLockIfAvailable<R>(timeout: Duration, pollInterval: Duration = .milliseconds(10),
+                                       _ body: () throws -> R) throws -> R? {
+        guard try tryLock(timeout: timeout, pollInterval: pollInterval) else { return nil }
+        return try holding(body)
+    }
+
+    @available(*, deprecated, message: "use withLock(pollInterval:_:), or withLockIfAvailable(timeout:pollInterval:_:), which returns nil on timeout")
+    public func withLock<R>(timeout: Duration?, pollInterval: Duration = .milliseconds(10),
                             _ body: () throws -> R) throws -> R {
-        try lock(timeout: timeout, pollInterval: pollInterval)
+        let deadline = timeout.map { Deadline.after($0) } ?? Deadline.none
+        try check(lockCode(deadline: deadline, pollNanoseconds: nanoseconds(pollInterval), interrupts: .retried), "lock")
+        return try holding(body)
+    }
+
+    /// `body`'s value, with the lock released after it (also when it throws).
+    private func holding<R>(_ body: () throws -> R) throws -> R {
         let result: R
         do { result = try body() } catch { try? unlock(); throw error }
         try unlock()
