@@ -288,6 +288,13 @@ def python_function(module: str, name: str) -> bool:
     return False
 
 
+def python_deprecated(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether the method is an old name kept for compatibility: it calls `deprecated(...)`
+    (libsync._common), which warns."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "deprecated"
+               for n in ast.walk(function))
+
+
 def python_class(module: str, name: str, seen: frozenset = frozenset()) -> list[str] | None:
     """The public methods and properties of class `name` as the module sees it (following
     `from .x import name`), with those of its private bases; None if `name` is no class."""
@@ -304,6 +311,8 @@ def python_class(module: str, name: str, seen: frozenset = frozenset()) -> list[
                     members += python_class(module, base.id, seen | {name}) or []
             for item in node.body:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and not item.name.startswith("_"):
+                    if python_deprecated(item):
+                        continue
                     attribute = any(isinstance(d, ast.Name) and d.id == "property" or
                                     isinstance(d, ast.Attribute) and d.attr == "setter" for d in item.decorator_list)
                     members.append(item.name + ("" if attribute else "()"))

@@ -26,14 +26,14 @@ SharedMemory's ``buf`` reads) or a closed SharedMemory raises ValueError.
 Robust mode (``Mutex(buffer=shm, initialize=True, robust=True)``, also ``RLock``): when a
 holder dies holding the lock (its thread exits, its process is killed), the next acquire raises
 ``OwnerDiedError`` *with the lock held*; repair the state the lock guards, call
-``mark_consistent()``, then ``release()``. Releasing without ``mark_consistent()`` makes every
+``consistent()``, then ``release()``. Releasing without ``consistent()`` makes every
 later acquire raise ``NotRecoverableError``::
 
     try:
         mutex.acquire()
     except OwnerDiedError:
         repair()
-        mutex.mark_consistent()
+        mutex.consistent()
     try:
         ...
     finally:
@@ -53,7 +53,7 @@ from ctypes import c_int, c_uint32, c_uint64, c_void_p
 from typing import Any, Callable, Optional
 
 from ._common import (EDEADLK, FOREVER, DeadlockError, LockError, NotOwnerError, NotRecoverableError, OwnerDiedError,
-                      acquire, acquired, check, declare, error, init_error, interruptible, layout, lock_deadline, wait,
+                      acquire, acquired, check, declare, deprecated, error, init_error, interruptible, layout, lock_deadline, wait,
                       word, words)
 from . import debug as _debug
 from ._memory import PRIVATE, attach_choice, ref as _ref
@@ -239,7 +239,7 @@ class Mutex(_Robust, Lock):
     another thread NotOwnerError. Otherwise as Lock.
 
     ``robust=True`` (16 bytes, 8-aligned): a holder's death is reported to the next acquire as
-    OwnerDiedError, with the lock held; ``mark_consistent()`` then ``release()`` (see the
+    OwnerDiedError, with the lock held; ``consistent()`` then ``release()`` (see the
     module's doc). In other processes pass ``robust=True, initialize=False`` too, or pickle it.
     """
     __slots__ = ()
@@ -259,14 +259,24 @@ class Mutex(_Robust, Lock):
         if code:
             raise error(code, "Mutex.release")
 
-    def mark_consistent(self) -> None:
+    def consistent(self) -> None:
         """Robust: the state the lock guards is repaired after OwnerDiedError, so that release()
         leaves the lock usable. NotOwnerError if the caller does not hold it; LockError (EINVAL)
         if the lock is not robust or has nothing to repair."""
-        check(_mutex_consistent(self._p), "Mutex.mark_consistent")
+        check(_mutex_consistent(self._p), "Mutex.consistent")
+
+    def mark_consistent(self) -> None:
+        """Deprecated (DeprecationWarning): consistent()."""
+        deprecated("Mutex.mark_consistent()", "consistent()")
+        check(_mutex_consistent(self._p), "Mutex.consistent")
+
+    def is_owner(self) -> bool:
+        """Whether the calling thread holds it."""
+        return bool(_mutex_is_owner(self._p))
 
     def owned(self) -> bool:
-        """Whether the calling thread holds it."""
+        """Deprecated (DeprecationWarning): is_owner()."""
+        deprecated("Mutex.owned()", "is_owner()")
         return bool(_mutex_is_owner(self._p))
 
 
@@ -294,7 +304,7 @@ class RLock(_Robust):
     which may release it. 8 bytes of lock state.
 
     ``robust=True`` (16 bytes, 8-aligned), as Mutex's: OwnerDiedError leaves the caller holding
-    it once; ``mark_consistent()`` then ``release()``."""
+    it once; ``consistent()`` then ``release()``."""
     __slots__ = ()
     _WORDS = 2
     _INIT, _WAIT = _rlock_init, _rlock_wait
@@ -310,9 +320,14 @@ class RLock(_Robust):
         if _rlock_unlock(self._p):
             raise RuntimeError("cannot release un-acquired lock")
 
+    def consistent(self) -> None:
+        """Robust: as Mutex.consistent."""
+        check(_rlock_consistent(self._p), "RLock.consistent")
+
     def mark_consistent(self) -> None:
-        """Robust: as Mutex.mark_consistent."""
-        check(_rlock_consistent(self._p), "RLock.mark_consistent")
+        """Deprecated (DeprecationWarning): consistent()."""
+        deprecated("RLock.mark_consistent()", "consistent()")
+        check(_rlock_consistent(self._p), "RLock.consistent")
 
     # threading.Condition's protocol for recursive locks.
     def _is_owned(self) -> bool:
