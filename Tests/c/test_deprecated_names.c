@@ -142,10 +142,34 @@ static void queues(void) {
     CHECK_EQ(sync_isolated_destroy((sync_isolated_t *)v), 0);
 }
 
+/* ... as are the old names of debug.h's and async.h's types (a mismatch fails to compile). */
+static size_t old_site_hook(char *buffer, size_t size, void *context) { (void)buffer; (void)size; (void)context; return 0; }
+
+static void debug_types(void) {
+    sync_lock_order_site_hook hook = old_site_hook;
+    sync_lock_order_site_hook_fn same = hook;
+    sync_debug_lock_order_set_site_hook(hook, NULL);
+    sync_debug_lock_order_set_site_hook(NULL, NULL);
+    CHECK(same == old_site_hook);
+    sync_lock_order_edge edge = {0};
+    sync_lock_order_edge_t *edge_t = &edge;
+    sync_lock_order_cycle cycle = {1, edge_t, "text"};
+    const sync_lock_order_cycle_t *cycle_t = &cycle;
+    CHECK(cycle_t->edges == &edge);
+    sync_lock_order_handler handler = NULL;
+    sync_lock_order_handler_fn handler_fn = handler;
+    sync_lock_order_thread_hook thread_hook = NULL;
+    sync_lock_order_thread_hook_fn thread_hook_fn = thread_hook;
+    sync_async_callback_t callback = NULL;
+    sync_async_callback_fn callback_fn = callback;
+    CHECK(handler_fn == NULL && thread_hook_fn == NULL && callback_fn == NULL);
+}
+
 int main(void) {
     mutexes();
     rwlocks();
     conditions();
     queues();
+    debug_types();
     DONE();
 }

@@ -37,7 +37,7 @@ static struct {
 } seen;
 static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void on_cycle(const sync_lock_order_cycle *cycle, void *context) {
+static void on_cycle(const sync_lock_order_cycle_t *cycle, void *context) {
     CHECK(context == &seen);
     pthread_mutex_lock(&seen_lock);
     seen.reports++;
@@ -49,7 +49,7 @@ static void on_cycle(const sync_lock_order_cycle *cycle, void *context) {
         snprintf(seen.site[i], sizeof seen.site[i], "%s", cycle->edges[i].site);
         snprintf(seen.kind[i], sizeof seen.kind[i], "%s", cycle->edges[i].to_kind);
         snprintf(seen.from_kind[i], sizeof seen.from_kind[i], "%s", cycle->edges[i].from_kind);
-        const sync_lock_order_edge *e = &cycle->edges[i];
+        const sync_lock_order_edge_t *e = &cycle->edges[i];
         snprintf(seen.from_name[i], sizeof seen.from_name[i], "%s", e->from_name ? e->from_name : "");
         snprintf(seen.to_name[i], sizeof seen.to_name[i], "%s", e->to_name ? e->to_name : "");
         snprintf(seen.thread_name[i], sizeof seen.thread_name[i], "%s", e->thread_name ? e->thread_name : "");
