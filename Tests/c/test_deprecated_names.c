@@ -4,6 +4,7 @@
 #include "check.h"
 #include <sync.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
@@ -142,7 +143,7 @@ static void queues(void) {
     CHECK_EQ(sync_isolated_destroy((sync_isolated_t *)v), 0);
 }
 
-/* ... as are the old names of debug.h's and async.h's types (a mismatch fails to compile). */
+/* ... as are the old names of debug.h's, signals.h's and async.h's types (a mismatch fails to compile). */
 static size_t old_site_hook(char *buffer, size_t size, void *context) { (void)buffer; (void)size; (void)context; return 0; }
 
 static void debug_types(void) {
@@ -160,6 +161,12 @@ static void debug_types(void) {
     sync_lock_order_handler_fn handler_fn = handler;
     sync_lock_order_thread_hook thread_hook = NULL;
     sync_lock_order_thread_hook_fn thread_hook_fn = thread_hook;
+    sync_signal_target target = {NULL, NULL, NULL, NULL};
+    const sync_signal_target_t *target_t = &target;
+    sync_signal_info info = {0};
+    sync_signal_info_t *info_t = &info;
+    CHECK(target_t->handler == NULL && info_t->signo == 0);
+    CHECK_EQ(sync_signal_route(SIGUSR1, &target), EINVAL);  /* no place, no handler: as with the new name */
     sync_async_callback_t callback = NULL;
     sync_async_callback_fn callback_fn = callback;
     CHECK(handler_fn == NULL && thread_hook_fn == NULL && callback_fn == NULL);

@@ -13,7 +13,7 @@
 
 static atomic_int handled;
 
-static void on_signal(const sync_signal_info *info, void *context) {
+static void on_signal(const sync_signal_info_t *info, void *context) {
     sync_executor_t *worker = context;
     /* Not a signal handler: printf, locks and malloc are fine here. */
     printf("signal %d, value %d, from pid %d (uid %u), on the worker's thread: %s\n", info->signo,
@@ -25,7 +25,7 @@ int main(void) {
     int signo = SIGRTMIN + 1;
     sync_executor_t *worker;
     if (sync_executor_create(&worker) != 0) return 1;
-    sync_signal_target target = {0};
+    sync_signal_target_t target = {0};
     target.executor = worker;
     target.handler = on_signal;
     target.context = worker;
