@@ -57,6 +57,29 @@ final class DistributedLockTests: XCTestCase {
         try b.unlock()
     }
 
+    /// Acquiring again through a non-recursive object: `.alreadyHeld` while the hold is in place;
+    /// once it was lost, the acquire ends it and throws `.broken` once, and the next acquires.
+    func testAcquireAfterALostHoldReportsTheLossOnce() throws {
+        let a = try DistributedLock(path: path), b = try DistributedLock(path: path)
+        XCTAssertTrue(try a.tryLock())
+        XCTAssertThrowsError(try a.tryLock()) { XCTAssertEqual($0 as? DistributedLockError, .alreadyHeld) }
+        try b.breakLock()
+        XCTAssertThrowsError(try a.tryLock()) { XCTAssertEqual($0 as? DistributedLockError, .broken) }
+        XCTAssertEqual(a.lockCount, 0)
+        XCTAssertTrue(try a.tryLock())
+        try b.breakLock()
+        XCTAssertTrue(try b.tryLock())  // lost, and another holds it now
+        XCTAssertThrowsError(try a.tryLock(timeout: .seconds(10))) {
+            XCTAssertEqual($0 as? DistributedLockError, .broken)
+            XCTAssertEqual(($0 as? DistributedLockError)?.code, ESTALE)
+        }
+        XCTAssertThrowsError(try a.unlock()) { XCTAssertEqual($0 as? DistributedLockError, .notHeld) }
+        XCTAssertFalse(try a.tryLock())
+        try b.unlock()
+        try a.lock()
+        try a.unlock()
+    }
+
     func testBadPaths() throws {
         func error(_ path: String) -> DistributedLockError? {
             do { _ = try DistributedLock(path: path); return nil } catch { return error }

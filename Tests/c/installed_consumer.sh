@@ -2,6 +2,7 @@
 # Installs the build into a temporary prefix and checks it as the README describes it:
 #  - the library is libsync.so.X.Y.Z with SONAME libsync.so.X and the dev link libsync.so, needs
 #    no Swift library, and every symbol it exports is the C API, versioned in a LIBSYNC_x.y node
+#    (or LIBSYNC_x.y_NAME: a node of work prepared beside others for release x.y)
 #    (objdump -T);
 #  - one version everywhere: VERSION = pkg-config --modversion = the CMake package's version =
 #    SYNC_VERSION_MAJOR/MINOR/PATCH = sync_version() of the installed library;
@@ -36,7 +37,7 @@ if readelf -d "$libdir/libsync.so.$version" | grep "(NEEDED)" | grep -i swift; t
 # The exported symbols: defined, global, each in a LIBSYNC_x.y version node, the C API only.
 objdump -T "$libdir/libsync.so.$version" | awk '$2 == "g" && $4 != "*UND*"' > "$prefix/exports"
 [ "$(wc -l < "$prefix/exports")" -gt 200 ] || fail "too few exported symbols: $(wc -l < "$prefix/exports")"
-grep -Ev '[[:space:]]LIBSYNC_[0-9]+\.[0-9]+(_[A-Z]+)?[[:space:]]' "$prefix/exports" > "$prefix/unversioned" || true
+grep -Ev '[[:space:]]LIBSYNC_[0-9]+\.[0-9]+(_[A-Z0-9]+)?[[:space:]]' "$prefix/exports" > "$prefix/unversioned" || true
 [ ! -s "$prefix/unversioned" ] || fail "exported without a LIBSYNC_x.y version: $(head -3 "$prefix/unversioned")"
 awk '$NF !~ /^(OSAtomic|OSMemoryBarrier|OSSpinLock|os_unfair_lock_|sync_|LIBSYNC_)/ { print $NF }' "$prefix/exports" > "$prefix/foreign"
 [ ! -s "$prefix/foreign" ] || fail "exports beyond the C API: $(head -3 "$prefix/foreign")"

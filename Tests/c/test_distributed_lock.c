@@ -164,6 +164,30 @@ static void test_unlock_errors(void) {
     sync_distributed_lock_destroy(b);
 }
 
+/* The caller acquiring again through its non-recursive object: EDEADLK while the hold is in place;
+ * once it was lost, the acquire ends it and says so (ESTALE) once, and the next call acquires. */
+static void test_acquire_after_a_lost_hold(void) {
+    sync_distributed_lock_t *a = make(), *b = make();
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), EDEADLK);   /* in place: a deadlock */
+    CHECK_EQ(sync_distributed_lock_break(b), 0);             /* lost, free now */
+    CHECK_EQ(sync_distributed_lock_try_lock(a), ESTALE);
+    CHECK(strstr(sync_distributed_lock_error_message(), "lost") != NULL);
+    CHECK_EQ(sync_distributed_lock_count(a), 0);              /* ended */
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    CHECK_EQ(sync_distributed_lock_break(b), 0);             /* lost, and someone else holds it */
+    CHECK_EQ(sync_distributed_lock_try_lock(b), 0);
+    CHECK_EQ(sync_distributed_lock_lock(a, 1000000000, 1000000), ESTALE);
+    CHECK(strstr(sync_distributed_lock_error_message(), "another holder") != NULL);
+    CHECK_EQ(sync_distributed_lock_unlock(a), EPERM);        /* ended: nothing left to unlock */
+    CHECK_EQ(sync_distributed_lock_lock(a, 0, 1000000), ETIMEDOUT);  /* b's now */
+    CHECK_EQ(sync_distributed_lock_unlock(b), 0);
+    CHECK_EQ(sync_distributed_lock_lock_until(a, -1, 1000000), 0);
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    sync_distributed_lock_destroy(a);
+    sync_distributed_lock_destroy(b);
+}
+
 /* A child process that takes the lock and holds it until killed (or told to exit, holding it). */
 static pid_t spawn_holder(void) {
     int ready[2];
@@ -778,6 +802,102 @@ static void test_long_paths(void) {
     }
 }
 
+struct asked { int calls, stop_at; };
+
+static bool asked_enough(void *context) {
+    struct asked *a = context;
+    return ++a->calls >= a->stop_at;
+}
+
+static int lock_cancellable(sync_distributed_lock_t *lock, int64_t deadline, struct asked *asked) {
+    int err;
+    do err = sync_distributed_lock_lock_cancellable(lock, deadline, 1000000, asked ? asked_enough : NULL, asked);
+    while (err == EINTR);
+    return err;
+}
+
+/* The wait with a caller's condition to stop: asked only after a try that finds the lock held,
+ * never before the deadlock check nor after the deadline. */
+static void test_lock_cancellable(void) {
+    sync_distributed_lock_t *a = make(), *b = make();
+    struct asked asked = {0, 3};
+    CHECK_EQ(sync_distributed_lock_lock_cancellable(NULL, -1, 1000000, NULL, NULL), EINVAL);
+    CHECK_EQ(lock_cancellable(a, -1, &asked), 0);             /* free: not asked */
+    CHECK_EQ(asked.calls, 0);
+    CHECK_EQ(lock_cancellable(b, -1, &asked), EDEADLK);       /* this thread holds it through a */
+    CHECK_EQ(asked.calls, 0);
+    CHECK_EQ(lock_cancellable(b, 0, &asked), ETIMEDOUT);      /* one try, deadline passed */
+    CHECK_EQ(asked.calls, 0);
+    CHECK_EQ(lock_cancellable(b, sync_monotonic_ns() + 3600000000000, &asked), ECANCELED);
+    CHECK_EQ(asked.calls, 3);
+    CHECK_EQ(lock_cancellable(b, sync_monotonic_ns() + 2000000, NULL), ETIMEDOUT);  /* NULL: never */
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    asked = (struct asked){0, 1};
+    CHECK_EQ(lock_cancellable(b, -1, &asked), 0);
+    CHECK_EQ(asked.calls, 0);
+    CHECK_EQ(sync_distributed_lock_unlock(b), 0);
+    sync_distributed_lock_destroy(a);
+    sync_distributed_lock_destroy(b);
+}
+
+static void check_canonical(const char *target, const char *expected) {
+    char buffer[PATH_MAX];
+    size_t length = 0;
+    CHECK_EQ(sync_distributed_lock_canonical(target, buffer, sizeof buffer, &length), 0);
+    if (strcmp(buffer, expected) != 0) fprintf(stderr, "canonical(%s) = %s, not %s\n", target, buffer, expected);
+    CHECK_EQ(strcmp(buffer, expected), 0);
+    CHECK_EQ(length, strlen(expected));
+}
+
+/* The core's rules for targets, as every front end applies them: URL or path (the scheme ASCII
+ * letters and '+': non-ASCII letters make a path), and a path's one spelling. */
+static void test_target_rules(void) {
+    CHECK(sync_distributed_lock_is_url("redis://127.0.0.1/?lock=a"));
+    CHECK(sync_distributed_lock_is_url("PostgreSQL+x://h/db?lock=a"));   /* (create: EINVAL, scheme) */
+    CHECK(!sync_distributed_lock_is_url("\xc3\xa9://x"));                /* "é://x": a path */
+    CHECK(!sync_distributed_lock_is_url("r\xc3\xa9" "dis://x"));
+    CHECK(!sync_distributed_lock_is_url("1redis://x"));
+    CHECK(!sync_distributed_lock_is_url("://x"));
+    CHECK(!sync_distributed_lock_is_url("/tmp/a://b"));
+    CHECK(!sync_distributed_lock_is_url(""));
+    CHECK(!sync_distributed_lock_is_url(NULL));
+    CHECK(!sync_distributed_lock_is_url("redis\xff://x"));               /* not UTF-8 */
+
+    char real[PATH_MAX], link[PATH_MAX + 8], sub[PATH_MAX + 8], target[3 * PATH_MAX], expected[3 * PATH_MAX];
+    CHECK(realpath(dir, real) != NULL);
+    snprintf(sub, sizeof sub, "%s/r\xc3\xa9" "al", real);                /* "réal", and a link to it */
+    CHECK_EQ(mkdir(sub, 0700), 0);
+    snprintf(link, sizeof link, "%s/link-to-real", dir);
+    CHECK_EQ(symlink(sub, link), 0);
+    snprintf(target, sizeof target, "%s/x.lock//", link);
+    snprintf(expected, sizeof expected, "%s/x.lock", sub);
+    check_canonical(target, expected);
+    snprintf(target, sizeof target, "%s/./m\xc3\xaf" "ssing/../d\xc3\xaf" "r/x.lock", link);  /* missing parents */
+    snprintf(expected, sizeof expected, "%s/d\xc3\xaf" "r/x.lock", sub);
+    check_canonical(target, expected);
+    check_canonical("redis://u:secret@h/?lock=a", "redis://u:secret@h/?lock=a");
+    check_canonical("/x.lock", "/x.lock");
+
+    /* The spelling of the lock made there. */
+    snprintf(target, sizeof target, "%s/x.lock/", link);
+    sync_distributed_lock_t *lock = NULL;
+    CHECK_EQ(sync_distributed_lock_create(target, &lock), 0);
+    check_canonical(target, sync_distributed_lock_path(lock));
+    sync_distributed_lock_destroy(lock);
+
+    size_t length = 0;
+    char small[4];
+    CHECK_EQ(sync_distributed_lock_canonical(target, small, sizeof small, &length), ERANGE);
+    CHECK_EQ(length, strlen(sub) + strlen("/x.lock"));
+    CHECK_EQ(sync_distributed_lock_canonical(target, NULL, 0, NULL), ERANGE);
+    const char *names_no_file[] = {"", "/", ".", "a/..", "a/.", "a/b/../"};
+    for (size_t i = 0; i < sizeof names_no_file / sizeof *names_no_file; i++)
+        CHECK_EQ(sync_distributed_lock_canonical(names_no_file[i], expected, sizeof expected, &length), EINVAL);
+    CHECK_EQ(sync_distributed_lock_canonical(NULL, expected, sizeof expected, &length), EINVAL);
+    CHECK_EQ(sync_distributed_lock_canonical("/tmp/\xff.lock", expected, sizeof expected, &length), EINVAL);
+    CHECK_EQ(unlink(link), 0);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/libsync-dlock-XXXXXX");
     CHECK(mkdtemp(dir) != NULL);
@@ -786,6 +906,9 @@ int main(void) {
     test_bad_paths();
     test_basics_and_holder();
     test_unlock_errors();
+    test_acquire_after_a_lost_hold();
+    test_lock_cancellable();
+    test_target_rules();
     test_busy_timeout_and_interrupt();
     test_killed_holder_is_stale_and_recovered();
     test_racing_breakers();

@@ -108,6 +108,7 @@
 #define SYNC_DISTRIBUTED_LOCK_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -195,8 +196,12 @@ const char *sync_distributed_lock_path(const sync_distributed_lock_t *lock);
  * Acquires the lock if it is free; never waits. Returns 0 (the caller holds it; with RECURSIVE,
  * also a re-entry by the holder), or:
  *   EBUSY    someone else holds it (another thread through this object, unless PROCESS_OWNED)
- *   EDEADLK  the caller holds it through this object, which is not RECURSIVE (also after the
- *            hold was lost, until unlock reports the loss with ESTALE or EBUSY)
+ *   EDEADLK  the caller holds it through this object, which is not RECURSIVE
+ *   ESTALE   the caller's hold through this object, which is not RECURSIVE, was lost since it
+ *            acquired it (broken; Redis: the lease expired; PostgreSQL: the session ended),
+ *            whether or not someone else holds the lock now (the message says): this call
+ *            ended that hold and acquired nothing; the next call tries afresh. Since 0.2 (before,
+ *            EDEADLK until unlock reported the loss)
  *   EAGAIN   RECURSIVE: the holder's count would pass INT32_MAX
  *   EEXIST   something that is not a lock is at the path
  *   another errno from open/mkdir/rename or the fence file (EACCES, EROFS, ENOSPC, EIO...)
@@ -221,6 +226,7 @@ int sync_distributed_lock_try_lock(sync_distributed_lock_t *lock);
  *   EINVAL     poll_interval_ns <= 0
  *   EDEADLK    the caller holds it through this object, which is not RECURSIVE; or timeout_ns < 0
  *              and the calling thread holds it through another object of this process
+ *   ESTALE     the caller's hold through this object was lost: as sync_distributed_lock_try_lock
  *   EAGAIN, EEXIST, a server backend's code, or another errno as sync_distributed_lock_try_lock.
  */
 int sync_distributed_lock_lock(sync_distributed_lock_t *lock, int64_t timeout_ns, int64_t poll_interval_ns);
@@ -254,6 +260,42 @@ int sync_distributed_lock_lock_until(sync_distributed_lock_t *lock, int64_t dead
  * Returns the codes of lock_until and EINTR.
  */
 int sync_distributed_lock_lock_interruptible(sync_distributed_lock_t *lock, int64_t deadline_ns, int64_t poll_interval_ns);
+
+/**
+ * As sync_distributed_lock_lock_interruptible, and asks cancelled(context) after each try that
+ * finds the lock held (by another holder, or another thread through this object), before the wait
+ * goes on: when it returns true, the call returns ECANCELED (a PostgreSQL request left queued is
+ * withdrawn). Called on the calling thread, with no lock of libsync held, at least once per call
+ * that does not acquire at its first try (and so at least every 50 ms while the caller calls
+ * again after EINTR); never after the deadline passed (then ETIMEDOUT). cancelled NULL: never
+ * cancelled (exactly sync_distributed_lock_lock_interruptible). For a caller with a condition of
+ * its own to stop waiting (filelock's cancel_check), keeping the core's wait: its backoff, its
+ * futex sleep for the object's other threads, its deadlock check.
+ * Returns the codes of lock_interruptible and ECANCELED. Since 0.2.
+ */
+int sync_distributed_lock_lock_cancellable(sync_distributed_lock_t *lock, int64_t deadline_ns, int64_t poll_interval_ns,
+                                           bool (*cancelled)(void *context), void *context);
+
+/**
+ * Whether target names a server (a URL, "scheme://...", the scheme made of ASCII letters and
+ * '+') rather than a path: the rule sync_distributed_lock_create applies (a URL of another
+ * scheme is then EINVAL; "é://x" is a path). False for NULL and for a target that is not UTF-8.
+ * Touches nothing. Thread-safe. Since 0.2.
+ */
+bool sync_distributed_lock_is_url(const char *target);
+
+/**
+ * The target as sync_distributed_lock_path will spell the lock made for it, without making it:
+ * a path absolute, trailing slashes dropped, its parent directory resolved (symbolic links
+ * followed) as far as it exists, the missing rest as written less "." and ".." (so parents that
+ * MAKE_PARENTS makes later read the same); a URL as given. Two spellings of one path get one
+ * answer (a key for "the same lock file"). Writes it NUL-terminated into buffer (size bytes) and
+ * its length without the NUL into *length (if length is not NULL, also on ERANGE).
+ * Returns 0, EINVAL (target NULL, not UTF-8, or a path that names no file: empty, "/", ending in
+ * "." or ".."), or ERANGE (buffer NULL or too small: call again with *length + 1 bytes).
+ * Reads the file system (realpath), writes nothing. Thread-safe. Since 0.2.
+ */
+int sync_distributed_lock_canonical(const char *target, char *buffer, size_t size, size_t *length);
 
 /**
  * The fencing token of the caller's hold into *token: strictly larger than the token of every

@@ -16,16 +16,33 @@ import threading
 import time
 import warnings
 from ctypes import POINTER, byref, c_int, c_int64, c_size_t, c_uint32
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, overload
 
 from ._lib import blocking as _blocking, declare as _declare, nonblocking as _nonblocking
+
+if TYPE_CHECKING:  # names of the ctypes stubs only
+    from ctypes import _SimpleCData
+
+    from ._lib import CType
+
+_T = TypeVar("_T")
 
 EBUSY, EDEADLK, EINTR, ETIMEDOUT = errno.EBUSY, errno.EDEADLK, errno.EINTR, errno.ETIMEDOUT
 
 
-def declare(name: str, restype: Any = c_int, *argtypes: Any, blocking: bool = False) -> Any:
-    """The C function `name` (see _lib.declare for `argtypes`). ``blocking=True`` for a call that
-    may wait: it comes from the handle that releases the GIL; others keep it (cheaper)."""
+@overload
+def declare(name: str, *, blocking: bool = ...) -> Callable[..., int]: ...
+@overload
+def declare(name: str, restype: None, *argtypes: CType, blocking: bool = ...) -> Callable[..., None]: ...
+@overload
+def declare(name: str, restype: type[_SimpleCData[_T]], *argtypes: CType, blocking: bool = ...) -> Callable[..., _T]: ...
+
+
+def declare(name: str, restype: Optional[type[_SimpleCData[Any]]] = c_int, *argtypes: CType,
+            blocking: bool = False) -> Callable[..., Any]:
+    """The C function `name` (see _lib.declare for `argtypes` and the result's type).
+    ``blocking=True`` for a call that may wait: it comes from the handle that releases the GIL;
+    others keep it (cheaper)."""
     return _declare(_blocking if blocking else _nonblocking, name, restype, *argtypes)
 
 
@@ -231,6 +248,23 @@ class Layout(ctypes.Structure):
         "cond_waiters_offset", "cond_waiters_mask", "cond_waiter_size", "cond_waiter_state_offset",
         "cond_waiter_idle", "event_state_offset", "event_flag", "semaphore_limit_offset", "once_done",
         "lock_shared", "lock_unowned", "lock_robust")]
+    # The fields' Python type (a ctypes field reads as an int), for type checkers.
+    mutex_robust: int
+    mutex_unowned_held: int
+    recursive_depth_offset: int
+    robust_recursive_depth_offset: int
+    cond_waiters_offset: int
+    cond_waiters_mask: int
+    cond_waiter_size: int
+    cond_waiter_state_offset: int
+    cond_waiter_idle: int
+    event_state_offset: int
+    event_flag: int
+    semaphore_limit_offset: int
+    once_done: int
+    lock_shared: int
+    lock_unowned: int
+    lock_robust: int
 
 
 def _layout() -> Layout:

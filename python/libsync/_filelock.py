@@ -26,39 +26,34 @@ import errno
 import logging
 import operator
 import os
+import sys
 import threading
 import warnings
-import time
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, TypeVar, Union, cast
 import weakref
-from ctypes import c_bool, c_void_p
 from weakref import WeakValueDictionary
 
 from ._distributed import (_MAKE_PARENTS, _PROCESS_OWNED, _RECURSIVE, _RELEASE_ON_DESTROY, Holder, HoldEvent,
                                Timeout, _count, _event_handler, _Handle, _hold_state, _is_held, _lock, _path, _poll_ns, _raise_error, _raise_release_error,
                                _read_holder, _read_token, _seconds_to_ns, _timeout, _unlock, _unlock_all, _wait,
-                               is_url)
-from ._common import declare
+                               canonical as _canonical, is_url)
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
+    from types import TracebackType
+
+_T = TypeVar("_T")
+_L = TypeVar("_L", bound="BaseFileLock")  # (a lock's own class)
 
 __all__ = ["BaseFileLock", "FileLock", "SoftFileLock", "BaseAsyncFileLock", "AsyncFileLock", "AsyncSoftFileLock",
            "AcquireReturnProxy", "AsyncAcquireReturnProxy"]
 
-# Whether this thread holds the handle's lock through another object of the process.
-_held_elsewhere = declare("sync_distributed_lock_is_held_elsewhere", c_bool, c_void_p, blocking=True)
 _LOGGER = logging.getLogger("filelock")  # filelock's, so that a user's logging configuration applies
 _UNSET_MODE = -1
 _REMOVE_ON_RELEASE = 16  # sync_distributed_lock_create_with: release removes the empty lock directory
 _singletons_lock = threading.RLock()
-os.register_at_fork(after_in_child=_singletons_lock._at_fork_reinit)
-
-
-def _canonical(path: Union[str, os.PathLike]) -> str:
-    """One key for equivalent spellings of a lock path: the parent resolved, the name kept (a URL
-    is its own key)."""
-    if is_url(path):
-        return path
-    parent, name = os.path.split(os.fspath(path))
-    return os.path.join(os.path.realpath(parent or os.curdir), name)
+# (the C RLock's _at_fork_reinit, which threading uses alike, is not in typeshed's stubs)
+os.register_at_fork(after_in_child=_singletons_lock._at_fork_reinit)  # type: ignore[attr-defined]
 
 
 class _Settings:
@@ -75,16 +70,20 @@ class _ThreadSettings(_Settings, threading.local):
 class _FileLockMeta(type):
     """is_singleton=True returns the live instance for the same canonical path (per class)."""
 
-    def __call__(cls, lock_file, *args, **kwargs):
+    _instances: WeakValueDictionary[str, BaseFileLock]  # (each class's, set by BaseFileLock)
+
+    def __call__(cls, lock_file: Union[str, os.PathLike[str]], *args: Any, **kwargs: Any) -> BaseFileLock:
+        made: BaseFileLock  # (type.__call__'s result is not typed)
         if not kwargs.get("is_singleton", False):
-            return super().__call__(lock_file, *args, **kwargs)
+            made = super().__call__(lock_file, *args, **kwargs)
+            return made
         key = _canonical(lock_file)
         with _singletons_lock:
             instance = cls._instances.get(key)
             if instance is None:
-                instance = super().__call__(lock_file, *args, **kwargs)
-                cls._instances[key] = instance
-                return instance
+                made = super().__call__(lock_file, *args, **kwargs)
+                cls._instances[key] = made
+                return made
         passed = dict(zip(("timeout", "mode", "thread_local"), args), **kwargs)
         current = {"timeout": instance.timeout, "mode": instance._mode, "thread_local": instance.is_thread_local(),
                    "blocking": instance.blocking, "poll_interval": instance.poll_interval,
@@ -109,7 +108,7 @@ def _read_only(attribute: str, doc: str) -> property:
 class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
     """filelock's lock object (see the module doc), over libsync's distributed lock."""
 
-    _instances: WeakValueDictionary = WeakValueDictionary()
+    _instances: WeakValueDictionary[str, BaseFileLock] = WeakValueDictionary()
     _extra_flags = 0
     _deadlock_holder = "FileLock instance in this thread"
 
@@ -117,7 +116,7 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         super().__init_subclass__(**kwargs)
         cls._instances = WeakValueDictionary()
 
-    def __init__(self, lock_file: Union[str, os.PathLike], timeout: float = -1, mode: int = _UNSET_MODE,
+    def __init__(self, lock_file: Union[str, os.PathLike[str]], timeout: float = -1, mode: int = _UNSET_MODE,
                  thread_local: bool = True, *, blocking: bool = True, is_singleton: bool = False,
                  poll_interval: float = 0.05, lifetime: Optional[float] = None,
                  context_error_policy: str = "chain", close_error_policy: str = "default",
@@ -164,12 +163,13 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         self._settings = settings(float(timeout), bool(blocking), poll_interval)
         if is_url(self._lock_file):  # a server lock connects now, and is shown without its password
             self._handle()
-            self._lock_file = os.fsdecode(_path(self._made()))
+            # (NULL only for a NULL object: the one just made is not)
+            self._lock_file = os.fsdecode(cast(bytes, _path(self._made())))
 
     # The core object is made at the first use, so that making the lock object never touches
     # the disk nor fails (as filelock's); two threads racing to make it keep one of the two.
-    def _handle(self) -> int:
-        made = self.__dict__.get("_core")
+    def _handle(self) -> Optional[int]:
+        made: Optional[_Handle] = self.__dict__.get("_core")
         if made is None:
             flags = _RECURSIVE | _MAKE_PARENTS | _RELEASE_ON_DESTROY | self._extra_flags
             if not self._thread_local:
@@ -181,7 +181,7 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         return made.value
 
     def _made(self) -> Optional[int]:
-        made = self.__dict__.get("_core")
+        made: Optional[_Handle] = self.__dict__.get("_core")
         return None if made is None else made.value
 
     @property
@@ -309,31 +309,16 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         lock_id = id(self)
         if _count(handle) == 0:
             _LOGGER.debug("Attempting to acquire lock %s on %s", lock_id, self._lock_file)
-        code = _wait(handle, timeout_ns, poll) if cancel_check is None else self._wait_checking(
-            handle, timeout_ns, poll, cancel_check)
+        code = _wait(handle, timeout_ns, poll, cancel_check)
+        if code == errno.ECANCELED:
+            _LOGGER.debug("Cancellation requested for lock %s on %s", lock_id, self._lock_file)
+            code = errno.ETIMEDOUT
         if code == errno.ETIMEDOUT:
             _LOGGER.debug("Timeout on acquiring lock %s on %s", lock_id, self._lock_file)
             raise _timeout(self._lock_file)
         self._check(code, "acquire")
         _LOGGER.debug("Lock %s acquired on %s", lock_id, self._lock_file)
         return AcquireReturnProxy(self)
-
-    def _wait_checking(self, handle: int, timeout_ns: int, poll: int, cancel_check: Callable[[], bool]) -> int:
-        """The wait, one try at a time, asking cancel_check between the tries."""
-        deadline = None if timeout_ns < 0 else time.monotonic_ns() + timeout_ns
-        while True:
-            code = _wait(handle, 0, poll)
-            if code != errno.ETIMEDOUT or timeout_ns == 0:
-                return code
-            if deadline is None and _held_elsewhere(handle):  # what the core's endless wait says
-                return errno.EDEADLK
-            if cancel_check():
-                _LOGGER.debug("Cancellation requested for lock %s on %s", id(self), self._lock_file)
-                return code
-            remaining = None if deadline is None else deadline - time.monotonic_ns()
-            if remaining is not None and remaining <= 0:
-                return code
-            time.sleep((poll if remaining is None else min(poll, remaining)) / 1e9)
 
     def release(self, force: bool = False) -> None:
         """Ends one of the caller's acquisitions (``force``: all of them); the last releases the
@@ -362,11 +347,12 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
                                "across instances.")
         _raise_error(code, operation, self._lock_file, "this object")
 
-    def __enter__(self):
+    def __enter__(self: _L) -> _L:
         self.acquire()
         return self
 
-    def __exit__(self, exc_type, body_error, traceback) -> None:
+    def __exit__(self, exc_type: Optional[type[BaseException]], body_error: Optional[BaseException],
+                 traceback: Optional[TracebackType]) -> None:
         _release_leaving(self.release, body_error, self._context_error_policy)
 
     def __repr__(self) -> str:
@@ -381,8 +367,11 @@ def _release_leaving(release: Callable[[], None], body_error: Optional[BaseExcep
     except BaseException as release_error:
         if body_error is None or policy == "chain":
             raise
-        group = ExceptionGroup if all(isinstance(e, Exception) for e in (body_error, release_error)) else BaseExceptionGroup
-        raise group("the with-block and the lock's release both failed", [body_error, release_error]) from None
+        if sys.version_info >= (3, 11):
+            group: type[BaseExceptionGroup[BaseException]] = (
+                ExceptionGroup if all(isinstance(e, Exception) for e in (body_error, release_error)) else BaseExceptionGroup)
+            raise group("the with-block and the lock's release both failed", [body_error, release_error]) from None
+        raise  # no exception groups before 3.11: as "chain"
 
 
 def _make_core(lock_file: str, flags: int, mode: int) -> _Handle:
@@ -417,7 +406,8 @@ class AcquireReturnProxy:
     def __enter__(self) -> BaseFileLock:
         return self.lock
 
-    def __exit__(self, exc_type, body_error, traceback) -> None:
+    def __exit__(self, exc_type: Optional[type[BaseException]], body_error: Optional[BaseException],
+                 traceback: Optional[TracebackType]) -> None:
         _release_leaving(self.lock.release, body_error, self.lock.context_error_policy)
 
 
@@ -430,11 +420,12 @@ class AsyncAcquireReturnProxy:
     async def __aenter__(self) -> "BaseAsyncFileLock":
         return self.lock
 
-    async def __aexit__(self, exc_type, body_error, traceback) -> None:
+    async def __aexit__(self, exc_type: Optional[type[BaseException]], body_error: Optional[BaseException],
+                        traceback: Optional[TracebackType]) -> None:
         await self.lock.__aexit__(exc_type, body_error, traceback)
 
 
-_async_holders: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # task -> {canonical path: id of the object it holds it through}
+_async_holders: weakref.WeakKeyDictionary[asyncio.Task[Any], dict[str, int]] = weakref.WeakKeyDictionary()  # task -> {canonical path: id of the object it holds it through}
 
 
 class BaseAsyncFileLock(BaseFileLock):
@@ -446,10 +437,10 @@ class BaseAsyncFileLock(BaseFileLock):
 
     _deadlock_holder = "BaseAsyncFileLock instance in this task"
 
-    def __init__(self, lock_file: Union[str, os.PathLike], timeout: float = -1, mode: int = _UNSET_MODE,
+    def __init__(self, lock_file: Union[str, os.PathLike[str]], timeout: float = -1, mode: int = _UNSET_MODE,
                  thread_local: bool = False, *, blocking: bool = True, is_singleton: bool = False,
                  poll_interval: float = 0.05, loop: Optional[asyncio.AbstractEventLoop] = None,
-                 run_in_executor: bool = True, executor=None, **options: Any) -> None:
+                 run_in_executor: bool = True, executor: Optional[Executor] = None, **options: Any) -> None:
         """BaseFileLock's arguments (thread_local defaults to False), and ``loop``,
         ``run_in_executor`` (tries run in ``executor``, default the loop's) as filelock's."""
         if thread_local and run_in_executor:
@@ -464,7 +455,7 @@ class BaseAsyncFileLock(BaseFileLock):
         return self._run_in_executor
 
     @property
-    def executor(self):
+    def executor(self) -> Optional[Executor]:
         """The executor of the tries (None: the loop's default)."""
         return self._executor
 
@@ -473,17 +464,17 @@ class BaseAsyncFileLock(BaseFileLock):
         """The event loop given, if any."""
         return self._loop
 
-    async def _call(self, function, *args):
+    async def _call(self, function: Callable[..., _T], *args: Any) -> _T:
         if not self._run_in_executor:
             return function(*args)
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
-    async def _try(self, handle: int, poll: int) -> bool:
+    async def _try(self, handle: Optional[int], poll: int) -> bool:
         """One try (re-entry, or acquire, or take over a stale holder's lock). Cancelled while
         it runs in the executor, it is undone when it finishes."""
         if not self._run_in_executor:
             return self._tried(_lock(handle, 0, poll))
-        outcome = {"abandoned": False, "done": False, "code": None}
+        outcome: dict[str, Optional[int]] = {"abandoned": False, "done": False, "code": None}
         guard = threading.Lock()
 
         def attempt() -> int:
@@ -509,9 +500,12 @@ class BaseAsyncFileLock(BaseFileLock):
         self._check(code, "acquire")
         return True
 
-    async def acquire(self, timeout: Optional[float] = None, poll_interval: Optional[float] = None, *,
-                      blocking: Optional[bool] = None,
-                      cancel_check: Optional[Callable[[], bool]] = None) -> AsyncAcquireReturnProxy:
+    # (a coroutine here, as filelock's BaseAsyncFileLock.acquire and release, which override
+    # BaseFileLock's the same way: not substitutable, by filelock's design)
+    async def acquire(  # type: ignore[override]
+            self, timeout: Optional[float] = None, poll_interval: Optional[float] = None, *,
+            blocking: Optional[bool] = None,
+            cancel_check: Optional[Callable[[], bool]] = None) -> AsyncAcquireReturnProxy:
         """Acquires the lock (see BaseFileLock.acquire), waiting with asyncio.sleep."""
         settings = self._settings
         timeout = settings.timeout if timeout is None else timeout
@@ -525,7 +519,7 @@ class BaseAsyncFileLock(BaseFileLock):
         fresh = count == 0
         if fresh:
             _LOGGER.debug("Attempting to acquire lock %s on %s", id(self), self._lock_file)
-            if timeout_ns < 0 and _async_holders.get(task, {}).get(key, id(self)) != id(self):
+            if timeout_ns < 0 and (_async_holders.get(task, {}) if task is not None else {}).get(key, id(self)) != id(self):
                 self._check(errno.EDEADLK, "acquire")  # this task holds it through another object
         deadline = None if timeout_ns < 0 else loop.time() + timeout_ns / 1e9
         while not await self._try(handle, poll):
@@ -545,7 +539,7 @@ class BaseAsyncFileLock(BaseFileLock):
         _LOGGER.debug("Lock %s acquired on %s", id(self), self._lock_file)
         return AsyncAcquireReturnProxy(self)
 
-    async def release(self, force: bool = False) -> None:
+    async def release(self, force: bool = False) -> None:  # type: ignore[override]  # (see acquire)
         """Ends one of the caller's acquisitions (``force``: all); the last releases the lock."""
         def release() -> int:
             BaseFileLock.release(self, force)
@@ -557,17 +551,18 @@ class BaseAsyncFileLock(BaseFileLock):
             if held.get(key) == id(self):
                 del held[key]
 
-    def __enter__(self):
+    def __enter__(self) -> NoReturn:
         raise NotImplementedError("Do not use `with` for asyncio locks, use `async with` instead.")
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> NoReturn:
         raise NotImplementedError("Do not use `with` for asyncio locks, use `async with` instead.")
 
     async def __aenter__(self) -> "BaseAsyncFileLock":
         await self.acquire()
         return self
 
-    async def __aexit__(self, exc_type, body_error, traceback) -> None:
+    async def __aexit__(self, exc_type: Optional[type[BaseException]], body_error: Optional[BaseException],
+                        traceback: Optional[TracebackType]) -> None:
         try:
             await self.release()
         except BaseException as release_error:

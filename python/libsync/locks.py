@@ -50,13 +50,24 @@ from __future__ import annotations
 import ctypes
 import functools
 from ctypes import c_int, c_uint32, c_uint64, c_void_p
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, TypeVar
 
 from ._common import (EDEADLK, FOREVER, DeadlockError, LockError, NotOwnerError, NotRecoverableError, OwnerDiedError,
                       acquire, acquired, check, declare, deprecated, error, init_error, interruptible, layout, lock_deadline, wait,
                       word, words)
 from . import debug as _debug
 from ._memory import PRIVATE, attach_choice, ref as _ref
+
+if TYPE_CHECKING:
+    from multiprocessing.shared_memory import SharedMemory
+
+    class _SideAcquire(Protocol):
+        """A side of an RWLock: acquire(p, blocking, timeout), as threading's acquire."""
+        def __call__(self, p: c_void_p, blocking: bool = ..., timeout: float = ...) -> bool: ...
+
+    _SideRelease = Callable[[c_void_p], None]  # release(p)
+
+_M = TypeVar("_M", bound="_Memory")
 
 __all__ = ["Lock", "RLock", "Mutex", "RWLock", "UpgradableRead", "SpinLock", "Once", "once", "synchronized",
            "LockError", "DeadlockError", "NotOwnerError", "OwnerDiedError", "NotRecoverableError"]
@@ -74,8 +85,13 @@ class _Memory:
     """Lock state in memory this object owns, or in a caller's (shared) buffer."""
     __slots__ = ("_cells", "_p", "_shm", "_offset", "_shared", "__weakref__")
     _WORDS = 1
+    _cells: ctypes.Array[Any]  # 32-bit words (a robust lock: 64-bit ones)
+    _p: c_void_p               # their address
+    _shm: Optional[SharedMemory]
+    _offset: int
+    _shared: bool
 
-    def _place(self, buffer: Any, offset: int, cells: Any = None) -> bool:
+    def _place(self, buffer: Any, offset: int, cells: Optional[type[ctypes.Array[Any]]] = None) -> bool:
         """Sets _cells/_p (a `cells` array, default _WORDS 32-bit words); returns whether the
         memory is shared."""
         cells = cells or c_uint32 * self._WORDS
@@ -87,7 +103,8 @@ class _Memory:
                 if buffer.buf is None:
                     raise ValueError(f"the SharedMemory {buffer.name!r} is closed")
                 self._shm, buffer = buffer, buffer.buf
-            _ref(buffer, offset, cells._type_)  # checks type, writability, range, alignment (and None)
+            # (typeshed declares Array._type_ an instance property; the class has it: the element type)
+            _ref(buffer, offset, cells._type_)  # type: ignore[arg-type]  # checks type, writability, range, alignment (and None)
             size = ctypes.sizeof(cells)
             try:
                 _ref(buffer, offset + size - 4, c_uint32)  # the last word: the rest of the range
@@ -102,22 +119,22 @@ class _Memory:
             _debug.track(self)                       # memory (a shared lock outlives its wrappers)
         return self._shared
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., _Memory], tuple[Any, ...]]:
         if self._shm is None:
             raise TypeError(f"a {type(self).__name__} can be pickled only when it lives in a SharedMemory")
         return (_attach, (type(self), self._shm.name, self._offset) + self._attach_options())
 
-    def _attach_options(self) -> tuple:
+    def _attach_options(self) -> tuple[dict[str, Any], ...]:
         """What __reduce__ passes on besides the memory: (), or (keyword arguments,)."""
         return ()
 
 
-def _attach(cls, name: str, offset: int, options: Optional[dict] = None):
+def _attach(cls: Callable[..., _M], name: str, offset: int, options: Optional[dict[str, Any]] = None) -> _M:
     from multiprocessing import shared_memory
     return cls(buffer=shared_memory.SharedMemory(name=name), offset=offset, initialize=False, **(options or {}))
 
 
-def _init(function, pointer, flags: int, what: str = "init") -> None:
+def _init(function: Callable[..., int], pointer: c_void_p, flags: int, what: str = "init") -> None:
     code = function(pointer, c_int(flags))
     if code:
         raise init_error(code, what)
@@ -148,6 +165,11 @@ class _Acquirable(_Memory):
     blocking acquire: the C `_trylock_first` form of _TRY (lock-order checking counts a lock
     taken at that first try as a lock, not as a trylock)."""
     __slots__ = ()
+    # (the C functions: class attributes that do not bind, as ctypes functions are no methods)
+    _TRY: Callable[[c_void_p], int]
+    _TAKE: Callable[[c_void_p], int]
+    _WAIT: Callable[..., int]
+    _WHAT: str
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         """Acquires the lock, as threading's acquire: True if acquired, False on timeout or if
@@ -207,6 +229,7 @@ class Lock(_Acquirable):
 class _Robust(_Acquirable):
     """An owner-checked lock that may be robust (16 bytes, 8-aligned), initialized by _INIT."""
     __slots__ = ()
+    _INIT: Callable[..., int]
 
     def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: Optional[bool] = None,
                  robust: bool = False, name: Optional[str] = None):
@@ -224,7 +247,7 @@ class _Robust(_Acquirable):
     def _robust(self) -> bool:
         return isinstance(self._cells, _ROBUST_CELLS)
 
-    def _attach_options(self) -> tuple:
+    def _attach_options(self) -> tuple[dict[str, Any], ...]:
         return ({"robust": True},) if self._robust() else ()
 
     def _at_fork_reinit(self) -> None:
@@ -381,7 +404,8 @@ _rw_downgrade_to_uprd = declare("sync_rwlock_downgrade_to_uprd")
 _RELEASE_UNLOCKED = "release unlocked lock"  # threading.Lock's message
 
 
-def _rw_bounded(p, try_lock, take, wait_function, what: str, blocking: Any, timeout: Any) -> bool:
+def _rw_bounded(p: c_void_p, try_lock: Callable[[c_void_p], int], take: Callable[[c_void_p], int],
+                wait_function: Callable[..., int], what: str, blocking: bool, timeout: float) -> bool:
     """A side's acquire with a timeout or non-blocking. The write holder's own attempt returns
     False at once: its wait could only time out (the C functions say EBUSY or EDEADLK)."""
     try:
@@ -390,18 +414,19 @@ def _rw_bounded(p, try_lock, take, wait_function, what: str, blocking: Any, time
         return False
 
 
-def _side(name: str, try_lock, take, wait_function, unlock) -> tuple:
+def _side(name: str, try_lock: Callable[[c_void_p], int], take: Callable[[c_void_p], int],
+          wait_function: Callable[..., int], unlock: Callable[[c_void_p], int]) -> tuple[_SideAcquire, _SideRelease]:
     """The acquire(p, blocking, timeout) and release(p) of the side `name` of an RWLock; `take`
     is the first try of a blocking acquire (the `_trylock_first` form of `try_lock`)."""
     acquiring, releasing = f"RWLock.acquire_{name}", f"RWLock.release_{name}"
 
-    def acquire_side(p, blocking: Any = True, timeout: Any = -1) -> bool:
+    def acquire_side(p: c_void_p, blocking: bool = True, timeout: float = -1) -> bool:
         if timeout == -1 and blocking is True:  # the common call: one C call
             code = take(p)
             return not code or acquired(code, p, wait_function, FOREVER, acquiring)
         return _rw_bounded(p, try_lock, take, wait_function, acquiring, blocking, timeout)
 
-    def release_side(p) -> None:
+    def release_side(p: c_void_p) -> None:
         code = unlock(p)
         if code:
             raise error(code, releasing)
@@ -413,11 +438,11 @@ _acquire_write, _release_write = _side("write", _rw_trywr, _rw_trywr_first, _rw_
 _acquire_upgradable, _release_upgradable = _side("upgradable", _rw_tryup, _rw_tryup_first, _rw_upwait, _rw_upunlock)
 
 
-def _downgrade(p) -> None:
+def _downgrade(p: c_void_p) -> None:
     check(_rw_downgrade(p), "RWLock.downgrade")
 
 
-def _upgrade(p, blocking: Any = True, timeout: Any = -1) -> bool:
+def _upgrade(p: c_void_p, blocking: bool = True, timeout: float = -1) -> bool:
     limit = lock_deadline(blocking, timeout)
     code = _rw_tryupgrade(p)
     if code == EDEADLK:
@@ -426,11 +451,11 @@ def _upgrade(p, blocking: Any = True, timeout: Any = -1) -> bool:
     return not code or acquired(code, p, _rw_upgradewait, limit, "RWLock.upgrade")
 
 
-def _downgrade_upgradable(p) -> None:
+def _downgrade_upgradable(p: c_void_p) -> None:
     check(_rw_uprd_downgrade(p), "RWLock.downgrade_upgradable")
 
 
-def _downgrade_to_upgradable(p) -> None:
+def _downgrade_to_upgradable(p: c_void_p) -> None:
     check(_rw_downgrade_to_uprd(p), "RWLock.downgrade_to_upgradable")
 
 
@@ -600,6 +625,14 @@ class _SideLock:
     """One side of an RWLock as a lock object, taken by _TAKE; it counts the holds taken through
     it in _holds (one item per hold: list append/pop are atomic, so threads may share it)."""
     __slots__ = ("_rwlock", "_p", "_holds")
+    _rwlock: RWLock
+    _p: c_void_p
+    _holds: list[None]
+
+    if TYPE_CHECKING:  # each side's (ReadLock's, WriteLock's)
+        _TAKE: staticmethod[[c_void_p, bool, float], bool]
+
+        def release(self) -> None: ...
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         """Takes the side; arguments and result as threading.Lock.acquire."""
@@ -647,7 +680,7 @@ class WriteLock(_SideLock):
 
     def __init__(self, rwlock: RWLock):
         self._rwlock, self._p = rwlock, rwlock._p
-        self._holds: list = []
+        self._holds = []
 
     def release(self) -> None:
         """Releases the write lock taken through this object; NotOwnerError from another thread."""
@@ -723,7 +756,7 @@ class Once:
     runs f again."""
     __slots__ = ("_word", "_p", "_result")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._word = c_uint32(0)
         self._p = c_void_p(ctypes.addressof(self._word))
         self._result: Any = None

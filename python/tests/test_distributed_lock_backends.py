@@ -888,3 +888,20 @@ def test_redis_grant_read_after_its_lease_ran_out_is_refused(servers):
         client.kill()
         client.wait()
         redis.close()
+
+
+def test_cancel_check_ends_a_wait_on_every_backend(make_target):
+    """cancel_check is asked inside the core's wait (PostgreSQL: between the slices of its wait in
+    the server): True raises Timeout, and the wait leaves nothing queued behind it."""
+    target = make_target()
+    holder, waiter = DistributedLock(target), FileLock(target)
+    holder.acquire(timeout=30)
+    calls = []
+    with pytest.raises(Timeout):
+        waiter.acquire(timeout=60, poll_interval=0.001, cancel_check=lambda: calls.append(1) or len(calls) >= 3)
+    assert len(calls) == 3 and not waiter.is_locked
+    holder.release()
+    with waiter.acquire(timeout=30):  # the lock goes to whoever asks next, not to the given-up wait
+        assert waiter.is_locked and not holder.try_lock()
+    assert holder.try_lock()
+    holder.release()

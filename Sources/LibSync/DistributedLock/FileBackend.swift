@@ -184,12 +184,7 @@ struct LockDirectory: Sendable {
     /// ENOENT, ENOTDIR, EACCES, EROFS, EEXIST, or an errno).
     static func locate(_ path: String, mode: mode_t?, options: DistributedLock.Options) -> (LockDirectory?, Int32) {
         let makeParents = options.contains(.makeParents)
-        var trimmed = Substring(path)
-        while trimmed.utf8.count > 1 && trimmed.hasSuffix("/") { trimmed.removeLast() }
-        let slash = trimmed.lastIndex(of: "/")
-        let base = String(slash.map { trimmed[trimmed.index(after: $0)...] } ?? trimmed)
-        let given = slash.map { $0 == trimmed.startIndex ? "/" : String(trimmed[..<$0]) } ?? "."
-        if base.isEmpty || base == "." || base == ".." || path.utf8.contains(0) { return (nil, EINVAL) }
+        guard let (given, base) = split(path) else { return (nil, EINVAL) }
         if base.utf8.count > Int(NAME_MAX) { return (nil, ENAMETOOLONG) }
         if makeParents {
             let code = makeDirectories(given)
@@ -217,6 +212,53 @@ struct LockDirectory: Sendable {
             return code
         }
         return code == 0 ? (place, 0) : (nil, code)
+    }
+
+    /// A lock path's parent directory as given ("." for none) and its file name, trailing
+    /// slashes dropped; nil if it names no file (empty, `/`, `.`, `..`) or holds a NUL byte.
+    static func split(_ path: String) -> (parent: String, base: String)? {
+        let (given, base) = lastName(path)
+        if base.isEmpty || base == "." || base == ".." || path.utf8.contains(0) { return nil }
+        return (given, base)
+    }
+
+    /// `path`'s directory ("." for none, "/" for the root) and last name, trailing slashes
+    /// dropped (the root's name is empty).
+    private static func lastName(_ path: String) -> (parent: String, name: String) {
+        var trimmed = Substring(path)
+        while trimmed.utf8.count > 1 && trimmed.hasSuffix("/") { trimmed.removeLast() }
+        let slash = trimmed.lastIndex(of: "/")
+        let name = String(slash.map { trimmed[trimmed.index(after: $0)...] } ?? trimmed)
+        return (slash.map { $0 == trimmed.startIndex ? "/" : String(trimmed[..<$0]) } ?? ".", name)
+    }
+
+    /// The lock path `path` names, as `path` of the lock made for it will read, without touching
+    /// the lock: absolute, trailing slashes dropped, the parent resolved (symbolic links
+    /// followed) as far as it exists, the rest as written less `.` and `..` (so a parent that
+    /// `makeParents` makes later reads the same). nil if `path` names no file (as `split`).
+    static func canonical(_ path: String) -> String? {
+        guard let (given, base) = split(path) else { return nil }
+        let parent = resolved(given)
+        return (parent == "/" ? "" : parent) + "/" + base
+    }
+
+    /// `directory` absolute, symbolic links followed as far as it exists (`realpath`), the
+    /// missing rest appended as written, `.` dropped and `..` taking one name off.
+    private static func resolved(_ directory: String) -> String {
+        if let real = realpath(directory, nil) {
+            defer { free(real) }
+            return String(cString: real)
+        }
+        let (parent, name) = lastName(directory)
+        if name.isEmpty || (parent == "." && name == ".") { return directory }  // (the root, or a working directory gone)
+        let above = resolved(parent)
+        switch name {
+        case ".": return above
+        case "..":
+            guard let cut = above.lastIndex(of: "/") else { return above }
+            return cut == above.startIndex ? "/" : String(above[..<cut])
+        default: return (above == "/" ? "" : above) + "/" + name
+        }
     }
 
     /// The parent directory for the *at calls: absolute names from AT_FDCWD while they fit in
@@ -471,7 +513,7 @@ final class ProcessIdentity: ProcessBound {
 
     private init(pid: Int32) {
         self.pid = pid
-        start = processStatus(pid)?.start ?? 0
+        start = ThreadStat.process(pid)?.start ?? 0
         let boot = readSmallFile("/proc/sys/kernel/random/boot_id")?.filter(\.isHexDigit) ?? ""
         var link = [CChar](repeating: 0, count: 64)
         let n = readlink("/proc/self/ns/pid", &link, link.count - 1)
@@ -505,18 +547,9 @@ final class ProcessIdentity: ProcessBound {
     func isStale(entry: String) -> Bool {
         guard let parsed = parseEntry(entry) else { return false }
         guard !machine.isEmpty, parsed.machine == machine, parsed.host == host else { return false }
-        guard let status = processStatus(parsed.pid) else { return true }
-        return status.state == "Z" || status.state == "X" || status.start != parsed.start
+        guard let status = ThreadStat.process(parsed.pid) else { return true }
+        return status.state == UInt8(ascii: "Z") || status.state == UInt8(ascii: "X") || status.start != parsed.start
     }
-}
-
-/// State letter and start time (clock ticks since boot) from /proc/<pid>/stat; nil if no such process.
-func processStatus(_ pid: Int32) -> (state: Character, start: UInt64)? {
-    guard let stat = readSmallFile("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return nil }
-    // After "pid (comm)" (comm may hold spaces and parentheses): field 3 is the state, 22 the start.
-    let fields = stat[stat.index(after: close)...].split(separator: " ")
-    guard fields.count > 19, let state = fields[0].first, let start = UInt64(fields[19]) else { return nil }
-    return (state, start)
 }
 
 private func readSmallFile(_ path: String) -> String? {
