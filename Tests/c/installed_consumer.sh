@@ -42,6 +42,9 @@ grep -Ev '[[:space:]]LIBSYNC_[0-9]+\.[0-9]+(_[A-Z0-9]+)?[[:space:]]' "$prefix/ex
 awk '$NF !~ /^(OSAtomic|OSMemoryBarrier|OSSpinLock|os_unfair_lock_|sync_|LIBSYNC_)/ { print $NF }' "$prefix/exports" > "$prefix/foreign"
 [ ! -s "$prefix/foreign" ] || fail "exports beyond the C API: $(head -3 "$prefix/foreign")"
 grep -Eq '[[:space:]]LIBSYNC_0\.1[[:space:]].*[[:space:]]sync_version$' "$prefix/exports" || fail "sync_version is not in LIBSYNC_0.1"
+# Renamed functions (CONTRIBUTING.md, "Names"): the new name in its own node, the old one where it was.
+grep -Eq '[[:space:]]LIBSYNC_1\.6_NAMES[[:space:]].*[[:space:]]sync_mutex_try_lock$' "$prefix/exports" || fail "sync_mutex_try_lock is not in LIBSYNC_1.6_NAMES"
+grep -Eq '[[:space:]]LIBSYNC_0\.1[[:space:]].*[[:space:]]sync_mutex_trylock$' "$prefix/exports" || fail "sync_mutex_trylock is not in LIBSYNC_0.1"
 
 # The README's C example with pkg-config and the rpath the README gives for a prefix the
 # dynamic loader does not search.

@@ -14,6 +14,17 @@ import Synchronization
 ///     bit 30     SHARED mode: the futex uses the shared namespace (memory mapped by processes)
 ///     bit 31     WAITERS: some thread may sleep on the word; unlock must wake one
 ///
+/// Why the holder field is 24 bits where the spin lock's (`SpinWord`) is 22: a mutex also
+/// records holders that are no thread. Kernel thread ids are below `threadIDLimit` (2^22); an
+/// async task's hold names its process as `AsyncHold.base + pid` (2^22 ..< 2^24 - 1), and
+/// unowned mode writes `anonymous` (2^24 - 1). A spin lock only ever records thread ids, so its
+/// field is exactly their range and any higher value is a word the library never wrote.
+/// Why SHARED is bit 30 here and in `SpinWord`, but bit 31 in `RWLockWords`: bit 31 is WAITERS,
+/// and each word's SHARED bit is compiled into programs by its static initializer
+/// (SYNC_MUTEX_INIT_SHARED = 0x40000000, SYNC_RWLOCK_INIT_SHARED = 0x80000000), so it cannot
+/// move without breaking the ABI. Nothing assumes a common position: the C ABI and Python take
+/// each word's flags from the core (`sync_layout`, `LockFlags`).
+///
 /// A default mutex is 0, so the fast paths are one CAS each: 0 -> tid to lock, tid -> 0 to
 /// unlock. Any other value (held, waiters, a mode bit) takes the slow path, where the owner
 /// checks (EDEADLK, EPERM) cost nothing on the fast path. Contended, a locker spins (`SpinWait`)

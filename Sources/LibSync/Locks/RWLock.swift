@@ -9,7 +9,9 @@ import Synchronization
 ///              UPGRADABLE (held by the one upgradable reader), bit 28 WRITER (held for
 ///              writing), bit 29 WRITERS_WAITING (a writer waits: new readers wait too), bit 30
 ///              READERS_PARKED (a reader, plain or upgradable, may sleep on `state`), bit 31
-///              SHARED mode (futexes in the shared namespace)
+///              SHARED mode (futexes in the shared namespace; not bit 30 as in the mutex and
+///              spin words: bits 0-30 were taken, and SYNC_RWLOCK_INIT_SHARED fixes it, see
+///              `MutexWord`)
 ///     wakeups  a sequence writers sleep on (a writer's wake bumps it, so none is lost)
 ///     writer   the kernel thread id of the writer or of the upgradable reader holding it
 ///              (owner checks), else 0
