@@ -434,7 +434,16 @@ class AsyncAcquireReturnProxy:
         await self.lock.__aexit__(exc_type, body_error, traceback)
 
 
-_async_holders: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # task -> {canonical path: id of the object it holds it through}
+# task -> {canonical path: weak reference to the object it holds it through}; an entry whose
+# object is gone (dropped while held: its core released) or no longer holds counts for nothing.
+_async_holders: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _holds_through_another(task, key: str, lock: "BaseAsyncFileLock") -> bool:
+    """Whether `task` holds the lock at `key` through a live object other than `lock`."""
+    ref = _async_holders.get(task, {}).get(key)
+    other = None if ref is None else ref()
+    return other is not None and other is not lock and other.lock_counter > 0
 
 
 class BaseAsyncFileLock(BaseFileLock):
@@ -525,7 +534,7 @@ class BaseAsyncFileLock(BaseFileLock):
         fresh = count == 0
         if fresh:
             _LOGGER.debug("Attempting to acquire lock %s on %s", id(self), self._lock_file)
-            if timeout_ns < 0 and _async_holders.get(task, {}).get(key, id(self)) != id(self):
+            if timeout_ns < 0 and _holds_through_another(task, key, self):
                 self._check(errno.EDEADLK, "acquire")  # this task holds it through another object
         deadline = None if timeout_ns < 0 else loop.time() + timeout_ns / 1e9
         while not await self._try(handle, poll):
@@ -540,7 +549,7 @@ class BaseAsyncFileLock(BaseFileLock):
             _LOGGER.debug("Lock %s not acquired on %s, waiting %s seconds ...", id(self), self._lock_file, nap)
             await asyncio.sleep(nap)
         if fresh and task is not None:
-            _async_holders.setdefault(task, {})[key] = id(self)
+            _async_holders.setdefault(task, {})[key] = weakref.ref(self)
             self._holder_key = (weakref.ref(task), key)
         _LOGGER.debug("Lock %s acquired on %s", id(self), self._lock_file)
         return AsyncAcquireReturnProxy(self)
@@ -554,7 +563,7 @@ class BaseAsyncFileLock(BaseFileLock):
         if self._made() is None or await self._call(release) == 0:
             task, key = self.__dict__.pop("_holder_key", (lambda: None, None))
             held = _async_holders.get(task(), {}) if task() is not None else {}
-            if held.get(key) == id(self):
+            if key in held and held[key]() in (self, None):
                 del held[key]
 
     def __enter__(self):

@@ -16,6 +16,24 @@ from libsync.distributed_lock import AsyncFileLock, FileLock, SoftFileLock, Time
 LOCKS = [FileLock, SoftFileLock]
 
 
+def test_async_lock_dropped_while_held_leaves_no_stale_entry(tmp_path):
+    path = tmp_path / "a.lock"
+
+    async def main():
+        dropped = AsyncFileLock(path)
+        await dropped.acquire()
+        del dropped  # (its core goes with it, and releases)
+        gc.collect()
+        fresh = AsyncFileLock(path)  # the same path, the same task: acquires, as filelock's
+        await fresh.acquire()
+        assert fresh.is_locked
+        with pytest.raises(RuntimeError, match="Deadlock"):  # a live object of this task holds it: still told
+            await AsyncFileLock(path).acquire()
+        await fresh.release()
+        assert not fresh.is_locked
+    asyncio.run(main())
+
+
 @pytest.mark.parametrize("copier", [lambda e: pickle.loads(pickle.dumps(e)), copy.copy, copy.deepcopy])
 def test_a_copied_timeout_keeps_its_notes_and_attributes(copier):
     error = Timeout("/tmp/a.lock")
