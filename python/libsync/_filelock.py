@@ -342,15 +342,14 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         handle = self._made()
         if handle is None:
             return
-        count = _count(handle)
-        if count == 0:
+        # The core's release comes first, before any Python code that a Ctrl-C (or an exception
+        # from a log handler) may interrupt: an interrupted release() has released.
+        code = (_unlock_all if force else _unlock)(handle)
+        if code == errno.EPERM:  # not held by the caller (or released meanwhile by another of its threads)
             return
-        last = force or count == 1
+        last = _count(handle) == 0
         if last:
             _LOGGER.debug("Attempting to release lock %s on %s", id(self), self._lock_file)
-        code = (_unlock_all if force else _unlock)(handle)
-        if code == errno.EPERM:  # (released meanwhile by another of the process's threads)
-            return
         _raise_release_error(code, self)
         if last:
             _LOGGER.debug("Lock %s released on %s", id(self), self._lock_file)

@@ -34,6 +34,60 @@ def test_async_lock_dropped_while_held_leaves_no_stale_entry(tmp_path):
     asyncio.run(main())
 
 
+class _InterruptOn(logging.Handler):
+    """Raises KeyboardInterrupt from inside release(), where a Ctrl-C may land: at its log call."""
+
+    def __init__(self, text):
+        super().__init__(logging.DEBUG)
+        self.text, self.fired = text, False
+
+    def emit(self, record):
+        if not self.fired and record.getMessage().startswith(self.text):
+            self.fired = True
+            raise KeyboardInterrupt
+
+
+@pytest.fixture
+def interrupt_release():
+    logger = logging.getLogger("filelock")
+    handler, level = _InterruptOn("Attempting to release"), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    yield handler
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+@pytest.mark.parametrize("lock_type", LOCKS)
+@pytest.mark.parametrize("how", ["release", "with"])
+def test_ctrl_c_inside_release_leaves_the_lock_free(lock_type, how, tmp_path, interrupt_release):
+    lock = lock_type(tmp_path / "a.lock")
+    with pytest.raises(KeyboardInterrupt):
+        if how == "with":
+            with lock:
+                pass
+        else:
+            lock.acquire()
+            lock.release()
+    assert interrupt_release.fired and not lock.is_locked and lock.lock_counter == 0
+    other = lock_type(tmp_path / "a.lock")
+    other.acquire(timeout=0)  # another object gets it: nobody holds it
+    other.release()
+
+
+def test_ctrl_c_inside_async_release_leaves_the_lock_free(tmp_path, interrupt_release):
+    async def main():
+        lock = AsyncFileLock(tmp_path / "a.lock", run_in_executor=False)
+        await lock.acquire()
+        with pytest.raises(KeyboardInterrupt):
+            await lock.release()
+        assert interrupt_release.fired and not lock.is_locked
+        other = AsyncFileLock(tmp_path / "a.lock", run_in_executor=False)
+        await other.acquire(timeout=0)
+        await other.release()
+    asyncio.run(main())
+
+
 @pytest.mark.parametrize("copier", [lambda e: pickle.loads(pickle.dumps(e)), copy.copy, copy.deepcopy])
 def test_a_copied_timeout_keeps_its_notes_and_attributes(copier):
     error = Timeout("/tmp/a.lock")
