@@ -135,8 +135,8 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         filelock's descriptor options have nothing to act on here (the lock is a directory):
         ``close_error_policy`` and ``fallback_to_soft`` are accepted and checked;
         ``preserve_lock_file=True`` is what FileLock does anyway (SoftFileLock refuses it, as
-        filelock's); ``on_acquired`` (a descriptor hook) is refused; ``lifetime`` is ignored with
-        a warning (a dead holder's lock is recovered; a live holder's is never expired).
+        filelock's); ``on_acquired`` (a descriptor hook) is refused; so is ``lifetime`` other than None
+        (ValueError: a dead holder's lock is recovered; a live holder's is never expired).
         ``on_event(lock, event)`` (libsync's) is told when a hold is lost, as DistributedLock's."""
         if context_error_policy not in ("chain", "group"):
             raise ValueError(f"context_error_policy must be 'chain' or 'group', not {context_error_policy!r}")
@@ -147,8 +147,9 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         if on_acquired is not None:
             raise TypeError(f"{type(self).__name__} has no lock file descriptor to lend: on_acquired is not supported")
         if lifetime is not None:
-            warnings.warn("lifetime is ignored: libsync recovers a dead holder's lock and never expires a live one's",
-                          UserWarning, stacklevel=3)
+            raise ValueError(f"lifetime is not supported (lifetime={lifetime!r}): libsync never expires a live "
+                             "holder's lock, so two processes never both hold it; a dead holder's lock is "
+                             "recovered at once. Leave lifetime unset.")
         self._on_event = _event_handler(self, on_event)
         self._context_error_policy, self._close_error_policy = context_error_policy, close_error_policy
         self._fallback_to_soft, self._preserve_lock_file = bool(fallback_to_soft), bool(preserve_lock_file)

@@ -88,6 +88,13 @@ def test_ctrl_c_inside_async_release_leaves_the_lock_free(tmp_path, interrupt_re
     asyncio.run(main())
 
 
+@pytest.mark.parametrize("lock_type", LOCKS)
+def test_lifetime_is_refused_clearly(lock_type, tmp_path):
+    with pytest.raises(ValueError, match="lifetime is not supported"):
+        lock_type(tmp_path / "a.lock", lifetime=5)
+    assert lock_type(tmp_path / "a.lock", lifetime=None).lifetime is None
+
+
 @pytest.mark.parametrize("copier", [lambda e: pickle.loads(pickle.dumps(e)), copy.copy, copy.deepcopy])
 def test_a_copied_timeout_keeps_its_notes_and_attributes(copier):
     error = Timeout("/tmp/a.lock")
