@@ -9,7 +9,8 @@ As filelock's: re-entrant (``lock_counter``), ``is_locked``, ``release(force=Tru
 ``thread_local`` (default True: each thread holds for itself, and another thread of the same
 object waits; False: the process holds, and any of its threads re-enters), ``is_singleton``,
 use as a decorator and as a context manager (``with lock.acquire(timeout=1):``), missing parent
-directories made, filelock's Timeout and its messages, debug logging to the "filelock" logger,
+directories made, a relative path resolved at each new acquisition (a hold is released where
+it was taken), filelock's Timeout and its messages, debug logging to the "filelock" logger,
 a finalizer that releases. The re-entrancy, the waiting of one object's threads and the
 deadlock check (RuntimeError "Deadlock" instead of waiting forever for oneself) are the core's.
 
@@ -154,6 +155,8 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         self._context_error_policy, self._close_error_policy = context_error_policy, close_error_policy
         self._fallback_to_soft, self._preserve_lock_file = bool(fallback_to_soft), bool(preserve_lock_file)
         self._lock_file = os.fspath(lock_file)
+        self._cores: dict = {}  # the core objects: "" for an absolute path or a URL, else by working directory
+        self._relative = not is_url(self._lock_file) and not os.path.isabs(self._lock_file)
         if not isinstance(mode, int) or not (mode == _UNSET_MODE or 0 <= mode <= 0o777):
             raise ValueError(f"mode must be file permission bits (0...0o777), not {mode!r}")
         self._mode = mode
@@ -169,8 +172,17 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
 
     # The core object is made at the first use, so that making the lock object never touches
     # the disk nor fails (as filelock's); two threads racing to make it keep one of the two.
+    # A relative path is resolved at each new acquisition, as filelock opens it then: one core
+    # per working directory it was used from; while the caller holds the lock, re-entry and
+    # release go to the core it holds, wherever the process has moved since.
     def _handle(self) -> int:
-        made = self.__dict__.get("_core")
+        if self._relative:
+            held = self._held_core()
+            if held is not None:
+                return held
+        key = self._core_key()
+        cores = self._cores
+        made = cores.get(key)
         if made is None:
             flags = _RECURSIVE | _MAKE_PARENTS | _RELEASE_ON_DESTROY | self._extra_flags
             if not self._thread_local:
@@ -178,12 +190,27 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
             core = _make_core(self._lock_file, flags, self._mode)
             if self._on_event is not None:
                 core.set_event_handler(self._on_event)
-            made = self.__dict__.setdefault("_core", core)
+            made = cores.setdefault(key, core)
         return made.value
 
     def _made(self) -> Optional[int]:
-        made = self.__dict__.get("_core")
+        if self._relative:
+            held = self._held_core()
+            if held is not None:
+                return held
+        made = self._cores.get(self._core_key())
         return None if made is None else made.value
+
+    def _core_key(self) -> str:
+        """Which core the path names now: the working directory for a relative path."""
+        return os.getcwd() if self._relative else ""
+
+    def _held_core(self) -> Optional[int]:
+        """The core of a relative path that the caller holds, if any."""
+        for core in list(self._cores.values()):
+            if _is_held(core.value):
+                return core.value
+        return None
 
     @property
     def lock_file(self) -> str:

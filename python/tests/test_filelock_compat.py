@@ -95,6 +95,26 @@ def test_lifetime_is_refused_clearly(lock_type, tmp_path):
     assert lock_type(tmp_path / "a.lock", lifetime=None).lifetime is None
 
 
+@pytest.mark.parametrize("lock_type", LOCKS)
+def test_a_relative_path_is_resolved_at_each_acquire(lock_type, tmp_path, monkeypatch):
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    monkeypatch.chdir(first)
+    lock = lock_type("a.lock")
+    with lock:
+        monkeypatch.chdir(second)  # while held: the hold stays where it was taken, re-entry too
+        with lock:
+            assert lock.lock_counter == 2
+        assert lock_type(first / "a.lock").holder is not None
+        assert lock_type(second / "a.lock").holder is None
+    assert lock_type(first / "a.lock").holder is None  # released where it was taken
+    with lock:  # a new acquisition: relative to the working directory now, as filelock's
+        assert lock_type(second / "a.lock").holder is not None
+        assert lock_type(first / "a.lock").holder is None
+    assert not lock.is_locked and lock_type(second / "a.lock").holder is None
+
+
 @pytest.mark.parametrize("copier", [lambda e: pickle.loads(pickle.dumps(e)), copy.copy, copy.deepcopy])
 def test_a_copied_timeout_keeps_its_notes_and_attributes(copier):
     error = Timeout("/tmp/a.lock")
