@@ -134,6 +134,12 @@ typedef struct sync_distributed_lock sync_distributed_lock_t;
 #define SYNC_DISTRIBUTED_LOCK_REMOVE_ON_RELEASE 16u /* releasing also removes the lock's directory
                                                        while it is empty (one operation more; safe:
                                                        only an empty directory goes) */
+#define SYNC_DISTRIBUTED_LOCK_TAKE_OVER_FILE    32u /* an empty plain file at path (filelock's
+                                                       FileLock leaves one) on which no process
+                                                       holds a flock is removed and the lock made
+                                                       there; a held or non-empty one: EEXIST,
+                                                       with a message (error_message) saying
+                                                       what to do */
 
 /** Who holds a lock (280 bytes). */
 typedef struct sync_distributed_lock_holder {
@@ -170,7 +176,8 @@ int sync_distributed_lock_create(const char *path, sync_distributed_lock_t **loc
  *   EACCES/EROFS  this process may not create entries in the parent directory (or, with
  *                 MAKE_PARENTS, a missing parent)
  *   EEXIST        something that is not this lock is at path: a file, a symbolic link, or a
- *                 directory with other content
+ *                 directory with other content (TAKE_OVER_FILE: a file that is held by a flock
+ *                 or has content; sync_distributed_lock_error_message says which)
  *   another errno of mkdir(2) (MAKE_PARENTS: ENOSPC, EIO...)
  * URLs: EINVAL (malformed, no lock=NAME, an unknown parameter, a bad ttl or connect_timeout,
  * an unsupported scheme; Redis: a NUL byte, %00, in the lock name, user or password;

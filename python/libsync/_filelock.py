@@ -15,7 +15,8 @@ a finalizer that releases. The re-entrancy, the waiting of one object's threads 
 deadlock check (RuntimeError "Deadlock" instead of waiting forever for oneself) are the core's.
 
 Differences, by design: the lock is a directory (NFS-safe), not a file, so nothing can be
-written into it and ``mode``'s read bits add search bits; ``release()`` raises LockBrokenError
+written into it and ``mode``'s read bits add search bits (the empty lock file filelock's
+FileLock leaves behind is taken over once nobody holds a flock on it); ``release()`` raises LockBrokenError
 if the lock was broken while held (filelock cannot tell); a holder that died on this host is
 taken over, never waited for.
 """
@@ -49,6 +50,7 @@ _held_elsewhere = declare("sync_distributed_lock_is_held_elsewhere", c_bool, c_v
 _LOGGER = logging.getLogger("filelock")  # filelock's, so that a user's logging configuration applies
 _UNSET_MODE = -1
 _REMOVE_ON_RELEASE = 16  # sync_distributed_lock_create_with: release removes the empty lock directory
+_TAKE_OVER_FILE = 32  # ... and the plain file filelock's FileLock leaves behind is taken over, if nobody holds it
 _singletons_lock = threading.RLock()
 os.register_at_fork(after_in_child=_singletons_lock._at_fork_reinit)
 
@@ -184,7 +186,7 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         cores = self._cores
         made = cores.get(key)
         if made is None:
-            flags = _RECURSIVE | _MAKE_PARENTS | _RELEASE_ON_DESTROY | self._extra_flags
+            flags = _RECURSIVE | _MAKE_PARENTS | _RELEASE_ON_DESTROY | _TAKE_OVER_FILE | self._extra_flags
             if not self._thread_local:
                 flags |= _PROCESS_OWNED
             core = _make_core(self._lock_file, flags, self._mode)
@@ -415,7 +417,7 @@ def _release_leaving(release: Callable[[], None], body_error: Optional[BaseExcep
 def _make_core(lock_file: str, flags: int, mode: int) -> _Handle:
     """The core object, with the errors opening the path would give (as filelock reports them)."""
     if is_url(lock_file):
-        return _Handle(lock_file, flags & ~(_MAKE_PARENTS | _REMOVE_ON_RELEASE), -1)
+        return _Handle(lock_file, flags & ~(_MAKE_PARENTS | _REMOVE_ON_RELEASE | _TAKE_OVER_FILE), -1)
     if "\0" in lock_file:
         raise ValueError("embedded null byte")
     if lock_file == "":

@@ -16,6 +16,51 @@ from libsync.distributed_lock import AsyncFileLock, FileLock, SoftFileLock, Time
 LOCKS = [FileLock, SoftFileLock]
 
 
+def _filelock_leftover(path) -> None:
+    """What filelock's UnixFileLock leaves behind after a run: an empty plain file, flock released."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
+@pytest.mark.parametrize("lock_type", LOCKS)
+def test_takes_over_the_plain_file_filelock_left_behind(lock_type, tmp_path):
+    path = tmp_path / "a.lock"
+    _filelock_leftover(path)
+    lock = lock_type(path)
+    with lock:
+        assert lock.is_locked and path.is_dir()
+        with pytest.raises(Timeout):
+            lock_type(path).acquire(timeout=0)
+    assert not lock.is_locked
+
+
+@pytest.mark.parametrize("lock_type", LOCKS)
+def test_a_plain_file_a_filelock_process_holds_is_refused_saying_what_to_do(lock_type, tmp_path):
+    path = tmp_path / "a.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # (another open file description: as another process's)
+        with pytest.raises(FileExistsError, match="held by a filelock process"):
+            lock_type(path).acquire(timeout=0)
+        assert path.is_file()  # left alone
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    with lock_type(path) as lock:  # nobody holds it now: taken over
+        assert lock.is_locked and path.is_dir()
+
+
+@pytest.mark.parametrize("lock_type", LOCKS)
+def test_a_plain_file_with_content_is_refused_saying_what_to_do(lock_type, tmp_path):
+    path = tmp_path / "a.lock"
+    path.write_text("12345\nhost\n")  # a SoftFileLock's marker, or someone's data: never removed
+    with pytest.raises(FileExistsError, match="remove it"):
+        lock_type(path).acquire(timeout=0)
+    assert path.read_text() == "12345\nhost\n"
+
+
 def test_async_lock_dropped_while_held_leaves_no_stale_entry(tmp_path):
     path = tmp_path / "a.lock"
 
