@@ -245,7 +245,7 @@ struct LockDirectory: Sendable {
     }
 
     /// mkdir with the lock's mode (0 or errno).
-    private func makeDirectory(_ dir: Directory, _ name: String) -> Int32 {
+    func makeDirectory(_ dir: Directory, _ name: String) -> Int32 {
         if mkdirat(dir.fd, dir.name(name), 0o777) != 0 { return errno }
         if let mode, fchmodat(dir.fd, dir.name(name), directoryMode(mode), 0) != 0 {
             let code = errno
@@ -343,7 +343,7 @@ struct LockDirectory: Sendable {
 
     /// A fresh carrier, made on disk (and the parent too, if it went missing and `makeParents`):
     /// (name, 0) or (nil, errno).
-    private func newCarrier(_ dir: Directory, _ me: ProcessIdentity) -> (String?, Int32) {
+    func newCarrier(_ dir: Directory, _ me: ProcessIdentity) -> (String?, Int32) {
         var remade = false
         while true {
             let carrier = carrierName(me)
@@ -356,7 +356,7 @@ struct LockDirectory: Sendable {
         }
     }
 
-    private func carrierName(_ me: ProcessIdentity) -> String {
+    func carrierName(_ me: ProcessIdentity) -> String {
         carrierPrefix + me.carrierTag + "." + String(ProcessIdentity.nextSerial())
     }
 
@@ -480,7 +480,7 @@ private func makeDirectories(_ path: String) -> Int32 {
     return 0
 }
 
-private func exists(_ dir: LockDirectory.Directory, _ name: String) -> Bool {
+func exists(_ dir: LockDirectory.Directory, _ name: String) -> Bool {
     var info = stat()
     return fstatat(dir.fd, dir.name(name), &info, AT_SYMLINK_NOFOLLOW) == 0
 }
