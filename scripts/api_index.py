@@ -106,6 +106,8 @@ PAGES = {
         ("sync/distributed_lock.h",), ("DistributedLock/*.swift",), ("libsync.distributed_lock",), [
             Row("distributed lock", ("sync_distributed_lock_",), ("DistributedLock",), ("DistributedLock",)),
             Row("holder", ("sync_distributed_lock_holder",), ("DistributedLockHolder",), ("Holder",)),
+            Row("read/write lock (file system)", ("sync_distributed_rwlock_", "SYNC_DISTRIBUTED_RWLOCK"),
+                ("DistributedReadWriteLock",), ()),
             Row("errors", (), ("DistributedLockError",),
                 ("Timeout", "NotLockedError", "LockLostError", "LockBrokenError", "LockStolenError")),
             Row("filelock's interface", (), (),

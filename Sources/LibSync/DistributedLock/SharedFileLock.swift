@@ -320,6 +320,12 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
         }
     }
 
+    /// One try: 0, EBUSY (held by others, or a writer waits for it), or lockCode's errors.
+    package func tryLockCode(_ wanted: Kind) -> Int32 {
+        let code = lockCode(wanted, deadline: 0, pollNanoseconds: 1)
+        return code == ETIMEDOUT ? EBUSY : code
+    }
+
     /// Gives up this thread's write claim that waits for readers (after an interrupted wait).
     package func cancel() { guarded { if isWriter() { giveUpClaim() } } }
 
@@ -352,8 +358,8 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
 
     /// Tries once to acquire `kind`: false when another holds the lock.
     public func tryLock(_ kind: Kind) throws(DistributedLockError) -> Bool {
-        let code = lockCode(kind, deadline: 0, pollNanoseconds: 1)
-        if code == ETIMEDOUT { return false }
+        let code = tryLockCode(kind)
+        if code == EBUSY { return false }
         try check(code, "lock")
         return true
     }
