@@ -5,6 +5,7 @@
 #include <sync.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -86,6 +87,30 @@ static void test_sharing_exclusion_and_tokens(void) {
     sync_distributed_rwlock_destroy(a);
     sync_distributed_rwlock_destroy(b);
     sync_distributed_rwlock_destroy(w);
+}
+
+/* PROCESS_OWNED: another thread re-enters and releases the write hold; without it, EDEADLK and
+ * EPERM. */
+static void *unlock_from_thread(void *lock) {
+    sync_distributed_rwlock_t *l = lock;
+    intptr_t results = sync_distributed_rwlock_try_lock(l, WRITE) * 1000 + sync_distributed_rwlock_unlock(l);
+    return (void *)results;
+}
+
+static void test_process_owned_write_hold(void) {
+    for (int owned = 0; owned < 2; owned++) {
+        sync_distributed_rwlock_t *lock = NULL;
+        CHECK_EQ(sync_distributed_rwlock_create(path, owned ? SYNC_DISTRIBUTED_LOCK_PROCESS_OWNED : 0, -1, &lock), 0);
+        CHECK_EQ(sync_distributed_rwlock_try_lock(lock, WRITE), 0);
+        pthread_t thread;
+        void *results = NULL;
+        CHECK_EQ(pthread_create(&thread, NULL, unlock_from_thread, lock), 0);
+        CHECK_EQ(pthread_join(thread, &results), 0);
+        CHECK_EQ((intptr_t)results, owned ? 0 : EDEADLK * 1000 + EPERM);
+        CHECK_EQ(sync_distributed_rwlock_count(lock), 1);
+        CHECK_EQ(sync_distributed_rwlock_unlock(lock), 0);
+        sync_distributed_rwlock_destroy(lock);
+    }
 }
 
 /* Processes take the lock for reading or writing in turns, and count who is inside in shared
@@ -173,6 +198,7 @@ int main(void) {
     snprintf(path, sizeof path, "%s/data.lock", dir);
     test_bad_input();
     test_sharing_exclusion_and_tokens();
+    test_process_owned_write_hold();
     test_processes_never_overlap_a_writer();
     test_dead_reader_recovered();
     char command[128];

@@ -436,7 +436,9 @@ typedef struct sync_distributed_rwlock sync_distributed_rwlock_t;
 /**
  * Makes a read/write lock object for the file-system `path` (UTF-8), stored in *lock; nothing is
  * made on disk until the first acquire (but missing parents, with MAKE_PARENTS). flags: 0 or
- * SYNC_DISTRIBUTED_LOCK_MAKE_PARENTS; mode as sync_distributed_lock_create_with's.
+ * SYNC_DISTRIBUTED_LOCK_MAKE_PARENTS and SYNC_DISTRIBUTED_LOCK_PROCESS_OWNED (the write hold is
+ * the process's: any of its threads re-enters or releases it, and continues or cancels a waiting
+ * write claim); mode as sync_distributed_lock_create_with's.
  * Returns 0, or sync_distributed_lock_create_with's creation errors (EINVAL also for a URL,
  * another flag, or mode outside -1...0777).
  */

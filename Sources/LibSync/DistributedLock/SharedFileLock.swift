@@ -141,7 +141,7 @@ extension LockDirectory {
 /// many readers or one writer, across processes and hosts sharing the file system.
 ///
 /// One object is one holder: its read hold is re-entered by any of its threads (counted), its
-/// write hold only by the thread that took it; asking for the other kind while it holds is
+/// write hold only by the thread that took it (any thread, with `.processOwned`); asking for the other kind while it holds is
 /// `.alreadyHeld` (no upgrade or downgrade, as filelock's `ReadWriteLock`). A forked child never
 /// holds, nor releases, its parent's hold. Thread-safe.
 public final class DistributedReadWriteLock: @unchecked Sendable {
@@ -156,6 +156,8 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
     /// The lock's path: absolute, its parent directory resolved.
     public let path: String
     private let directory: LockDirectory
+    /// `.processOwned`: the write hold is the process's, not the thread's.
+    private let processOwned: Bool
     private let guardLock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     // The state, under guardLock.
     private var hold = DiskHold()
@@ -167,20 +169,21 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
     private var token: UInt64 = 0
     private var pid = getpid()
 
-    /// Validates `path` as DistributedLock does (file-system paths only; options: `.makeParents`;
-    /// `mode` as DistributedLock's).
+    /// Validates `path` as DistributedLock does (file-system paths only; options: `.makeParents`,
+    /// and `.processOwned`: any thread of the process re-enters and releases the write hold, and
+    /// continues or cancels a waiting write claim; `mode` as DistributedLock's).
     public convenience init(path: String, options: DistributedLock.Options = [], mode: UInt32? = nil) throws(DistributedLockError) {
         let (place, code) = Self.place(path, options: options, mode: mode)
         guard let place else {
             throw DistributedLockError(code: code, operation: "create", path: path, detail: DistributedLockMessage.detail)
         }
-        self.init(place)
+        self.init(place, processOwned: options.contains(.processOwned))
     }
 
     /// (lock, 0) or (nil, EINVAL / a creation errno): the C ABI's create.
     package static func make(_ path: String, options: DistributedLock.Options, mode: UInt32?) -> (DistributedReadWriteLock?, Int32) {
         let (place, code) = Self.place(path, options: options, mode: mode)
-        return (place.map { DistributedReadWriteLock($0) }, code)
+        return (place.map { DistributedReadWriteLock($0, processOwned: options.contains(.processOwned)) }, code)
     }
 
     private static func place(_ path: String, options: DistributedLock.Options, mode: UInt32?) -> (LockDirectory?, Int32) {
@@ -188,13 +191,14 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
         if path.contains("://") {
             return (nil, DistributedLockMessage.fail(EINVAL, "the read/write lock takes a file-system path, not a URL: '\(path)'"))
         }
-        if !options.isSubset(of: [.makeParents]) { return (nil, EINVAL) }
+        if !options.isSubset(of: [.makeParents, .processOwned]) { return (nil, EINVAL) }
         if let mode, mode > 0o777 { return (nil, EINVAL) }
         return LockDirectory.locate(path, mode: mode.map { mode_t($0) }, options: options)
     }
 
-    private init(_ directory: LockDirectory) {
+    private init(_ directory: LockDirectory, processOwned: Bool) {
         self.directory = directory
+        self.processOwned = processOwned
         path = directory.path
         pthread_mutex_init(guardLock, nil)
     }
@@ -220,7 +224,10 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
 
     private var me: ProcessIdentity { ProcessIdentity.identities.current() }
 
-    private func isWriter() -> Bool { writer.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+    private func isWriter() -> Bool {
+        guard let writer else { return false }
+        return processOwned || pthread_equal(writer, pthread_self()) != 0
+    }
 
     /// One try (under guardLock): 0, EBUSY (held by others, or this thread's write claim waits
     /// for readers), EDEADLK, EAGAIN, EEXIST or an errno.
