@@ -23,7 +23,8 @@ from ._common import deadline_ns, declare, interruptible
 from ._distributed import (_MAKE_PARENTS, _PROCESS_OWNED, LockBrokenError, LockStolenError, Timeout, _detail, _os_error, _poll_ns,
                            _seconds_to_ns)
 
-__all__ = ["ReadWriteLock", "AsyncReadWriteLock", "AcquireReadWriteReturnProxy", "AsyncAcquireReadWriteReturnProxy"]
+__all__ = ["ReadWriteLock", "AsyncReadWriteLock", "SoftReadWriteLock", "AsyncSoftReadWriteLock",
+           "AcquireReadWriteReturnProxy", "AsyncAcquireReadWriteReturnProxy"]
 
 _READ, _WRITE = 1, 2  # SYNC_DISTRIBUTED_RWLOCK_READ, _WRITE
 _create = declare("sync_distributed_rwlock_create", c_int, c_char_p, c_uint, c_int, POINTER(c_void_p), blocking=True)
@@ -354,3 +355,42 @@ class AsyncReadWriteLock:
     async def close(self) -> None:
         """Releases and frees the lock (see ReadWriteLock.close)."""
         await self._call(self._lock.close)
+
+
+def _soft_settings(heartbeat_interval: float, stale_threshold: Optional[float], on_compromise) -> None:
+    """filelock's checks of SoftReadWriteLock's heartbeat settings; on_compromise is refused (the
+    read/write lock has no loss notification yet)."""
+    if isinstance(heartbeat_interval, bool) or not isinstance(heartbeat_interval, (int, float)) \
+            or not 0 < heartbeat_interval < float("inf"):
+        raise ValueError(f"heartbeat_interval must be positive and finite, got {heartbeat_interval!r}")
+    if stale_threshold is not None and (isinstance(stale_threshold, bool) or not isinstance(stale_threshold, (int, float))
+                                        or not heartbeat_interval < stale_threshold < float("inf")):
+        raise ValueError(f"stale_threshold must be finite and above heartbeat_interval, got {stale_threshold!r}")
+    if on_compromise is not None:
+        raise ValueError("on_compromise is not supported by libsync's read/write lock: it has no loss notification "
+                         "yet (a live holder's hold is never evicted; a dead one's on this host is recovered)")
+
+
+class SoftReadWriteLock(ReadWriteLock):
+    """filelock's SoftReadWriteLock: the same lock as ReadWriteLock here (libsync's is NFS-safe and
+    recovers dead holders already, with no heartbeat to run). ``heartbeat_interval`` and
+    ``stale_threshold`` are checked as filelock checks them and have nothing to act on;
+    ``on_compromise`` is refused."""
+
+    def __init__(self, lock_file: Union[str, os.PathLike], timeout: float = -1, *, blocking: bool = True,
+                 is_singleton: bool = True, heartbeat_interval: float = 30.0, stale_threshold: Optional[float] = None,
+                 poll_interval: float = 0.25, on_compromise=None) -> None:
+        _soft_settings(heartbeat_interval, stale_threshold, on_compromise)
+        super().__init__(lock_file, timeout, blocking=blocking, is_singleton=is_singleton, poll_interval=poll_interval)
+
+
+class AsyncSoftReadWriteLock(AsyncReadWriteLock):
+    """filelock's AsyncSoftReadWriteLock: AsyncReadWriteLock (see SoftReadWriteLock)."""
+
+    def __init__(self, lock_file: Union[str, os.PathLike], timeout: float = -1, *, blocking: bool = True,
+                 is_singleton: bool = True, heartbeat_interval: float = 30.0, stale_threshold: Optional[float] = None,
+                 poll_interval: float = 0.25, on_compromise=None, loop: Optional[asyncio.AbstractEventLoop] = None,
+                 executor=None) -> None:
+        _soft_settings(heartbeat_interval, stale_threshold, on_compromise)
+        super().__init__(lock_file, timeout, blocking=blocking, is_singleton=is_singleton, loop=loop, executor=executor,
+                         poll_interval=poll_interval)
