@@ -15,6 +15,7 @@ import errno
 import os
 import pathlib
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from ctypes import POINTER, byref, c_char_p, c_int, c_int64, c_uint, c_uint64, c_void_p
 from typing import Any, AsyncIterator, Iterator, Optional, Union
 from weakref import WeakValueDictionary
@@ -146,15 +147,18 @@ class ReadWriteLock(metaclass=_ReadWriteLockMeta):
             except BaseException:
                 _cancel(handle)  # a writer's claim kept across the interrupted calls goes
                 raise
-        self._check(code)
+        self._check(code, kind)
 
-    def _check(self, code: int) -> None:
+    def _check(self, code: int, kind: int, detail: Optional[str] = None) -> None:
+        """Raises for a failed acquire's code; ``detail``: the core's reason (default: this thread's)."""
         if code == 0:
             return
         if code == errno.ETIMEDOUT:
             raise Timeout(self.lock_file)
         if code == errno.EDEADLK:
-            raise RuntimeError(f"Cannot acquire the lock on {self.lock_file}: {_detail()}")
+            mode = "read" if kind == _READ else "write"
+            raise RuntimeError(f"Cannot acquire {mode} lock on {self.lock_file} (lock id: {id(self)}): "
+                               f"{_detail() if detail is None else detail}")
         if code == errno.EAGAIN:
             raise RuntimeError(f"too many acquisitions of the lock on {self.lock_file}")
         raise _os_error(code, "acquire", self.lock_file)
@@ -259,9 +263,15 @@ class AsyncAcquireReadWriteReturnProxy:
         await self.lock.release()
 
 
+def _with_detail(function, *args) -> tuple:
+    """Calls a C function in an executor thread: (its code, the core's reason recorded on that thread)."""
+    code = function(*args)
+    return code, (_detail() if code else "")
+
+
 def _give_back(handle: int, slice_done: "asyncio.Future") -> None:
     """Undoes an abandoned wait's last slice: its hold if it acquired, else its writer's claim."""
-    if not slice_done.cancelled() and slice_done.exception() is None and slice_done.result() == 0:
+    if not slice_done.cancelled() and slice_done.exception() is None and slice_done.result()[0] == 0:
         _unlock(handle)
     else:
         _cancel(handle)
@@ -272,25 +282,28 @@ class _AsyncBackend(ReadWriteLock):
 
 
 class AsyncReadWriteLock:
-    """filelock's AsyncReadWriteLock: ReadWriteLock's holds for asyncio. Each try runs in
-    ``executor`` (None: the loop's default) and the waits between tries are ``asyncio.sleep``,
-    so waiting never blocks the event loop. The object holds for the process: its tasks share
-    its hold and re-enter it, so tasks that must exclude each other use objects of their own
-    (``is_singleton=False``). A waiting writer keeps its claim between the tries, so new readers
-    wait behind it."""
+    """filelock's AsyncReadWriteLock: ReadWriteLock's holds for asyncio. The core's waits run in
+    ``executor`` (None: a worker of the object's own, shut down by ``close()`` or when the object
+    goes, as filelock's), in slices of at most 50 ms, so waiting never blocks the event loop. The
+    object holds for the process: its tasks share its hold and re-enter it, so tasks that must
+    exclude each other use objects of their own (``is_singleton=False``). A waiting writer keeps
+    its claim between the slices, so new readers wait behind it."""
 
     def __init__(self, lock_file: Union[str, os.PathLike], timeout: float = -1, *, blocking: bool = True,
                  is_singleton: bool = True, loop: Optional[asyncio.AbstractEventLoop] = None, executor=None,
                  poll_interval: float = 0.05) -> None:
         self._lock = _AsyncBackend(lock_file, timeout, blocking=blocking, is_singleton=is_singleton,
                                    poll_interval=poll_interval, _process_owned=True)
+        self._owned_executor = None
+        if executor is None:  # as filelock's: a dedicated worker, shut down by close() or when the object goes
+            executor = self._owned_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="libsync-rwlock")
         self._loop, self._executor, self._poll_interval = loop, executor, poll_interval
 
     lock_file = property(lambda self: self._lock.lock_file, doc="The lock's path.")
     timeout = property(lambda self: self._lock.timeout, doc="The acquires' default timeout, seconds.")
     blocking = property(lambda self: self._lock.blocking, doc="The acquires' default of ``blocking``.")
     loop = property(lambda self: self._loop, doc="The event loop given, if any.")
-    executor = property(lambda self: self._executor, doc="The executor of the tries (None: the loop's default).")
+    executor = property(lambda self: self._executor, doc="The executor of the waits (by default the object's own worker).")
     token = property(lambda self: self._lock.token, doc="The fencing token of the hold (libsync's).")
     mode = property(lambda self: self._lock.mode, doc='"read", "write", or None (libsync\'s).')
 
@@ -303,20 +316,21 @@ class AsyncReadWriteLock:
         blocking = self._lock.blocking if blocking is None else blocking
         handle = self._lock._handle()
         if not blocking:
-            code = await self._call(_try_lock, handle, kind)
-            self._lock._check(errno.ETIMEDOUT if code == errno.EBUSY else code)
+            code, detail = await self._call(_with_detail, _try_lock, handle, kind)
+            self._lock._check(errno.ETIMEDOUT if code == errno.EBUSY else code, kind, detail)
             return
         deadline = deadline_ns(_seconds_to_ns(timeout, "timeout"))
         loop = self._loop or asyncio.get_running_loop()
-        code = errno.EINTR
+        code, detail = errno.EINTR, ""
         while code == errno.EINTR:  # the core's wait in slices of at most 50 ms, a writer's claim kept between them
-            future = loop.run_in_executor(self._executor, _lock_interruptible, handle, kind, deadline, self._lock._poll)
+            future = loop.run_in_executor(self._executor, _with_detail, _lock_interruptible, handle, kind, deadline,
+                                          self._lock._poll)
             try:
-                code = await asyncio.shield(future)
+                code, detail = await asyncio.shield(future)
             except BaseException:  # cancelled: once the slice ends, what it got is given back
                 future.add_done_callback(lambda done: loop.run_in_executor(self._executor, _give_back, handle, done))
                 raise
-        self._lock._check(code)
+        self._lock._check(code, kind, detail)
 
     async def acquire_read(self, timeout: Optional[float] = None, *,
                            blocking: Optional[bool] = None) -> AsyncAcquireReadWriteReturnProxy:
@@ -353,8 +367,15 @@ class AsyncReadWriteLock:
         await self._call(lambda: self._lock.release(force=force))
 
     async def close(self) -> None:
-        """Releases and frees the lock (see ReadWriteLock.close)."""
+        """Releases and frees the lock (see ReadWriteLock.close), and shuts its own worker down."""
         await self._call(self._lock.close)
+        if self._owned_executor is not None:
+            self._owned_executor.shutdown(wait=True)
+
+    def __del__(self) -> None:
+        owned = self.__dict__.get("_owned_executor")
+        if owned is not None:
+            owned.shutdown(wait=False)
 
 
 def _soft_settings(heartbeat_interval: float, stale_threshold: Optional[float], on_compromise) -> None:

@@ -234,11 +234,11 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
     private func tryOnce(_ wanted: Kind) -> Int32 {
         if level > 0 {
             if wanted != kind {
-                return DistributedLockMessage.fail(EDEADLK, "'\(path)' is held for \(kind == .read ? "reading" : "writing") "
-                                                   + "through this object: no \(wanted == .read ? "downgrade" : "upgrade")")
+                return DistributedLockMessage.fail(EDEADLK, "already holding a \(kind == .read ? "read" : "write") lock "
+                                                   + "(\(wanted == .read ? "downgrade" : "upgrade") not allowed)")
             }
             if wanted == .write && !isWriter() {
-                return DistributedLockMessage.fail(EDEADLK, "'\(path)' is held for writing by another thread of this object")
+                return DistributedLockMessage.fail(EDEADLK, "the write lock is held by another thread of this object")
             }
             if level == Int(Int32.max) { return EAGAIN }
             level += 1
