@@ -120,6 +120,8 @@ class ReadWriteLock(metaclass=_ReadWriteLockMeta):
         self.lock_file = os.fspath(lock_file)
         _seconds_to_ns(timeout, "timeout")
         self.timeout, self.blocking = timeout, bool(blocking)
+        if not isinstance(poll_interval, bool) and isinstance(poll_interval, (int, float)) and poll_interval <= 0:
+            raise ValueError(f"poll_interval must be positive, got {poll_interval!r}")
         self._poll = _poll_ns(poll_interval)
         self._core = _RWHandle(self.lock_file, _MAKE_PARENTS | (_PROCESS_OWNED if _process_owned else 0))
 
@@ -130,7 +132,7 @@ class ReadWriteLock(metaclass=_ReadWriteLockMeta):
 
     def _handle(self) -> int:
         if self._core is None:
-            raise RuntimeError(f"the ReadWriteLock on {self.lock_file} is closed")
+            raise RuntimeError(f"the {type(self).__name__} on {self.lock_file} has been closed")
         return self._core.value
 
     def _acquire(self, kind: int, timeout: Optional[float], blocking: Optional[bool]) -> None:
@@ -386,7 +388,7 @@ def _soft_settings(heartbeat_interval: float, stale_threshold: Optional[float], 
         raise ValueError(f"heartbeat_interval must be positive and finite, got {heartbeat_interval!r}")
     if stale_threshold is not None and (isinstance(stale_threshold, bool) or not isinstance(stale_threshold, (int, float))
                                         or not heartbeat_interval < stale_threshold < float("inf")):
-        raise ValueError(f"stale_threshold must be finite and above heartbeat_interval, got {stale_threshold!r}")
+        raise ValueError(f"stale_threshold must exceed heartbeat_interval and be finite, got {stale_threshold!r}")
     if on_compromise is not None:
         raise ValueError("on_compromise is not supported by libsync's read/write lock: it has no loss notification "
                          "yet (a live holder's hold is never evicted; a dead one's on this host is recovered)")
@@ -403,6 +405,9 @@ class SoftReadWriteLock(ReadWriteLock):
                  poll_interval: float = 0.25, on_compromise=None) -> None:
         _soft_settings(heartbeat_interval, stale_threshold, on_compromise)
         super().__init__(lock_file, timeout, blocking=blocking, is_singleton=is_singleton, poll_interval=poll_interval)
+        self.heartbeat_interval = float(heartbeat_interval)
+        self.stale_threshold = 3 * self.heartbeat_interval if stale_threshold is None else float(stale_threshold)
+        self.poll_interval = poll_interval
 
 
 class AsyncSoftReadWriteLock(AsyncReadWriteLock):

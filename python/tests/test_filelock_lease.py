@@ -53,8 +53,10 @@ def test_settings_checked_as_filelock_checks_them(tmp_path):
         SoftFileLease(tmp_path / "a", on_compromise=42)
     with pytest.raises(ValueError, match="on_compromise is not supported"):
         SoftReadWriteLock(tmp_path / "b", on_compromise=print)
-    with pytest.raises(ValueError, match="stale_threshold"):
+    with pytest.raises(ValueError, match="stale_threshold must exceed"):
         SoftReadWriteLock(tmp_path / "b", heartbeat_interval=5, stale_threshold=1)
+    soft = SoftReadWriteLock(tmp_path / "b", heartbeat_interval=12, poll_interval=0.5, is_singleton=False)
+    assert (soft.heartbeat_interval, soft.stale_threshold, soft.poll_interval) == (12, 36, 0.5)
 
 
 def test_soft_read_write_lock_is_the_read_write_lock(tmp_path):

@@ -77,7 +77,7 @@ def test_singletons_and_bad_input(tmp_path):
     assert ReadWriteLock(path, is_singleton=False) is not kept
     with pytest.raises(ValueError, match="not a URL"):
         ReadWriteLock("redis://127.0.0.1/?lock=x")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="poll_interval must be positive"):
         ReadWriteLock(tmp_path / "x", is_singleton=False, poll_interval=0)
     (tmp_path / "file").write_text("data")
     with pytest.raises(NotADirectoryError):
@@ -86,7 +86,7 @@ def test_singletons_and_bad_input(tmp_path):
     with lock.write_lock():
         pass
     lock.close()
-    with pytest.raises(RuntimeError, match="closed"):
+    with pytest.raises(RuntimeError, match="has been closed"):
         lock.acquire_read()
 
 
