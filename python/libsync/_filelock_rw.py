@@ -291,13 +291,15 @@ class AsyncReadWriteLock:
     exclude each other use objects of their own (``is_singleton=False``). A waiting writer keeps
     its claim between the slices, so new readers wait behind it."""
 
+    _owns_executor = True  # (filelock's AsyncSoftReadWriteLock uses the loop's default executor instead)
+
     def __init__(self, lock_file: Union[str, os.PathLike], timeout: float = -1, *, blocking: bool = True,
                  is_singleton: bool = True, loop: Optional[asyncio.AbstractEventLoop] = None, executor=None,
                  poll_interval: float = 0.05) -> None:
         self._lock = _AsyncBackend(lock_file, timeout, blocking=blocking, is_singleton=is_singleton,
                                    poll_interval=poll_interval, _process_owned=True)
         self._owned_executor = None
-        if executor is None:  # as filelock's: a dedicated worker, shut down by close() or when the object goes
+        if executor is None and self._owns_executor:  # as filelock's: a worker, shut down by close() or when the object goes
             executor = self._owned_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="libsync-rwlock")
         self._loop, self._executor, self._poll_interval = loop, executor, poll_interval
 
@@ -411,7 +413,9 @@ class SoftReadWriteLock(ReadWriteLock):
 
 
 class AsyncSoftReadWriteLock(AsyncReadWriteLock):
-    """filelock's AsyncSoftReadWriteLock: AsyncReadWriteLock (see SoftReadWriteLock)."""
+    """filelock's AsyncSoftReadWriteLock: AsyncReadWriteLock (see SoftReadWriteLock); its waits run
+    in ``executor`` or, by default, the loop's default executor, as filelock's."""
+    _owns_executor = False
 
     def __init__(self, lock_file: Union[str, os.PathLike], timeout: float = -1, *, blocking: bool = True,
                  is_singleton: bool = True, heartbeat_interval: float = 30.0, stale_threshold: Optional[float] = None,

@@ -8,10 +8,17 @@ filelock internals that have no meaning for libsync are skipped, each with its r
     cd $FILELOCK && PYTHONPATH=$LIBSYNC/python:$LIBSYNC/python/tests /tmp/fl/bin/python -m pytest \
         -p filelock_suite_shim -p no:randomly tests/test_filelock.py tests/test_async_filelock.py \
         tests/test_error.py tests/test_default_mode.py
+    # filelock 4's shapes (ReadWriteLock, AsyncReadWriteLock, SoftReadWriteLock, AsyncSoftReadWriteLock,
+    # SoftFileLease, AsyncSoftFileLease), replaced in filelock's package and in its modules:
+    cd $FILELOCK && PYTHONPATH=... /tmp/fl/bin/python -m pytest -p filelock_suite_shim -p no:randomly \
+        tests/test_read_write.py tests/test_async_read_write.py tests/test_soft_lease.py tests/soft_rw/test_soft_rw_sync.py \
+        tests/soft_rw/test_soft_rw_async.py
+    # (instead of installing it: PYTHONPATH=$FILELOCK/src after writing $FILELOCK/src/filelock/version.py)
 
 docs/distributed_lock.md reports the outcome; python/tests/test_filelock_interface.py checks the
 same points offline."""
 import fnmatch
+import sys
 
 import filelock
 import filelock.asyncio
@@ -20,11 +27,15 @@ import pytest
 import libsync.distributed_lock as ours
 
 NAMES = ["FileLock", "SoftFileLock", "Timeout", "AsyncFileLock", "AsyncSoftFileLock", "BaseAsyncFileLock",
-         "AcquireReturnProxy", "AsyncAcquireReturnProxy"]
+         "AcquireReturnProxy", "AsyncAcquireReturnProxy",
+         # filelock 4's shapes
+         "ReadWriteLock", "AsyncReadWriteLock", "SoftReadWriteLock", "AsyncSoftReadWriteLock",
+         "AsyncAcquireReadWriteReturnProxy", "SoftFileLease", "AsyncSoftFileLease", "LeaseCompromise"]
+# filelock's package, and its modules where tests import a class from (filelock._soft_rw...).
 for name in NAMES:
-    setattr(filelock, name, getattr(ours, name))
-    if hasattr(filelock.asyncio, name):
-        setattr(filelock.asyncio, name, getattr(ours, name))
+    for module in [module for key, module in list(sys.modules.items()) if key.split(".")[0] == "filelock"]:
+        if module is filelock or hasattr(module, name):
+            setattr(module, name, getattr(ours, name))
 
 DESCRIPTOR = "lends or injects failures into the lock file's descriptor (on_acquired, os.close/fcntl mocks): libsync's lock is a directory with no descriptor"
 FILE_MODE = "checks the lock FILE's mode bits: libsync's lock is a directory (mode's read bits add search bits)"

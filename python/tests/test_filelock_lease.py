@@ -68,6 +68,7 @@ def test_soft_read_write_lock_is_the_read_write_lock(tmp_path):
 
     async def main():
         lock = AsyncSoftReadWriteLock(tmp_path / "c.lock")
+        assert lock.executor is None  # the loop's default executor, as filelock's
         async with lock.write_lock():
             assert lock.mode == "write"
         told = asyncio.Event()

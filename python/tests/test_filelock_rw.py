@@ -208,5 +208,9 @@ def test_async_read_write(tmp_path):
                 await asyncio.sleep(0.001)
         assert probe.mode == "write"
         probe.release()
+        owned = reader.executor  # its own worker, shut down by close()
+        await reader.close()
+        with pytest.raises(RuntimeError):
+            owned.submit(int)
     asyncio.run(main())
 
