@@ -105,11 +105,15 @@ PAGES = {
         ("sync/distributed_lock.h",), ("DistributedLock/*.swift",), ("libsync.distributed_lock",), [
             Row("distributed lock", ("sync_distributed_lock_",), ("DistributedLock",), ("DistributedLock",)),
             Row("holder", ("sync_distributed_lock_holder",), ("DistributedLockHolder",), ("Holder",)),
+            Row("read/write lock (file system)", ("sync_distributed_rwlock_", "SYNC_DISTRIBUTED_RWLOCK"),
+                ("DistributedReadWriteLock",),
+                ("ReadWriteLock", "AsyncReadWriteLock", "SoftReadWriteLock", "AsyncSoftReadWriteLock",
+                 "AcquireReadWriteReturnProxy", "AsyncAcquireReadWriteReturnProxy")),
             Row("errors", (), ("DistributedLockError",),
                 ("Timeout", "NotLockedError", "LockLostError", "LockBrokenError", "LockStolenError")),
             Row("filelock's interface", (), (),
                 ("FileLock", "SoftFileLock", "AsyncFileLock", "AsyncSoftFileLock", "BaseFileLock", "BaseAsyncFileLock",
-                 "AcquireReturnProxy", "AsyncAcquireReturnProxy")),
+                 "AcquireReturnProxy", "AsyncAcquireReturnProxy", "SoftFileLease", "AsyncSoftFileLease", "LeaseCompromise")),
         ]),
     "docs/queues.md": Page(
         ("sync/queues.h",), ("Queues/*.swift",), ("libsync.queues",), [

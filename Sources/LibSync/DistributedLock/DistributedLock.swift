@@ -81,7 +81,13 @@ public final class DistributedLock: Sendable {
         /// goes, and an acquirer's rename onto a missing path succeeds, so it is safe).
         /// (File system only.)
         public static let removeOnRelease = Options(rawValue: 16)
-        package static let all: Options = [.recursive, .processOwned, .makeParents, .releaseOnDeinit, .removeOnRelease]
+        /// A plain file at the lock's path, as filelock's `FileLock` leaves behind, is removed
+        /// and the lock made there, if it is empty and no process holds a `flock` on it (checked
+        /// by taking one until the file is gone); otherwise `.notALock`, with a message saying
+        /// what to do. Without it, any file there is `.notALock`. (File system only.)
+        public static let takeOverPlainFile = Options(rawValue: 32)
+        package static let all: Options = [.recursive, .processOwned, .makeParents, .releaseOnDeinit, .removeOnRelease,
+                                           .takeOverPlainFile]
     }
 
     /// The lock's target: for a path, absolute, its parent directory resolved (symbolic links
