@@ -121,6 +121,8 @@ PAGES = {
         ]),
     "docs/async.md": Page(
         ("sync/async.h",), ("Async/*.swift",), (), [
+            Row("async read-write lock", ("sync_rwlock_rdlock_async", "sync_rwlock_wrlock_async", "sync_async_downgrade"),
+                ("SyncRWLock",), ()),
             Row("async mutex acquire", ("sync_mutex_lock_async", "sync_async_"), ("SyncMutex",), ()),
         ]),
     "docs/signals.md": Page(

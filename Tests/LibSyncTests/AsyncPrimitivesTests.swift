@@ -1,0 +1,298 @@
+import Glibc
+import Synchronization
+import XCTest
+@testable import LibSync
+
+/// The async forms of the primitives beyond the mutex (docs/async.md): the read-write lock, the
+/// semaphore, the event, the barrier and the condition lock. Tasks suspend on the waker; threads
+/// blocked in the blocking forms share the same primitive.
+final class AsyncPrimitivesTests: XCTestCase {
+    final class Counter: @unchecked Sendable { var value = 0 }
+    /// Two values a writer keeps equal; a reader that sees them differ overlapped a writer.
+    final class Pair: @unchecked Sendable { var a = 0, b = 0, overlaps = 0 }
+
+    /// The process's threads now (/proc/self/task).
+    func threadCount() -> Int {
+        guard let dir = opendir("/proc/self/task") else { return -1 }
+        defer { closedir(dir) }
+        var count = 0
+        while let entry = readdir(dir) {
+            if entry.pointee.d_name.0 != 46 { count += 1 }  // not "." or ".."
+        }
+        return count
+    }
+
+    /// Waits (suspended) until `condition` holds.
+    func until(_ condition: () -> Bool) async {
+        while !condition() { try? await Task.sleep(for: .milliseconds(1)) }
+    }
+
+    /// Starts the waker and the pool's threads, so that a count of threads taken next does not
+    /// include them.
+    func warmUp() async throws {
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<64 { group.addTask { try? await Task.sleep(for: .milliseconds(1)) } }
+        }
+        let warm = SyncMutex()
+        try await warm.lock()
+        let warming = Task { try await warm.lock(); try warm.unlock() }
+        await until { AsyncRuntime.current.pendingCount == 1 }
+        try warm.unlock()
+        try await warming.value
+    }
+
+    // MARK: read-write lock
+
+    func rwState(_ lock: SyncRWLock) -> UInt32 { RWLockWords.state(lock.memory.raw).pointee.load(ordering: .relaxed) }
+
+    /// A read-write lock in its shared (process-shared futex) mode or not.
+    func makeRWLock(shared: Bool) -> SyncRWLock {
+        let lock = SyncRWLock()
+        if shared { RWLockWords.initialize(lock.memory.raw, shared: true) }
+        return lock
+    }
+
+    /// Whether the lock is free, with nothing marked or counted.
+    func isFree(_ lock: SyncRWLock) -> Bool {
+        rwState(lock) & ~(RWLockWords.shared | RWLockWords.readersParked) == 0 && RWLockWords.waitingWriters(lock.memory.raw) == 0
+    }
+
+    static func blockingReadLock(_ lock: SyncRWLock) throws { try lock.readLock() }
+    static func blockingWriteLock(_ lock: SyncRWLock) throws { try lock.writeLock() }
+    static func blockingWithWriteLock(_ lock: SyncRWLock, _ body: () -> Void) { lock.withWriteLock(body) }
+    static func blockingWithReadLock(_ lock: SyncRWLock, _ body: () -> Void) { lock.withReadLock(body) }
+
+    func testRWLockBothSidesAndOwnerQueries() async throws {
+        for shared in [false, true] {
+            let lock = makeRWLock(shared: shared)
+            try await lock.writeLock()
+            XCTAssertTrue(lock.isWriteLockedByCurrentTask)
+            XCTAssertFalse(RWLockWords.isWriteLockedByCaller(lock.memory.raw))
+            XCTAssertEqual(RWLockWords.owner(lock.memory.raw).pointee.load(ordering: .relaxed), AsyncHold.token)
+            XCTAssertFalse(lock.tryReadLock())
+            try lock.writeUnlock()
+            XCTAssertFalse(lock.isWriteLockedByCurrentTask)
+            XCTAssertTrue(isFree(lock))
+            try await lock.readLock()
+            try await lock.readLock()   // readers share it, the same task too
+            XCTAssertFalse(lock.tryWriteLock())
+            try lock.readUnlock()
+            try lock.readUnlock()
+            XCTAssertTrue(isFree(lock))
+            let value = try await lock.withWriteLock { () async -> Int in
+                await Task.yield()  // may resume on another thread, still holding it
+                XCTAssertTrue(lock.isWriteLockedByCurrentTask)
+                return 7
+            }
+            XCTAssertEqual(value, 7)
+            let read = try await lock.withReadLock { () async -> Int in
+                await Task.yield()
+                XCTAssertFalse(lock.tryWriteLock())
+                return 8
+            }
+            XCTAssertEqual(read, 8)
+            XCTAssertTrue(isFree(lock))
+        }
+    }
+
+    func testRWLockDowngradeOfATasksWriteLock() async throws {
+        let lock = SyncRWLock()
+        try await lock.writeLock()
+        let reader = Task { try await lock.readLock(); try lock.readUnlock() }
+        await until { AsyncRuntime.current.pendingCount == 1 }
+        try lock.downgrade()           // the task's write lock becomes a read lock: the reader joins
+        try await reader.value
+        XCTAssertFalse(lock.isWriteLockedByCurrentTask)
+        XCTAssertFalse(lock.tryWriteLock())
+        XCTAssertThrowsError(try lock.downgrade()) { XCTAssertEqual($0 as? LockError, .notOwner) }
+        try lock.readUnlock()
+        XCTAssertTrue(isFree(lock))
+        // Inside withWriteLock: the read lock it ends with is released.
+        try await lock.withWriteLock { () async throws in
+            await Task.yield()
+            try lock.downgrade()
+            XCTAssertTrue(lock.tryReadLock())
+            try lock.readUnlock()
+        }
+        XCTAssertTrue(isFree(lock))
+    }
+
+    func testRWLockAcquireWhileHoldingTheWriteLockIsADeadlockError() async throws {
+        let lock = makeRWLock(shared: true)
+        try await lock.writeLock()
+        for attempt in 0..<4 {
+            do {
+                switch attempt {
+                case 0: try await lock.writeLock()
+                case 1: try await lock.readLock()
+                case 2: _ = try await lock.writeLock(timeout: .seconds(60))
+                default: _ = try await lock.readLock(timeout: .seconds(60))
+                }
+                XCTFail("acquire \(attempt) by the write holder returned")
+            } catch let error as LockError {
+                XCTAssertEqual(error, .wouldDeadlock)
+            }
+        }
+        // The blocking forms, called by the task that holds it: the same error, not a hang.
+        XCTAssertThrowsError(try Self.blockingReadLock(lock)) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
+        XCTAssertThrowsError(try Self.blockingWriteLock(lock)) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
+        try lock.writeUnlock()
+        XCTAssertTrue(isFree(lock))
+    }
+
+    func testRWLockReleaseByANonHolderIsNotOwner() async throws {
+        let lock = SyncRWLock()
+        XCTAssertThrowsError(try lock.writeUnlock()) { XCTAssertEqual($0 as? LockError, .notOwner) }
+        XCTAssertThrowsError(try lock.readUnlock()) { XCTAssertEqual($0 as? LockError, .notOwner) }
+        try await lock.writeLock()
+        let other = await Task.detached { () -> [LockError?] in
+            var seen: [LockError?] = []
+            do { try lock.writeUnlock(); seen.append(nil) } catch { seen.append(error as? LockError) }
+            do { try lock.downgrade(); seen.append(nil) } catch { seen.append(error as? LockError) }
+            do { try lock.readUnlock(); seen.append(nil) } catch { seen.append(error as? LockError) }
+            return seen
+        }.value
+        XCTAssertEqual(other, [.notOwner, .notOwner, .notOwner])
+        let seen = Slot<LockError>()
+        JoinableThread { do { try lock.writeUnlock() } catch { seen.value = error as? LockError } }.join()
+        XCTAssertEqual(seen.value, .notOwner)
+        XCTAssertTrue(lock.isWriteLockedByCurrentTask)
+        try lock.writeUnlock()
+    }
+
+    func testRWLockTimeoutsFollowTheBlockingForm() async throws {
+        let lock = SyncRWLock()
+        let free = try await lock.writeLock(timeout: .zero)  // free: one try succeeds
+        XCTAssertTrue(free)
+        try lock.writeUnlock()
+        let read = try await lock.readLock(timeout: .nanoseconds(-1))
+        XCTAssertTrue(read)
+        for timeout: Duration in [.zero, .nanoseconds(-1), .seconds(-5), .milliseconds(20)] {
+            let taken = try await lock.writeLock(timeout: timeout)   // a reader holds it
+            XCTAssertFalse(taken, "timeout \(timeout)")
+            XCTAssertEqual(AsyncRuntime.current.pendingCount, 0)
+            XCTAssertTrue(lock.tryReadLock(), "a withdrawn writer left its mark")
+            try lock.readUnlock()
+        }
+        try lock.readUnlock()
+        let writer = HeldOnThread(take: { try! Self.blockingWriteLock(lock) }, release: { try! lock.writeUnlock() })
+        for timeout: Duration in [.zero, .seconds(-5), .milliseconds(20)] {
+            let taken = try await lock.readLock(timeout: timeout)
+            XCTAssertFalse(taken, "timeout \(timeout)")
+        }
+        writer.release()
+        XCTAssertTrue(isFree(lock))
+    }
+
+    func testRWLockCancelledWaitersLeaveTheLockAlone() async throws {
+        let lock = SyncRWLock()
+        try await lock.readLock()
+        let writer = Task { try await lock.writeLock() }
+        await until { AsyncRuntime.current.pendingCount == 1 }
+        await until { !lock.tryReadLock() }   // marked: new readers wait behind the writer
+        let reader = Task { try await lock.readLock() }
+        await until { AsyncRuntime.current.pendingCount == 2 }
+        writer.cancel()
+        do { try await writer.value; XCTFail("a cancelled write returned") } catch is CancellationError {}
+        try await reader.value    // the mark went with the writer: the reader joins
+        XCTAssertFalse(lock.isWriteLockedByCurrentTask)
+        try lock.readUnlock()
+        try lock.readUnlock()
+        XCTAssertTrue(isFree(lock))
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            try await lock.writeLock()
+        }
+        do { try await early.value; XCTFail("acquired in a cancelled task") } catch is CancellationError {}
+        XCTAssertTrue(isFree(lock))
+    }
+
+    /// Acquires of both sides by 8 tasks, each in a task cancelled at a random point, while 2
+    /// threads take both sides blocking: the writes counted are exactly those that returned, no
+    /// reader saw a writer, and the lock ends free with nothing counted or queued.
+    func testRWLockCancellationStorm() async throws {
+        for shared in [false, true] {
+            let lock = makeRWLock(shared: shared)
+            let pair = Pair()
+            let total = 16_000, workers = 8, threadRounds = 2_000
+            let threads = (0..<2).map { _ in
+                JoinableThread {
+                    for i in 0..<threadRounds {
+                        if i % 2 == 0 { Self.blockingWithWriteLock(lock) { pair.a += 1; pair.b += 1 } }
+                        else { Self.blockingWithReadLock(lock) { if pair.a != pair.b { pair.overlaps += 1 } } }
+                    }
+                }
+            }
+            let succeeded = await withTaskGroup(of: Int.self) { group in
+                for worker in 0..<workers {
+                    group.addTask {
+                        var mine = 0
+                        for i in 0..<(total / workers) {
+                            let write = (i + worker) % 3 != 0
+                            let attempt = Task {
+                                if write {
+                                    try await lock.withWriteLock {
+                                        pair.a += 1
+                                        if Int.random(in: 0..<4) == 0 { await Task.yield() }
+                                        pair.b += 1
+                                    }
+                                } else {
+                                    try await lock.withReadLock {
+                                        if pair.a != pair.b { pair.overlaps += 1 }
+                                        if Int.random(in: 0..<4) == 0 { await Task.yield() }
+                                        if pair.a != pair.b { pair.overlaps += 1 }
+                                    }
+                                }
+                            }
+                            switch Int.random(in: 0..<4) {
+                            case 0: attempt.cancel()
+                            case 1: await Task.yield(); attempt.cancel()
+                            case 2: for _ in 0..<Int.random(in: 1...3) { await Task.yield() }; attempt.cancel()
+                            default: break
+                            }
+                            if (try? await attempt.value) != nil && write { mine += 1 }
+                        }
+                        return mine
+                    }
+                }
+                return await group.reduce(0, +)
+            }
+            for thread in threads { thread.join() }
+            XCTAssertEqual(pair.a, succeeded + threadRounds, "shared \(shared)")
+            XCTAssertEqual(pair.a, pair.b)
+            XCTAssertEqual(pair.overlaps, 0)
+            XCTAssertGreaterThan(succeeded, 0)
+            XCTAssertTrue(isFree(lock), "state \(String(rwState(lock), radix: 16)), waiting \(RWLockWords.waitingWriters(lock.memory.raw))")
+            XCTAssertEqual(AsyncRuntime.current.pendingCount, 0)
+        }
+    }
+
+    /// 2,000 tasks wait on one write-held lock, readers and writers: at most 2 threads more than
+    /// before; all are served, writers one at a time.
+    func testRWLockManyWaitingTasksCostNoThreads() async throws {
+        try await warmUp()
+        let lock = makeRWLock(shared: true)
+        let pair = Pair()
+        let n = 2_000
+        try await lock.writeLock()
+        let before = threadCount()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<n {
+                if i % 4 == 0 {
+                    group.addTask { try await lock.withWriteLock { () async in pair.a += 1; await Task.yield(); pair.b += 1 } }
+                } else {
+                    group.addTask { try await lock.withReadLock { () async in if pair.a != pair.b { pair.overlaps += 1 } } }
+                }
+            }
+            await until { AsyncRuntime.current.pendingCount == n }
+            let during = threadCount()
+            XCTAssertLessThanOrEqual(during - before, 2, "threads: \(before) before, \(during) with \(n) tasks waiting")
+            try lock.writeUnlock()
+            try await group.waitForAll()
+        }
+        XCTAssertEqual(pair.a, n / 4)
+        XCTAssertEqual(pair.b, n / 4)
+        XCTAssertEqual(pair.overlaps, 0)
+        XCTAssertTrue(isFree(lock))
+    }
+}

@@ -1,0 +1,215 @@
+/* sync/async.h for the primitives beyond the mutex: each acquire either completes at once or is
+ * pending, then completes through its eventfd or callback; cancellation, timeouts, ownership of
+ * handles, and the blocking forms on the same primitive. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sync.h>
+#include "check.h"
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Waits for the eventfd's completion (blocking read: the test's thread may block). */
+static void await_completion(int efd) {
+    uint64_t n = 0;
+    CHECK_EQ(read(efd, &n, 8), 8);
+    CHECK(n >= 1);
+}
+
+static int readable(int efd) {
+    struct pollfd p = {.fd = efd, .events = POLLIN};
+    return poll(&p, 1, 0) == 1;
+}
+
+/* ---- read-write lock ---- */
+
+static void test_rwlock_immediate_and_ownership(void) {
+    sync_rwlock_t rw = SYNC_RWLOCK_INIT;
+    sync_async_t *r = NULL, *w = NULL, *other = NULL;
+    CHECK_EQ(sync_rwlock_rdlock_async(&rw, -1, -1, NULL, NULL, &r), 0);
+    CHECK_EQ(sync_async_result(r), 0);
+    CHECK_EQ(sync_async_free(r), EBUSY);                 /* holds a read lock */
+    CHECK_EQ(sync_rwlock_wrlock_async(&rw, 0, -1, NULL, NULL, &other), ETIMEDOUT);  /* one try */
+    CHECK(other == NULL);
+    CHECK_EQ(sync_rwlock_tryrdlock(&rw), 0);             /* readers share it */
+    CHECK_EQ(sync_rwlock_rdunlock(&rw), 0);
+    CHECK_EQ(sync_async_downgrade(&rw, r), EPERM);       /* a read handle holds no write lock */
+    CHECK_EQ(sync_async_consistent(&rw, r), EINVAL);     /* not a mutex */
+    CHECK_EQ(sync_async_unlock(&rw, r), 0);
+    CHECK_EQ(sync_async_unlock(&rw, r), EPERM);          /* released already */
+    CHECK_EQ(sync_async_free(r), 0);
+
+    CHECK_EQ(sync_rwlock_wrlock_async(&rw, -1, -1, NULL, NULL, &w), 0);
+    CHECK_EQ(sync_rwlock_wrunlock(&rw), EPERM);          /* a thread is not the holder */
+    CHECK_EQ(sync_rwlock_downgrade(&rw), EPERM);
+    CHECK_EQ(sync_rwlock_tryrdlock(&rw), EBUSY);
+    CHECK_EQ(sync_rwlock_trywrlock(&rw), EBUSY);
+    CHECK_EQ(sync_async_free(w), EBUSY);
+    CHECK_EQ(sync_async_downgrade(&rw, w), 0);           /* now a read lock of the same handle */
+    CHECK_EQ(sync_async_downgrade(&rw, w), EPERM);
+    CHECK_EQ(sync_rwlock_tryrdlock(&rw), 0);
+    CHECK_EQ(sync_rwlock_rdunlock(&rw), 0);
+    CHECK_EQ(sync_rwlock_trywrlock(&rw), EBUSY);
+    CHECK_EQ(sync_async_free(w), EBUSY);
+    CHECK_EQ(sync_async_unlock(&rw, w), 0);
+    CHECK_EQ(sync_async_free(w), 0);
+    CHECK_EQ(sync_rwlock_trywrlock(&rw), 0);             /* nothing left held */
+    CHECK_EQ(sync_rwlock_wrunlock(&rw), 0);
+}
+
+static void test_rwlock_bad_input(void) {
+    sync_rwlock_t rw = SYNC_RWLOCK_INIT, rw2 = SYNC_RWLOCK_INIT;
+    sync_async_t *h = (sync_async_t *)1;
+    CHECK_EQ(sync_rwlock_rdlock_async(NULL, -1, -1, NULL, NULL, &h), EINVAL);
+    CHECK(h == NULL);
+    CHECK_EQ(sync_rwlock_wrlock_async((char *)&rw + 1, -1, -1, NULL, NULL, &h), EINVAL);
+    CHECK_EQ(sync_rwlock_wrlock_async(&rw, -1, -1, NULL, NULL, NULL), EINVAL);
+    CHECK_EQ(sync_async_downgrade(&rw, NULL), EINVAL);
+    CHECK_EQ(sync_async_downgrade(NULL, NULL), EINVAL);
+    /* A handle is released on its own lock only. */
+    CHECK_EQ(sync_rwlock_wrlock_async(&rw, -1, -1, NULL, NULL, &h), 0);
+    CHECK_EQ(sync_async_unlock(&rw2, h), EPERM);
+    CHECK_EQ(sync_async_downgrade(&rw2, h), EPERM);
+    CHECK_EQ(sync_async_unlock(&rw, h), 0);
+    CHECK_EQ(sync_async_free(h), 0);
+    /* Impossible words (WRITER with readers): EINVAL, nothing changed. */
+    sync_rwlock_t bad = {(1u << 28) | 1u, 0, 0, 0};
+    CHECK_EQ(sync_rwlock_rdlock_async(&bad, -1, -1, NULL, NULL, &h), EINVAL);
+    CHECK_EQ(sync_rwlock_wrlock_async(&bad, -1, -1, NULL, NULL, &h), EINVAL);
+    CHECK_EQ(bad._state, (1u << 28) | 1u);
+}
+
+/* A pending writer goes before pending readers (writer preference), and new readers wait
+ * behind it; its release lets the readers in. */
+static void test_rwlock_pending_writer_then_readers(void) {
+    sync_rwlock_t rw = SYNC_RWLOCK_INIT_SHARED;
+    int wfd = eventfd(0, EFD_CLOEXEC), rfd = eventfd(0, EFD_CLOEXEC);
+    CHECK_EQ(sync_rwlock_wrlock(&rw), 0);                /* a thread holds it */
+    sync_async_t *w = NULL, *r[3] = {NULL};
+    CHECK_EQ(sync_rwlock_wrlock_async(&rw, -1, wfd, NULL, NULL, &w), EINPROGRESS);
+    for (int i = 0; i < 3; i++) CHECK_EQ(sync_rwlock_rdlock_async(&rw, -1, rfd, NULL, NULL, &r[i]), EINPROGRESS);
+    CHECK_EQ(sync_async_result(w), EINPROGRESS);
+    CHECK_EQ(sync_async_free(w), EBUSY);                 /* pending */
+    CHECK_EQ(sync_rwlock_wrunlock(&rw), 0);
+    await_completion(wfd);
+    CHECK_EQ(sync_async_result(w), 0);
+    CHECK(!readable(rfd));
+    for (int i = 0; i < 3; i++) CHECK_EQ(sync_async_result(r[i]), EINPROGRESS);
+    CHECK_EQ(sync_rwlock_tryrdlock(&rw), EBUSY);
+    CHECK_EQ(sync_async_unlock(&rw, w), 0);
+    for (int granted = 0; granted < 3;) {
+        uint64_t n = 0;
+        CHECK_EQ(read(rfd, &n, 8), 8);
+        granted += (int)n;
+    }
+    for (int i = 0; i < 3; i++) CHECK_EQ(sync_async_result(r[i]), 0);
+    CHECK_EQ(sync_rwlock_trywrlock(&rw), EBUSY);         /* three readers hold it */
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(sync_async_unlock(&rw, r[i]), 0);
+        CHECK_EQ(sync_async_free(r[i]), 0);
+    }
+    CHECK_EQ(sync_async_free(w), 0);
+    CHECK_EQ(sync_rwlock_trywrlock(&rw), 0);
+    CHECK_EQ(sync_rwlock_wrunlock(&rw), 0);
+    close(wfd);
+    close(rfd);
+}
+
+/* A pending writer marks the lock (new readers wait); cancelled, it withdraws the mark, and
+ * nothing is delivered. A deadline that passes: ETIMEDOUT, delivered, mark withdrawn. */
+static void test_rwlock_cancel_and_timeout(void) {
+    sync_rwlock_t rw = SYNC_RWLOCK_INIT;
+    int efd = eventfd(0, EFD_CLOEXEC);
+    CHECK_EQ(sync_rwlock_rdlock(&rw), 0);                /* a thread reads */
+    sync_async_t *w = NULL, *r = NULL;
+    CHECK_EQ(sync_rwlock_wrlock_async(&rw, -1, efd, NULL, NULL, &w), EINPROGRESS);
+    for (int i = 0; i < 1000 && sync_rwlock_tryrdlock(&rw) == 0; i++) {  /* marked by the waker */
+        CHECK_EQ(sync_rwlock_rdunlock(&rw), 0);
+        usleep(1000);
+    }
+    CHECK_EQ(sync_rwlock_tryrdlock(&rw), EBUSY);
+    CHECK_EQ(sync_async_cancel(w), 0);
+    CHECK_EQ(sync_async_result(w), ECANCELED);
+    CHECK_EQ(sync_async_cancel(w), EALREADY);
+    CHECK_EQ(sync_rwlock_tryrdlock(&rw), 0);             /* the mark went with it */
+    CHECK_EQ(sync_rwlock_rdunlock(&rw), 0);
+    CHECK(!readable(efd));
+    CHECK_EQ(sync_async_free(w), 0);
+
+    CHECK_EQ(sync_rwlock_wrlock_async(&rw, now_ns() + 20000000, efd, NULL, NULL, &w), EINPROGRESS);
+    await_completion(efd);
+    CHECK_EQ(sync_async_result(w), ETIMEDOUT);
+    CHECK_EQ(sync_async_free(w), 0);
+    CHECK_EQ(sync_rwlock_tryrdlock(&rw), 0);
+    CHECK_EQ(sync_rwlock_rdunlock(&rw), 0);
+    CHECK_EQ(sync_rwlock_rdunlock(&rw), 0);              /* the thread's read lock */
+
+    /* A reader that times out behind a writer thread. */
+    CHECK_EQ(sync_rwlock_wrlock(&rw), 0);
+    CHECK_EQ(sync_rwlock_rdlock_async(&rw, now_ns() + 20000000, efd, NULL, NULL, &r), EINPROGRESS);
+    await_completion(efd);
+    CHECK_EQ(sync_async_result(r), ETIMEDOUT);
+    CHECK_EQ(sync_async_unlock(&rw, r), EPERM);          /* it holds nothing */
+    CHECK_EQ(sync_async_free(r), 0);
+    CHECK_EQ(sync_rwlock_wrunlock(&rw), 0);
+    CHECK_EQ(sync_rwlock_trywrlock(&rw), 0);
+    CHECK_EQ(sync_rwlock_wrunlock(&rw), 0);
+    close(efd);
+}
+
+/* A write handle that downgrades lets the pending readers in at once; completion by callback. */
+enum { READERS = 100 };
+static atomic_int readers_granted;
+static int readers_done;
+
+static void reader_granted(sync_async_t *h, int result, void *context) {
+    (void)h;
+    CHECK_EQ(result, 0);
+    CHECK(context == &readers_granted);
+    if (atomic_fetch_add(&readers_granted, 1) + 1 == READERS) {
+        uint64_t one = 1;
+        CHECK_EQ(write(readers_done, &one, 8), 8);
+    }
+}
+
+static void test_rwlock_downgrade_lets_readers_in(void) {
+    static sync_rwlock_t rw = SYNC_RWLOCK_INIT;
+    static sync_async_t *readers[READERS];
+    readers_done = eventfd(0, EFD_CLOEXEC);
+    sync_async_t *w = NULL;
+    CHECK_EQ(sync_rwlock_wrlock_async(&rw, -1, -1, NULL, NULL, &w), 0);
+    for (int i = 0; i < READERS; i++) {
+        CHECK_EQ(sync_rwlock_rdlock_async(&rw, -1, -1, reader_granted, &readers_granted, &readers[i]), EINPROGRESS);
+    }
+    CHECK_EQ(sync_async_downgrade(&rw, w), 0);
+    await_completion(readers_done);
+    CHECK_EQ(atomic_load(&readers_granted), READERS);
+    CHECK_EQ(sync_rwlock_trywrlock(&rw), EBUSY);
+    for (int i = 0; i < READERS; i++) {
+        CHECK_EQ(sync_async_unlock(&rw, readers[i]), 0);
+        CHECK_EQ(sync_async_free(readers[i]), 0);
+    }
+    CHECK_EQ(sync_async_unlock(&rw, w), 0);
+    CHECK_EQ(sync_async_free(w), 0);
+    CHECK_EQ(sync_rwlock_trywrlock(&rw), 0);
+    CHECK_EQ(sync_rwlock_wrunlock(&rw), 0);
+    close(readers_done);
+}
+
+int main(void) {
+    test_rwlock_immediate_and_ownership();
+    test_rwlock_bad_input();
+    test_rwlock_pending_writer_then_readers();
+    test_rwlock_cancel_and_timeout();
+    test_rwlock_downgrade_lets_readers_in();
+    DONE();
+}
