@@ -153,7 +153,22 @@ package enum AsyncRWLock {
             super.init(watching: Words.wakeups(m), shared: isShared, task: task, deadline: deadline, keepAlive: keepAlive)
         }
 
-        override package func queued() { Words.countWaiting(lock, by: 1) }
+        override package var goesFirst: Bool { true }
+
+        /// Counts the writer in and marks a held lock at once, as a blocking writer does before it
+        /// sleeps: readers that come later wait behind it, and the release wakes a writer.
+        override package func queued() {
+            let m = lock
+            Words.countWaiting(m, by: 1)
+            var value = Words.state(m).pointee.load(ordering: .sequentiallyConsistent)
+            while value & (Words.writer | Words.readerMask | Words.upgradable) != 0 && value & Words.writersWaiting == 0
+                    && !Words.isImpossible(value) {
+                let (exchanged, now) = Words.state(m).pointee.compareExchange(
+                    expected: value, desired: value | Words.writersWaiting, ordering: .sequentiallyConsistent)
+                if exchanged { break }
+                value = now
+            }
+        }
 
         override package func withdrawn() {
             let m = lock

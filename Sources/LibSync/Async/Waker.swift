@@ -59,6 +59,10 @@ package class AsyncWaiter: @unchecked Sendable {
         self.keepAlive = keepAlive
     }
 
+    /// Whether the waker's pass tries this kind's queue before the others' (a read-write lock's
+    /// writers go before its readers, as writer preference wants when a release frees it for both).
+    package var goesFirst: Bool { false }
+
     /// Whether the waiters of this kind are served in order: the waker stops at the first one
     /// that must wait on (locks: FIFO). False: each is tried (an event's waiters are independent).
     package var inOrder: Bool { true }
@@ -156,6 +160,8 @@ package final class AsyncRuntime: @unchecked Sendable {
         var passOn: [(UInt, Bool)] = []
         var started = false
         var rotation = 0
+        /// How many queued waiters go first (`AsyncWaiter.goesFirst`).
+        var firstCount = 0
     }
 
     /// The most lock words one `futex_waitv` watches (its limit, less the waker's own word).
@@ -222,6 +228,7 @@ package final class AsyncRuntime: @unchecked Sendable {
             waiter.phase = .queued
             let address = UInt(bitPattern: waiter.word)
             state.queues[address, default: Queue(shared: waiter.shared, robust: waiter.robust)].append(waiter)
+            if waiter.goesFirst { state.firstCount += 1 }
             waiter.queued()
             let start = !state.started
             state.started = true
@@ -303,7 +310,12 @@ package final class AsyncRuntime: @unchecked Sendable {
                 passOn = state.passOn
                 state.passOn.removeAll()
                 let now = monotonicNow()
-                for address in Array(state.queues.keys) {
+                var keys = Array(state.queues.keys), firstCount = 0
+                if state.firstCount > 0 {  // the queues that go first, first
+                    let first = keys.filter { state.queues[$0]!.first!.goesFirst }
+                    keys = first + keys.filter { !state.queues[$0]!.first!.goesFirst }
+                }
+                for address in keys {
                     var queue = state.queues.removeValue(forKey: address)!  // unique: mutated in place
                     // FIFO: the first waiter takes it if it can (also at its deadline: a blocking
                     // waiter's last try); a failure (ENOTRECOVERABLE) fails the next ones too.
@@ -350,9 +362,11 @@ package final class AsyncRuntime: @unchecked Sendable {
                             for waiter in queue.waiters[queue.head...] { deadline = Deadline.earliest(deadline, waiter.deadline) }
                         }
                         watches.append(Watch(address: address, value: busy!, shared: queue.shared, robust: queue.robust))
+                        if queue.first!.goesFirst { firstCount += 1 }
                         state.queues[address] = queue
                     }
                 }
+                state.firstCount = firstCount
                 if watches.count > Self.windowSize {
                     state.rotation = (state.rotation + 1) % watches.count
                     let start = state.rotation
