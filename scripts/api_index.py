@@ -123,6 +123,7 @@ PAGES = {
         ("sync/async.h",), ("Async/*.swift",), (), [
             Row("async read-write lock", ("sync_rwlock_rdlock_async", "sync_rwlock_wrlock_async", "sync_async_downgrade"),
                 ("SyncRWLock",), ()),
+            Row("async semaphore wait", ("sync_semaphore_wait_async",), ("SyncSemaphore",), ()),
             Row("async mutex acquire", ("sync_mutex_lock_async", "sync_async_"), ("SyncMutex",), ()),
         ]),
     "docs/signals.md": Page(

@@ -87,3 +87,20 @@ func releaseRWLock(_ acquire: AsyncAcquire, _ m: UnsafeMutableRawPointer) -> Int
     if result != 0 { acquire.holdsRead.store(true, ordering: .releasing) }
     return result
 }
+
+// MARK: semaphore
+
+@_cdecl("sync_semaphore_wait_async")
+public func c_sync_semaphore_wait_async(_ sem: UnsafeMutableRawPointer?, _ deadline: Int64, _ fd: Int32,
+                                        _ callback: AsyncCallback?, _ context: UnsafeMutableRawPointer?,
+                                        _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+    guard let out else { return EINVAL }
+    out.pointee = nil
+    guard let word = lockWord(sem) else { return EINVAL }
+    let base = UnsafeMutableRawPointer(word), until = Deadline.until(deadline)
+    let acquire = AsyncAcquire(word: word, kind: .semaphore, eventFD: fd, callback: callback, context: context)
+    return startAsync(acquire, first: AsyncSemaphore.tryFirst(base, deadline: until), keeps: { $0 == 0 }, out: out) {
+        AsyncSemaphore.Waiter(base, task: acquire.identity, deadline: until, keepAlive: nil)
+    }
+}
+

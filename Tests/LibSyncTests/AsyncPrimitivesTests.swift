@@ -295,4 +295,128 @@ final class AsyncPrimitivesTests: XCTestCase {
         XCTAssertEqual(pair.overlaps, 0)
         XCTAssertTrue(isFree(lock))
     }
+
+    // MARK: semaphore
+
+    func waiters(_ memory: LockMemory) -> UInt32 {
+        Words(memory.raw)[1].pointee.load(ordering: .relaxed) & ~processSharedFlag
+    }
+
+    func makeSemaphore(value: UInt32, shared: Bool) -> SyncSemaphore {
+        let semaphore = SyncSemaphore(value: value)
+        if shared { _ = SemaphoreWord.initialize(semaphore.memory.raw, value: value, limit: nil, shared: true) }
+        return semaphore
+    }
+
+    func testSemaphoreWaitTimeoutsAndCancellation() async throws {
+        let semaphore = SyncSemaphore(value: 1)
+        try await semaphore.wait()        // a unit, at once
+        XCTAssertEqual(semaphore.value, 0)
+        for timeout: Duration in [.zero, .nanoseconds(-1), .seconds(-5), .milliseconds(20)] {
+            let taken = try await semaphore.wait(timeout: timeout)
+            XCTAssertFalse(taken, "timeout \(timeout)")
+            XCTAssertEqual(AsyncRuntime.current.pendingCount, 0)
+            XCTAssertEqual(waiters(semaphore.memory), 0)
+        }
+        let waiting = Task { try await semaphore.wait() }
+        await until { AsyncRuntime.current.pendingCount == 1 }
+        waiting.cancel()
+        do { try await waiting.value; XCTFail("a cancelled wait returned") } catch is CancellationError {}
+        XCTAssertEqual(waiters(semaphore.memory), 0)
+        try semaphore.signal()
+        XCTAssertEqual(semaphore.value, 1)       // the cancelled wait took nothing
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            try await semaphore.wait()
+        }
+        do { try await early.value; XCTFail("a wait in a cancelled task returned") } catch is CancellationError {}
+        XCTAssertEqual(semaphore.value, 1)
+        let value = try await semaphore.withUnit { () async -> UInt32 in
+            await Task.yield()
+            return semaphore.value
+        }
+        XCTAssertEqual(value, 0)
+        XCTAssertEqual(semaphore.value, 1)
+        // A thread blocked in wait() and a task share the units.
+        let empty = SyncSemaphore()
+        let thread = JoinableThread { empty.wait() }
+        while waiters(empty.memory) == 0 { usleep(1000) }
+        let task = Task { try await empty.wait() }
+        await until { AsyncRuntime.current.pendingCount == 1 }
+        try empty.signal(count: 2)
+        try await task.value
+        thread.join()
+        XCTAssertEqual(empty.value, 0)
+    }
+
+    /// A pool of 3 units used by 8 tasks (each use in a task cancelled at a random point) and 2
+    /// threads: at most 3 users at once, every use that returned counted, the units all back.
+    func testSemaphoreCancellationStorm() async throws {
+        for shared in [false, true] {
+            let semaphore = makeSemaphore(value: 3, shared: shared)
+            let inside = Tally(), most = Tally(), counter = Tally()
+            let total = 16_000, workers = 8, threadRounds = 2_000
+            @Sendable func use() {
+                let now = inside.value.add(1, ordering: .relaxed).newValue
+                if now > most.value.load(ordering: .relaxed) { most.value.store(now, ordering: .relaxed) }
+                counter.value.add(1, ordering: .relaxed)
+                inside.value.subtract(1, ordering: .relaxed)
+            }
+            let threads = (0..<2).map { _ in
+                JoinableThread { for _ in 0..<threadRounds { semaphore.wait(); use(); try! semaphore.signal() } }
+            }
+            let succeeded = await withTaskGroup(of: Int.self) { group in
+                for _ in 0..<workers {
+                    group.addTask {
+                        var mine = 0
+                        for _ in 0..<(total / workers) {
+                            let attempt = Task {
+                                try await semaphore.withUnit {
+                                    use()
+                                    if Int.random(in: 0..<4) == 0 { await Task.yield() }
+                                }
+                            }
+                            switch Int.random(in: 0..<4) {
+                            case 0: attempt.cancel()
+                            case 1: await Task.yield(); attempt.cancel()
+                            case 2: for _ in 0..<Int.random(in: 1...3) { await Task.yield() }; attempt.cancel()
+                            default: break
+                            }
+                            if (try? await attempt.value) != nil { mine += 1 }
+                        }
+                        return mine
+                    }
+                }
+                return await group.reduce(0, +)
+            }
+            for thread in threads { thread.join() }
+            XCTAssertEqual(counter.value.load(ordering: .relaxed), succeeded + 2 * threadRounds)
+            XCTAssertLessThanOrEqual(most.value.load(ordering: .relaxed), 3)
+            XCTAssertGreaterThan(succeeded, 0)
+            XCTAssertEqual(semaphore.value, 3, "shared \(shared)")
+            XCTAssertEqual(waiters(semaphore.memory), 0)
+            XCTAssertEqual(AsyncRuntime.current.pendingCount, 0)
+        }
+    }
+
+    /// 2,000 tasks wait for units: at most 2 threads more than before; a signal of 2,000 serves all.
+    func testSemaphoreManyWaitingTasksCostNoThreads() async throws {
+        try await warmUp()
+        let semaphore = makeSemaphore(value: 0, shared: true)
+        let served = Tally()
+        let n = 2_000
+        let before = threadCount()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<n { group.addTask { try await semaphore.wait(); served.value.add(1, ordering: .relaxed) } }
+            await until { AsyncRuntime.current.pendingCount == n }
+            let during = threadCount()
+            XCTAssertLessThanOrEqual(during - before, 2, "threads: \(before) before, \(during) with \(n) tasks waiting")
+            XCTAssertEqual(waiters(semaphore.memory), UInt32(n))
+            try semaphore.signal(count: UInt32(n))
+            try await group.waitForAll()
+        }
+        XCTAssertEqual(served.value.load(ordering: .relaxed), n)
+        XCTAssertEqual(semaphore.value, 0)
+        XCTAssertEqual(waiters(semaphore.memory), 0)
+    }
 }

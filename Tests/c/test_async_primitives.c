@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -205,11 +206,136 @@ static void test_rwlock_downgrade_lets_readers_in(void) {
     close(readers_done);
 }
 
+/* ---- semaphore ---- */
+
+static void test_semaphore_immediate_and_bad_input(void) {
+    sync_semaphore_t sem = SYNC_SEMAPHORE_INIT(1);
+    sync_async_t *h = (sync_async_t *)1;
+    CHECK_EQ(sync_semaphore_wait_async(NULL, -1, -1, NULL, NULL, &h), EINVAL);
+    CHECK(h == NULL);
+    CHECK_EQ(sync_semaphore_wait_async((char *)&sem + 2, -1, -1, NULL, NULL, &h), EINVAL);
+    CHECK_EQ(sync_semaphore_wait_async(&sem, -1, -1, NULL, NULL, NULL), EINVAL);
+    CHECK_EQ(sync_semaphore_wait_async(&sem, -1, -1, NULL, NULL, &h), 0);   /* a unit, at once */
+    CHECK(h != NULL);
+    CHECK_EQ(sync_async_result(h), 0);
+    CHECK_EQ(sync_async_unlock(&sem, h), EPERM);     /* the unit is the caller's, not the handle's */
+    CHECK_EQ(sync_async_downgrade(&sem, h), EPERM);
+    CHECK_EQ(sync_async_cancel(h), EALREADY);
+    CHECK_EQ(sync_async_free(h), 0);
+    sync_async_t *none = (sync_async_t *)1;
+    CHECK_EQ(sync_semaphore_wait_async(&sem, 0, -1, NULL, NULL, &none), ETIMEDOUT);  /* one try */
+    CHECK(none == NULL);
+    CHECK_EQ(sync_semaphore_signal(&sem, 1), 0);
+    /* Impossible words (a count above its bound): EINVAL, nothing taken. */
+    sync_semaphore_t bad = SYNC_BOUNDED_SEMAPHORE_INIT(5, 2);
+    CHECK_EQ(sync_semaphore_wait_async(&bad, -1, -1, NULL, NULL, &h), EINVAL);
+    CHECK_EQ(bad._count, 5);
+}
+
+/* Pending waits are granted oldest first, one unit each; a cancelled one takes nothing. */
+static void test_semaphore_pending_in_order_cancel_timeout(void) {
+    sync_semaphore_t sem;
+    CHECK_EQ(sync_semaphore_init(&sem, 0, 0, SYNC_PROCESS_SHARED), 0);
+    int efd[3];
+    sync_async_t *h[3];
+    for (int i = 0; i < 3; i++) {
+        efd[i] = eventfd(0, EFD_CLOEXEC);
+        CHECK_EQ(sync_semaphore_wait_async(&sem, -1, efd[i], NULL, NULL, &h[i]), EINPROGRESS);
+        CHECK_EQ(sync_async_free(h[i]), EBUSY);
+    }
+    CHECK_EQ(sync_semaphore_signal(&sem, 1), 0);
+    await_completion(efd[0]);
+    CHECK_EQ(sync_async_result(h[0]), 0);
+    CHECK_EQ(sync_async_result(h[1]), EINPROGRESS);
+    CHECK_EQ(sync_async_cancel(h[1]), 0);            /* withdrawn: takes nothing */
+    CHECK_EQ(sync_async_result(h[1]), ECANCELED);
+    CHECK_EQ(sync_semaphore_signal(&sem, 1), 0);
+    await_completion(efd[2]);
+    CHECK_EQ(sync_async_result(h[2]), 0);
+    CHECK(!readable(efd[1]));
+    CHECK_EQ(sync_semaphore_trywait(&sem), EAGAIN);  /* both units went to h[0] and h[2] */
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(sync_async_free(h[i]), 0);
+        close(efd[i]);
+    }
+
+    int tfd = eventfd(0, EFD_CLOEXEC);
+    sync_async_t *t = NULL;
+    CHECK_EQ(sync_semaphore_wait_async(&sem, now_ns() + 20000000, tfd, NULL, NULL, &t), EINPROGRESS);
+    await_completion(tfd);
+    CHECK_EQ(sync_async_result(t), ETIMEDOUT);
+    CHECK_EQ(sync_async_free(t), 0);
+    CHECK_EQ(sync_semaphore_signal(&sem, 1), 0);     /* no waiter is left counted to take it */
+    CHECK_EQ(sync_semaphore_trywait(&sem), 0);
+    CHECK_EQ(sem._waiters & 0x3fffffffu, 0);
+    close(tfd);
+}
+
+/* A thread blocked in sync_semaphore_wait and pending waits share the units. */
+static sync_semaphore_t mixed_sem = SYNC_SEMAPHORE_INIT(0);
+static atomic_int thread_took;
+
+static void *blocked_waiter(void *arg) {
+    (void)arg;
+    CHECK_EQ(sync_semaphore_wait(&mixed_sem), 0);
+    atomic_store(&thread_took, 1);
+    return NULL;
+}
+
+/* Callbacks that pass each unit on at once: every pending wait gets it in turn. */
+enum { UNITS_PASSED = 500 };
+static atomic_int passed;
+static int passed_done;
+
+static void pass_unit_on(sync_async_t *h, int result, void *context) {
+    (void)h;
+    CHECK_EQ(result, 0);
+    CHECK_EQ(sync_semaphore_signal((sync_semaphore_t *)context, 1), 0);
+    if (atomic_fetch_add(&passed, 1) + 1 == UNITS_PASSED) {
+        uint64_t one = 1;
+        CHECK_EQ(write(passed_done, &one, 8), 8);
+    }
+}
+
+static void test_semaphore_threads_and_callbacks(void) {
+    pthread_t thread;
+    int efd = eventfd(0, EFD_CLOEXEC);
+    CHECK_EQ(pthread_create(&thread, NULL, blocked_waiter, NULL), 0);
+    while (atomic_load_explicit((atomic_uint *)&mixed_sem._waiters, memory_order_relaxed) == 0) usleep(1000);
+    sync_async_t *h = NULL;
+    CHECK_EQ(sync_semaphore_wait_async(&mixed_sem, -1, efd, NULL, NULL, &h), EINPROGRESS);
+    CHECK_EQ(sync_semaphore_signal(&mixed_sem, 2), 0);
+    await_completion(efd);
+    CHECK_EQ(pthread_join(thread, NULL), 0);
+    CHECK_EQ(atomic_load(&thread_took), 1);
+    CHECK_EQ(sync_async_result(h), 0);
+    CHECK_EQ(sync_semaphore_trywait(&mixed_sem), EAGAIN);
+    CHECK_EQ(sync_async_free(h), 0);
+    close(efd);
+
+    static sync_semaphore_t sem = SYNC_SEMAPHORE_INIT(0);
+    static sync_async_t *handles[UNITS_PASSED];
+    passed_done = eventfd(0, EFD_CLOEXEC);
+    for (int i = 0; i < UNITS_PASSED; i++) {
+        CHECK_EQ(sync_semaphore_wait_async(&sem, -1, -1, pass_unit_on, &sem, &handles[i]), EINPROGRESS);
+    }
+    CHECK_EQ(sync_semaphore_signal(&sem, 1), 0);
+    await_completion(passed_done);
+    CHECK_EQ(atomic_load(&passed), UNITS_PASSED);
+    for (int i = 0; i < UNITS_PASSED; i++) CHECK_EQ(sync_async_free(handles[i]), 0);
+    CHECK_EQ(sync_semaphore_trywait(&sem), 0);       /* the one unit, back */
+    CHECK_EQ(sync_semaphore_trywait(&sem), EAGAIN);
+    close(passed_done);
+}
+
 int main(void) {
     test_rwlock_immediate_and_ownership();
     test_rwlock_bad_input();
     test_rwlock_pending_writer_then_readers();
     test_rwlock_cancel_and_timeout();
     test_rwlock_downgrade_lets_readers_in();
+    test_semaphore_immediate_and_bad_input();
+    test_semaphore_pending_in_order_cancel_timeout();
+    test_semaphore_threads_and_callbacks();
     DONE();
 }

@@ -137,6 +137,19 @@ int sync_rwlock_wrlock_async(void *rwlock, int64_t deadline_ns, int event_fd, sy
  */
 int sync_async_downgrade(void *rwlock, sync_async_t *handle);
 
+/**
+ * Starts taking a unit of `semaphore` (a sync_semaphore_t, 4-aligned) until `deadline_ns`.
+ * A pending wait is counted as a blocked thread is, so sync_semaphore_signal wakes it; pending
+ * waits of this process are granted oldest first. Returns, with *handle set: 0 (a unit taken at
+ * once), EINPROGRESS; or, with *handle NULL: ETIMEDOUT (no unit and the deadline passed: one
+ * try), EINVAL (NULL or misaligned pointer, impossible words). Completed results: 0 (a unit
+ * taken), ETIMEDOUT, ECANCELED, EINVAL. The unit is the caller's, not the handle's: give it
+ * back with sync_semaphore_signal; the handle holds nothing (sync_async_unlock: EPERM) and may
+ * be freed once completed. A cancel that returns EALREADY after a grant leaves the unit taken.
+ */
+int sync_semaphore_wait_async(void *semaphore, int64_t deadline_ns, int event_fd, sync_async_callback_t callback,
+                              void *context, sync_async_t **handle);
+
 #ifdef __cplusplus
 }
 #endif
