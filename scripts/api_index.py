@@ -124,6 +124,7 @@ PAGES = {
             Row("async read-write lock", ("sync_rwlock_rdlock_async", "sync_rwlock_wrlock_async", "sync_async_downgrade"),
                 ("SyncRWLock",), ()),
             Row("async semaphore wait", ("sync_semaphore_wait_async",), ("SyncSemaphore",), ()),
+            Row("async event wait", ("sync_event_wait_async",), ("SyncEvent",), ()),
             Row("async mutex acquire", ("sync_mutex_lock_async", "sync_async_"), ("SyncMutex",), ()),
         ]),
     "docs/signals.md": Page(

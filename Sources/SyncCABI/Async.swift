@@ -11,7 +11,7 @@ public typealias AsyncCallback = @convention(c) (OpaquePointer?, Int32, UnsafeMu
 
 final class AsyncAcquire: @unchecked Sendable {
     /// What the handle waits for (AsyncPrimitives.swift has the other kinds' functions).
-    enum Kind { case mutex, read, write, semaphore }
+    enum Kind { case mutex, read, write, semaphore, event }
 
     /// The primitive's memory (for the mutex, its word).
     let word: UnsafeMutablePointer<Atomic<UInt32>>
@@ -43,7 +43,7 @@ final class AsyncAcquire: @unchecked Sendable {
         switch kind {
         case .mutex: AsyncRuntime.current.holder(of: UInt(bitPattern: word)) == identity
         case .read, .write: holdsRead.load(ordering: .acquiring) || AsyncRWLock.isWriteLocked(memory, by: identity)
-        case .semaphore: false
+        case .semaphore, .event: false
         }
     }
 
@@ -111,7 +111,7 @@ public func c_sync_async_unlock(_ m: UnsafeMutableRawPointer?, _ handle: OpaqueP
     switch acquire.kind {
     case .mutex: return AsyncHold.unlock(word, holder: acquire.identity)
     case .read, .write: return releaseRWLock(acquire, m!)
-    case .semaphore: return EPERM
+    case .semaphore, .event: return EPERM
     }
 }
 

@@ -104,3 +104,20 @@ public func c_sync_semaphore_wait_async(_ sem: UnsafeMutableRawPointer?, _ deadl
     }
 }
 
+// MARK: event
+
+@_cdecl("sync_event_wait_async")
+public func c_sync_event_wait_async(_ event: UnsafeMutableRawPointer?, _ deadline: Int64, _ fd: Int32,
+                                    _ callback: AsyncCallback?, _ context: UnsafeMutableRawPointer?,
+                                    _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+    guard let out else { return EINVAL }
+    out.pointee = nil
+    guard let word = lockWord(event) else { return EINVAL }
+    let base = UnsafeMutableRawPointer(word), until = Deadline.until(deadline)
+    let acquire = AsyncAcquire(word: word, kind: .event, eventFD: fd, callback: callback, context: context)
+    var mark: UInt32 = 0
+    let first = AsyncEvent.tryFirst(base, deadline: until, mark: &mark)
+    return startAsync(acquire, first: first, keeps: { $0 == 0 }, out: out) {
+        AsyncEvent.Waiter(base, mark: mark, task: acquire.identity, deadline: until, keepAlive: nil)
+    }
+}

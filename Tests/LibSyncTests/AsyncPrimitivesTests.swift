@@ -419,4 +419,79 @@ final class AsyncPrimitivesTests: XCTestCase {
         XCTAssertEqual(semaphore.value, 0)
         XCTAssertEqual(waiters(semaphore.memory), 0)
     }
+
+    // MARK: event
+
+    func testEventWaitSetClearTimeoutsAndCancellation() async throws {
+        let event = SyncEvent()
+        for timeout: Duration in [.zero, .nanoseconds(-1), .milliseconds(20)] {
+            let set = try await event.wait(timeout: timeout)
+            XCTAssertFalse(set, "timeout \(timeout)")
+        }
+        XCTAssertEqual(waiters(event.memory), 0)
+        let waiting = (0..<3).map { _ in Task { try await event.wait() } }
+        let cancelled = Task { try await event.wait() }
+        await until { AsyncRuntime.current.pendingCount == 4 }
+        cancelled.cancel()
+        do { try await cancelled.value; XCTFail("a cancelled wait returned") } catch is CancellationError {}
+        event.set()
+        event.clear()                // every waiter saw the set
+        for task in waiting { try await task.value }
+        XCTAssertEqual(waiters(event.memory), 0)
+        event.set()
+        try await event.wait()       // set: at once
+        let now = try await event.wait(timeout: .zero)
+        XCTAssertTrue(now)
+    }
+
+    /// Tasks wait for an event that a thread sets and clears over and over, each wait cancelled
+    /// at a random point: every wait ends (returned or cancelled), and nothing stays counted.
+    func testEventCancellationStorm() async throws {
+        let event = SyncEvent()
+        let stop = Flag()
+        let setter = JoinableThread {
+            while !stop.isSet { event.set(); event.clear(); usleep(50) }
+        }
+        let total = 8_000, workers = 8
+        let ended = await withTaskGroup(of: Int.self) { group in
+            for _ in 0..<workers {
+                group.addTask {
+                    var mine = 0
+                    for _ in 0..<(total / workers) {
+                        let attempt = Task { try await event.wait() }
+                        switch Int.random(in: 0..<3) {
+                        case 0: attempt.cancel()
+                        case 1: await Task.yield(); attempt.cancel()
+                        default: break
+                        }
+                        do { try await attempt.value; mine += 1 } catch is CancellationError { mine += 1 } catch {}
+                    }
+                    return mine
+                }
+            }
+            return await group.reduce(0, +)
+        }
+        stop.set()
+        setter.join()
+        XCTAssertEqual(ended, total)
+        XCTAssertEqual(waiters(event.memory), 0)
+        XCTAssertEqual(AsyncRuntime.current.pendingCount, 0)
+    }
+
+    /// 2,000 tasks wait for one event: at most 2 threads more than before; one set wakes all.
+    func testEventManyWaitingTasksCostNoThreads() async throws {
+        try await warmUp()
+        let event = SyncEvent()
+        let n = 2_000
+        let before = threadCount()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<n { group.addTask { try await event.wait() } }
+            await until { AsyncRuntime.current.pendingCount == n }
+            let during = threadCount()
+            XCTAssertLessThanOrEqual(during - before, 2, "threads: \(before) before, \(during) with \(n) tasks waiting")
+            event.set()
+            try await group.waitForAll()
+        }
+        XCTAssertEqual(waiters(event.memory), 0)
+    }
 }

@@ -328,6 +328,51 @@ static void test_semaphore_threads_and_callbacks(void) {
     close(passed_done);
 }
 
+/* ---- event ---- */
+
+static void test_event_set_clear_cancel_timeout(void) {
+    sync_event_t ev = SYNC_EVENT_INIT;
+    sync_async_t *h = (sync_async_t *)1;
+    CHECK_EQ(sync_event_wait_async(NULL, -1, -1, NULL, NULL, &h), EINVAL);
+    CHECK(h == NULL);
+    CHECK_EQ(sync_event_wait_async(&ev, 0, -1, NULL, NULL, &h), ETIMEDOUT);   /* clear: one look */
+    CHECK_EQ(sync_event_set(&ev), 0);
+    CHECK_EQ(sync_event_wait_async(&ev, 0, -1, NULL, NULL, &h), 0);           /* set: at once */
+    CHECK_EQ(sync_async_unlock(&ev, h), EPERM);
+    CHECK_EQ(sync_async_free(h), 0);
+    CHECK_EQ(sync_event_clear(&ev), 0);
+
+    /* Every pending wait completes at a set, even if a clear follows at once. */
+    int efd = eventfd(0, EFD_CLOEXEC), cfd = eventfd(0, EFD_CLOEXEC);
+    sync_async_t *w[4], *c = NULL;
+    for (int i = 0; i < 4; i++) CHECK_EQ(sync_event_wait_async(&ev, -1, efd, NULL, NULL, &w[i]), EINPROGRESS);
+    CHECK_EQ(sync_event_wait_async(&ev, -1, cfd, NULL, NULL, &c), EINPROGRESS);
+    CHECK_EQ(sync_async_cancel(c), 0);
+    CHECK_EQ(sync_event_set(&ev), 0);
+    CHECK_EQ(sync_event_clear(&ev), 0);
+    for (int done = 0; done < 4;) {
+        uint64_t n = 0;
+        CHECK_EQ(read(efd, &n, 8), 8);
+        done += (int)n;
+    }
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ(sync_async_result(w[i]), 0);
+        CHECK_EQ(sync_async_free(w[i]), 0);
+    }
+    CHECK_EQ(sync_async_result(c), ECANCELED);
+    CHECK(!readable(cfd));
+    CHECK_EQ(sync_async_free(c), 0);
+    CHECK_EQ(ev._waiters & 0x3fffffffu, 0);
+
+    CHECK_EQ(sync_event_wait_async(&ev, now_ns() + 20000000, efd, NULL, NULL, &h), EINPROGRESS);
+    await_completion(efd);
+    CHECK_EQ(sync_async_result(h), ETIMEDOUT);
+    CHECK_EQ(sync_async_free(h), 0);
+    CHECK_EQ(ev._waiters & 0x3fffffffu, 0);
+    close(efd);
+    close(cfd);
+}
+
 int main(void) {
     test_rwlock_immediate_and_ownership();
     test_rwlock_bad_input();
@@ -337,5 +382,6 @@ int main(void) {
     test_semaphore_immediate_and_bad_input();
     test_semaphore_pending_in_order_cancel_timeout();
     test_semaphore_threads_and_callbacks();
+    test_event_set_clear_cancel_timeout();
     DONE();
 }

@@ -150,6 +150,17 @@ int sync_async_downgrade(void *rwlock, sync_async_t *handle);
 int sync_semaphore_wait_async(void *semaphore, int64_t deadline_ns, int event_fd, sync_async_callback_t callback,
                               void *context, sync_async_t **handle);
 
+/**
+ * Starts waiting for `event` (a sync_event_t, 4-aligned) to be set, until `deadline_ns`: it
+ * completes once sync_event_set is called, even if sync_event_clear follows at once (as
+ * sync_event_wait). Returns, with *handle set: 0 (set now), EINPROGRESS; or, with *handle
+ * NULL: ETIMEDOUT (clear and the deadline passed: one look), EINVAL (NULL or misaligned
+ * pointer, impossible words). Completed results: 0, ETIMEDOUT, ECANCELED. The handle holds
+ * nothing (sync_async_unlock: EPERM).
+ */
+int sync_event_wait_async(void *event, int64_t deadline_ns, int event_fd, sync_async_callback_t callback,
+                          void *context, sync_async_t **handle);
+
 #ifdef __cplusplus
 }
 #endif
