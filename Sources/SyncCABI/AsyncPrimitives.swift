@@ -121,3 +121,42 @@ public func c_sync_event_wait_async(_ event: UnsafeMutableRawPointer?, _ deadlin
         AsyncEvent.Waiter(base, mark: mark, task: acquire.identity, deadline: until, keepAlive: nil)
     }
 }
+
+// MARK: condition lock
+
+/// sync_condition_lock_lock_async and sync_condition_lock_lock_when_async.
+func conditionLockAsync(_ lock: UnsafeMutableRawPointer?, wanted: Int64?, _ deadline: Int64, _ fd: Int32,
+                        _ callback: AsyncCallback?, _ context: UnsafeMutableRawPointer?,
+                        _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+    guard let out else { return EINVAL }
+    out.pointee = nil
+    guard let word = lockWord(lock) else { return EINVAL }
+    let base = UnsafeMutableRawPointer(word), until = Deadline.until(deadline)
+    let acquire = AsyncAcquire(word: word, kind: .conditionLock, eventFD: fd, callback: callback, context: context)
+    let first = AsyncConditionLock.tryFirst(base, wanted: wanted, deadline: until, holder: acquire.identity)
+    return startAsync(acquire, first: first, keeps: { $0 == 0 }, out: out) {
+        AsyncConditionLock.Waiter(base, wanted: wanted, task: acquire.identity, deadline: until, keepAlive: nil)
+    }
+}
+
+@_cdecl("sync_condition_lock_lock_async")
+public func c_sync_condition_lock_lock_async(_ lock: UnsafeMutableRawPointer?, _ deadline: Int64, _ fd: Int32,
+                                             _ callback: AsyncCallback?, _ context: UnsafeMutableRawPointer?,
+                                             _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+    conditionLockAsync(lock, wanted: nil, deadline, fd, callback, context, out)
+}
+
+@_cdecl("sync_condition_lock_lock_when_async")
+public func c_sync_condition_lock_lock_when_async(_ lock: UnsafeMutableRawPointer?, _ condition: Int64, _ deadline: Int64,
+                                                  _ fd: Int32, _ callback: AsyncCallback?,
+                                                  _ context: UnsafeMutableRawPointer?,
+                                                  _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+    conditionLockAsync(lock, wanted: condition, deadline, fd, callback, context, out)
+}
+
+@_cdecl("sync_async_unlock_with")
+public func c_sync_async_unlock_with(_ lock: UnsafeMutableRawPointer?, _ handle: OpaquePointer?, _ condition: Int64) -> Int32 {
+    guard let base = lockMemory(lock), let acquire = AsyncAcquire.from(handle) else { return EINVAL }
+    guard acquire.kind == .conditionLock, acquire.memory == base else { return EPERM }
+    return AsyncConditionLock.unlock(base, holder: acquire.identity, condition: condition)
+}

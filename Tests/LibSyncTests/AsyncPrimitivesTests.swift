@@ -494,4 +494,102 @@ final class AsyncPrimitivesTests: XCTestCase {
         }
         XCTAssertEqual(waiters(event.memory), 0)
     }
+
+    // MARK: condition lock
+
+    static func blockingLock(_ lock: SyncConditionLock) throws { try lock.lock() }
+
+    func testConditionLockOwnershipDeadlockAndTimeouts() async throws {
+        let lock = SyncConditionLock(condition: 0)
+        try await lock.lock()
+        XCTAssertTrue(lock.isHeldByCurrentTask)
+        XCTAssertFalse(lock.tryLock())
+        do { try await lock.lock(whenCondition: 0); XCTFail("a second lock by the holding task returned") }
+        catch let error as LockError { XCTAssertEqual(error, .wouldDeadlock) }
+        XCTAssertThrowsError(try Self.blockingLock(lock)) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
+        let other = await Task.detached { () -> LockError? in
+            do { try lock.unlock(); return nil } catch { return error as? LockError }
+        }.value
+        XCTAssertEqual(other, .notOwner)
+        let seen = Slot<LockError>()
+        JoinableThread { do { try lock.unlock(withCondition: 3) } catch { seen.value = error as? LockError } }.join()
+        XCTAssertEqual(seen.value, .notOwner)
+        XCTAssertEqual(lock.condition, 0)
+        try lock.unlock(withCondition: 2)
+        XCTAssertFalse(lock.isHeldByCurrentTask)
+        XCTAssertEqual(lock.condition, 2)
+        for timeout: Duration in [.zero, .nanoseconds(-1), .seconds(-5), .milliseconds(20)] {
+            let taken = try await lock.lock(whenCondition: 1, timeout: timeout)   // free, but 2
+            XCTAssertFalse(taken, "timeout \(timeout)")
+            XCTAssertEqual(AsyncRuntime.current.pendingCount, 0)
+        }
+        let now = try await lock.lock(whenCondition: 2, timeout: .zero)
+        XCTAssertTrue(now)
+        try lock.unlock()
+        let value = try await lock.withLock(whenCondition: 2) { () async -> (result: Int, condition: Int?) in
+            await Task.yield()
+            XCTAssertTrue(lock.isHeldByCurrentTask)
+            return (5, 7)
+        }
+        XCTAssertEqual(value, 5)
+        XCTAssertEqual(lock.condition, 7)
+        XCTAssertTrue(lock.tryLock())
+        try lock.unlock()
+        let waiting = Task { try await lock.lock(whenCondition: 100) }
+        await until { AsyncRuntime.current.pendingCount == 1 }
+        waiting.cancel()
+        do { try await waiting.value; XCTFail("a cancelled acquire returned") } catch is CancellationError {}
+        XCTAssertTrue(lock.tryLock())
+        try lock.unlock()
+    }
+
+    /// Producers (tasks and a thread) put an item when the condition is 0 (empty) and set 1;
+    /// consumers (tasks, each acquire in a task cancelled at a random point) take it when 1 and
+    /// set 0 (the last sets 1 again: the others see the end). Every item put is taken exactly
+    /// once; the lock ends free.
+    func testConditionLockProducerConsumerWithCancellation() async throws {
+        let lock = SyncConditionLock(condition: 0)
+        let produced = Counter(), consumed = Counter()
+        let items = 4_000, threadItems = 1_000
+        let producer = JoinableThread {
+            for _ in 0..<threadItems {
+                try! lock.lock(whenCondition: 0)
+                produced.value += 1
+                try! lock.unlock(withCondition: 1)
+            }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for _ in 0..<(items - threadItems) {
+                    try await lock.lock(whenCondition: 0)
+                    produced.value += 1
+                    try lock.unlock(withCondition: 1)
+                }
+            }
+            for _ in 0..<4 {
+                group.addTask {
+                    while true {
+                        let attempt = Task { () -> Bool in
+                            try await lock.withLock(whenCondition: 1) { () async -> (result: Bool, condition: Int?) in
+                                if consumed.value == items { return (true, 1) }   // all taken: pass the end on
+                                consumed.value += 1
+                                if Int.random(in: 0..<4) == 0 { await Task.yield() }
+                                return consumed.value == items ? (true, 1) : (false, 0)
+                            }
+                        }
+                        if Int.random(in: 0..<3) == 0 { await Task.yield(); attempt.cancel() }
+                        if (try? await attempt.value) == true { break }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        producer.join()
+        XCTAssertEqual(produced.value, items)
+        XCTAssertEqual(consumed.value, items)
+        XCTAssertEqual(lock.condition, 1)   // the end, passed on
+        XCTAssertTrue(lock.tryLock())
+        try lock.unlock()
+        XCTAssertEqual(AsyncRuntime.current.pendingCount, 0)
+    }
 }

@@ -234,7 +234,7 @@ static void test_semaphore_immediate_and_bad_input(void) {
 
 /* Pending waits are granted oldest first, one unit each; a cancelled one takes nothing. */
 static void test_semaphore_pending_in_order_cancel_timeout(void) {
-    sync_semaphore_t sem;
+    sync_semaphore_t sem = SYNC_SEMAPHORE_INIT(0);  /* zeroed before a shared init (the attach rule) */
     CHECK_EQ(sync_semaphore_init(&sem, 0, 0, SYNC_PROCESS_SHARED), 0);
     int efd[3];
     sync_async_t *h[3];
@@ -373,6 +373,122 @@ static void test_event_set_clear_cancel_timeout(void) {
     close(cfd);
 }
 
+/* ---- condition lock ---- */
+
+static void test_condition_lock_immediate_and_ownership(void) {
+    sync_condition_lock_t cl = SYNC_CONDITION_LOCK_INIT(0);
+    sync_async_t *h = (sync_async_t *)1, *other = NULL, *m = NULL;
+    CHECK_EQ(sync_condition_lock_lock_async(NULL, -1, -1, NULL, NULL, &h), EINVAL);
+    CHECK(h == NULL);
+    CHECK_EQ(sync_condition_lock_lock_when_async((char *)&cl + 1, 0, -1, -1, NULL, NULL, &h), EINVAL);
+    CHECK_EQ(sync_condition_lock_lock_async(&cl, -1, -1, NULL, NULL, NULL), EINVAL);
+    CHECK_EQ(sync_condition_lock_lock_when_async(&cl, 1, 0, -1, NULL, NULL, &h), ETIMEDOUT);  /* free, condition 0 */
+    CHECK_EQ(sync_condition_lock_lock_when_async(&cl, 0, -1, -1, NULL, NULL, &h), 0);
+    CHECK_EQ(sync_condition_lock_unlock(&cl), EPERM);              /* a thread is not the holder */
+    CHECK_EQ(sync_condition_lock_trylock(&cl), EBUSY);
+    CHECK_EQ(sync_condition_lock_lock_async(&cl, 0, -1, NULL, NULL, &other), ETIMEDOUT);
+    CHECK_EQ(sync_async_free(h), EBUSY);
+    CHECK_EQ(sync_async_downgrade(&cl, h), EPERM);
+    CHECK_EQ(sync_async_unlock_with(&cl, h, 5), 0);
+    CHECK_EQ(sync_condition_lock_condition(&cl), 5);
+    CHECK_EQ(sync_async_unlock_with(&cl, h, 6), EPERM);            /* released already */
+    CHECK_EQ(sync_async_unlock(&cl, h), EPERM);
+    CHECK_EQ(sync_async_free(h), 0);
+    CHECK_EQ(sync_condition_lock_lock_async(&cl, -1, -1, NULL, NULL, &h), 0);
+    CHECK_EQ(sync_async_unlock(&cl, h), 0);                        /* condition unchanged */
+    CHECK_EQ(sync_condition_lock_condition(&cl), 5);
+    CHECK_EQ(sync_async_free(h), 0);
+    sync_mutex_t mutex = SYNC_MUTEX_INIT;                          /* another kind's handle */
+    CHECK_EQ(sync_mutex_lock_async(&mutex, -1, -1, NULL, NULL, &m), 0);
+    CHECK_EQ(sync_async_unlock_with(&mutex, m, 1), EPERM);
+    CHECK_EQ(sync_async_unlock(&mutex, m), 0);
+    CHECK_EQ(sync_async_free(m), 0);
+    CHECK_EQ(sync_condition_lock_trylock(&cl), 0);
+    CHECK_EQ(sync_condition_lock_unlock(&cl), 0);
+}
+
+/* A pending acquire for a value is granted at the release that sets it, not before; cancel and
+ * timeout leave the lock alone. */
+static void test_condition_lock_pending_when(void) {
+    sync_condition_lock_t cl = SYNC_CONDITION_LOCK_INIT(0);  /* zeroed before a shared init */
+    CHECK_EQ(sync_condition_lock_init(&cl, 0, SYNC_PROCESS_SHARED), 0);
+    int efd = eventfd(0, EFD_CLOEXEC), cfd = eventfd(0, EFD_CLOEXEC);
+    sync_async_t *h = NULL, *c = NULL;
+    CHECK_EQ(sync_condition_lock_lock_when_async(&cl, 1, -1, efd, NULL, NULL, &h), EINPROGRESS);
+    CHECK_EQ(sync_condition_lock_lock_when_async(&cl, 9, -1, cfd, NULL, NULL, &c), EINPROGRESS);
+    CHECK_EQ(sync_condition_lock_lock(&cl), 0);                    /* threads still take it */
+    CHECK_EQ(sync_condition_lock_unlock_with(&cl, 2), 0);
+    CHECK_EQ(sync_async_result(h), EINPROGRESS);                   /* never granted with 2 */
+    CHECK_EQ(sync_condition_lock_lock(&cl), 0);
+    CHECK_EQ(sync_condition_lock_unlock_with(&cl, 1), 0);
+    await_completion(efd);
+    CHECK_EQ(sync_async_result(h), 0);
+    CHECK_EQ(sync_condition_lock_condition(&cl), 1);
+    CHECK_EQ(sync_condition_lock_trylock(&cl), EBUSY);
+    CHECK_EQ(sync_async_cancel(c), 0);
+    CHECK_EQ(sync_async_result(c), ECANCELED);
+    CHECK_EQ(sync_async_unlock_with(&cl, h, 9), 0);                /* c, withdrawn, takes nothing */
+    CHECK(!readable(cfd));
+    CHECK_EQ(sync_condition_lock_trylock_when(&cl, 9), 0);
+    CHECK_EQ(sync_condition_lock_unlock(&cl), 0);
+    CHECK_EQ(sync_async_free(h), 0);
+    CHECK_EQ(sync_async_free(c), 0);
+
+    CHECK_EQ(sync_condition_lock_lock_when_async(&cl, 3, now_ns() + 20000000, efd, NULL, NULL, &h), EINPROGRESS);
+    await_completion(efd);
+    CHECK_EQ(sync_async_result(h), ETIMEDOUT);
+    CHECK_EQ(sync_async_free(h), 0);
+    CHECK_EQ(sync_condition_lock_trylock(&cl), 0);
+    CHECK_EQ(sync_condition_lock_unlock(&cl), 0);
+    close(efd);
+    close(cfd);
+}
+
+/* A thread blocked in sync_condition_lock_lock_when and a pending acquire, each waiting for a
+ * value the other sets: they alternate, ROUNDS times each. */
+enum { ROUNDS = 200 };
+static sync_condition_lock_t ping_pong;
+static int pong_fd;
+static atomic_int pongs;
+
+static void *ping_thread(void *arg) {
+    (void)arg;
+    for (int i = 0; i < ROUNDS; i++) {
+        CHECK_EQ(sync_condition_lock_lock_when(&ping_pong, 0), 0);
+        CHECK_EQ(sync_condition_lock_unlock_with(&ping_pong, 1), 0);
+    }
+    return NULL;
+}
+
+static void pong(sync_async_t *h, int result, void *context) {
+    (void)context;
+    CHECK_EQ(result, 0);
+    CHECK_EQ(sync_condition_lock_condition(&ping_pong), 1);
+    CHECK_EQ(sync_async_unlock_with(&ping_pong, h, 0), 0);
+    atomic_fetch_add(&pongs, 1);
+    uint64_t one = 1;
+    CHECK_EQ(write(pong_fd, &one, 8), 8);
+}
+
+static void test_condition_lock_with_a_blocked_thread(void) {
+    CHECK_EQ(sync_condition_lock_init(&ping_pong, 0, 0), 0);
+    pong_fd = eventfd(0, EFD_CLOEXEC);
+    pthread_t thread;
+    CHECK_EQ(pthread_create(&thread, NULL, ping_thread, NULL), 0);
+    for (int i = 0; i < ROUNDS; i++) {
+        sync_async_t *h = NULL;
+        int rc = sync_condition_lock_lock_when_async(&ping_pong, 1, -1, -1, pong, NULL, &h);
+        if (rc == 0) pong(h, 0, NULL);                              /* taken at once: no callback */
+        else CHECK_EQ(rc, EINPROGRESS);
+        await_completion(pong_fd);
+        CHECK_EQ(sync_async_free(h), 0);
+    }
+    CHECK_EQ(pthread_join(thread, NULL), 0);
+    CHECK_EQ(atomic_load(&pongs), ROUNDS);
+    CHECK_EQ(sync_condition_lock_condition(&ping_pong), 0);
+    close(pong_fd);
+}
+
 int main(void) {
     test_rwlock_immediate_and_ownership();
     test_rwlock_bad_input();
@@ -383,5 +499,8 @@ int main(void) {
     test_semaphore_pending_in_order_cancel_timeout();
     test_semaphore_threads_and_callbacks();
     test_event_set_clear_cancel_timeout();
+    test_condition_lock_immediate_and_ownership();
+    test_condition_lock_pending_when();
+    test_condition_lock_with_a_blocked_thread();
     DONE();
 }
