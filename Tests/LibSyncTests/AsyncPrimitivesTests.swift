@@ -592,4 +592,34 @@ final class AsyncPrimitivesTests: XCTestCase {
         try lock.unlock()
         XCTAssertEqual(AsyncRuntime.current.pendingCount, 0)
     }
+
+    /// 1,000 tasks wait for one condition of a held condition lock: at most 2 threads more than
+    /// before; setting the condition at the release serves them all, one holder at a time.
+    func testConditionLockManyWaitingTasksCostNoThreads() async throws {
+        try await warmUp()
+        let lock = SyncConditionLock(condition: 0)
+        let inside = Tally(), served = Tally()
+        let n = 1_000
+        try await lock.lock()
+        let before = threadCount()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<n {
+                group.addTask {
+                    try await lock.lock(whenCondition: 1)
+                    XCTAssertEqual(inside.value.add(1, ordering: .relaxed).newValue, 1)
+                    served.value.add(1, ordering: .relaxed)
+                    inside.value.subtract(1, ordering: .relaxed)
+                    try lock.unlock(withCondition: 1)
+                }
+            }
+            await until { AsyncRuntime.current.pendingCount == n }
+            let during = threadCount()
+            XCTAssertLessThanOrEqual(during - before, 2, "threads: \(before) before, \(during) with \(n) tasks waiting")
+            try lock.unlock(withCondition: 1)
+            try await group.waitForAll()
+        }
+        XCTAssertEqual(served.value.load(ordering: .relaxed), n)
+        XCTAssertTrue(lock.tryLock(whenCondition: 1))
+        try lock.unlock()
+    }
 }
