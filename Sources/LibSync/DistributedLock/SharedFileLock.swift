@@ -175,7 +175,7 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
     public convenience init(path: String, options: DistributedLock.Options = [], mode: UInt32? = nil) throws(DistributedLockError) {
         let (place, code) = Self.place(path, options: options, mode: mode)
         guard let place else {
-            throw DistributedLockError(code: code, operation: "create", path: path, detail: DistributedLockMessage.detail)
+            throw DistributedLockError(code: code, operation: .create, path: path, detail: DistributedLockMessage.detail)
         }
         self.init(place, processOwned: options.contains(.processOwned))
     }
@@ -367,7 +367,7 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
     public func tryLock(_ kind: Kind) throws(DistributedLockError) -> Bool {
         let code = tryLockCode(kind)
         if code == EBUSY { return false }
-        try check(code, "lock")
+        try check(code, .lock)
         return true
     }
 
@@ -375,11 +375,11 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
     /// limit); throws `.timedOut` then.
     public func lock(_ kind: Kind, timeout: Duration? = nil, poll: Duration = .milliseconds(10)) throws(DistributedLockError) {
         let deadline = timeout.map { Deadline.after($0) } ?? Deadline.none
-        try check(lockCode(kind, deadline: deadline, pollNanoseconds: max(1, nanoseconds(poll))), "lock")
+        try check(lockCode(kind, deadline: deadline, pollNanoseconds: max(1, Deadline.nanoseconds(poll))), .lock)
     }
 
     /// Ends one acquisition; the last releases the lock.
-    public func unlock() throws(DistributedLockError) { try check(unlockCode(), "unlock") }
+    public func unlock() throws(DistributedLockError) { try check(unlockCode(), .unlock) }
 
     /// The kind the caller holds through this object, or nil.
     public var heldKind: Kind? { state.kind }
@@ -392,9 +392,9 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
     }
 
     /// Removes the lock whoever holds it.
-    public func breakLock() throws(DistributedLockError) { try check(breakCode(), "break") }
+    public func breakLock() throws(DistributedLockError) { try check(breakCode(), .breakLock) }
 
-    private func check(_ code: Int32, _ operation: String) throws(DistributedLockError) {
+    private func check(_ code: Int32, _ operation: DistributedLockOperation) throws(DistributedLockError) {
         if code != 0 { throw DistributedLockError(code: code, operation: operation, path: path, detail: DistributedLockMessage.detail) }
     }
 }
