@@ -42,7 +42,8 @@ class Timeout(TimeoutError):
     def __reduce__(self) -> tuple[type[Timeout], tuple[str]]:
         return self.__class__, (self._lock_file,)
 
-    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:  # what pickle and copy call: notes and attributes set on it come along
+    # (what pickle and copy call: notes and attributes set on it come along)
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
         state = {name: value for name, value in self.__dict__.items() if name != "_lock_file"}
         return (*self.__reduce__(), state) if state else self.__reduce__()
 

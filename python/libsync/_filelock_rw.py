@@ -130,10 +130,12 @@ class ReadWriteLock(metaclass=_ReadWriteLockMeta):
         if not isinstance(poll_interval, bool) and isinstance(poll_interval, (int, float)) and poll_interval <= 0:
             raise ValueError(f"poll_interval must be positive, got {poll_interval!r}")
         self._poll = _poll_ns(poll_interval)
-        self._core: Optional[_RWHandle] = _RWHandle(self.lock_file, _MAKE_PARENTS | (_PROCESS_OWNED if _process_owned else 0))
+        flags = _MAKE_PARENTS | (_PROCESS_OWNED if _process_owned else 0)
+        self._core: Optional[_RWHandle] = _RWHandle(self.lock_file, flags)
 
     @classmethod
-    def get_lock(cls, lock_file: Union[str, os.PathLike[str]], timeout: float = -1, *, blocking: bool = True) -> "ReadWriteLock":
+    def get_lock(cls, lock_file: Union[str, os.PathLike[str]], timeout: float = -1, *,
+                 blocking: bool = True) -> "ReadWriteLock":
         """The singleton lock for this path."""
         return cls(lock_file, timeout, blocking=blocking)
 
