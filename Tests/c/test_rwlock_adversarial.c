@@ -180,7 +180,7 @@ static void *timed_upgradable(void *arg) {
 }
 
 /* Waits in `wait` (any form whose deadline is none or huge) until the other thread leaves. */
-static void leaves_then(void *(*holder)(void *), int (*wait)(void), int setup_upgradable) {
+static void leaves_then(void *(*holder)(void *), int (*wait)(void), int setup_upgradable, const char *name) {
     pthread_t t;
     void *failed;
     atomic_store(&timed_step, 0);
@@ -188,20 +188,25 @@ static void leaves_then(void *(*holder)(void *), int (*wait)(void), int setup_up
     CHECK_EQ(pthread_create(&t, NULL, holder, NULL), 0);
     WAIT_UNTIL(atomic_load(&timed_step) == 1);
     atomic_store(&timed_step, 2);      /* the wait below ends when it leaves, whenever that is */
-    CHECK_EQ(wait(), 0);
+    int code = wait();
+    if (code) fprintf(stderr, "%s: %d\n", name, code);
+    CHECK_EQ(code, 0);
     CHECK_EQ(pthread_join(t, &failed), 0);
     CHECK(failed == NULL);
 }
 
-static int upgrade_huge(void) { return sync_rwlock_timedupgrade(&timed, UINT64_MAX) || sync_rwlock_wrunlock(&timed); }
-static int upgrade_until_max(void) { return sync_rwlock_upgrade_until(&timed, INT64_MAX) || sync_rwlock_wrunlock(&timed); }
-static int upgrade_until_negative(void) { return sync_rwlock_upgrade_until(&timed, INT64_MIN) || sync_rwlock_wrunlock(&timed); }
+static int upgrade_huge(void) { int c = sync_rwlock_timedupgrade(&timed, UINT64_MAX); return c ? c : sync_rwlock_wrunlock(&timed) ? 1000 : 0; }
+static int upgrade_until_max(void) { int c = sync_rwlock_upgrade_until(&timed, INT64_MAX); return c ? c : sync_rwlock_wrunlock(&timed) ? 1000 : 0; }
+static int upgrade_until_negative(void) { int c = sync_rwlock_upgrade_until(&timed, INT64_MIN); return c ? c : sync_rwlock_wrunlock(&timed) ? 1000 : 0; }
 static int upgrade_interruptible_none(void) {
-    return sync_rwlock_upgrade_interruptible(&timed, -7) || sync_rwlock_wrunlock(&timed);
+    /* EINTR at least every 50 ms in the main thread (sync/locks.h), the upgradable read kept: again */
+    int c;
+    do c = sync_rwlock_upgrade_interruptible(&timed, -7); while (c == EINTR);
+    return c ? c : sync_rwlock_wrunlock(&timed) ? 1000 : 0;
 }
-static int uprd_huge(void) { return sync_rwlock_timeduprdlock(&timed, UINT64_MAX) || sync_rwlock_uprdunlock(&timed); }
-static int uprd_until_negative(void) { return sync_rwlock_uprdlock_until(&timed, -1) || sync_rwlock_uprdunlock(&timed); }
-static int uprd_until_max(void) { return sync_rwlock_uprdlock_until(&timed, INT64_MAX) || sync_rwlock_uprdunlock(&timed); }
+static int uprd_huge(void) { int c = sync_rwlock_timeduprdlock(&timed, UINT64_MAX); return c ? c : sync_rwlock_uprdunlock(&timed) ? 1000 : 0; }
+static int uprd_until_negative(void) { int c = sync_rwlock_uprdlock_until(&timed, -1); return c ? c : sync_rwlock_uprdunlock(&timed) ? 1000 : 0; }
+static int uprd_until_max(void) { int c = sync_rwlock_uprdlock_until(&timed, INT64_MAX); return c ? c : sync_rwlock_uprdunlock(&timed) ? 1000 : 0; }
 
 static void test_timeouts(void) {
     alarm(60);
@@ -231,13 +236,13 @@ static void test_timeouts(void) {
     CHECK_EQ(sync_rwlock_uprdunlock(&timed), 0);
     CHECK_EQ(timed._state, 0u);
     /* none (negative) and huge: they wait until the other leaves, and succeed */
-    leaves_then(timed_reader, upgrade_huge, 1);
-    leaves_then(timed_reader, upgrade_until_max, 1);
-    leaves_then(timed_reader, upgrade_until_negative, 1);
-    leaves_then(timed_reader, upgrade_interruptible_none, 1);
-    leaves_then(timed_upgradable, uprd_huge, 0);
-    leaves_then(timed_upgradable, uprd_until_negative, 0);
-    leaves_then(timed_upgradable, uprd_until_max, 0);
+    leaves_then(timed_reader, upgrade_huge, 1, "upgrade_huge");
+    leaves_then(timed_reader, upgrade_until_max, 1, "upgrade_until_max");
+    leaves_then(timed_reader, upgrade_until_negative, 1, "upgrade_until_negative");
+    leaves_then(timed_reader, upgrade_interruptible_none, 1, "upgrade_interruptible_none");
+    leaves_then(timed_upgradable, uprd_huge, 0, "uprd_huge");
+    leaves_then(timed_upgradable, uprd_until_negative, 0, "uprd_until_negative");
+    leaves_then(timed_upgradable, uprd_until_max, 0, "uprd_until_max");
     CHECK_EQ(timed._state, 0u);
     CHECK_EQ(timed._writer, 0u);
     alarm(0);
@@ -423,6 +428,72 @@ static void test_killed_mid_upgrade(void) {
     alarm(0);
 }
 
+/* A writer killed while it waits behind a live upgradable reader leaves its mark, which stops new
+ * readers; sync/locks.h promises that readers' slices withdraw a dead writer's mark: the plain
+ * readers get in beside the upgradable reader, which can still upgrade and release. */
+static void *reader_beside(void *arg) {
+    struct shared *s = arg;
+    int code = sync_rwlock_timedrdlock(&s->rw, 60 * SECOND);  /* a guard against a hang */
+    if (code == 0) code = sync_rwlock_rdunlock(&s->rw);
+    return (void *)(intptr_t)code;
+}
+
+static void test_killed_writer_behind_upgradable(void) {
+    alarm(120);
+    struct shared *s = new_shared(SYNC_RWLOCK_SHARED);
+    CHECK_EQ(sync_rwlock_uprdlock(&s->rw), 0);
+    pid_t writer = spawn_role("wait-write", NULL, -1);
+    WAIT_UNTIL(sync_rwlock_waiting_writers(&s->rw) == 1 && (s->rw._state & (1u << 29)));
+    CHECK_EQ(kill(writer, SIGKILL), 0);
+    CHECK(WIFSIGNALED(reap(writer)));
+    pthread_t t;
+    void *code;
+    CHECK_EQ(pthread_create(&t, NULL, reader_beside, s), 0);
+    CHECK_EQ(pthread_join(t, &code), 0);
+    CHECK_EQ((int)(intptr_t)code, 0);
+    CHECK_EQ(sync_rwlock_upgrade(&s->rw), 0);
+    CHECK_EQ(sync_rwlock_wrunlock(&s->rw), 0);
+    CHECK_EQ(sync_rwlock_trywrlock(&s->rw), 0);               /* no mark left behind */
+    CHECK_EQ(sync_rwlock_wrunlock(&s->rw), 0);
+    munmap(s, sizeof *s);
+    alarm(0);
+}
+
+/* SIGSTOP of a process mid-upgrade (it waits for this process's read): the others' timed waits
+ * time out behind it; the read released and the process continued, its upgrade completes. */
+static void *timed_behind_upgrade(void *arg) {
+    struct shared *s = arg;
+    int rd = sync_rwlock_timedrdlock(&s->rw, 30 * MS), up = sync_rwlock_timeduprdlock(&s->rw, 30 * MS);
+    int wr = sync_rwlock_timedwrlock(&s->rw, 30 * MS);
+    return (void *)(intptr_t)(rd != ETIMEDOUT || up != ETIMEDOUT || wr != ETIMEDOUT);
+}
+
+static void test_stopped_mid_upgrade(void) {
+    alarm(120);
+    struct shared *s = new_shared(SYNC_RWLOCK_SHARED);
+    CHECK_EQ(sync_rwlock_rdlock(&s->rw), 0);
+    pid_t child = spawn_role("upgrade-and-write", NULL, -1);
+    WAIT_UNTIL(atomic_load(&s->step) == 1 && upgrading(&s->rw));
+    CHECK_EQ(kill(child, SIGSTOP), 0);
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) CHECK_EQ(pthread_create(&t[i], NULL, timed_behind_upgrade, s), 0);
+    for (int i = 0; i < 4; i++) {
+        void *failed;
+        CHECK_EQ(pthread_join(t[i], &failed), 0);
+        CHECK(failed == NULL);
+    }
+    CHECK_EQ(sync_rwlock_waiting_writers(&s->rw), 0u);
+    CHECK(upgrading(&s->rw));                                 /* the stopped upgrade still waits */
+    CHECK_EQ(sync_rwlock_rdunlock(&s->rw), 0);                /* wakes a stopped process */
+    CHECK_EQ(kill(child, SIGCONT), 0);
+    int status = reap(child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_EQ(s->value, 1);
+    CHECK_EQ(s->rw._state, 0x80000000u);
+    munmap(s, sizeof *s);
+    alarm(0);
+}
+
 /* ---- A stopped holder: the others time out, nothing is corrupted ---------------------------- */
 
 static void *timed_waiter(void *arg) {
@@ -566,6 +637,18 @@ static int child_main(const char *role, int fd, const char *arg) {
         atomic_store(&s->step, 2);
         return 12 + code;
     }
+    if (!strcmp(role, "wait-write")) {        /* waits behind the parent's upgradable read: killed */
+        return 13 + sync_rwlock_wrlock(&s->rw);
+    }
+    if (!strcmp(role, "upgrade-and-write")) { /* upgrades behind the parent's read, is stopped, writes */
+        CHECK_EQ(sync_rwlock_uprdlock(&s->rw), 0);
+        atomic_store(&s->step, 1);
+        long seen = s->value;
+        CHECK_EQ(sync_rwlock_upgrade(&s->rw), 0);
+        s->value = seen + 1;
+        CHECK_EQ(sync_rwlock_wrunlock(&s->rw), 0);
+        return 0;
+    }
     if (!strcmp(role, "stopped")) {           /* holds, is stopped, then upgrades and writes */
         CHECK_EQ(sync_rwlock_uprdlock(&s->rw), 0);
         atomic_store(&s->step, 1);
@@ -591,6 +674,8 @@ int main(int argc, char **argv) {
     test_killed_upgradable_holder();
     test_killed_mid_upgrade();
     test_stopped_holder();
+    test_killed_writer_behind_upgradable();
+    test_stopped_mid_upgrade();
     test_many_threads();
     test_many_processes();
     DONE();
