@@ -14,6 +14,7 @@ from multiprocessing import shared_memory
 
 import pytest
 
+from conftest import assert_ctrl_c_interrupts
 from libsync.locks import DeadlockError, NotOwnerError, RWLock
 
 
@@ -363,6 +364,120 @@ def test_stopped_upgradable_holder_times_others_out_then_goes_on():
         assert shm.buf[RWLock.SIZE] == 1
         assert lock.acquire_upgradable(timeout=30) is True
         assert lock.upgrade(timeout=0) is True
+        lock.release_write()
+        del lock
+    finally:
+        shm.close()
+        shm.unlink()
+
+
+# ---- Ctrl-C while blocked ------------------------------------------------------------------------
+
+_BLOCKED_SETUP = """
+    import threading
+    from libsync.locks import RWLock
+    lock = RWLock()
+    held, leave = threading.Event(), threading.Event()
+    def reader():
+        lock.acquire_read()
+        held.set()
+        leave.wait()
+        lock.release_read()
+    threading.Thread(target=reader, daemon=True).start()
+    held.wait()
+    def other(body):
+        result = []
+        thread = threading.Thread(target=lambda: result.append(body()))
+        thread.start()
+        thread.join()
+        return result[0]
+    def blocked_upgrade():
+        lock.acquire_upgradable()
+        try:
+            lock.upgrade()
+        finally:  # the upgradable read kept, no upgrade left waiting: readers get in, not writers
+            assert other(lambda: lock.acquire_read(timeout=10) and (lock.release_read() or True))
+            assert other(lambda: lock.acquire_upgradable(blocking=False)) is False
+            lock.release_upgradable()
+            leave.set()
+            assert other(lambda: lock.acquire_write(timeout=10) and (lock.release_write() or True))
+    def blocked_upgradable():
+        holder_in, holder_out = threading.Event(), threading.Event()
+        def holder():
+            lock.acquire_upgradable()
+            holder_in.set()
+            holder_out.wait()
+            lock.release_upgradable()
+        thread = threading.Thread(target=holder)
+        thread.start()
+        holder_in.wait()
+        try:
+            lock.acquire_upgradable()
+        finally:  # not taken; the other holder's release lets a third in
+            holder_out.set()
+            thread.join()
+            assert other(lambda: lock.acquire_upgradable(timeout=10) and (lock.release_upgradable() or True))
+            leave.set()
+            assert other(lambda: lock.acquire_write(timeout=10) and (lock.release_write() or True))
+    """
+
+
+@pytest.mark.parametrize("blocker", ["blocked_upgrade()", "blocked_upgradable()"])
+def test_ctrl_c_while_blocked_leaves_the_lock_as_it_was(blocker):
+    assert_ctrl_c_interrupts(_BLOCKED_SETUP, blocker)
+
+
+# ---- Many processes ------------------------------------------------------------------------------
+
+_WORKER = """
+import sys
+from multiprocessing import resource_tracker, shared_memory
+from libsync.locks import RWLock
+shm = shared_memory.SharedMemory(name=sys.argv[1])
+resource_tracker.unregister(shm._name, "shared_memory")  # the parent owns it
+lock = RWLock(buffer=shm, initialize=False)
+seed, writes, failures = int(sys.argv[2]), 0, 0
+view = shm.buf[RWLock.SIZE:RWLock.SIZE + 8]
+for i in range(1500):
+    seed = (seed * 1103515245 + 12345) & 0x7FFFFFFF
+    kind = seed % 10
+    if kind < 5:
+        with lock.read():
+            pass
+    elif kind < 9:
+        with lock.upgradable() as guard:
+            seen = int.from_bytes(view, "little")
+            if kind == 8 and not guard.upgrade(timeout=0):
+                continue
+            if kind != 8:
+                guard.upgrade()
+            failures += int.from_bytes(view, "little") != seen  # the upgrade is atomic
+            view[:] = (seen + 1).to_bytes(8, "little")
+            writes += 1
+            if kind == 7:
+                guard.downgrade()
+    else:
+        with lock.write():
+            view[:] = (int.from_bytes(view, "little") + 1).to_bytes(8, "little")
+            writes += 1
+print(writes, failures, flush=True)
+del view, lock, guard
+shm.close()
+"""
+
+
+def test_processes_share_upgradable_reads():
+    shm = shared_memory.SharedMemory(create=True, size=RWLock.SIZE + 8)
+    try:
+        lock = RWLock(buffer=shm, initialize=True)
+        shm.buf[RWLock.SIZE:RWLock.SIZE + 8] = bytes(8)
+        children = [subprocess.Popen([sys.executable, "-c", _WORKER, shm.name, str(seed)], stdout=subprocess.PIPE,
+                                     text=True, env=os.environ) for seed in (1, 2, 3)]
+        results = [child.communicate(timeout=300)[0].split() for child in children]
+        assert [child.returncode for child in children] == [0, 0, 0]
+        assert [int(failures) for _, failures in results] == [0, 0, 0]
+        assert int.from_bytes(shm.buf[RWLock.SIZE:RWLock.SIZE + 8], "little") == sum(int(w) for w, _ in results)
+        assert lock.acquire_write(blocking=False) is True
         lock.release_write()
         del lock
     finally:
