@@ -157,6 +157,56 @@ static void test_misuse(void) {
     alarm(0);
 }
 
+/* The upgradable reader's own read lock while a writer waits for it: EDEADLK (that writer waits
+ * for it), its try EBUSY; a downgrade refused for too many readers (EAGAIN) changes nothing and
+ * leaves it the upgradable reader, private and process-shared. */
+static sync_rwlock_t behind = SYNC_RWLOCK_INIT;
+static void *writer_behind(void *arg) {
+    (void)arg;
+    int code = sync_rwlock_wrlock(&behind);
+    if (code == 0) code = sync_rwlock_wrunlock(&behind);
+    return (void *)(intptr_t)code;
+}
+
+static void test_upgradable_reader_edges(void) {
+    alarm(60);
+    CHECK_EQ(sync_rwlock_uprdlock(&behind), 0);
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, writer_behind, NULL), 0);
+    WAIT_UNTIL(sync_rwlock_waiting_writers(&behind) == 1 && (behind._state & (1u << 29)));
+    CHECK_EQ(sync_rwlock_rdlock(&behind), EDEADLK);
+    CHECK_EQ(sync_rwlock_timedrdlock(&behind, SECOND), EDEADLK);
+    CHECK_EQ(sync_rwlock_rdlock_until(&behind, -1), EDEADLK);
+    CHECK_EQ(sync_rwlock_tryrdlock(&behind), EBUSY);
+    CHECK_EQ(sync_rwlock_uprdlock(&behind), EDEADLK);
+    CHECK_EQ(sync_rwlock_wrlock(&behind), EDEADLK);
+    CHECK_EQ(sync_rwlock_upgrade(&behind), 0);                /* ahead of the waiting writer */
+    CHECK_EQ(sync_rwlock_wrunlock(&behind), 0);
+    void *code;
+    CHECK_EQ(pthread_join(t, &code), 0);
+    CHECK_EQ((int)(intptr_t)code, 0);
+    CHECK_EQ(behind._state, 0u);
+
+    for (int shared = 0; shared < 2; shared++) {
+        sync_rwlock_t l = SYNC_RWLOCK_INIT;
+        CHECK_EQ(sync_rwlock_init(&l, shared ? SYNC_RWLOCK_SHARED : 0), 0);
+        CHECK_EQ(sync_rwlock_uprdlock(&l), 0);
+        l._state += (1u << 26) - 2;                          /* as if 2^26-2 readers held it beside */
+        CHECK_EQ(sync_rwlock_tryrdlock(&l), 0);              /* the last read lock there is room for */
+        uint32_t full = l._state, owner = l._writer;
+        CHECK_EQ(sync_rwlock_tryrdlock(&l), EAGAIN);
+        CHECK_EQ(sync_rwlock_uprd_downgrade(&l), EAGAIN);
+        CHECK_EQ(l._state, full);
+        CHECK_EQ(l._writer, owner);
+        CHECK_EQ(sync_rwlock_rdunlock(&l), 0);               /* room for one now */
+        CHECK_EQ(sync_rwlock_uprd_downgrade(&l), 0);         /* it was still the upgradable reader */
+        CHECK_EQ(sync_rwlock_uprdunlock(&l), EPERM);
+        CHECK_EQ(l._state & ((1u << 26) - 1), (1u << 26) - 1);  /* full again, now plain readers */
+        l._state = shared ? 0x80000000u : 0;                 /* the readers that never were */
+    }
+    alarm(0);
+}
+
 /* ---- Timeouts at their edges ---------------------------------------------------------------- */
 
 static sync_rwlock_t timed = SYNC_RWLOCK_INIT;
@@ -669,6 +719,7 @@ int main(int argc, char **argv) {
     CHECK(len > 0);
     self[len] = 0;
     test_misuse();
+    test_upgradable_reader_edges();
     test_timeouts();
     test_unfair_misuse();
     test_killed_upgradable_holder();
