@@ -173,7 +173,7 @@ static void test_upgradable_reader_edges(void) {
     CHECK_EQ(sync_rwlock_uprdlock(&behind), 0);
     pthread_t t;
     CHECK_EQ(pthread_create(&t, NULL, writer_behind, NULL), 0);
-    WAIT_UNTIL(sync_rwlock_waiting_writers(&behind) == 1 && (behind._state & (1u << 29)));
+    WAIT_UNTIL(sync_rwlock_waiting_writers(&behind) == 1 && (__atomic_load_n(&behind._state, __ATOMIC_SEQ_CST) & (1u << 29)));
     CHECK_EQ(sync_rwlock_rdlock(&behind), EDEADLK);
     CHECK_EQ(sync_rwlock_timedrdlock(&behind, SECOND), EDEADLK);
     CHECK_EQ(sync_rwlock_rdlock_until(&behind, -1), EDEADLK);
@@ -493,7 +493,7 @@ static void test_killed_writer_behind_upgradable(void) {
     struct shared *s = new_shared(SYNC_RWLOCK_SHARED);
     CHECK_EQ(sync_rwlock_uprdlock(&s->rw), 0);
     pid_t writer = spawn_role("wait-write", NULL, -1);
-    WAIT_UNTIL(sync_rwlock_waiting_writers(&s->rw) == 1 && (s->rw._state & (1u << 29)));
+    WAIT_UNTIL(sync_rwlock_waiting_writers(&s->rw) == 1 && (__atomic_load_n(&s->rw._state, __ATOMIC_SEQ_CST) & (1u << 29)));
     CHECK_EQ(kill(writer, SIGKILL), 0);
     CHECK(WIFSIGNALED(reap(writer)));
     pthread_t t;
