@@ -52,9 +52,9 @@ import functools
 from ctypes import c_int, c_int64, c_uint32, c_uint64, c_void_p
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, TypeVar
 
-from ._common import (EBUSY, EDEADLK, ETIMEDOUT, FOREVER, DeadlockError, LockError, NotOwnerError, NotRecoverableError, OwnerDiedError,
-                      acquire, acquired, check, declare, error, init_error, interruptible, layout, lock_deadline, wait,
-                      word, words)
+from ._common import (EBUSY, EDEADLK, ETIMEDOUT, FOREVER, DeadlockError, LockError, NotOwnerError,
+                      NotRecoverableError, OwnerDiedError, acquire, acquired, check, declare, error, init_error,
+                      interruptible, layout, lock_deadline, wait, word, words)
 from . import debug as _debug
 from ._memory import PRIVATE, attach_choice, ref as _ref
 
