@@ -128,13 +128,16 @@ final class UpgradableAdversarialTests: XCTestCase {
         XCTAssertTrue(try rw.upgrade(timeout: .seconds(Int64.max)))
         reader.join()
         try rw.downgradeToUpgradableRead()
+        let triedOnce = Atomic<Bool>(false)
         let other = JoinableThread {
             XCTAssertEqual(try? rw.upgradableReadLock(timeout: .zero), false)
             XCTAssertEqual(try? rw.upgradableReadLock(timeout: .seconds(-1)), false)
+            triedOnce.store(true, ordering: .releasing)
             XCTAssertEqual(try? rw.upgradableReadLock(timeout: .seconds(Int64.max)), true)  // after the release
             XCTAssertNil(thrown { try rw.upgradableReadUnlock() })
         }
-        usleep(1000)
+        while !triedOnce.load(ordering: .acquiring) { usleep(100) }
+        usleep(1000)  // room for the long wait to begin (it succeeds either way)
         try rw.upgradableReadUnlock()
         other.join()
         XCTAssertTrue(rw.tryWriteLock())
