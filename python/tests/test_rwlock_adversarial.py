@@ -51,13 +51,13 @@ def free(lock: RWLock) -> bool:
 
 # ---- Ctrl-C as the wait succeeds -----------------------------------------------------------------
 
-# Each round: another thread holds what keeps the main thread waiting, releases it and at once
-# sends the main thread SIGINT. The main thread's KeyboardInterrupt lands before, during or
+# Each round: another thread holds what keeps the main thread waiting, and once the main thread
+# sleeps in its wait (the lock's state says so), releases it and at once sends it SIGINT. The main thread's KeyboardInterrupt lands before, during or
 # after its wait, often right as the wait's C call returns having taken the lock: whatever
 # the interleaving, the lock must be free again once the main thread has released what it
 # knows it holds (and an interrupted upgrade leaves exactly the upgradable read).
 _CTRL_C_ROUNDS = """
-import signal, sys, threading
+import ctypes, signal, sys, threading, time
 from libsync.locks import RWLock, NotOwnerError
 mode, rounds = sys.argv[1], int(sys.argv[2])
 lock = RWLock()
@@ -68,10 +68,20 @@ blocker = {"acquire_upgradable": (lock.acquire_upgradable, lock.release_upgradab
            "guard": (lock.acquire_read, lock.release_read)}[mode]
 interrupted = 0
 
+state = ctypes.c_uint32.from_address(lock._p.value)  # the lock's state word (sync/locks.h)
+waiting = {"acquire_upgradable": lambda: state.value & (1 << 30),  # READERS_PARKED: it sleeps
+           "acquire_write": lambda: lock.waiting_writers() == 1,
+           "upgrade": lambda: state.value & (1 << 26),             # UPGRADING: the upgrade waits
+           "guard": lambda: state.value & (1 << 26)}[mode]
+
 def other(ready, go):
     blocker[0]()
     ready.set()
     go.wait()
+    end = time.monotonic() + 60
+    while not waiting():  # the main thread is in its blocking wait (the GIL released)
+        assert time.monotonic() < end, "the main thread never waited"
+        time.sleep(0.0002)
     blocker[1]()
     signal.pthread_kill(main, signal.SIGINT)
 
@@ -401,16 +411,17 @@ _BLOCKED_SETUP = """
             lock.release_upgradable()
             leave.set()
             assert other(lambda: lock.acquire_write(timeout=10) and (lock.release_write() or True))
-    def blocked_upgradable():
-        holder_in, holder_out = threading.Event(), threading.Event()
-        def holder():
-            lock.acquire_upgradable()
-            holder_in.set()
-            holder_out.wait()
-            lock.release_upgradable()
-        thread = threading.Thread(target=holder)
+    holder_in, holder_out = threading.Event(), threading.Event()
+    def holder():
+        lock.acquire_upgradable()
+        holder_in.set()
+        holder_out.wait()
+        lock.release_upgradable()
+    thread = threading.Thread(target=holder, daemon=True)
+    if HOLDER:  # before the main thread blocks: the signal must find it in its acquire
         thread.start()
         holder_in.wait()
+    def blocked_upgradable():
         try:
             lock.acquire_upgradable()
         finally:  # not taken; the other holder's release lets a third in
@@ -424,7 +435,8 @@ _BLOCKED_SETUP = """
 
 @pytest.mark.parametrize("blocker", ["blocked_upgrade()", "blocked_upgradable()"])
 def test_ctrl_c_while_blocked_leaves_the_lock_as_it_was(blocker):
-    assert_ctrl_c_interrupts(_BLOCKED_SETUP, blocker)
+    holder = blocker == "blocked_upgradable()"
+    assert_ctrl_c_interrupts(f"HOLDER = {holder}\n" + textwrap.dedent(_BLOCKED_SETUP), blocker)
 
 
 # ---- Many processes ------------------------------------------------------------------------------
