@@ -118,20 +118,19 @@ etcd_start() {
     --initial-cluster "libsync=http://127.0.0.1:$peer" >>"$dir/etcd.log" 2>&1 </dev/null &
   echo $! > "$dir/etcd/etcd.pid"
   for _ in $(seq 400); do
+    # (before its auth is on, and after: a restart)
     ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$port" --command-timeout=1s endpoint health >/dev/null 2>&1 && return 0
+    ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$port" --command-timeout=1s --user root:secret endpoint health >/dev/null 2>&1 && return 0
     kill -0 "$(cat "$dir/etcd/etcd.pid")" 2>/dev/null || break
     sleep 0.05
   done
   echo "etcd did not start (see $dir/etcd.log)" >&2; return 1
 }
 
-# Every process of a server: the postmaster and its children, or redis-server.
+# Every process of a server: the postmaster and its children, redis-server, or etcd.
 processes() {
   local what=$1 dir=$2 pid
-  if [ "$what" = etcd ]; then
-    for pid in $pids; do kill -TERM "$pid" 2>/dev/null || true; while kill -0 "$pid" 2>/dev/null; do sleep 0.02; done; done
-    rm -f "$dir/etcd/etcd.pid"
-  elif [ "$what" = postgres ]; then
+  if [ "$what" = postgres ]; then
     [ -f "$dir/postgres/postmaster.pid" ] || return 0
     pid=$(head -1 "$dir/postgres/postmaster.pid")
     echo "$pid" $(pgrep -P "$pid" || true)

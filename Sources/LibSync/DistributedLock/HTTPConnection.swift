@@ -487,12 +487,17 @@ final class HTTPConnection {
                 let sizeText = String(decoding: buffer[..<newline], as: UTF8.self).split(separator: ";").first ?? ""
                 guard let size = Int(sizeText.trimmingPrefix(" "), radix: 16) else { return .failure(broken("a bad chunk size '\(sizeText)'")) }
                 if size == 0 {
-                    // The last chunk, then (no trailers from etcd) its blank line.
-                    while buffer.count < newline + 4 {
-                        if case .failure(let fault) = fill(deadline: deadline) { return .failure(fault) }
+                    // The last chunk, then its trailers (the gateway sends gRPC's after an
+                    // error), each a line, up to a blank line.
+                    buffer.removeFirst(newline + 2)
+                    while true {
+                        guard let end = firstCRLF() else {
+                            if case .failure(let fault) = fill(deadline: deadline) { return .failure(fault) }
+                            continue
+                        }
+                        buffer.removeFirst(end + 2)
+                        if end == 0 { return .success(nil) }
                     }
-                    buffer.removeFirst(newline + 4)
-                    return .success(nil)
                 }
                 buffer.removeFirst(newline + 2)
                 chunkLeft = size
