@@ -43,8 +43,14 @@ struct EtcdAddress: Hashable, Sendable {
 final class EtcdClient {
     let address: EtcdAddress
     let connection: HTTPConnection
-    /// The auth token, once logged in.
-    private(set) var token: String?
+    /// The auth token, once logged in: shared by the process's clients of one address and login
+    /// (a login costs the server a bcrypt hash; a lease keeper's keep-alive, which may wait only
+    /// ttl/3, must not need one).
+    private(set) var token: String? {
+        get { Self.tokens.withLock { $0[address] } }
+        set { Self.tokens.withLock { $0[address] = newValue } }
+    }
+    private static let tokens = Mutex<[EtcdAddress: String]>([:])
     /// When the last request began to be sent (monotonic ns).
     private(set) var lastSent: Int64 = 0
 
@@ -76,7 +82,8 @@ final class EtcdClient {
                 if let fault = logIn(deadline: deadline) { return .failure(fault) }
             }
             lastSent = monotonicNow()
-            switch connection.post(path, body, headers: token.map { [("Authorization", $0)] } ?? [], deadline: deadline) {
+            let sentToken = token
+            switch connection.post(path, body, headers: sentToken.map { [("Authorization", $0)] } ?? [], deadline: deadline) {
             case .failure(let fault):
                 if fault.code == EIO && wasConnected && !reconnected {
                     reconnected = true  // an old connection broke (a restart?): once more, afresh
@@ -91,7 +98,7 @@ final class EtcdClient {
                 if status == 200 && json["error"] == nil { return .success(json) }
                 let text = json["message"]?.string ?? json["error"]?.string ?? "HTTP status \(status)"
                 if text.contains("invalid auth token") && address.user != nil && !loggedInAgain {
-                    token = nil
+                    if let failed = sentToken { Self.tokens.withLock { if $0[address] == failed { $0[address] = nil } } }
                     loggedInAgain = true
                     continue
                 }
