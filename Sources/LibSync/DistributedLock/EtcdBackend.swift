@@ -310,7 +310,20 @@ final class EtcdSession: LockSession {
         return (id, 0)
     }
 
-    private func newKey(_ lease: Int64) -> String { backend.prefix + String(UInt64(bitPattern: lease), radix: 16) + "-" + String(ProcessIdentity.nextSerial()) }
+    /// This session's key under `lease`: the same from one acquisition to the next (etcd keeps
+    /// an index entry for every key a range ever held, until the history is compacted, and a
+    /// range compare walks them all: a new key per acquisition would make each acquisition
+    /// slower than the last), and a new one after an attempt was abandoned (`abandon`).
+    private func newKey(_ lease: Int64) -> String {
+        backend.prefix + String(UInt64(bitPattern: lease), radix: 16) + "-" + String(holdID) + "." + String(keyGeneration)
+    }
+    /// Bumped when a key is abandoned: its deletion in the background never meets a later attempt.
+    private var keyGeneration = 0
+
+    private func abandon(_ key: String) {
+        keyGeneration += 1
+        keeper.abandon(key)
+    }
 
     /// Holds the lock through `mine`.
     private func took() {
@@ -356,7 +369,7 @@ final class EtcdSession: LockSession {
                 lost = true
                 keeper.leaseGone(lease)  // expired (the process was stopped, or the server lost it): a new one
             case .failure(let fault):
-                if [ETIMEDOUT, EIO, EINTR].contains(fault.code) { keeper.abandon(key) }
+                if [ETIMEDOUT, EIO, EINTR].contains(fault.code) { abandon(key) }
                 return failure(fault, "acquire", deadline: deadline)
             }
         }
@@ -403,14 +416,14 @@ final class EtcdSession: LockSession {
         guard let queued = mine, !held else { return }
         mine = nil
         if case .success = client.call("/v3/kv/deleterange", EtcdRequest.delete(queued.key), deadline: ioDeadline) { return }
-        keeper.abandon(queued.key)
+        abandon(queued.key)
     }
 
     func withdrawWait() {
         closeWatch()
         guard let queued = mine, !held else { return }
         mine = nil
-        keeper.abandon(queued.key)
+        abandon(queued.key)
     }
 
     func waitAcquire(deadline: Int64, interruptible: Bool) -> Int32 {
@@ -426,15 +439,19 @@ final class EtcdSession: LockSession {
                 let (lease, code) = self.lease(deadline: by)
                 if code != 0 { return code == ETIMEDOUT || code == EINTR ? settle(code, deadline) : code }
                 let key = newKey(lease)
-                let request = EtcdRequest.txn(compare: [], success: [EtcdRequest.op("request_put", EtcdRequest.put(key, me.newEntry(), lease: lease))])
+                let request = EtcdRequest.txn(compare: [EtcdRequest.createRevision(key, is: 0)],
+                                              success: [EtcdRequest.op("request_put", EtcdRequest.put(key, me.newEntry(), lease: lease))])
                 switch client.call("/v3/kv/txn", request, deadline: by) {
+                case .success(let answer) where !answer.succeeded:
+                    abandon(key)  // (left by an earlier attempt: a key of its own, and that one deleted)
+                    continue
                 case .success(let answer): mine = (key, answer.revision, lease)
                 case .failure(let fault) where fault.message.contains("requested lease not found") && !lost:
                     lost = true
                     keeper.leaseGone(lease)
                     continue
                 case .failure(let fault):
-                    if [ETIMEDOUT, EIO, EINTR].contains(fault.code) { keeper.abandon(key) }
+                    if [ETIMEDOUT, EIO, EINTR].contains(fault.code) { abandon(key) }
                     if fault.code == ETIMEDOUT || fault.code == EINTR { return settle(fault.code, deadline, fault.message) }
                     return failure(fault, "acquire", deadline: deadline)
                 }
@@ -634,8 +651,9 @@ final class EtcdLeaseKeeper: @unchecked Sendable {
     private var started = false
     /// Under `mutex`: the holds, and who to tell of their loss.
     private var holds: [UInt64: (key: String, revision: Int64, lease: Int64, ticket: HoldTicket?)] = [:]
-    /// Under `mutex`: keys to delete, each with when it is next tried.
-    private var abandoned: [(key: String, due: Int64)] = []
+    /// Under `mutex`: keys to delete, each with when it is next tried, and whether it is the
+    /// second deletion (an attempt's request may reach the server after the first).
+    private var abandoned: [(key: String, due: Int64, again: Bool)] = []
     /// The thread's connection.
     private let client: EtcdClient
     private static let retryNanoseconds: Int64 = 100_000_000
@@ -716,7 +734,7 @@ final class EtcdLeaseKeeper: @unchecked Sendable {
     /// whose answer never came, or a wait given up).
     func abandon(_ key: String) {
         pthread_mutex_lock(mutex)
-        abandoned.append((key, 0))
+        abandoned.append((key, 0, false))
         startIfNeeded()
         pthread_cond_signal(wake)
         pthread_mutex_unlock(mutex)
@@ -761,8 +779,10 @@ final class EtcdLeaseKeeper: @unchecked Sendable {
         for key in deleting {
             if case .success = client.call("/v3/kv/deleterange", EtcdRequest.delete(key),
                                            deadline: Deadline.after(nanoseconds: backend.address.ioTimeout)) {
+                // Deleted: once more 2 x connect_timeout later, in case the attempt's request was still on its way.
                 pthread_mutex_lock(mutex)
-                abandoned.removeAll { $0.key == key }
+                let again = monotonicNow() + 2 * backend.address.ioTimeout
+                abandoned = abandoned.compactMap { $0.key != key ? $0 : $0.again ? nil : (key, again, true) }
                 pthread_mutex_unlock(mutex)
             }
         }

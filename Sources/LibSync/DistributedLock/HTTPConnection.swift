@@ -443,26 +443,44 @@ final class HTTPConnection {
             if buffer.count > 65536 { return .failure(broken("an answer's head over 64 KiB")) }
             if case .failure(let fault) = fill(deadline: deadline) { return .failure(fault) }
         }
-        let lines = String(decoding: buffer[..<end], as: UTF8.self).split(separator: "\r\n", omittingEmptySubsequences: false)
+        // (on bytes: this runs twice per lock operation)
+        let head = Array(buffer[..<end])
         buffer.removeFirst(end + 4)
-        let statusParts = lines.first?.split(separator: " ") ?? []
-        guard statusParts.count >= 2, statusParts[0].hasPrefix("HTTP/1."), let status = Int(statusParts[1]) else {
-            return .failure(broken("not an HTTP answer: '\(lines.first ?? "")'"))
+        var lines: [ArraySlice<UInt8>] = []
+        var from = 0
+        for i in 0..<head.count where i + 1 < head.count && head[i] == 0x0D && head[i + 1] == 0x0A {
+            lines.append(head[from..<i])
+            from = i + 2
         }
-        var head = Head(status: status, length: nil, chunked: false, close: statusParts[0] == "HTTP/1.0")
+        lines.append(head[from...])
+        let statusLine = lines[0]
+        let http = Array("HTTP/1.".utf8)
+        guard statusLine.count >= 12, Array(statusLine.prefix(7)) == http,
+              let status = Int(String(decoding: statusLine.dropFirst(9).prefix(3), as: UTF8.self)) else {
+            return .failure(broken("not an HTTP answer: '\(String(decoding: statusLine, as: UTF8.self))'"))
+        }
+        var parsed = Head(status: status, length: nil, chunked: false, close: statusLine[statusLine.startIndex + 7] == UInt8(ascii: "0"))
         for line in lines.dropFirst() {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            let name = line[..<colon].lowercased()
-            let value = line[line.index(after: colon)...].trimmingPrefix(" ").lowercased()
-            switch name {
-            case "content-length": head.length = Int(value)
-            case "transfer-encoding": head.chunked = value.contains("chunked")
-            case "connection": head.close = value.contains("close")
-            default: break
+            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
+            let name = line[..<colon].map { $0 | 0x20 }  // (ASCII lowercase: header names are letters and '-')
+            var value = line[(colon + 1)...].map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+            while value.first == 0x20 { value.removeFirst() }
+            if name.elementsEqual("content-length".utf8) {
+                parsed.length = Int(String(decoding: value, as: UTF8.self))
+            } else if name.elementsEqual("transfer-encoding".utf8) {
+                parsed.chunked = contains(value, "chunked")
+            } else if name.elementsEqual("connection".utf8) {
+                parsed.close = contains(value, "close")
             }
         }
         chunkLeft = -1
-        return .success(head)
+        return .success(parsed)
+    }
+
+    private func contains(_ bytes: [UInt8], _ word: String) -> Bool {
+        let pattern = Array(word.utf8)
+        guard bytes.count >= pattern.count else { return false }
+        return (0...(bytes.count - pattern.count)).contains { bytes[$0..<$0 + pattern.count].elementsEqual(pattern) }
     }
 
     private func headEnd() -> Int? {
