@@ -84,7 +84,7 @@ static void floor_ops(void) {
 
 /* libsync's two requests, the same bodies, through the plain client: a txn that puts the key if
  * the lock's range ("bench/raw2/" to "bench/raw20") is empty (else reads its first key), and a
- * txn that deletes it if its create revision is still the one the put got. */
+ * delete that reads the deleted key back (its create revision: the put's). */
 #define RAW2_PREFIX "YmVuY2gvcmF3Mi8="
 #define RAW2_END "YmVuY2gvcmF3MjA="
 #define RAW2_KEY "YmVuY2gvcmF3Mi9r"
@@ -98,13 +98,8 @@ static void same_requests(void) {
     post("/v3/kv/txn", body, answer, sizeof answer);
     check(strstr(answer, "\"succeeded\":true") != NULL, "put if the range is empty");
     field(answer, "revision", revision, sizeof revision);
-    snprintf(body, sizeof body,
-             "{\"compare\":[{\"target\":\"CREATE\",\"key\":\"" RAW2_KEY "\",\"result\":\"EQUAL\",\"create_revision\":\"%s\"}],"
-             "\"success\":[{\"request_delete_range\":{\"key\":\"" RAW2_KEY "\"}}],"
-             "\"failure\":[{\"request_range\":{\"key\":\"" RAW2_PREFIX "\",\"range_end\":\"" RAW2_END "\",\"sort_order\":\"ASCEND\","
-             "\"sort_target\":\"CREATE\",\"limit\":\"1\"}}]}", revision);
-    post("/v3/kv/txn", body, answer, sizeof answer);
-    check(strstr(answer, "\"succeeded\":true") != NULL, "delete if unchanged");
+    post("/v3/kv/deleterange", "{\"key\":\"" RAW2_KEY "\",\"prev_kv\":true}", answer, sizeof answer);
+    check(strstr(answer, revision) != NULL, "delete, reading the deleted key back");
 }
 
 static sync_distributed_lock_t *lock;

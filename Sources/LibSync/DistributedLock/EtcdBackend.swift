@@ -71,22 +71,27 @@ final class EtcdClient {
     }
 
     /// POSTs `body` to `path` and returns the answer's JSON, by `deadline` (monotonic ns):
-    /// logs in first if need be (and again when the server forgot the token: a restart); an
-    /// old connection found broken is connected again once. Faults: HTTPConnection's, EACCES
+    /// logs in first if need be (and again when the server forgot the token: a restart); a
+    /// connection that breaks is made again, up to three times. Every request libsync makes
+    /// may be sent twice: an acquire that took the lock finds its own key, a queued key is put
+    /// only if absent, and a release that finds its key gone already asks who holds the lock. Faults: HTTPConnection's, EACCES
     /// (refused login or permission), EIO (an error answer: its message).
     func call(_ path: String, _ body: String, deadline: Int64) -> Result<JSONValue, HTTPConnection.Fault> {
-        var loggedInAgain = false, reconnected = false
+        var loggedInAgain = false, reconnects = 0
         while true {
-            let wasConnected = connection.isConnected
-            if address.user != nil && token == nil {
-                if let fault = logIn(deadline: deadline) { return .failure(fault) }
-            }
+            var loginFault: HTTPConnection.Fault?
+            if address.user != nil && token == nil { loginFault = logIn(deadline: deadline) }
             lastSent = monotonicNow()
             let sentToken = token
-            switch connection.post(path, body, headers: sentToken.map { [("Authorization", $0)] } ?? [], deadline: deadline) {
+            let outcome = loginFault.map { .failure($0) }
+                ?? connection.post(path, body, headers: sentToken.map { [("Authorization", $0)] } ?? [], deadline: deadline)
+            switch outcome {
             case .failure(let fault):
-                if fault.code == EIO && wasConnected && !reconnected {
-                    reconnected = true  // an old connection broke (a restart?): once more, afresh
+                if fault.code == EIO && reconnects < 3 && !Deadline.hasPassed(deadline) {
+                    // The connection broke (a restart: the old one, and a new one while the
+                    // server is still starting): again afresh, a little later each time.
+                    reconnects += 1
+                    if reconnects > 1 { usleep(UInt32(20_000 * reconnects)) }
                     continue
                 }
                 return .failure(fault)
@@ -527,20 +532,21 @@ final class EtcdSession: LockSession {
         return DistributedLockMessage.fail(EIO, "acquire: \(message ?? "\(server) did not answer") (within connect_timeout)")
     }
 
+    /// A plain delete of the key (only this session ever puts it: if it is there, it is this
+    /// hold's), its deleted entry read back: gone already, the hold was lost, and one more read
+    /// tells whether another holds the lock now.
     func release() -> Int32 {
         guard held, let hold = mine else { return EPERM }
-        let request = EtcdRequest.txn(
-            compare: [EtcdRequest.createRevision(hold.key, is: hold.revision)],
-            success: [EtcdRequest.op("request_delete_range", EtcdRequest.delete(hold.key))],
-            failure: [EtcdRequest.op("request_range", EtcdRequest.range(backend.prefix, end: backend.rangeEnd, limit: 1))])
-        switch client.call("/v3/kv/txn", request, deadline: ioDeadline) {
+        let request = "{\"key\":\"\(Base64.encode(hold.key))\",\"prev_kv\":true}"
+        switch client.call("/v3/kv/deleterange", request, deadline: ioDeadline) {
         case .failure(let fault): return failure(fault, "release")  // still held (kept alive): a retry may work
         case .success(let answer):
             held = false
             mine = nil
             keeper.drop(holdID)
-            if answer.succeeded { return 0 }
-            let another = answer.txnRanges.first?.isEmpty == false
+            if (answer["prev_kvs"]?.array ?? []).first.flatMap(EtcdKey.init)?.createRevision == hold.revision { return 0 }
+            let (holding, _) = first("release")
+            let another = holding != nil
             return DistributedLockMessage.fail(another ? EBUSY : ESTALE,
                 "the lock \(backend.name) was lost: its key is gone (the lease ended, or the lock was broken)"
                 + (another ? ", and another holder has it now" : ""))
