@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Private PostgreSQL and Redis servers for the distributed lock's tests: on 127.0.0.1, free
+# Private PostgreSQL, Redis and etcd servers for the distributed lock's tests: on 127.0.0.1, free
 # ports, data in a directory of the caller's, each with a password ("secret").
 #
-#   scripts/servers.sh install               apt-installs postgresql, redis-server, libpq5 and
-#                                            libhiredis0.14 if missing (exit 3 if impossible)
+#   scripts/servers.sh install               apt-installs postgresql, redis-server, libpq5,
+#                                            libhiredis0.14, etcd-server and etcd-client if
+#                                            missing (exit 3 if impossible)
 #   scripts/servers.sh start DIR             installs if need be, starts both; writes
 #                                            DIR/postgres.url and DIR/redis.url
 #   scripts/servers.sh start-redis DIR       installs if need be, starts Redis only (a second
@@ -159,7 +160,7 @@ stop_one() {
 
 command=${1:-}
 case "$command" in
-  install) install ;;
+  install) status=0; install || status=$?; install_etcd || status=$?; exit $status ;;
   start)
     dir=$2; install || exit 3
     mkdir -p "$dir"; chmod 755 "$dir"; dir=$(cd "$dir" && pwd)  # absolute: as_postgres runs from /
@@ -193,5 +194,5 @@ case "$command" in
     trap '"$here/servers.sh" stop "$dir"; rm -rf "$dir"' EXIT
     if "$here/servers.sh" start "$dir"; then export LIBSYNC_TEST_SERVERS=$dir; fi
     "$@" ;;
-  *) sed -n '2,23p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,24p' "$0" >&2; exit 2 ;;
 esac

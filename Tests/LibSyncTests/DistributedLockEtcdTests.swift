@@ -14,7 +14,7 @@ final class DistributedLockEtcdTests: XCTestCase {
         + "/scripts/servers.sh"
 
     override class func setUp() {
-        if let given = getenv("LIBSYNC_TEST_SERVERS") {
+        if let given = getenv("LIBSYNC_TEST_SERVERS"), access(String(cString: given) + "/etcd.url", R_OK) == 0 {
             servers = String(cString: given)
             return
         }
@@ -24,7 +24,7 @@ final class DistributedLockEtcdTests: XCTestCase {
     }
 
     override class func tearDown() {
-        if getenv("LIBSYNC_TEST_SERVERS") == nil {
+        if servers.hasPrefix("/tmp/libsync-etcd-swift-") {
             _ = system("'\(script)' stop '\(servers)'; rm -rf '\(servers)'")
         }
     }
