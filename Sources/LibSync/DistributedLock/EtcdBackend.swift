@@ -262,6 +262,9 @@ final class EtcdSession: LockSession {
     private var mine: (key: String, revision: Int64, lease: Int64)?
     private var held = false
     var token: UInt64 = 0
+    /// The try's compare (no key of the range exists) and its read of the holder's key.
+    private lazy var rangeIsEmpty = EtcdRequest.createRevision(backend.prefix, end: backend.rangeEnd, is: 0)
+    private lazy var rangeFirst = EtcdRequest.op("request_range", EtcdRequest.range(backend.prefix, end: backend.rangeEnd, limit: 1))
 
     init(_ backend: EtcdBackend, _ me: ProcessIdentity) {
         self.backend = backend
@@ -353,10 +356,9 @@ final class EtcdSession: LockSession {
             let (lease, code) = self.lease(deadline: by)
             if code != 0 { return code }
             let key = newKey(lease)
-            let request = EtcdRequest.txn(
-                compare: [EtcdRequest.createRevision(backend.prefix, end: backend.rangeEnd, is: 0)],
-                success: [EtcdRequest.op("request_put", EtcdRequest.put(key, me.newEntry(), lease: lease))],
-                failure: [EtcdRequest.op("request_range", EtcdRequest.range(backend.prefix, end: backend.rangeEnd, limit: 1))])
+            let request = EtcdRequest.txn(compare: [rangeIsEmpty],
+                                          success: [EtcdRequest.op("request_put", EtcdRequest.put(key, me.newEntry(), lease: lease))],
+                                          failure: [rangeFirst])
             switch client.call("/v3/kv/txn", request, deadline: by) {
             case .success(let answer):
                 if answer.succeeded {

@@ -195,13 +195,23 @@ enum Base64 {
 
     static func encode(_ text: String) -> String { encode(text.utf8) }
 
+    /// Each byte's value in `alphabet`, or 255.
+    private static let values: [UInt8] = {
+        var table = [UInt8](repeating: 255, count: 256)
+        for (value, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(value) }
+        return table
+    }()
+
     /// The bytes `text` encodes, or nil if it is not base64.
     static func decode(_ text: String) -> [UInt8]? {
         var out: [UInt8] = []
+        out.reserveCapacity(text.utf8.count * 3 / 4)
         var word: UInt32 = 0, bits = 0
+        let values = Self.values
         for byte in text.utf8 {
             if byte == UInt8(ascii: "=") { break }
-            guard let value = alphabet.firstIndex(of: byte) else { return nil }
+            let value = values[Int(byte)]
+            if value == 255 { return nil }
             word = word << 6 | UInt32(value)
             bits += 6
             if bits >= 8 {
@@ -233,6 +243,8 @@ final class HTTPConnection {
     private var chunkLeft = -1
     /// A streamed answer's decoded data not yet handed out as lines.
     private var streamed: [UInt8] = []
+    /// What `recv` reads into (kept: a lock operation reads twice).
+    private var scratch = [UInt8](repeating: 0, count: 16384)
 
     struct Fault: Error { let code: Int32, message: String }
 
@@ -422,10 +434,9 @@ final class HTTPConnection {
     /// the end of the stream when `eofOK` (else a fault).
     private func fill(deadline: Int64, eofOK: Bool = false, keepOnTimeout: Bool = false,
                       interruptible: Bool = InterruptibleCall.isActive) -> Result<Bool, Fault> {
-        var chunk = [UInt8](repeating: 0, count: 16384)
         while true {
-            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n > 0 { buffer += chunk[..<n]; return .success(true) }
+            let n = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n > 0 { buffer += scratch[..<n]; return .success(true) }
             if n == 0 { return eofOK ? .success(false) : .failure(broken("closed by the server")) }
             if errno == EINTR { continue }
             if errno != EAGAIN && errno != EWOULDBLOCK { return .failure(broken(String(cString: strerror(errno)))) }
