@@ -53,7 +53,7 @@ c_tests() {  # build directory, tests...
 # Every C test under ASan+UBSan; under TSan all but those named in TSAN_SKIP.
 ALL=($(cd Tests/c && ls test_*.c | sed 's/\.c$//'))
 ASAN=("${ALL[@]}")
-TSAN_SKIP=" test_attach test_osatomic_threads test_distributed_lock test_distributed_lock_backends test_distributed_lock_loss test_mutex_owners test_rwlock test_signals test_waiter_death "
+TSAN_SKIP=" test_attach test_osatomic_threads test_distributed_lock test_distributed_lock_backends test_distributed_lock_etcd test_distributed_lock_loss test_mutex_owners test_rwlock test_signals test_waiter_death "
 TSAN=()
 for t in "${ALL[@]}"; do [[ $TSAN_SKIP == *" $t "* ]] || TSAN+=("$t"); done
 
