@@ -7,6 +7,7 @@
 #
 # Which tests: every C test under ASan+UBSan; under TSan (slower) all but test_osatomic_threads
 # (16 threads contending on spin locks take minutes there), test_rwlock (thousands of threads),
+# test_rwlock_adversarial (64 threads, and SIGKILLed and SIGSTOPped processes),
 # and the tests built on fork and killed processes or signals, which TSan does not model
 # (test_attach, test_distributed_*, test_mutex_owners, test_signals, test_waiter_death). The fuzz runs briefly
 # (SYNC_FUZZ_SECONDS, default 0.25 s per primitive and mode here).
@@ -54,7 +55,7 @@ c_tests() {  # build directory, tests...
 # Every C test under ASan+UBSan; under TSan all but those named in TSAN_SKIP.
 ALL=($(cd Tests/c && ls test_*.c | sed 's/\.c$//'))
 ASAN=("${ALL[@]}")
-TSAN_SKIP=" test_attach test_osatomic_threads test_distributed_lock test_distributed_lock_backends test_distributed_lock_loss test_distributed_rwlock test_mutex_owners test_rwlock test_signals test_waiter_death "
+TSAN_SKIP=" test_attach test_osatomic_threads test_distributed_lock test_distributed_lock_backends test_distributed_lock_etcd test_distributed_lock_loss test_distributed_rwlock test_mutex_owners test_rwlock test_rwlock_adversarial test_signals test_waiter_death "
 TSAN=()
 for t in "${ALL[@]}"; do [[ $TSAN_SKIP == *" $t "* ]] || TSAN+=("$t"); done
 
