@@ -109,6 +109,7 @@ class SoftFileLease(_Lease, SoftFileLock):
         super().__init__(lock_file, **options)
 
     def acquire(self, *args: Any, **kwargs: Any) -> AcquireReturnProxy:
+        """Acquires as FileLock.acquire does, then, for a fresh hold, records its claim (its fencing token) with no compromise yet."""
         proxy = super().acquire(*args, **kwargs)
         self._claimed()
         return proxy
@@ -126,6 +127,7 @@ class AsyncSoftFileLease(_Lease, BaseAsyncFileLock):
 
     # (a coroutine, as BaseAsyncFileLock.acquire: see there)
     async def acquire(self, *args: Any, **kwargs: Any) -> AsyncAcquireReturnProxy:  # type: ignore[override]
+        """Acquires as AsyncFileLock.acquire does, then, for a fresh hold, records its claim (its fencing token) with no compromise yet."""
         proxy = await super().acquire(*args, **kwargs)
         self._claimed()
         return proxy
