@@ -4,6 +4,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 
@@ -41,3 +42,29 @@ def _wait_until_asleep(pid: int, bound: float = 10.0) -> None:
             if stat.read().rsplit(")", 1)[1].split()[0] == "S":
                 return
         time.sleep(0.001)
+
+
+def wait_until(condition, what: str, bound: float = 60.0) -> None:
+    """Polls `condition`; fails after `bound` seconds (a guard against hangs, not a timing)."""
+    end = time.monotonic() + bound
+    while not condition():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.001)
+
+
+def in_thread(body):
+    """Runs `body` in another thread; returns what it returned (or raises what it raised)."""
+    result = {}
+
+    def run():
+        try:
+            result["value"] = body()
+        except BaseException as error:  # noqa: BLE001 - re-raised in the caller
+            result["error"] = error
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive()
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")
