@@ -157,3 +157,20 @@ def spawn_stopped_holder(target):
         proc.wait()
         raise
     return proc, report
+
+
+def assert_stopped_holder_learns_of_its_loss(target: str, take) -> None:
+    """A process holds `target` and stops itself (spawn_stopped_holder); `take(lock)` takes the
+    lock from it with a new DistributedLock of `target` (`lost` is then the holder's). Resumed,
+    the holder must be told LOST, with `lost` set before its handler runs."""
+    from libsync.distributed_lock import DistributedLock  # here: importing libsync loads it
+    proc, report = spawn_stopped_holder(target)
+    try:
+        taker = DistributedLock(target)
+        take(taker)
+        proc.send_signal(signal.SIGCONT)
+        assert report.readline() == "LOST 1\n"
+    finally:
+        proc.kill()
+        proc.wait()
+    taker.release()

@@ -6,7 +6,6 @@ loss when it runs again, Ctrl-C during a wait, bad targets. The bounds only guar
 hang."""
 import itertools
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -15,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (assert_ctrl_c_interrupts, assert_exclusion_between_processes, spawn_holder,
-                      spawn_stopped_holder)
+from conftest import (assert_ctrl_c_interrupts, assert_exclusion_between_processes,
+                      assert_stopped_holder_learns_of_its_loss, spawn_holder)
 from libsync.distributed_lock import DistributedLock, FileLock, HoldEvent, LockLostError, NotLockedError, Timeout
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,16 +116,8 @@ def test_a_blocking_acquire_takes_a_dead_local_holders_lock(make_target):
 
 def test_a_stopped_holder_learns_of_its_loss_when_its_lease_ended(make_target):
     target = make_target("&ttl=1")
-    proc, report = spawn_stopped_holder(target)
-    try:
-        taker = DistributedLock(target)
-        taker.acquire(timeout=HANG)  # once the stopped holder's lease ran out
-        proc.send_signal(signal.SIGCONT)
-        assert report.readline() == "LOST 1\n"  # and `lost` is set before the handler runs
-    finally:
-        proc.kill()
-        proc.wait()
-    taker.release()
+    # taken once the stopped holder's lease ran out
+    assert_stopped_holder_learns_of_its_loss(target, lambda taker: taker.acquire(timeout=HANG))
 
 
 def test_a_broken_hold_is_reported_lost(make_target):

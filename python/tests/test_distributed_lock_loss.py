@@ -4,12 +4,11 @@ is stopped, PostgreSQL's session terminated or its server restarted, Redis's key
 lease run out while the holder was stopped, its server stopped (suspended) and resumed. A hold
 released normally is never reported lost. The bounds only guard against a hang."""
 import queue
-import signal
 import time
 
 import pytest
 
-from conftest import spawn_stopped_holder
+from conftest import assert_stopped_holder_learns_of_its_loss
 from libsync.distributed_lock import DistributedLock, FileLock, HoldEvent, LockLostError
 
 from test_distributed_lock_backends import backend, control, make_target, servers  # noqa: F401 (fixtures)
@@ -65,18 +64,12 @@ def test_a_stopped_holder_learns_of_its_loss_when_it_runs_again(make_target):
     holder's lease runs out and another process takes the lock."""
     extra = "&ttl=0.3" if make_target.backend == "redis" else ""
     target = make_target(extra)
-    proc, report = spawn_stopped_holder(target)
-    try:
-        taker = DistributedLock(target)
+
+    def take(taker):
         if make_target.backend == "file":
             taker.break_lock()
         taker.acquire(timeout=HANG)
-        proc.send_signal(signal.SIGCONT)
-        assert report.readline() == "LOST 1\n"  # and `lost` is set before the handler runs
-    finally:
-        proc.kill()
-        proc.wait()
-    taker.release()
+    assert_stopped_holder_learns_of_its_loss(target, take)
 
 
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
