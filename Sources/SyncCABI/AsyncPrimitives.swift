@@ -5,13 +5,22 @@ import Synchronization
 // sync/async.h for the primitives other than the mutex: the same handle (AsyncAcquire), the
 // same result, cancel and free; the core (Sources/LibSync/Async) decides.
 
-/// Starts the acquire `acquire` whose immediate try gave `first` (nil: it must wait, through
-/// the waiter `makeWaiter` returns): sets *out and returns as sync_mutex_lock_async does.
-/// `keeps` says which immediate results leave the handle to the caller (the others free it).
-func startAsync(_ acquire: AsyncAcquire, first: Int32?, keeps: (Int32) -> Bool,
-                out: UnsafeMutablePointer<OpaquePointer?>, makeWaiter: () -> AsyncWaiter) -> Int32 {
+/// Starts an acquire of `kind` on the primitive at `primitive` for a sync_*_async function:
+/// checks `out` and the address, makes the handle, then `first` tries at once (nil: it must
+/// wait, through the waiter `makeWaiter` returns). Both get the handle and the deadline
+/// (Deadline.until). Sets *out and returns as sync_mutex_lock_async does; `keeps` says which
+/// immediate results leave the handle to the caller (the others free it).
+func startAsync(_ primitive: UnsafeMutableRawPointer?, kind: AsyncAcquire.Kind, deadline: Int64, fd: Int32,
+                callback: AsyncCallback?, context: UnsafeMutableRawPointer?,
+                out: UnsafeMutablePointer<OpaquePointer?>?, keeps: (Int32) -> Bool = { $0 == 0 },
+                first: (AsyncAcquire, Int64) -> Int32?, makeWaiter: (AsyncAcquire, Int64) -> AsyncWaiter) -> Int32 {
+    guard let out else { return EINVAL }
+    out.pointee = nil
+    guard let word = lockWord(primitive) else { return EINVAL }
+    let until = Deadline.until(deadline)
+    let acquire = AsyncAcquire(word: word, kind: kind, eventFD: fd, callback: callback, context: context)
     let retained = Unmanaged.passRetained(acquire)
-    if let first {
+    if let first = first(acquire, until) {
         guard keeps(first) else {
             retained.release()
             return first
@@ -20,7 +29,7 @@ func startAsync(_ acquire: AsyncAcquire, first: Int32?, keeps: (Int32) -> Bool,
         out.pointee = acquire.handle
         return first
     }
-    let waiter = makeWaiter()
+    let waiter = makeWaiter(acquire, until)
     acquire.waiter = waiter
     out.pointee = acquire.handle
     AsyncRuntime.current.register(waiter) { [acquire] code in acquire.completed(code) }
@@ -41,30 +50,18 @@ extension AsyncAcquire {
 public func c_sync_rwlock_rdlock_async(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64, _ fd: Int32,
                                        _ callback: AsyncCallback?, _ context: UnsafeMutableRawPointer?,
                                        _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
-    guard let out else { return EINVAL }
-    out.pointee = nil
-    guard let word = lockWord(rw) else { return EINVAL }
-    let m = UnsafeMutableRawPointer(word), until = Deadline.until(deadline)
-    let acquire = AsyncAcquire(word: word, kind: .read, eventFD: fd, callback: callback, context: context)
-    return startAsync(acquire, first: AsyncRWLock.tryReadFirst(m, deadline: until, holder: acquire.identity),
-                      keeps: { $0 == 0 }, out: out) {
-        AsyncRWLock.ReadWaiter(m, task: acquire.identity, deadline: until, keepAlive: nil)
-    }
+    startAsync(rw, kind: .read, deadline: deadline, fd: fd, callback: callback, context: context, out: out,
+               first: { AsyncRWLock.tryReadFirst($0.memory, deadline: $1, holder: $0.identity) },
+               makeWaiter: { AsyncRWLock.ReadWaiter($0.memory, task: $0.identity, deadline: $1, keepAlive: nil) })
 }
 
 @_cdecl("sync_rwlock_wrlock_async")
 public func c_sync_rwlock_wrlock_async(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64, _ fd: Int32,
                                        _ callback: AsyncCallback?, _ context: UnsafeMutableRawPointer?,
                                        _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
-    guard let out else { return EINVAL }
-    out.pointee = nil
-    guard let word = lockWord(rw) else { return EINVAL }
-    let m = UnsafeMutableRawPointer(word), until = Deadline.until(deadline)
-    let acquire = AsyncAcquire(word: word, kind: .write, eventFD: fd, callback: callback, context: context)
-    return startAsync(acquire, first: AsyncRWLock.tryWriteFirst(m, deadline: until, holder: acquire.identity),
-                      keeps: { $0 == 0 }, out: out) {
-        AsyncRWLock.WriteWaiter(m, task: acquire.identity, deadline: until, keepAlive: nil)
-    }
+    startAsync(rw, kind: .write, deadline: deadline, fd: fd, callback: callback, context: context, out: out,
+               first: { AsyncRWLock.tryWriteFirst($0.memory, deadline: $1, holder: $0.identity) },
+               makeWaiter: { AsyncRWLock.WriteWaiter($0.memory, task: $0.identity, deadline: $1, keepAlive: nil) })
 }
 
 @_cdecl("sync_async_downgrade")
@@ -94,14 +91,9 @@ func releaseRWLock(_ acquire: AsyncAcquire, _ m: UnsafeMutableRawPointer) -> Int
 public func c_sync_semaphore_wait_async(_ sem: UnsafeMutableRawPointer?, _ deadline: Int64, _ fd: Int32,
                                         _ callback: AsyncCallback?, _ context: UnsafeMutableRawPointer?,
                                         _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
-    guard let out else { return EINVAL }
-    out.pointee = nil
-    guard let word = lockWord(sem) else { return EINVAL }
-    let base = UnsafeMutableRawPointer(word), until = Deadline.until(deadline)
-    let acquire = AsyncAcquire(word: word, kind: .semaphore, eventFD: fd, callback: callback, context: context)
-    return startAsync(acquire, first: AsyncSemaphore.tryFirst(base, deadline: until), keeps: { $0 == 0 }, out: out) {
-        AsyncSemaphore.Waiter(base, task: acquire.identity, deadline: until, keepAlive: nil)
-    }
+    startAsync(sem, kind: .semaphore, deadline: deadline, fd: fd, callback: callback, context: context, out: out,
+               first: { AsyncSemaphore.tryFirst($0.memory, deadline: $1) },
+               makeWaiter: { AsyncSemaphore.Waiter($0.memory, task: $0.identity, deadline: $1, keepAlive: nil) })
 }
 
 // MARK: event
@@ -110,16 +102,12 @@ public func c_sync_semaphore_wait_async(_ sem: UnsafeMutableRawPointer?, _ deadl
 public func c_sync_event_wait_async(_ event: UnsafeMutableRawPointer?, _ deadline: Int64, _ fd: Int32,
                                     _ callback: AsyncCallback?, _ context: UnsafeMutableRawPointer?,
                                     _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
-    guard let out else { return EINVAL }
-    out.pointee = nil
-    guard let word = lockWord(event) else { return EINVAL }
-    let base = UnsafeMutableRawPointer(word), until = Deadline.until(deadline)
-    let acquire = AsyncAcquire(word: word, kind: .event, eventFD: fd, callback: callback, context: context)
     var mark: UInt32 = 0
-    let first = AsyncEvent.tryFirst(base, deadline: until, mark: &mark)
-    return startAsync(acquire, first: first, keeps: { $0 == 0 }, out: out) {
-        AsyncEvent.Waiter(base, mark: mark, task: acquire.identity, deadline: until, keepAlive: nil)
-    }
+    return startAsync(event, kind: .event, deadline: deadline, fd: fd, callback: callback, context: context, out: out,
+                      first: { AsyncEvent.tryFirst($0.memory, deadline: $1, mark: &mark) },
+                      makeWaiter: {
+                          AsyncEvent.Waiter($0.memory, mark: mark, task: $0.identity, deadline: $1, keepAlive: nil)
+                      })
 }
 
 // MARK: condition lock
@@ -128,15 +116,11 @@ public func c_sync_event_wait_async(_ event: UnsafeMutableRawPointer?, _ deadlin
 func conditionLockAsync(_ lock: UnsafeMutableRawPointer?, wanted: Int64?, _ deadline: Int64, _ fd: Int32,
                         _ callback: AsyncCallback?, _ context: UnsafeMutableRawPointer?,
                         _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
-    guard let out else { return EINVAL }
-    out.pointee = nil
-    guard let word = lockWord(lock) else { return EINVAL }
-    let base = UnsafeMutableRawPointer(word), until = Deadline.until(deadline)
-    let acquire = AsyncAcquire(word: word, kind: .conditionLock, eventFD: fd, callback: callback, context: context)
-    let first = AsyncConditionLock.tryFirst(base, wanted: wanted, deadline: until, holder: acquire.identity)
-    return startAsync(acquire, first: first, keeps: { $0 == 0 }, out: out) {
-        AsyncConditionLock.Waiter(base, wanted: wanted, task: acquire.identity, deadline: until, keepAlive: nil)
-    }
+    startAsync(lock, kind: .conditionLock, deadline: deadline, fd: fd, callback: callback, context: context, out: out,
+               first: { AsyncConditionLock.tryFirst($0.memory, wanted: wanted, deadline: $1, holder: $0.identity) },
+               makeWaiter: {
+                   AsyncConditionLock.Waiter($0.memory, wanted: wanted, task: $0.identity, deadline: $1, keepAlive: nil)
+               })
 }
 
 @_cdecl("sync_condition_lock_lock_async")

@@ -3,6 +3,33 @@ import Synchronization
 import XCTest
 @testable import LibSync
 
+/// Runs `total` attempts from `workers` tasks (total / workers each): each attempt is a task
+/// that runs `attempt(worker, index)` and is cancelled at random (at once, after one yield,
+/// after one to three, or not at all). Returns how many attempts returned true (not cancelled
+/// first). AsyncTests.testCancellationStorm has the same storm for the mutex.
+func cancellationStorm(total: Int, workers: Int,
+                       _ attempt: @escaping @Sendable (_ worker: Int, _ index: Int) async throws -> Bool) async -> Int {
+    await withTaskGroup(of: Int.self) { group in
+        for worker in 0..<workers {
+            group.addTask {
+                var mine = 0
+                for i in 0..<(total / workers) {
+                    let task = Task { try await attempt(worker, i) }
+                    switch Int.random(in: 0..<4) {
+                    case 0: task.cancel()
+                    case 1: await Task.yield(); task.cancel()
+                    case 2: for _ in 0..<Int.random(in: 1...3) { await Task.yield() }; task.cancel()
+                    default: break
+                    }
+                    if (try? await task.value) == true { mine += 1 }
+                }
+                return mine
+            }
+        }
+        return await group.reduce(0, +)
+    }
+}
+
 /// The async forms of the primitives beyond the mutex (docs/async.md): the read-write lock, the
 /// semaphore, the event, the barrier and the condition lock. Tasks suspend on the waker; threads
 /// blocked in the blocking forms share the same primitive.
@@ -223,39 +250,22 @@ final class AsyncPrimitivesTests: XCTestCase {
                     }
                 }
             }
-            let succeeded = await withTaskGroup(of: Int.self) { group in
-                for worker in 0..<workers {
-                    group.addTask {
-                        var mine = 0
-                        for i in 0..<(total / workers) {
-                            let write = (i + worker) % 3 != 0
-                            let attempt = Task {
-                                if write {
-                                    try await lock.withWriteLock {
-                                        pair.a += 1
-                                        if Int.random(in: 0..<4) == 0 { await Task.yield() }
-                                        pair.b += 1
-                                    }
-                                } else {
-                                    try await lock.withReadLock {
-                                        if pair.a != pair.b { pair.overlaps += 1 }
-                                        if Int.random(in: 0..<4) == 0 { await Task.yield() }
-                                        if pair.a != pair.b { pair.overlaps += 1 }
-                                    }
-                                }
-                            }
-                            switch Int.random(in: 0..<4) {
-                            case 0: attempt.cancel()
-                            case 1: await Task.yield(); attempt.cancel()
-                            case 2: for _ in 0..<Int.random(in: 1...3) { await Task.yield() }; attempt.cancel()
-                            default: break
-                            }
-                            if (try? await attempt.value) != nil && write { mine += 1 }
-                        }
-                        return mine
+            let succeeded = await cancellationStorm(total: total, workers: workers) { worker, i in
+                let write = (i + worker) % 3 != 0
+                if write {
+                    try await lock.withWriteLock {
+                        pair.a += 1
+                        if Int.random(in: 0..<4) == 0 { await Task.yield() }
+                        pair.b += 1
+                    }
+                } else {
+                    try await lock.withReadLock {
+                        if pair.a != pair.b { pair.overlaps += 1 }
+                        if Int.random(in: 0..<4) == 0 { await Task.yield() }
+                        if pair.a != pair.b { pair.overlaps += 1 }
                     }
                 }
-                return await group.reduce(0, +)
+                return write
             }
             for thread in threads { thread.join() }
             XCTAssertEqual(pair.a, succeeded + threadRounds, "shared \(shared)")
@@ -365,29 +375,12 @@ final class AsyncPrimitivesTests: XCTestCase {
             let threads = (0..<2).map { _ in
                 JoinableThread { for _ in 0..<threadRounds { semaphore.wait(); use(); try! semaphore.signal() } }
             }
-            let succeeded = await withTaskGroup(of: Int.self) { group in
-                for _ in 0..<workers {
-                    group.addTask {
-                        var mine = 0
-                        for _ in 0..<(total / workers) {
-                            let attempt = Task {
-                                try await semaphore.withUnit {
-                                    use()
-                                    if Int.random(in: 0..<4) == 0 { await Task.yield() }
-                                }
-                            }
-                            switch Int.random(in: 0..<4) {
-                            case 0: attempt.cancel()
-                            case 1: await Task.yield(); attempt.cancel()
-                            case 2: for _ in 0..<Int.random(in: 1...3) { await Task.yield() }; attempt.cancel()
-                            default: break
-                            }
-                            if (try? await attempt.value) != nil { mine += 1 }
-                        }
-                        return mine
-                    }
+            let succeeded = await cancellationStorm(total: total, workers: workers) { _, _ in
+                try await semaphore.withUnit {
+                    use()
+                    if Int.random(in: 0..<4) == 0 { await Task.yield() }
                 }
-                return await group.reduce(0, +)
+                return true
             }
             for thread in threads { thread.join() }
             XCTAssertEqual(counter.value.load(ordering: .relaxed), succeeded + 2 * threadRounds)

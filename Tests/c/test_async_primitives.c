@@ -12,24 +12,7 @@
 
 #include <sync.h>
 #include "check.h"
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Waits for the eventfd's completion (blocking read: the test's thread may block). */
-static void await_completion(int efd) {
-    uint64_t n = 0;
-    CHECK_EQ(read(efd, &n, 8), 8);
-    CHECK(n >= 1);
-}
-
-static int readable(int efd) {
-    struct pollfd p = {.fd = efd, .events = POLLIN};
-    return poll(&p, 1, 0) == 1;
-}
+#include "test_support.h"
 
 /* ---- read-write lock ---- */
 

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "distributed_support.h"
 
 static char dir[64];   /* a fresh directory per run */
 static char path[128]; /* the lock, in it */
@@ -34,12 +35,6 @@ static sync_distributed_lock_t *make(void) {
     return lock;
 }
 
-static void wait_ok(pid_t child) {
-    int status;
-    CHECK_EQ(waitpid(child, &status, 0), child);
-    CHECK_EQ(status, 0);
-}
-
 static void test_layout(void) {
     CHECK_EQ(sizeof(sync_distributed_lock_holder_t), 280);
     CHECK_EQ(offsetof(sync_distributed_lock_holder_t, acquired_ns), 0);
@@ -47,13 +42,6 @@ static void test_layout(void) {
     CHECK_EQ(offsetof(sync_distributed_lock_holder_t, pid), 16);
     CHECK_EQ(offsetof(sync_distributed_lock_holder_t, flags), 20);
     CHECK_EQ(offsetof(sync_distributed_lock_holder_t, host), 24);
-}
-
-static int create_error(const char *p) {
-    sync_distributed_lock_t *lock = (sync_distributed_lock_t *)1;
-    int err = sync_distributed_lock_create(p, &lock);
-    CHECK(lock == NULL);
-    return err;
 }
 
 static void test_bad_paths(void) {
@@ -190,19 +178,16 @@ static void test_acquire_after_a_lost_hold(void) {
 }
 
 /* A child process that takes the lock and holds it until killed (or told to exit, holding it). */
-static pid_t spawn_holder(void) {
+static pid_t spawn_path_holder(void) {
     int ready[2];
     CHECK_EQ(pipe(ready), 0);
     pid_t child = fork();
     if (child == 0) {
         sync_distributed_lock_t *lock = make();
-        char ok = sync_distributed_lock_try_lock(lock) == 0 ? 'y' : 'n';
-        if (write(ready[1], &ok, 1) != 1) _exit(3);
+        report_try_lock(ready[1], lock);
         for (;;) pause();
     }
-    char ok = 0;
-    CHECK_EQ(read(ready[0], &ok, 1), 1);
-    CHECK_EQ(ok, 'y');
+    expect_holding(ready[0]);
     close(ready[0]);
     close(ready[1]);
     return child;
@@ -211,7 +196,7 @@ static pid_t spawn_holder(void) {
 static void on_alarm(int signal) { (void)signal; }
 
 static void test_busy_timeout_and_interrupt(void) {
-    pid_t holder = spawn_holder();
+    pid_t holder = spawn_path_holder();
     sync_distributed_lock_t *a = make();
     CHECK_EQ(sync_distributed_lock_try_lock(a), EBUSY);   /* held by another process: busy, at once */
     sync_distributed_lock_holder_t h;
@@ -245,7 +230,7 @@ static void test_busy_timeout_and_interrupt(void) {
 }
 
 static void test_killed_holder_is_stale_and_recovered(void) {
-    pid_t holder = spawn_holder();
+    pid_t holder = spawn_path_holder();
     sync_distributed_lock_t *a = make();
     kill(holder, SIGKILL);
     /* Not reaped yet (a zombie): already stale. */
@@ -266,7 +251,7 @@ static void test_killed_holder_is_stale_and_recovered(void) {
     CHECK_EQ(sync_distributed_lock_recover(a), ENOENT);    /* free: nothing to recover */
 
     /* lock() recovers a stale lock by itself. */
-    holder = spawn_holder();
+    holder = spawn_path_holder();
     kill(holder, SIGKILL);
     waitpid(holder, NULL, 0);
     CHECK_EQ(sync_distributed_lock_lock(a, 10LL * 1000000000, 1000000), 0);
@@ -279,7 +264,7 @@ static void test_killed_holder_is_stale_and_recovered(void) {
  * takeover. Both stay alive until the parent has both results (else the loser could see the winner
  * dead, and recover again, rightly). The winner then exits holding: the next round's stale lock. */
 static void test_racing_breakers(void) {
-    pid_t holder = spawn_holder();
+    pid_t holder = spawn_path_holder();
     kill(holder, SIGKILL);
     waitpid(holder, NULL, 0);
     int wins = 0; /* of the first breaker */

@@ -24,6 +24,7 @@
 #include <netinet/in.h>
 
 #include "check.h"
+#include "distributed_support.h"
 
 #ifndef LIBSYNC_SOURCE_DIR
 #error "LIBSYNC_SOURCE_DIR: the source tree (for scripts/servers.sh)"
@@ -39,28 +40,6 @@ static void target(const char *extra, char *out, size_t size) {
     snprintf(out, size, "%s?lock=ctest%d-%d%s", base, (int)getpid(), ++lock_serial, extra ? extra : "");
 }
 
-static sync_distributed_lock_t *make(const char *t) {
-    sync_distributed_lock_t *lock = NULL;
-    int err = sync_distributed_lock_create(t, &lock);
-    if (err) fprintf(stderr, "create %s: %d: %s\n", t, err, sync_distributed_lock_error_message());
-    CHECK_EQ(err, 0);
-    return lock;
-}
-
-static int create_error(const char *t) {
-    sync_distributed_lock_t *lock = (sync_distributed_lock_t *)1;
-    int err = sync_distributed_lock_create(t, &lock);
-    CHECK(lock == NULL);
-    return err;
-}
-
-static void wait_ok(pid_t child) {
-    int status;
-    CHECK_EQ(waitpid(child, &status, 0), child);
-    if (status != 0) fprintf(stderr, "child %d: status %#x\n", (int)child, status);
-    CHECK_EQ(status, 0);
-}
-
 static void control(const char *what) {
     char command[600];
     snprintf(command, sizeof command, "%s/scripts/servers.sh %s etcd %s", LIBSYNC_SOURCE_DIR, what, servers);
@@ -69,34 +48,12 @@ static void control(const char *what) {
 
 static int port(void) { return atoi(strrchr(base, ':') + 1); }
 
-/* A child that takes `t` and holds it until killed; returns its pid once it holds it. */
-static pid_t spawn_holder(const char *t) {
-    int ready[2];
-    CHECK_EQ(pipe(ready), 0);
-    pid_t child = fork();
-    if (child == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        signal(SIGALRM, SIG_DFL);
-        alarm(120);
-        sync_distributed_lock_t *lock = make(t);
-        char ok = sync_distributed_lock_try_lock(lock) == 0 ? 'y' : 'n';
-        if (write(ready[1], &ok, 1) != 1) _exit(3);
-        for (;;) pause();
-    }
-    char ok = 0;
-    CHECK_EQ(read(ready[0], &ok, 1), 1);
-    CHECK_EQ(ok, 'y');
-    close(ready[0]);
-    close(ready[1]);
-    return child;
-}
-
 /* Basics: busy, holder, tokens strictly increasing, a timed wait that times out, try with no
  * time left, break. */
 static void test_basics_and_tokens(void) {
     char t[600];
     target(NULL, t, sizeof t);
-    sync_distributed_lock_t *a = make(t), *c = make(t);
+    sync_distributed_lock_t *a = make_lock(t), *c = make_lock(t);
     uint64_t token = 0, previous = 0;
     sync_distributed_lock_holder_t h;
     CHECK_EQ(sync_distributed_lock_token(a, &token), EPERM);
@@ -143,49 +100,7 @@ static void test_mutual_exclusion_and_fencing(void) {
     char t[600], log_path[128];
     target(NULL, t, sizeof t);
     snprintf(log_path, sizeof log_path, "%s/log%d", scratch, lock_serial);
-    int fd = open(log_path, O_CREAT | O_TRUNC | O_WRONLY | O_APPEND, 0644);
-    CHECK(fd >= 0);
-    pid_t workers[WORKERS];
-    for (int w = 0; w < WORKERS; w++) {
-        workers[w] = fork();
-        if (workers[w] != 0) continue;
-        alarm(120);
-        sync_distributed_lock_t *lock = make(t);
-        for (int r = 0; r < ROUNDS; r++) {
-            int err = sync_distributed_lock_lock_until(lock, sync_monotonic_ns() + 60 * S, MS);
-            if (err) { fprintf(stderr, "worker: %d %s\n", err, sync_distributed_lock_error_message()); _exit(7); }
-            uint64_t token;
-            if (sync_distributed_lock_token(lock, &token) != 0) _exit(8);
-            char line[64];
-            int n = snprintf(line, sizeof line, "E %d %llu\n", w, (unsigned long long)token);
-            if (write(fd, line, (size_t)n) != n) _exit(9);
-            n = snprintf(line, sizeof line, "X %d 0\n", w);
-            if (write(fd, line, (size_t)n) != n) _exit(9);
-            if (sync_distributed_lock_unlock(lock) != 0) _exit(10);
-        }
-        _exit(0);
-    }
-    for (int w = 0; w < WORKERS; w++) wait_ok(workers[w]);
-    close(fd);
-    FILE *log = fopen(log_path, "r");
-    CHECK(log != NULL);
-    char kind;
-    int worker, holder = -1, entries = 0;
-    unsigned long long token, last = 0;
-    while (fscanf(log, " %c %d %llu", &kind, &worker, &token) == 3) {
-        if (kind == 'E') {
-            CHECK_EQ(holder, -1);
-            CHECK(token > last);
-            last = token;
-            holder = worker;
-            entries++;
-        } else {
-            CHECK_EQ(holder, worker);
-            holder = -1;
-        }
-    }
-    fclose(log);
-    CHECK_EQ(entries, WORKERS * ROUNDS);
+    check_exclusion_between_processes(t, log_path, WORKERS, ROUNDS, 0);
 }
 
 /* The server's count of KV requests (Range, Txn, Put, DeleteRange) started so far, from its
@@ -218,7 +133,7 @@ static long long kv_requests(void) {
 static void test_waiting_does_not_poll(void) {
     char t[600];
     target(NULL, t, sizeof t);
-    sync_distributed_lock_t *a = make(t), *c = make(t);
+    sync_distributed_lock_t *a = make_lock(t), *c = make_lock(t);
     CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
     long long before = kv_requests();
     CHECK_EQ(sync_distributed_lock_lock(c, 1 * S, MS), ETIMEDOUT);
@@ -235,7 +150,7 @@ static void test_waiting_does_not_poll(void) {
 static void test_killed_holder_stale(void) {
     char t[600];
     target(NULL, t, sizeof t);
-    sync_distributed_lock_t *a = make(t);
+    sync_distributed_lock_t *a = make_lock(t);
     uint64_t first, second;
     CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
     CHECK_EQ(sync_distributed_lock_token(a, &first), 0);
@@ -267,7 +182,7 @@ static void test_killed_holder_stale(void) {
 static void test_killed_holder_lease_expires(void) {
     char t[600];
     target("&ttl=1", t, sizeof t);
-    sync_distributed_lock_t *a = make(t);
+    sync_distributed_lock_t *a = make_lock(t);
     pid_t holder = spawn_holder(t);
     kill(holder, SIGKILL);
     waitpid(holder, NULL, 0);
@@ -306,7 +221,7 @@ static void test_loss_on_lease_end(void) {
     if (child == 0) {
         alarm(120);
         CHECK_EQ(pipe(event_pipe), 0);
-        sync_distributed_lock_t *lock = make(t);
+        sync_distributed_lock_t *lock = make_lock(t);
         CHECK_EQ(sync_distributed_lock_set_event_handler(lock, record, NULL), 0);
         CHECK_EQ(sync_distributed_lock_try_lock(lock), 0);
         char byte = 'y';
@@ -324,7 +239,7 @@ static void test_loss_on_lease_end(void) {
     char byte;
     CHECK_EQ(read(ready[0], &byte, 1), 1);
     kill(child, SIGSTOP);
-    sync_distributed_lock_t *a = make(t);
+    sync_distributed_lock_t *a = make_lock(t);
     /* the stopped holder's lease runs out (2 s, or etcd's minimum): then the lock is free */
     CHECK_EQ(sync_distributed_lock_lock(a, 60 * S, MS), 0);
     kill(child, SIGCONT);
@@ -338,7 +253,7 @@ static void test_loss_on_lease_end(void) {
     /* broken by another object */
     CHECK_EQ(pipe(event_pipe), 0);
     target("&ttl=1", t, sizeof t);
-    sync_distributed_lock_t *held = make(t), *breaker = make(t);
+    sync_distributed_lock_t *held = make_lock(t), *breaker = make_lock(t);
     CHECK_EQ(sync_distributed_lock_set_event_handler(held, record, NULL), 0);
     CHECK_EQ(sync_distributed_lock_try_lock(held), 0);
     CHECK_EQ(sync_distributed_lock_break(breaker), 0);
@@ -365,7 +280,7 @@ static void test_interruptible(void) {
     char t[600];
     target(NULL, t, sizeof t);
     pid_t holder = spawn_holder(t);
-    sync_distributed_lock_t *a = make(t), *c = make(t);
+    sync_distributed_lock_t *a = make_lock(t), *c = make_lock(t);
     int64_t deadline = sync_monotonic_ns() + 400 * MS;
     int interruptions = 0, err;
     while ((err = sync_distributed_lock_lock_interruptible(a, deadline, 5 * MS)) == EINTR) interruptions++;
@@ -398,7 +313,7 @@ static void test_interruptible(void) {
 static void test_server_faults(void) {
     char t[600];
     target("&connect_timeout=2", t, sizeof t);
-    sync_distributed_lock_t *a = make(t), *c = make(t);
+    sync_distributed_lock_t *a = make_lock(t), *c = make_lock(t);
     uint64_t before, after;
     int err;
     CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
@@ -471,7 +386,7 @@ static void test_bad_targets(void) {
 static void test_fork(void) {
     char t[600];
     target(NULL, t, sizeof t);
-    sync_distributed_lock_t *a = make(t);
+    sync_distributed_lock_t *a = make_lock(t);
     CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
     pid_t child = fork();
     if (child == 0) {

@@ -4,6 +4,7 @@
  * failure with a message. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "test_support.h"
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -18,24 +19,6 @@
 #include <unistd.h>
 
 #define SECOND 1000000000ull
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void on_alarm(int signal) {
-    static const char message[] = "test_rwlock: watchdog: a test hung (a lost wakeup?)\n";
-    (void)signal;
-    if (write(2, message, sizeof message - 1) < 0) {}
-    _exit(3);
-}
-
-/* Polls `cond` every millisecond; fails after 60 s (a guard against hangs, not a timing bound). */
-#define WAIT_UNTIL(cond) do { \
-    int64_t end_ = now_ns() + 60 * (int64_t)SECOND; \
-    while (!(cond)) { CHECK(now_ns() < end_); usleep(1000); } } while (0)
 
 /* Whether process or thread `pid` is asleep (state S in /proc/pid/stat): blocked in the kernel. */
 static int asleep(pid_t pid) {
@@ -712,7 +695,7 @@ static void test_stale_mark_after_taker_and_quitter(void) {
 }
 
 int main(void) {
-    signal(SIGALRM, on_alarm);
+    watchdog_install("test_rwlock: watchdog: a test hung (a lost wakeup?)\n");
     test_holder_attempts();
     test_reader_limit();
     test_impossible_states();

@@ -7,6 +7,7 @@
  * failure with a message. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "test_support.h"
 #include <errno.h>
 #include <os/lock.h>
 #include <pthread.h>
@@ -26,24 +27,6 @@
 #define MS 1000000ull
 
 extern char **environ;
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void on_alarm(int signal) {
-    static const char message[] = "test_rwlock_adversarial: watchdog: a test hung\n";
-    (void)signal;
-    if (write(2, message, sizeof message - 1) < 0) {}
-    _exit(3);
-}
-
-/* Polls `cond` every millisecond; fails after 60 s (a guard against hangs, not a timing bound). */
-#define WAIT_UNTIL(cond) do { \
-    int64_t end_ = now_ns() + 60 * (int64_t)SECOND; \
-    while (!(cond)) { CHECK(now_ns() < end_); usleep(1000); } } while (0)
 
 static int upgrading(sync_rwlock_t *rw) { return (__atomic_load_n(&rw->_state, __ATOMIC_SEQ_CST) >> 26) & 1; }
 static int readers_held(sync_rwlock_t *rw) { return (int)(__atomic_load_n(&rw->_state, __ATOMIC_SEQ_CST) & ((1u << 26) - 1)); }
@@ -713,7 +696,7 @@ static int child_main(const char *role, int fd, const char *arg) {
 }
 
 int main(int argc, char **argv) {
-    signal(SIGALRM, on_alarm);
+    watchdog_install("test_rwlock_adversarial: watchdog: a test hung\n");
     if (argc >= 5 && !strcmp(argv[1], "child")) return child_main(argv[2], atoi(argv[3]), argv[4]);
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     CHECK(len > 0);

@@ -4,6 +4,7 @@
  * a failure with a message. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "test_support.h"
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -18,24 +19,6 @@
 
 #define SECOND 1000000000ull
 #define MS 1000000ull
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void on_alarm(int signal) {
-    static const char message[] = "test_rwlock_upgradable: watchdog: a test hung\n";
-    (void)signal;
-    if (write(2, message, sizeof message - 1) < 0) {}
-    _exit(3);
-}
-
-/* Polls `cond` every millisecond; fails after 60 s (a guard against hangs, not a timing bound). */
-#define WAIT_UNTIL(cond) do { \
-    int64_t end_ = now_ns() + 60 * (int64_t)SECOND; \
-    while (!(cond)) { CHECK(now_ns() < end_); usleep(1000); } } while (0)
 
 /* Everything the threads or processes of one test share (MAP_SHARED: forked children too). */
 struct shared {
@@ -447,7 +430,7 @@ static void test_stress(void) {
 }
 
 int main(void) {
-    signal(SIGALRM, on_alarm);
+    watchdog_install("test_rwlock_upgradable: watchdog: a test hung\n");
     test_codes();
     test_exclusion(0);
     test_exclusion(1);

@@ -10,6 +10,7 @@
  * failure with a message. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "test_support.h"
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -25,24 +26,6 @@
 #include <unistd.h>
 
 #define SECOND 1000000000ull
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void on_alarm(int signal) {
-    static const char message[] = "test_waiter_death: watchdog: a waiter never woke (a lost wakeup)\n";
-    (void)signal;
-    if (write(2, message, sizeof message - 1) < 0) {}
-    _exit(3);
-}
-
-/* Polls `cond` every millisecond; fails after 60 s (a guard against hangs, not a timing bound). */
-#define WAIT_UNTIL(cond) do { \
-    int64_t end_ = now_ns() + 60 * (int64_t)SECOND; \
-    while (!(cond)) { CHECK(now_ns() < end_); usleep(1000); } } while (0)
 
 /* How many threads sleep on the shared futex word `word`, by the kernel's count. */
 static long sleepers(void *word) {
@@ -241,7 +224,7 @@ static void test_live_writer_behind_dead_one(void) {
 }
 
 int main(void) {
-    signal(SIGALRM, on_alarm);
+    watchdog_install("test_waiter_death: watchdog: a waiter never woke (a lost wakeup)\n");
     test_woken_waiter_dies(MUTEX);
     test_woken_waiter_dies(RECURSIVE);
     test_woken_waiter_dies(SEMAPHORE);

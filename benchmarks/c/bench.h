@@ -142,6 +142,41 @@ static void bench_spread(const double *row, const double *base, int runs, double
     }
 }
 
+/* A row of bench_server_table: `op` is one whole operation against a server. */
+typedef struct { const char *name; void (*op)(void); double *samples; } bench_server_row;
+
+/* Every call timed alone, the rows taking turns in blocks of 50 calls (a round trip's cost on a
+ * VM swings with where the client and the server run: turns expose every row to the same swings;
+ * blocks keep each row's server process busy during its turn, as a loop of one row would); each
+ * row's median call and its spread (10th...90th percentile), and its ratio to rows[0]. Names are
+ * printed `name_width` wide. */
+enum { BENCH_SERVER_BLOCK = 50 };
+static void bench_server_table(const char *title, bench_server_row *rows, int count, long calls, int name_width) {
+    for (int i = 0; i < count; i++) rows[i].samples = calloc((size_t)calls, sizeof(double));
+    for (long block = 0; block < calls; block += BENCH_SERVER_BLOCK)
+        for (int i = 0; i < count; i++)
+            for (long n = block; n < block + BENCH_SERVER_BLOCK && n < calls; n++) {
+                double begin = bench_now();
+                rows[i].op();
+                rows[i].samples[n] = bench_now() - begin;
+            }
+    printf("\n%s — median of %ld calls, in turns of %d (spread: 10th...90th percentile)\n", title, calls,
+           BENCH_SERVER_BLOCK);
+    printf("  %-*s %10s %21s %8s\n", name_width, "", "µs/op", "spread", "ratio");
+    double base = 0;
+    for (int i = 0; i < count; i++) {
+        qsort(rows[i].samples, (size_t)calls, sizeof(double), bench_compare);
+        double median = rows[i].samples[calls / 2];
+        if (i == 0) base = median;
+        printf("  %-*s %10.1f %10.1f...%-8.1f %7.2fx\n", name_width, rows[i].name, median / 1e3,
+               rows[i].samples[calls / 10] / 1e3, rows[i].samples[calls * 9 / 10] / 1e3, median / base);
+        double spread[2] = {median / base, median / base};  /* one sample set: no per-round spread */
+        bench_emit(title, 1, rows[i].name, median, median / base, spread, i == 0, -1);  /* into RESULTS.md */
+        free(rows[i].samples);
+    }
+    fflush(stdout);
+}
+
 /* Measures every row (interleaved with the others, so drift hits all alike) and prints them
  * with the ratio to rows[baseline]: ratio > 1 means slower than the baseline. */
 static int bench_selected(const char *title);

@@ -108,38 +108,6 @@ static void libsync_cycle(void) {
     check(sync_distributed_lock_unlock(lock) == 0, "unlock");
 }
 
-struct server_row { const char *name; void (*op)(void); double *samples; };
-
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-enum { BLOCK = 50 };
-static void server_table(const char *title, struct server_row *rows, int count, long calls) {
-    for (int i = 0; i < count; i++) rows[i].samples = calloc((size_t)calls, sizeof(double));
-    for (long block = 0; block < calls; block += BLOCK)
-        for (int i = 0; i < count; i++)
-            for (long n = block; n < block + BLOCK && n < calls; n++) {
-                double begin = bench_now();
-                rows[i].op();
-                rows[i].samples[n] = bench_now() - begin;
-            }
-    printf("\n%s — median of %ld calls, in turns of %d (spread: 10th...90th percentile)\n", title, calls, BLOCK);
-    printf("  %-52s %10s %21s %8s\n", "", "µs/op", "spread", "ratio");
-    double base = 0;
-    for (int i = 0; i < count; i++) {
-        qsort(rows[i].samples, (size_t)calls, sizeof(double), compare_doubles);
-        double median = rows[i].samples[calls / 2];
-        if (i == 0) base = median;
-        printf("  %-52s %10.1f %10.1f...%-8.1f %7.2fx\n", rows[i].name, median / 1e3, rows[i].samples[calls / 10] / 1e3,
-               rows[i].samples[calls * 9 / 10] / 1e3, median / base);
-        bench_emit(title, 1, rows[i].name, median, median / base, i == 0, -1);  /* into RESULTS.md */
-        free(rows[i].samples);
-    }
-    fflush(stdout);
-}
-
 int main(void) {
     char dir[256], command[600], url[512], file[600], target[700];
     const char *given = getenv("LIBSYNC_TEST_SERVERS");
@@ -172,10 +140,10 @@ int main(void) {
 
     snprintf(target, sizeof target, "%s?lock=bench-c-%d", url, (int)getpid());
     check(sync_distributed_lock_create(target, &lock) == 0, "create (etcd)");
-    struct server_row rows[] = {{"floor: put-if-absent + delete (plain HTTP client)", floor_ops, NULL},
+    bench_server_row rows[] = {{"floor: put-if-absent + delete (plain HTTP client)", floor_ops, NULL},
                                 {"libsync's 2 requests, made raw (plain HTTP client)", same_requests, NULL},
                                 {"libsync try_lock+unlock (etcd)", libsync_cycle, NULL}};
-    server_table("etcd: acquire+release, uncontended, loopback", rows, 3, bench_quick() ? 300 : 3000);
+    bench_server_table("etcd: acquire+release, uncontended, loopback", rows, 3, bench_quick() ? 300 : 3000, 52);
     sync_distributed_lock_destroy(lock);
     close(fd);
     if (started) {

@@ -6,7 +6,6 @@ loss when it runs again, Ctrl-C during a wait, bad targets. The bounds only guar
 hang."""
 import itertools
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -15,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_ctrl_c_interrupts
+from conftest import (assert_ctrl_c_interrupts, assert_exclusion_between_processes,
+                      assert_stopped_holder_learns_of_its_loss, spawn_holder)
 from libsync.distributed_lock import DistributedLock, FileLock, HoldEvent, LockLostError, NotLockedError, Timeout
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,28 +52,6 @@ def make_target(etcd):
     return make
 
 
-HOLDER = """
-import sys, time
-from libsync.distributed_lock import DistributedLock
-lock = DistributedLock(sys.argv[1])
-lock.try_lock() or sys.exit(3)
-print("holding", lock.token, flush=True)
-time.sleep(600)
-"""
-
-WORKER = """
-import sys
-from libsync.distributed_lock import DistributedLock
-target, log, worker, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-lock = DistributedLock(target, timeout=60)
-with open(log, "a", buffering=1) as out:
-    for _ in range(rounds):
-        with lock:
-            out.write(f"E {worker} {lock.token}\\n")
-            out.write(f"X {worker} 0\\n")
-"""
-
-
 def test_acquire_release_try_timeout_and_tokens(make_target):
     target = make_target()
     a, b = DistributedLock(target), DistributedLock(target)
@@ -104,31 +82,15 @@ def test_acquire_release_try_timeout_and_tokens(make_target):
 
 
 def test_contention_between_processes_in_token_order(make_target, tmp_path):
-    target, log = make_target(), tmp_path / "log"
-    workers = [subprocess.Popen([sys.executable, "-c", WORKER, target, str(log), str(w), "15"], env=os.environ)
-               for w in range(4)]
-    assert [w.wait(timeout=300) for w in workers] == [0] * 4
-    holder, last, entries = None, 0, 0
-    for line in log.read_text().splitlines():
-        kind, worker, token = line.split()
-        if kind == "E":
-            assert holder is None
-            assert int(token) > last
-            holder, last, entries = worker, int(token), entries + 1
-        else:
-            assert holder == worker
-            holder = None
-    assert entries == 60
+    assert_exclusion_between_processes(make_target(), tmp_path / "log")
 
 
 def test_a_killed_holders_lease_frees_the_lock(make_target):
     """Only tries (which never take a stale holder's lock over): the lock comes free when the
     dead holder's lease ends on the server, and the next token is larger than the dead one's."""
     target = make_target("&ttl=1")
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, target], stdout=subprocess.PIPE, text=True, env=os.environ)
-    line = proc.stdout.readline().split()
-    assert line and line[0] == "holding", line
-    dead_token = int(line[1])
+    proc = spawn_holder(target)
+    dead_token = proc.token
     proc.kill()
     proc.wait()
     lock = DistributedLock(target)
@@ -144,8 +106,7 @@ def test_a_killed_holders_lease_frees_the_lock(make_target):
 
 def test_a_blocking_acquire_takes_a_dead_local_holders_lock(make_target):
     target = make_target()
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, target], stdout=subprocess.PIPE, text=True, env=os.environ)
-    assert proc.stdout.readline().startswith("holding")
+    proc = spawn_holder(target)
     proc.kill()
     proc.wait()
     lock = DistributedLock(target)
@@ -153,37 +114,10 @@ def test_a_blocking_acquire_takes_a_dead_local_holders_lock(make_target):
         assert lock.is_locked
 
 
-STOPPED_HOLDER = """
-import os, sys
-from libsync.distributed_lock import DistributedLock
-target = sys.argv[1]
-report = os.fdopen(int(sys.argv[2]), "w", buffering=1)
-lock = DistributedLock(target, on_event=lambda lock, event: report.write(f"{event.name} {int(lock.lost)}\\n"))
-lock.try_lock() or sys.exit(3)
-report.write("holding\\n")
-os.kill(os.getpid(), __import__("signal").SIGSTOP)
-__import__("time").sleep(600)
-"""
-
-
 def test_a_stopped_holder_learns_of_its_loss_when_its_lease_ended(make_target):
     target = make_target("&ttl=1")
-    read, write = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-c", STOPPED_HOLDER, target, str(write)], pass_fds=[write], env=os.environ)
-    os.close(write)
-    report = os.fdopen(read)
-    try:
-        assert report.readline() == "holding\n"
-        _, status = os.waitpid(proc.pid, os.WUNTRACED)
-        assert os.WIFSTOPPED(status)
-        taker = DistributedLock(target)
-        taker.acquire(timeout=HANG)  # once the stopped holder's lease ran out
-        proc.send_signal(signal.SIGCONT)
-        assert report.readline() == "LOST 1\n"  # and `lost` is set before the handler runs
-    finally:
-        proc.kill()
-        proc.wait()
-    taker.release()
+    # taken once the stopped holder's lease ran out
+    assert_stopped_holder_learns_of_its_loss(target, lambda taker: taker.acquire(timeout=HANG))
 
 
 def test_a_broken_hold_is_reported_lost(make_target):

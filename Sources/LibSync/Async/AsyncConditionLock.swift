@@ -126,25 +126,22 @@ extension SyncConditionLock {
     /// `CancellationError` if the task is cancelled first (the lock is then not held),
     /// `LockError.wouldDeadlock` if the task holds it already.
     public func lock() async throws {
-        let result = await AsyncConditionLock.lock(memory.raw, wanted: nil, deadline: Deadline.none, keepAlive: memory)
-        if result != 0 { throw AsyncWait.error(result) }
+        try await AsyncWait.check(AsyncConditionLock.lock(memory.raw, wanted: nil, deadline: Deadline.none,
+                                                          keepAlive: memory))
     }
 
     /// Takes the lock once the condition equals `condition`, suspending the task meanwhile.
     /// Throws as `lock()`.
     public func lock(whenCondition condition: Int) async throws {
-        let result = await AsyncConditionLock.lock(memory.raw, wanted: Int64(condition), deadline: Deadline.none, keepAlive: memory)
-        if result != 0 { throw AsyncWait.error(result) }
+        try await AsyncWait.check(AsyncConditionLock.lock(memory.raw, wanted: Int64(condition), deadline: Deadline.none,
+                                                          keepAlive: memory))
     }
 
     /// As `lock(whenCondition:)`, false (not holding it) once `timeout` has passed; a zero or
     /// negative timeout is one try.
     public func lock(whenCondition condition: Int, timeout: Duration) async throws -> Bool {
-        let result = await AsyncConditionLock.lock(memory.raw, wanted: Int64(condition), deadline: Deadline.after(timeout),
-                                                   keepAlive: memory)
-        if result == ETIMEDOUT { return false }
-        if result != 0 { throw AsyncWait.error(result) }
-        return true
+        try await AsyncWait.timed(AsyncConditionLock.lock(memory.raw, wanted: Int64(condition),
+                                                          deadline: Deadline.after(timeout), keepAlive: memory))
     }
 
     /// Whether the calling task holds the lock (taken with an async form).

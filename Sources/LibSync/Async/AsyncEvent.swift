@@ -61,16 +61,13 @@ extension SyncEvent {
     /// Waits until the flag is set (returns at once if it is), suspending the task. Throws
     /// `CancellationError` if the task is cancelled first.
     public func wait() async throws {
-        let result = await AsyncEvent.wait(memory.raw, deadline: Deadline.none, keepAlive: memory)
-        if result != 0 { throw AsyncWait.error(result) }
+        try await AsyncWait.check(AsyncEvent.wait(memory.raw, deadline: Deadline.none, keepAlive: memory))
     }
 
     /// As `wait()`; false once `timeout` has passed with the flag never set. A zero or negative
     /// timeout is one look.
     public func wait(timeout: Duration) async throws -> Bool {
-        let result = await AsyncEvent.wait(memory.raw, deadline: Deadline.after(timeout), keepAlive: memory)
-        if result == ETIMEDOUT { return false }
-        if result != 0 { throw AsyncWait.error(result) }
-        return true
+        try await AsyncWait.timed(AsyncEvent.wait(memory.raw, deadline: Deadline.after(timeout),
+                                                  keepAlive: memory))
     }
 }

@@ -254,32 +254,26 @@ extension SyncRWLock {
     /// `CancellationError` if the task is cancelled first (no read lock is then held),
     /// `LockError.wouldDeadlock` if the task holds the write lock.
     public func readLock() async throws {
-        let result = await AsyncRWLock.readLock(memory.raw, deadline: Deadline.none, keepAlive: memory)
-        if result != 0 { throw AsyncWait.error(result) }
+        try await AsyncWait.check(AsyncRWLock.readLock(memory.raw, deadline: Deadline.none, keepAlive: memory))
     }
 
     /// As `readLock()`, false once `timeout` has passed; a zero or negative timeout is one try.
     public func readLock(timeout: Duration) async throws -> Bool {
-        let result = await AsyncRWLock.readLock(memory.raw, deadline: Deadline.after(timeout), keepAlive: memory)
-        if result == ETIMEDOUT { return false }
-        if result != 0 { throw AsyncWait.error(result) }
-        return true
+        try await AsyncWait.timed(AsyncRWLock.readLock(memory.raw, deadline: Deadline.after(timeout),
+                                                       keepAlive: memory))
     }
 
     /// Takes the write lock, suspending the task while the lock is held. Throws
     /// `CancellationError` if the task is cancelled first (the lock is then not held),
     /// `LockError.wouldDeadlock` if the task holds it already.
     public func writeLock() async throws {
-        let result = await AsyncRWLock.writeLock(memory.raw, deadline: Deadline.none, keepAlive: memory)
-        if result != 0 { throw AsyncWait.error(result) }
+        try await AsyncWait.check(AsyncRWLock.writeLock(memory.raw, deadline: Deadline.none, keepAlive: memory))
     }
 
     /// As `writeLock()`, false once `timeout` has passed; a zero or negative timeout is one try.
     public func writeLock(timeout: Duration) async throws -> Bool {
-        let result = await AsyncRWLock.writeLock(memory.raw, deadline: Deadline.after(timeout), keepAlive: memory)
-        if result == ETIMEDOUT { return false }
-        if result != 0 { throw AsyncWait.error(result) }
-        return true
+        try await AsyncWait.timed(AsyncRWLock.writeLock(memory.raw, deadline: Deadline.after(timeout),
+                                                        keepAlive: memory))
     }
 
     /// Whether the calling task holds the write lock (taken with an async form).

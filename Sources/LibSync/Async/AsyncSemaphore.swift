@@ -61,23 +61,19 @@ extension SyncSemaphore {
     /// task is cancelled first (no unit is then taken: a unit granted at the same moment is
     /// signalled back).
     public func wait() async throws {
-        let result = await AsyncSemaphore.wait(memory.raw, deadline: Deadline.none, keepAlive: memory)
-        if result != 0 { throw AsyncWait.error(result) }
+        try await AsyncWait.check(AsyncSemaphore.wait(memory.raw, deadline: Deadline.none, keepAlive: memory))
     }
 
     /// As `wait()`, false once `timeout` has passed; a zero or negative timeout is one try.
     public func wait(timeout: Duration) async throws -> Bool {
-        let result = await AsyncSemaphore.wait(memory.raw, deadline: Deadline.after(timeout), keepAlive: memory)
-        if result == ETIMEDOUT { return false }
-        if result != 0 { throw AsyncWait.error(result) }
-        return true
+        try await AsyncWait.timed(AsyncSemaphore.wait(memory.raw, deadline: Deadline.after(timeout),
+                                                      keepAlive: memory))
     }
 
     /// Takes a unit, runs `body` (which may `await`) and signals the unit back, even if `body`
     /// throws. Throws `CancellationError` if the task is cancelled before a unit is granted.
     public func withUnit<R>(_ body: () async throws -> R) async throws -> R {
-        let result = await AsyncSemaphore.wait(memory.raw, deadline: Deadline.none, keepAlive: memory)
-        if result != 0 { throw AsyncWait.error(result) }
+        try await AsyncWait.check(AsyncSemaphore.wait(memory.raw, deadline: Deadline.none, keepAlive: memory))
         defer { _ = SemaphoreWord.signal(memory.raw, count: 1) }
         return try await body()
     }

@@ -38,4 +38,17 @@ package enum AsyncWait {
     package static func error(_ result: Int32) -> any Error {
         result == ECANCELED ? CancellationError() : LockError(code: result)
     }
+
+    /// An untimed async form's end: returns for `result` 0, else throws `error(result)`.
+    package static func check(_ result: Int32) throws {
+        if result != 0 { throw error(result) }
+    }
+
+    /// A timed async form's end: true for `result` 0, false for ETIMEDOUT (timed out), else
+    /// throws `error(result)`.
+    package static func timed(_ result: Int32) throws -> Bool {
+        if result == ETIMEDOUT { return false }
+        try check(result)
+        return true
+    }
 }
