@@ -660,7 +660,9 @@ public final class DistributedLock: Sendable {
     }
 
     /// Runs `body` holding the lock (`lock(timeout:pollInterval:)`), releases it, and returns
-    /// `body`'s value; rethrows `body`'s error.
+    /// `body`'s value; rethrows `body`'s error. (In a task, `try await withLock` is the async
+    /// form, for a plain closure too.)
+    @_disfavoredOverload
     public func withLock<R>(timeout: Duration? = nil, pollInterval: Duration = .milliseconds(10),
                             _ body: () throws -> R) throws -> R {
         try lock(timeout: timeout, pollInterval: pollInterval)
