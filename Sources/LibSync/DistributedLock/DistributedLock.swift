@@ -51,7 +51,8 @@ public struct DistributedLockHolder: Sendable, Equatable, CustomStringConvertibl
 /// never blocks; `lock(timeout:pollInterval:)` waits.
 ///
 /// Holders: two objects for one target (in one process or not) exclude each other. Through one
-/// object, the holder is the thread that acquired it: the object's other threads wait for it
+/// object, the holder is the thread that acquired it (in a Swift task: the task, on whatever
+/// thread it resumes; docs/async.md): the object's other threads wait for it
 /// (without touching the store) and may not unlock it; with `.processOwned` the holder is the
 /// process, and any of its threads counts as the holder. Not recursive unless `.recursive`. A
 /// forked child never holds its parent's lock: the child's unlock throws `.notHeld`, and its
