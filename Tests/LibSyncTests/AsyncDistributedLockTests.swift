@@ -291,9 +291,12 @@ final class AsyncDistributedLockTests: XCTestCase {
         let target = try target("file")
         let holder = try DistributedLock(target), shared = try DistributedLock(target)
         let n = 1000
-        // Count before what the waiting does not add: the cooperative pool's threads and the
-        // timer of Task.sleep.
+        // Count before what the waiting does not add: the cooperative pool's threads (all of
+        // them: tasks that each block a while, more than the pool is wide) and the timer of
+        // Task.sleep.
+        let width = 2 * Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
         await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<width { group.addTask { usleep(20_000) } }
             for _ in 0..<64 { group.addTask { try? await Task.sleep(for: .milliseconds(1)) } }
         }
         XCTAssertTrue(try holder.tryLock())
