@@ -205,7 +205,7 @@ public final class DistributedLock: Sendable {
     }
 
     /// Whether `caller` counts as the holder of `s`'s hold.
-    private func heldByCaller(_ s: State, _ caller: UInt = caller()) -> Bool {
+    private func heldByCaller(_ s: State, _ caller: UInt = DistributedLock.caller()) -> Bool {
         s.held && (options.contains(.processOwned) || s.owner == caller)
     }
 
@@ -214,7 +214,7 @@ public final class DistributedLock: Sendable {
     /// One try: a re-entry, the object's other thread holding it or waiting for it in the store
     /// (with the release count to wait on), busy in the store, acquired, or the caller's lost
     /// hold ended (`lost`: `endHold`'s outcome, for `endedLostHold`).
-    private func attempt(_ side: ProcessSide, deadline: Int64 = -1, caller: UInt = caller()) -> Attempt {
+    private func attempt(_ side: ProcessSide, deadline: Int64 = -1, caller: UInt = DistributedLock.caller()) -> Attempt {
         side.state.withLock { s in
             if s.held {
                 guard heldByCaller(s, caller) else { return .heldHere(side.releases.pointee.load(ordering: .relaxed)) }
@@ -236,7 +236,7 @@ public final class DistributedLock: Sendable {
         }
     }
 
-    private func took(_ s: inout State, _ side: ProcessSide, _ caller: UInt = caller()) {
+    private func took(_ s: inout State, _ side: ProcessSide, _ caller: UInt = DistributedLock.caller()) {
         s.held = true
         s.owner = caller
         s.depth = 1
@@ -245,7 +245,7 @@ public final class DistributedLock: Sendable {
     }
 
     /// Ends the hold (`all`: whatever its count; `anyThread`: whichever thread holds it).
-    func release(all: Bool, anyThread: Bool, caller: UInt = caller()) -> Int32 {
+    func release(all: Bool, anyThread: Bool, caller: UInt = DistributedLock.caller()) -> Int32 {
         DistributedLockMessage.clear()
         guard let side = sides.ifCurrent() else { return EPERM }  // (a parent's object: nothing here is ours)
         let (code, freed) = side.state.withLock { s -> (Int32, Bool) in
@@ -492,7 +492,7 @@ public final class DistributedLock: Sendable {
     /// this object), ENOENT (the lock is free), EDEADLK (the caller holds it), EEXIST, a
     /// backend's error, or a system errno. A server's answers are awaited until the monotonic
     /// `deadline` (a wait's: ETIMEDOUT once it passed) or connect_timeout, whichever is sooner.
-    package func recoverStaleCode(deadline: Int64 = Deadline.none, caller: UInt = caller()) -> Int32 {
+    package func recoverStaleCode(deadline: Int64 = Deadline.none, caller: UInt = DistributedLock.caller()) -> Int32 {
         DistributedLockMessage.clear()
         let side = sides.current()
         return side.state.withLock { s in
@@ -531,7 +531,7 @@ public final class DistributedLock: Sendable {
         return heldElsewhereByCaller(side)
     }
 
-    private func heldElsewhereByCaller(_ side: ProcessSide, _ caller: UInt = caller()) -> Bool {
+    private func heldElsewhereByCaller(_ side: ProcessSide, _ caller: UInt = DistributedLock.caller()) -> Bool {
         side.registry.holds(path: identity, thread: caller, lock: ObjectIdentifier(self))
     }
 
