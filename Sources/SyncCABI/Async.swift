@@ -6,7 +6,7 @@ import Synchronization
 // sync/async.h: a handle is a retained `AsyncAcquire`; its address is the holder identity the
 // core records for the locks it takes (AsyncHold). The core decides; this file converts.
 
-/// sync_async_callback_t.
+/// sync_async_callback_fn.
 public typealias AsyncCallback = @convention(c) (OpaquePointer?, Int32, UnsafeMutableRawPointer?) -> Void
 
 final class AsyncAcquire: @unchecked Sendable {

@@ -34,7 +34,7 @@ soname=$(readelf -d "$libdir/libsync.so.$version" | sed -n 's/.*(SONAME).*\[\(.*
 # Self-contained: no Swift library is needed at run time (the Swift runtime is linked in).
 if readelf -d "$libdir/libsync.so.$version" | grep "(NEEDED)" | grep -i swift; then fail "libsync.so needs a Swift library"; fi
 
-# The exported symbols: defined, global, each in a LIBSYNC_x.y version node, the C API only.
+# The exported symbols: defined, global, each in a LIBSYNC_x.y version node (or a LIBSYNC_x.y_NAME one), the C API only.
 objdump -T "$libdir/libsync.so.$version" | awk '$2 == "g" && $4 != "*UND*"' > "$prefix/exports"
 [ "$(wc -l < "$prefix/exports")" -gt 200 ] || fail "too few exported symbols: $(wc -l < "$prefix/exports")"
 grep -Ev '[[:space:]]LIBSYNC_[0-9]+\.[0-9]+(_[A-Z0-9]+)?[[:space:]]' "$prefix/exports" > "$prefix/unversioned" || true
@@ -42,6 +42,9 @@ grep -Ev '[[:space:]]LIBSYNC_[0-9]+\.[0-9]+(_[A-Z0-9]+)?[[:space:]]' "$prefix/ex
 awk '$NF !~ /^(OSAtomic|OSMemoryBarrier|OSSpinLock|os_unfair_lock_|sync_|LIBSYNC_)/ { print $NF }' "$prefix/exports" > "$prefix/foreign"
 [ ! -s "$prefix/foreign" ] || fail "exports beyond the C API: $(head -3 "$prefix/foreign")"
 grep -Eq '[[:space:]]LIBSYNC_0\.1[[:space:]].*[[:space:]]sync_version$' "$prefix/exports" || fail "sync_version is not in LIBSYNC_0.1"
+# Renamed functions (CONTRIBUTING.md, "Names"): the new name in its own node, the old one where it was.
+grep -Eq '[[:space:]]LIBSYNC_1\.6_NAMES[[:space:]].*[[:space:]]sync_mutex_try_lock$' "$prefix/exports" || fail "sync_mutex_try_lock is not in LIBSYNC_1.6_NAMES"
+grep -Eq '[[:space:]]LIBSYNC_0\.1[[:space:]].*[[:space:]]sync_mutex_trylock$' "$prefix/exports" || fail "sync_mutex_trylock is not in LIBSYNC_0.1"
 
 # The README's C example with pkg-config and the rpath the README gives for a prefix the
 # dynamic loader does not search.

@@ -39,7 +39,7 @@ static void test_immediate_and_ownership(void) {
     CHECK(h != NULL);
     CHECK_EQ(sync_async_result(h), 0);
     CHECK_EQ(sync_mutex_unlock(&m), EPERM);         /* a thread is not the holder */
-    CHECK_EQ(sync_mutex_trylock(&m), EBUSY);
+    CHECK_EQ(sync_mutex_try_lock(&m), EBUSY);
     CHECK_EQ(sync_async_free(h), EBUSY);            /* holds the lock */
     CHECK_EQ(sync_mutex_lock_async(&m, 0, -1, NULL, NULL, &other), ETIMEDOUT);  /* one try */
     CHECK(other == NULL);
@@ -47,7 +47,7 @@ static void test_immediate_and_ownership(void) {
     CHECK_EQ(sync_async_unlock(&m, h), 0);
     CHECK_EQ(sync_async_unlock(&m, h), EPERM);      /* released already */
     CHECK_EQ(sync_async_free(h), 0);
-    CHECK_EQ(sync_mutex_trylock(&m), 0);
+    CHECK_EQ(sync_mutex_try_lock(&m), 0);
     CHECK_EQ(sync_mutex_unlock(&m), 0);
 }
 
@@ -62,7 +62,7 @@ static void test_bad_input(void) {
     CHECK_EQ(sync_async_cancel(NULL), EINVAL);
     CHECK_EQ(sync_async_unlock(&m, NULL), EINVAL);
     CHECK_EQ(sync_async_free(NULL), 0);
-    CHECK_EQ(sync_mutex_trylock(&m), 0);   /* untouched */
+    CHECK_EQ(sync_mutex_try_lock(&m), 0);   /* untouched */
     CHECK_EQ(sync_mutex_unlock(&m), 0);
 }
 
@@ -78,7 +78,7 @@ static void test_pending_eventfd_cancel_timeout(void) {
     CHECK_EQ(sync_mutex_unlock(&m), 0);        /* the waker grants it to h */
     await_completion(efd);
     CHECK_EQ(sync_async_result(h), 0);
-    CHECK_EQ(sync_mutex_trylock(&m), EBUSY);
+    CHECK_EQ(sync_mutex_try_lock(&m), EBUSY);
     CHECK_EQ(sync_async_unlock(&m, h), 0);
     CHECK_EQ(sync_async_free(h), 0);
 
@@ -89,7 +89,7 @@ static void test_pending_eventfd_cancel_timeout(void) {
     CHECK_EQ(sync_async_result(h), ECANCELED);
     CHECK_EQ(sync_async_cancel(h), EALREADY);
     CHECK_EQ(sync_mutex_unlock(&m), 0);
-    CHECK_EQ(sync_mutex_trylock(&m), 0);       /* nobody took it for the cancelled acquire */
+    CHECK_EQ(sync_mutex_try_lock(&m), 0);       /* nobody took it for the cancelled acquire */
     CHECK(!readable(efd));
     CHECK_EQ(sync_mutex_unlock(&m), 0);
     CHECK_EQ(sync_async_free(h), 0);
@@ -132,7 +132,7 @@ static void test_many_pending_callbacks(void) {
     await_completion(efd_done);
     CHECK_EQ(atomic_load(&granted), MANY);
     for (int i = 0; i < MANY; i++) CHECK_EQ(sync_async_free(handles[i]), 0);
-    CHECK_EQ(sync_mutex_trylock(&many_mutex), 0);
+    CHECK_EQ(sync_mutex_try_lock(&many_mutex), 0);
     CHECK_EQ(sync_mutex_unlock(&many_mutex), 0);
     close(efd_done);
 }
@@ -167,7 +167,7 @@ static void test_robust_killed_holder(void) {
     CHECK_EQ(sync_async_consistent(m, h), 0);
     CHECK_EQ(sync_async_unlock(m, h), 0);
     CHECK_EQ(sync_async_free(h), 0);
-    CHECK_EQ(sync_mutex_trylock(m), 0);
+    CHECK_EQ(sync_mutex_try_lock(m), 0);
     CHECK_EQ(sync_mutex_unlock(m), 0);
     close(efd);
     close(ready[0]);

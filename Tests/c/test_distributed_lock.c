@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -403,7 +404,7 @@ static int create_with_error(const char *p, unsigned flags, int mode) {
 
 static void test_bad_options(void) {
     char p[300];
-    CHECK_EQ(create_with_error(path, 32, -1), EINVAL);                /* an unknown flag */
+    CHECK_EQ(create_with_error(path, 64, -1), EINVAL);                /* an unknown flag */
     CHECK_EQ(create_with_error(path, 0, -2), EINVAL);                 /* mode outside -1...0777 */
     CHECK_EQ(create_with_error(path, 0, 01000), EINVAL);
     snprintf(p, sizeof p, "%s/bad\xff\xfename", dir);                 /* not UTF-8 */
@@ -449,6 +450,43 @@ static void test_impossible_disk_states(void) {
         CHECK_EQ(system(p), 0);
         sync_distributed_lock_destroy(lock);
     }
+}
+
+/* TAKE_OVER_FILE: the empty file filelock's FileLock leaves behind is taken over when no flock
+ * holder is on it; one held by a flock, or with content, is EEXIST with a message saying what to
+ * do, and stays; without the flag any file is EEXIST. At creation, and at an acquire (the file
+ * made after the object). */
+static void test_take_over_filelock_file(void) {
+    char p[300];
+    snprintf(p, sizeof p, "%s/migrated.lock", dir);
+    int fd = open(p, O_CREAT | O_RDWR, 0644);
+    CHECK(fd >= 0);
+    CHECK_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);                    /* (another open file: as filelock's process) */
+    CHECK_EQ(create_with_error(p, SYNC_DISTRIBUTED_LOCK_TAKE_OVER_FILE, -1), EEXIST);
+    CHECK(strstr(sync_distributed_lock_error_message(), "held by a filelock process") != NULL);
+    CHECK_EQ(create_with_error(p, 0, -1), EEXIST);
+    CHECK_EQ(flock(fd, LOCK_UN), 0);
+    CHECK_EQ(create_with_error(p, 0, -1), EEXIST);                /* not asked: left alone */
+    struct stat st;
+    CHECK(stat(p, &st) == 0 && S_ISREG(st.st_mode));
+    CHECK_EQ(write(fd, "1234\n", 5), 5);                         /* content: never removed */
+    CHECK_EQ(create_with_error(p, SYNC_DISTRIBUTED_LOCK_TAKE_OVER_FILE, -1), EEXIST);
+    CHECK(strstr(sync_distributed_lock_error_message(), "with content") != NULL);
+    CHECK_EQ(ftruncate(fd, 0), 0);
+    close(fd);
+    sync_distributed_lock_t *lock = make_with(p, SYNC_DISTRIBUTED_LOCK_TAKE_OVER_FILE, -1);  /* free: taken over */
+    CHECK_EQ(sync_distributed_lock_try_lock(lock), 0);
+    CHECK(stat(p, &st) == 0 && S_ISDIR(st.st_mode));
+    CHECK_EQ(sync_distributed_lock_unlock(lock), 0);
+    CHECK_EQ(rmdir(p), 0);
+    fd = open(p, O_CREAT | O_RDWR, 0644);                         /* a file again, after the object was made */
+    CHECK(fd >= 0);
+    close(fd);
+    CHECK_EQ(sync_distributed_lock_try_lock(lock), 0);
+    CHECK(stat(p, &st) == 0 && S_ISDIR(st.st_mode));
+    CHECK_EQ(sync_distributed_lock_unlock(lock), 0);
+    sync_distributed_lock_destroy(lock);
+    CHECK_EQ(rmdir(p), 0);
 }
 
 /* MAKE_PARENTS, REMOVE_ON_RELEASE and mode. */
@@ -915,6 +953,7 @@ int main(void) {
     test_mutual_exclusion_between_processes();
     test_bad_options();
     test_impossible_disk_states();
+    test_take_over_filelock_file();
     test_parents_removal_and_mode();
     test_threads_share_one_object();
     test_owner_recursion_and_deadlock();

@@ -173,9 +173,9 @@ static void test_woken_writer_dies(void) {
     expect_exit(first, 0);
     expect_exit(writer, 0);
     expect_exit(reader, 0);
-    CHECK_EQ(sync_rwlock_tryrdlock(rw), 0);
+    CHECK_EQ(sync_rwlock_try_rdlock(rw), 0);
     CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
-    CHECK_EQ(sync_rwlock_trywrlock(rw), 0);
+    CHECK_EQ(sync_rwlock_try_wrlock(rw), 0);
     CHECK_EQ(sync_rwlock_wrunlock(rw), 0);
     printf("woken waiter died: rwlock: the next writer and reader got through\n");
     munmap(rw, sizeof *rw);
@@ -186,7 +186,7 @@ static void test_woken_writer_dies(void) {
 
 /* Whether the writers' mark stops readers: tryrdlock says EBUSY (a read lock it gets is given back). */
 static int readers_stopped(sync_rwlock_t *rw) {
-    int r = sync_rwlock_tryrdlock(rw);
+    int r = sync_rwlock_try_rdlock(rw);
     if (r == 0) CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
     return r == EBUSY;
 }
@@ -206,11 +206,11 @@ static void test_killed_waiting_writer_stops_no_reader(void) {
     pid_t reader = rw_waiter(rw, 0);
     expect_exit(reader, 0);
     CHECK_EQ(sync_rwlock_rdlock(rw), 0);   /* the holder's second read lock */
-    CHECK_EQ(sync_rwlock_tryrdlock(rw), 0);
+    CHECK_EQ(sync_rwlock_try_rdlock(rw), 0);
     CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
     CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
     CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
-    CHECK_EQ(sync_rwlock_trywrlock(rw), 0);
+    CHECK_EQ(sync_rwlock_try_wrlock(rw), 0);
     CHECK_EQ(sync_rwlock_wrunlock(rw), 0);
     printf("killed waiting writer: readers got in while a reader held the lock\n");
     munmap(rw, sizeof *rw);
@@ -230,10 +230,10 @@ static void test_live_writer_behind_dead_one(void) {
     WAIT_UNTIL(sleepers(&rw->_wakeups) == 2);
     CHECK_EQ(kill(dead, SIGKILL), 0);
     expect_exit(dead, SIGKILL);
-    CHECK_EQ(sync_rwlock_trywrlock(rw), EBUSY);  /* readers hold it: no writer is let in */
+    CHECK_EQ(sync_rwlock_try_wrlock(rw), EBUSY);  /* readers hold it: no writer is let in */
     CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
     expect_exit(live, 0);
-    CHECK_EQ(sync_rwlock_trywrlock(rw), 0);
+    CHECK_EQ(sync_rwlock_try_wrlock(rw), 0);
     CHECK_EQ(sync_rwlock_wrunlock(rw), 0);
     printf("live writer behind a killed one: it got in once the readers left\n");
     munmap(rw, sizeof *rw);

@@ -129,7 +129,8 @@ static void server_table(const char *title, struct server_row *rows, int count, 
         if (i == 0) base = median;
         printf("  %-44s %10.1f %10.1f...%-8.1f %7.2fx\n", rows[i].name, median / 1e3, rows[i].samples[calls / 10] / 1e3,
                rows[i].samples[calls * 9 / 10] / 1e3, median / base);
-        bench_emit(title, 1, rows[i].name, median, median / base, i == 0, -1);  /* into RESULTS.md */
+        double spread[2] = {median / base, median / base};  /* one sample set: no per-round spread */
+        bench_emit(title, 1, rows[i].name, median, median / base, spread, i == 0, -1);  /* into RESULTS.md */
         free(rows[i].samples);
     }
     fflush(stdout);

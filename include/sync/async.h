@@ -34,6 +34,11 @@
 extern "C" {
 #endif
 
+/* Marks a name kept for compatibility (CONTRIBUTING.md, "Names"), as in sync/locks.h. */
+#ifndef SYNC_DEPRECATED
+#define SYNC_DEPRECATED(replacement) __attribute__((deprecated("use " replacement)))
+#endif
+
 /** One acquire: pending, then completed; if granted, the holder of the lock until released. */
 typedef struct sync_async sync_async_t;
 
@@ -42,7 +47,8 @@ typedef struct sync_async sync_async_t;
  * sync_async_result returns it) and the `context` given to sync_mutex_lock_async; possibly
  * before sync_mutex_lock_async has returned EINPROGRESS.
  */
-typedef void (*sync_async_callback_t)(sync_async_t *handle, int result, void *context);
+typedef void (*sync_async_callback_fn)(sync_async_t *handle, int result, void *context);
+typedef sync_async_callback_fn sync_async_callback_t SYNC_DEPRECATED("sync_async_callback_fn");
 
 /**
  * Starts acquiring `mutex` (4-aligned; a robust one 8-aligned) until `deadline_ns`.
@@ -56,7 +62,7 @@ typedef void (*sync_async_callback_t)(sync_async_t *handle, int result, void *co
  * ENOTRECOVERABLE, EINVAL (NULL or misaligned pointer, a robust mutex of another pid
  * namespace).
  */
-int sync_mutex_lock_async(void *mutex, int64_t deadline_ns, int event_fd, sync_async_callback_t callback,
+int sync_mutex_lock_async(void *mutex, int64_t deadline_ns, int event_fd, sync_async_callback_fn callback,
                           void *context, sync_async_t **handle);
 
 /**

@@ -135,6 +135,12 @@ typedef struct sync_distributed_lock sync_distributed_lock_t;
 #define SYNC_DISTRIBUTED_LOCK_REMOVE_ON_RELEASE 16u /* releasing also removes the lock's directory
                                                        while it is empty (one operation more; safe:
                                                        only an empty directory goes) */
+#define SYNC_DISTRIBUTED_LOCK_TAKE_OVER_FILE    32u /* an empty plain file at path (filelock's
+                                                       FileLock leaves one) on which no process
+                                                       holds a flock is removed and the lock made
+                                                       there; a held or non-empty one: EEXIST,
+                                                       with a message (error_message) saying
+                                                       what to do */
 
 /** Who holds a lock (280 bytes). */
 typedef struct sync_distributed_lock_holder {
@@ -171,7 +177,8 @@ int sync_distributed_lock_create(const char *path, sync_distributed_lock_t **loc
  *   EACCES/EROFS  this process may not create entries in the parent directory (or, with
  *                 MAKE_PARENTS, a missing parent)
  *   EEXIST        something that is not this lock is at path: a file, a symbolic link, or a
- *                 directory with other content
+ *                 directory with other content (TAKE_OVER_FILE: a file that is held by a flock
+ *                 or has content; sync_distributed_lock_error_message says which)
  *   another errno of mkdir(2) (MAKE_PARENTS: ENOSPC, EIO...)
  * URLs: EINVAL (malformed, no lock=NAME, an unknown parameter, a bad ttl or connect_timeout,
  * an unsupported scheme; Redis: a NUL byte, %00, in the lock name, user or password;
@@ -447,6 +454,89 @@ int sync_distributed_lock_hold_state(const sync_distributed_lock_t *lock);
 
 /** sync_distributed_lock_hold_state(lock) == SYNC_DISTRIBUTED_LOCK_LOST (false for NULL). Since 0.2. */
 bool sync_distributed_lock_lost(const sync_distributed_lock_t *lock);
+
+/* ---- Read/write lock on the file system (shared/exclusive) --------------------------------- *
+ * Many readers or one writer, across processes and hosts sharing a file system (filelock's
+ * ReadWriteLock). The protocol (docs/distributed_lock.md, "Read/write lock"): the lock's
+ * directory at `path` is a gate that a reader holds only while it registers its share in
+ * `.<name>.readers/` beside it, and that a writer keeps while it waits for the readers to leave,
+ * so new readers wait behind a writer (writer-preferring). Every token, a reader's or a
+ * writer's, is drawn by the gate's holder from the lock's fencing counter: tokens increase
+ * across both sides in the order the holds began. A dead holder on this host (reader or writer)
+ * is recovered by the next acquirer. A path is used either by read/write lock objects or by
+ * sync_distributed_lock_t objects, never both.
+ *
+ * One object is one holder: its read hold is re-entered by any of its threads (counted), its
+ * write hold only by the thread that took it; asking for the other kind while it holds is
+ * EDEADLK (no upgrade or downgrade). A forked child never holds or releases its parent's hold.
+ * Every function is thread-safe. Reasons for errors: sync_distributed_lock_error_message(). */
+typedef struct sync_distributed_rwlock sync_distributed_rwlock_t;
+
+#define SYNC_DISTRIBUTED_RWLOCK_READ  1 /* shared */
+#define SYNC_DISTRIBUTED_RWLOCK_WRITE 2 /* exclusive */
+
+/**
+ * Makes a read/write lock object for the file-system `path` (UTF-8), stored in *lock; nothing is
+ * made on disk until the first acquire (but missing parents, with MAKE_PARENTS). flags: 0 or
+ * SYNC_DISTRIBUTED_LOCK_MAKE_PARENTS and SYNC_DISTRIBUTED_LOCK_PROCESS_OWNED (the write hold is
+ * the process's: any of its threads re-enters or releases it, and continues or cancels a waiting
+ * write claim); mode as sync_distributed_lock_create_with's.
+ * Returns 0, or sync_distributed_lock_create_with's creation errors (EINVAL also for a URL,
+ * another flag, or mode outside -1...0777).
+ */
+int sync_distributed_rwlock_create(const char *path, unsigned flags, int mode, sync_distributed_rwlock_t **lock);
+
+/** Destroys the object (NULL: nothing); a hold of this process through it is released first. */
+void sync_distributed_rwlock_destroy(sync_distributed_rwlock_t *lock);
+
+/**
+ * One try to acquire `kind` (SYNC_DISTRIBUTED_RWLOCK_READ or _WRITE).
+ * Returns 0; EBUSY (another holds it, or a writer waits for it); EDEADLK (this object holds the
+ * other kind, or another of its threads holds it for writing); EAGAIN (re-entry count overflow);
+ * EINVAL (NULL lock, bad kind); EEXIST (something that is not a lock is at path); another errno.
+ */
+int sync_distributed_rwlock_try_lock(sync_distributed_rwlock_t *lock, int kind);
+
+/**
+ * Acquires `kind`, trying every poll_ns while others hold it, for up to timeout_ns (< 0: no
+ * limit). A writer keeps the gate while it waits for readers. Returns try_lock's codes, but
+ * ETIMEDOUT instead of EBUSY; EINVAL also for poll_ns <= 0.
+ */
+int sync_distributed_rwlock_lock(sync_distributed_rwlock_t *lock, int kind, int64_t timeout_ns, int64_t poll_ns);
+
+/**
+ * sync_distributed_rwlock_lock until the CLOCK_MONOTONIC deadline_ns (< 0: none), returning EINTR
+ * after at most 50 ms of waiting so that the caller can run its signal handlers; call again to
+ * go on (a writer's claim is kept between the calls), or sync_distributed_rwlock_cancel to give
+ * the wait up.
+ */
+int sync_distributed_rwlock_lock_interruptible(sync_distributed_rwlock_t *lock, int kind, int64_t deadline_ns,
+                                               int64_t poll_ns);
+
+/** Gives up the calling thread's write claim kept by an interrupted wait (nothing if none). */
+void sync_distributed_rwlock_cancel(sync_distributed_rwlock_t *lock);
+
+/**
+ * Ends one acquisition of the caller; the last releases the hold (unlock_all: all of them).
+ * Returns 0; EPERM (the caller holds nothing through this object, or it is held for writing by
+ * another of its threads); ESTALE (the hold was broken meanwhile: released); EBUSY (broken, and
+ * another holds the lock now); EINVAL (NULL); another errno (still held).
+ */
+int sync_distributed_rwlock_unlock(sync_distributed_rwlock_t *lock);
+int sync_distributed_rwlock_unlock_all(sync_distributed_rwlock_t *lock);
+
+/** The kind held through this object (0: none), and how many acquisitions (0 for NULL). */
+int sync_distributed_rwlock_kind(sync_distributed_rwlock_t *lock);
+int sync_distributed_rwlock_count(sync_distributed_rwlock_t *lock);
+
+/**
+ * The fencing token of the object's hold, in *token: larger than the token of every hold of the
+ * lock that began earlier, reader's or writer's. Returns 0, EPERM (not held), EINVAL (NULL).
+ */
+int sync_distributed_rwlock_token(sync_distributed_rwlock_t *lock, uint64_t *token);
+
+/** Removes the lock whoever holds it (the gate's holder and every reader). Returns 0 or an errno. */
+int sync_distributed_rwlock_break(sync_distributed_rwlock_t *lock);
 
 #ifdef __cplusplus
 }

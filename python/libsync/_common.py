@@ -14,6 +14,7 @@ import errno
 import math
 import threading
 import time
+import warnings
 from ctypes import POINTER, byref, c_int, c_int64, c_size_t, c_uint32
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, overload
 
@@ -70,12 +71,12 @@ class NotOwnerError(LockError):
 
 class OwnerDiedError(LockError):
     """A robust lock's previous holder died holding it (EOWNERDEAD). The calling thread now
-    holds the lock: repair the state it guards, call ``mark_consistent()``, then release it."""
+    holds the lock: repair the state it guards, call ``consistent()``, then release it."""
     _CODE = errno.EOWNERDEAD
 
 
 class NotRecoverableError(LockError):
-    """A robust lock was released after OwnerDiedError without ``mark_consistent()``
+    """A robust lock was released after OwnerDiedError without ``consistent()``
     (ENOTRECOVERABLE): it can no longer be acquired."""
     _CODE = errno.ENOTRECOVERABLE
 
@@ -94,9 +95,9 @@ def error(code: int, what: str) -> LockError:
         return LockError(f"{what}: count overflow", code)
     if code == errno.EOWNERDEAD:
         return OwnerDiedError(f"{what}: the previous holder died holding it; the caller now holds it: "
-                              "repair the state, call mark_consistent(), then release()", code)
+                              "repair the state, call consistent(), then release()", code)
     if code == errno.ENOTRECOVERABLE:
-        return NotRecoverableError(f"{what}: released without mark_consistent() after its holder died", code)
+        return NotRecoverableError(f"{what}: released without consistent() after its holder died", code)
     return LockError(f"{what}: {errno.errorcode.get(code, code)}", code)
 
 
@@ -106,6 +107,12 @@ def init_error(code: int, what: str) -> LockError:
         return LockError(f"{what}: the memory holds one that is in use (held or waited on): initialize=True would "
                          "reset it; attach with initialize=False (or, once nothing uses it, zero the memory)", code)
     return error(code, what)
+
+
+def deprecated(old: str, new: str) -> None:
+    """Warns (DeprecationWarning, at the caller's caller) that `old` is kept for compatibility
+    only: the name of the library's scheme is `new` (CONTRIBUTING.md, "Names")."""
+    warnings.warn(f"{old} is deprecated: use {new}", DeprecationWarning, stacklevel=3)
 
 
 def check(code: int, what: str) -> None:

@@ -32,7 +32,8 @@ _Lock = TypeVar("_Lock")
 class Timeout(TimeoutError):
     """The lock could not be acquired within the timeout (filelock's Timeout: same message for
     a path, ``lock_file``, and it survives pickling). A server lock's message names it by its
-    URL (without the password): "The distributed lock 'redis://...' could not be acquired."."""
+    URL (without the password): "The distributed lock 'redis://...' could not be acquired.". A copy
+    (pickle, copy) keeps its notes (``add_note``) and any attribute set on it."""
 
     def __init__(self, lock_file: str) -> None:
         super().__init__(lock_file)
@@ -40,6 +41,10 @@ class Timeout(TimeoutError):
 
     def __reduce__(self) -> tuple[type[Timeout], tuple[str]]:
         return self.__class__, (self._lock_file,)
+
+    def __reduce_ex__(self, protocol):  # what pickle and copy call: notes and attributes set on it come along
+        state = {name: value for name, value in self.__dict__.items() if name != "_lock_file"}
+        return (*self.__reduce__(), state) if state else self.__reduce__()
 
     def __str__(self) -> str:
         kind = "distributed lock" if is_url(self._lock_file) else "file lock"

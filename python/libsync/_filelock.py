@@ -9,12 +9,14 @@ As filelock's: re-entrant (``lock_counter``), ``is_locked``, ``release(force=Tru
 ``thread_local`` (default True: each thread holds for itself, and another thread of the same
 object waits; False: the process holds, and any of its threads re-enters), ``is_singleton``,
 use as a decorator and as a context manager (``with lock.acquire(timeout=1):``), missing parent
-directories made, filelock's Timeout and its messages, debug logging to the "filelock" logger,
+directories made, a relative path resolved at each new acquisition (a hold is released where
+it was taken), filelock's Timeout and its messages, debug logging to the "filelock" logger,
 a finalizer that releases. The re-entrancy, the waiting of one object's threads and the
 deadlock check (RuntimeError "Deadlock" instead of waiting forever for oneself) are the core's.
 
 Differences, by design: the lock is a directory (NFS-safe), not a file, so nothing can be
-written into it and ``mode``'s read bits add search bits; ``release()`` raises LockBrokenError
+written into it and ``mode``'s read bits add search bits (the empty lock file filelock's
+FileLock leaves behind is taken over once nobody holds a flock on it); ``release()`` raises LockBrokenError
 if the lock was broken while held (filelock cannot tell); a holder that died on this host is
 taken over, never waited for.
 """
@@ -51,6 +53,7 @@ __all__ = ["BaseFileLock", "FileLock", "SoftFileLock", "BaseAsyncFileLock", "Asy
 _LOGGER = logging.getLogger("filelock")  # filelock's, so that a user's logging configuration applies
 _UNSET_MODE = -1
 _REMOVE_ON_RELEASE = 16  # sync_distributed_lock_create_with: release removes the empty lock directory
+_TAKE_OVER_FILE = 32  # ... and the plain file filelock's FileLock leaves behind is taken over, if nobody holds it
 _singletons_lock = threading.RLock()
 # (the C RLock's _at_fork_reinit, which threading uses alike, is not in typeshed's stubs)
 os.register_at_fork(after_in_child=_singletons_lock._at_fork_reinit)  # type: ignore[attr-defined]
@@ -134,8 +137,8 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         filelock's descriptor options have nothing to act on here (the lock is a directory):
         ``close_error_policy`` and ``fallback_to_soft`` are accepted and checked;
         ``preserve_lock_file=True`` is what FileLock does anyway (SoftFileLock refuses it, as
-        filelock's); ``on_acquired`` (a descriptor hook) is refused; ``lifetime`` is ignored with
-        a warning (a dead holder's lock is recovered; a live holder's is never expired).
+        filelock's); ``on_acquired`` (a descriptor hook) is refused; so is ``lifetime`` other than None
+        (ValueError: a dead holder's lock is recovered; a live holder's is never expired).
         ``on_event(lock, event)`` (libsync's) is told when a hold is lost, as DistributedLock's."""
         if context_error_policy not in ("chain", "group"):
             raise ValueError(f"context_error_policy must be 'chain' or 'group', not {context_error_policy!r}")
@@ -146,12 +149,15 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         if on_acquired is not None:
             raise TypeError(f"{type(self).__name__} has no lock file descriptor to lend: on_acquired is not supported")
         if lifetime is not None:
-            warnings.warn("lifetime is ignored: libsync recovers a dead holder's lock and never expires a live one's",
-                          UserWarning, stacklevel=3)
+            raise ValueError(f"lifetime is not supported (lifetime={lifetime!r}): libsync never expires a live "
+                             "holder's lock, so two processes never both hold it; a dead holder's lock is "
+                             "recovered at once. Leave lifetime unset.")
         self._on_event = _event_handler(self, on_event)
         self._context_error_policy, self._close_error_policy = context_error_policy, close_error_policy
         self._fallback_to_soft, self._preserve_lock_file = bool(fallback_to_soft), bool(preserve_lock_file)
         self._lock_file = os.fspath(lock_file)
+        self._cores: dict = {}  # the core objects: "" for an absolute path or a URL, else by working directory
+        self._relative = not is_url(self._lock_file) and not os.path.isabs(self._lock_file)
         if not isinstance(mode, int) or not (mode == _UNSET_MODE or 0 <= mode <= 0o777):
             raise ValueError(f"mode must be file permission bits (0...0o777), not {mode!r}")
         self._mode = mode
@@ -168,21 +174,45 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
 
     # The core object is made at the first use, so that making the lock object never touches
     # the disk nor fails (as filelock's); two threads racing to make it keep one of the two.
+    # A relative path is resolved at each new acquisition, as filelock opens it then: one core
+    # per working directory it was used from; while the caller holds the lock, re-entry and
+    # release go to the core it holds, wherever the process has moved since.
     def _handle(self) -> Optional[int]:
-        made: Optional[_Handle] = self.__dict__.get("_core")
+        if self._relative:
+            held = self._held_core()
+            if held is not None:
+                return held
+        key = self._core_key()
+        cores = self._cores
+        made: Optional[_Handle] = cores.get(key)
         if made is None:
-            flags = _RECURSIVE | _MAKE_PARENTS | _RELEASE_ON_DESTROY | self._extra_flags
+            flags = _RECURSIVE | _MAKE_PARENTS | _RELEASE_ON_DESTROY | _TAKE_OVER_FILE | self._extra_flags
             if not self._thread_local:
                 flags |= _PROCESS_OWNED
             core = _make_core(self._lock_file, flags, self._mode)
             if self._on_event is not None:
                 core.set_event_handler(self._on_event)
-            made = self.__dict__.setdefault("_core", core)
+            made = cores.setdefault(key, core)
         return made.value
 
     def _made(self) -> Optional[int]:
-        made: Optional[_Handle] = self.__dict__.get("_core")
+        if self._relative:
+            held = self._held_core()
+            if held is not None:
+                return held
+        made: Optional[_Handle] = self._cores.get(self._core_key())
         return None if made is None else made.value
+
+    def _core_key(self) -> str:
+        """Which core the path names now: the working directory for a relative path."""
+        return os.getcwd() if self._relative else ""
+
+    def _held_core(self) -> Optional[int]:
+        """The core of a relative path that the caller holds, if any."""
+        for core in list(self._cores.values()):
+            if _is_held(core.value):
+                return core.value
+        return None
 
     @property
     def lock_file(self) -> str:
@@ -327,15 +357,14 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         handle = self._made()
         if handle is None:
             return
-        count = _count(handle)
-        if count == 0:
+        # The core's release comes first, before any Python code that a Ctrl-C (or an exception
+        # from a log handler) may interrupt: an interrupted release() has released.
+        code = (_unlock_all if force else _unlock)(handle)
+        if code == errno.EPERM:  # not held by the caller (or released meanwhile by another of its threads)
             return
-        last = force or count == 1
+        last = _count(handle) == 0
         if last:
             _LOGGER.debug("Attempting to release lock %s on %s", id(self), self._lock_file)
-        code = (_unlock_all if force else _unlock)(handle)
-        if code == errno.EPERM:  # (released meanwhile by another of the process's threads)
-            return
         _raise_release_error(code, self)
         if last:
             _LOGGER.debug("Lock %s released on %s", id(self), self._lock_file)
@@ -377,7 +406,7 @@ def _release_leaving(release: Callable[[], None], body_error: Optional[BaseExcep
 def _make_core(lock_file: str, flags: int, mode: int) -> _Handle:
     """The core object, with the errors opening the path would give (as filelock reports them)."""
     if is_url(lock_file):
-        return _Handle(lock_file, flags & ~(_MAKE_PARENTS | _REMOVE_ON_RELEASE), -1)
+        return _Handle(lock_file, flags & ~(_MAKE_PARENTS | _REMOVE_ON_RELEASE | _TAKE_OVER_FILE), -1)
     if "\0" in lock_file:
         raise ValueError("embedded null byte")
     if lock_file == "":
@@ -425,7 +454,16 @@ class AsyncAcquireReturnProxy:
         await self.lock.__aexit__(exc_type, body_error, traceback)
 
 
-_async_holders: weakref.WeakKeyDictionary[asyncio.Task[Any], dict[str, int]] = weakref.WeakKeyDictionary()  # task -> {canonical path: id of the object it holds it through}
+# task -> {canonical path: weak reference to the object it holds it through}; an entry whose
+# object is gone (dropped while held: its core released) or no longer holds counts for nothing.
+_async_holders: "weakref.WeakKeyDictionary[asyncio.Task[Any], dict[str, weakref.ref[BaseAsyncFileLock]]]" = weakref.WeakKeyDictionary()
+
+
+def _holds_through_another(task: "Optional[asyncio.Task[Any]]", key: str, lock: "BaseAsyncFileLock") -> bool:
+    """Whether `task` holds the lock at `key` through a live object other than `lock`."""
+    ref = _async_holders.get(task, {}).get(key) if task is not None else None
+    other = None if ref is None else ref()
+    return other is not None and other is not lock and other.lock_counter > 0
 
 
 class BaseAsyncFileLock(BaseFileLock):
@@ -519,7 +557,7 @@ class BaseAsyncFileLock(BaseFileLock):
         fresh = count == 0
         if fresh:
             _LOGGER.debug("Attempting to acquire lock %s on %s", id(self), self._lock_file)
-            if timeout_ns < 0 and (_async_holders.get(task, {}) if task is not None else {}).get(key, id(self)) != id(self):
+            if timeout_ns < 0 and _holds_through_another(task, key, self):
                 self._check(errno.EDEADLK, "acquire")  # this task holds it through another object
         deadline = None if timeout_ns < 0 else loop.time() + timeout_ns / 1e9
         while not await self._try(handle, poll):
@@ -534,7 +572,7 @@ class BaseAsyncFileLock(BaseFileLock):
             _LOGGER.debug("Lock %s not acquired on %s, waiting %s seconds ...", id(self), self._lock_file, nap)
             await asyncio.sleep(nap)
         if fresh and task is not None:
-            _async_holders.setdefault(task, {})[key] = id(self)
+            _async_holders.setdefault(task, {})[key] = weakref.ref(self)
             self._holder_key = (weakref.ref(task), key)
         _LOGGER.debug("Lock %s acquired on %s", id(self), self._lock_file)
         return AsyncAcquireReturnProxy(self)
@@ -548,7 +586,7 @@ class BaseAsyncFileLock(BaseFileLock):
         if self._made() is None or await self._call(release) == 0:
             task, key = self.__dict__.pop("_holder_key", (lambda: None, None))
             held = _async_holders.get(task(), {}) if task() is not None else {}
-            if held.get(key) == id(self):
+            if key in held and held[key]() in (self, None):
                 del held[key]
 
     def __enter__(self) -> NoReturn:

@@ -270,14 +270,14 @@ def _int64(value: Any, what: str) -> c_int64:
 
 _cl_init = declare("sync_condition_lock_init")
 _cl_wait = declare("sync_condition_lock_lock_when_interruptible", blocking=True)
-_cl_trylock = declare("sync_condition_lock_trylock")
-_cl_trylock_when = declare("sync_condition_lock_trylock_when")
+_cl_trylock = declare("sync_condition_lock_try_lock")
+_cl_trylock_when = declare("sync_condition_lock_try_lock_when")
 _cl_unlock = declare("sync_condition_lock_unlock")
 _cl_unlock_with = declare("sync_condition_lock_unlock_with")
 _cl_condition = declare("sync_condition_lock_condition", c_int64)
 # The first try of a blocking acquire (lock-order checking counts a lock taken there as a lock).
-_cl_take = declare("sync_condition_lock_trylock_first")
-_cl_take_when = declare("sync_condition_lock_trylock_when_first")
+_cl_take = declare("sync_condition_lock_try_lock_first")
+_cl_take_when = declare("sync_condition_lock_try_lock_when_first")
 
 
 class ConditionLock(_Memory):
@@ -377,7 +377,7 @@ class ConditionLock(_Memory):
 # ---- Semaphores -------------------------------------------------------------------------------
 
 _sem_init = declare("sync_semaphore_init")
-_sem_trywait = declare("sync_semaphore_trywait")
+_sem_trywait = declare("sync_semaphore_try_wait")
 _sem_wait = declare("sync_semaphore_wait_interruptible", blocking=True)
 _sem_signal = declare("sync_semaphore_signal")
 _sem_value = declare("sync_semaphore_value", c_uint32)

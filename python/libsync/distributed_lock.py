@@ -71,10 +71,16 @@ from ._distributed import (Holder, HoldEvent, LockBrokenError, LockLostError, Lo
                            _RELEASE_ON_DESTROY, _seconds_to_ns, _timeout, _try_lock, _unlock, _wait)
 from ._filelock import (AcquireReturnProxy, AsyncAcquireReturnProxy, AsyncFileLock,
                         AsyncSoftFileLock, BaseAsyncFileLock, BaseFileLock, FileLock, SoftFileLock)
+from ._filelock_lease import AsyncSoftFileLease, LeaseCompromise, SoftFileLease
+from ._filelock_rw import (AcquireReadWriteReturnProxy, AsyncAcquireReadWriteReturnProxy, AsyncReadWriteLock,
+                           AsyncSoftReadWriteLock, ReadWriteLock, SoftReadWriteLock)
 
 __all__ = ["DistributedLock", "Holder", "HoldEvent", "Timeout", "NotLockedError", "LockLostError", "LockBrokenError", "LockStolenError",
            "FileLock", "SoftFileLock", "AsyncFileLock", "AsyncSoftFileLock", "BaseFileLock", "BaseAsyncFileLock",
-           "AcquireReturnProxy", "AsyncAcquireReturnProxy"]
+           "AcquireReturnProxy", "AsyncAcquireReturnProxy",
+           "ReadWriteLock", "AsyncReadWriteLock", "SoftReadWriteLock", "AsyncSoftReadWriteLock",
+           "AcquireReadWriteReturnProxy", "AsyncAcquireReadWriteReturnProxy",
+           "SoftFileLease", "AsyncSoftFileLease", "LeaseCompromise"]
 
 
 class _Acquired:

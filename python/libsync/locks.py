@@ -26,14 +26,14 @@ SharedMemory's ``buf`` reads) or a closed SharedMemory raises ValueError.
 Robust mode (``Mutex(buffer=shm, initialize=True, robust=True)``, also ``RLock``): when a
 holder dies holding the lock (its thread exits, its process is killed), the next acquire raises
 ``OwnerDiedError`` *with the lock held*; repair the state the lock guards, call
-``mark_consistent()``, then ``release()``. Releasing without ``mark_consistent()`` makes every
+``consistent()``, then ``release()``. Releasing without ``consistent()`` makes every
 later acquire raise ``NotRecoverableError``::
 
     try:
         mutex.acquire()
     except OwnerDiedError:
         repair()
-        mutex.mark_consistent()
+        mutex.consistent()
     try:
         ...
     finally:
@@ -53,7 +53,7 @@ from ctypes import c_int, c_uint32, c_uint64, c_void_p
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, TypeVar
 
 from ._common import (EDEADLK, FOREVER, DeadlockError, LockError, NotOwnerError, NotRecoverableError, OwnerDiedError,
-                      acquire, acquired, check, declare, error, init_error, interruptible, layout, lock_deadline, wait,
+                      acquire, acquired, check, declare, deprecated, error, init_error, interruptible, layout, lock_deadline, wait,
                       word, words)
 from . import debug as _debug
 from ._memory import PRIVATE, attach_choice, ref as _ref
@@ -143,8 +143,8 @@ def _init(function: Callable[..., int], pointer: c_void_p, flags: int, what: str
 # ---- Lock, Mutex ---------------------------------------------------------------------------
 
 _mutex_init = declare("sync_mutex_init")
-_mutex_trylock = declare("sync_mutex_trylock")
-_mutex_trylock_first = declare("sync_mutex_trylock_first")
+_mutex_trylock = declare("sync_mutex_try_lock")
+_mutex_trylock_first = declare("sync_mutex_try_lock_first")
 _mutex_unlock = declare("sync_mutex_unlock")
 _mutex_is_locked = declare("sync_mutex_is_locked")
 _mutex_wait = declare("sync_mutex_lock_interruptible", blocking=True)
@@ -262,7 +262,7 @@ class Mutex(_Robust, Lock):
     another thread NotOwnerError. Otherwise as Lock.
 
     ``robust=True`` (16 bytes, 8-aligned): a holder's death is reported to the next acquire as
-    OwnerDiedError, with the lock held; ``mark_consistent()`` then ``release()`` (see the
+    OwnerDiedError, with the lock held; ``consistent()`` then ``release()`` (see the
     module's doc). In other processes pass ``robust=True, initialize=False`` too, or pickle it.
     """
     __slots__ = ()
@@ -282,14 +282,24 @@ class Mutex(_Robust, Lock):
         if code:
             raise error(code, "Mutex.release")
 
-    def mark_consistent(self) -> None:
+    def consistent(self) -> None:
         """Robust: the state the lock guards is repaired after OwnerDiedError, so that release()
         leaves the lock usable. NotOwnerError if the caller does not hold it; LockError (EINVAL)
         if the lock is not robust or has nothing to repair."""
-        check(_mutex_consistent(self._p), "Mutex.mark_consistent")
+        check(_mutex_consistent(self._p), "Mutex.consistent")
+
+    def mark_consistent(self) -> None:
+        """Deprecated (DeprecationWarning): consistent()."""
+        deprecated("Mutex.mark_consistent()", "consistent()")
+        check(_mutex_consistent(self._p), "Mutex.consistent")
+
+    def is_owner(self) -> bool:
+        """Whether the calling thread holds it."""
+        return bool(_mutex_is_owner(self._p))
 
     def owned(self) -> bool:
-        """Whether the calling thread holds it."""
+        """Deprecated (DeprecationWarning): is_owner()."""
+        deprecated("Mutex.owned()", "is_owner()")
         return bool(_mutex_is_owner(self._p))
 
 
@@ -299,8 +309,8 @@ _mutex_is_owner = declare("sync_mutex_is_owner")
 # ---- RLock ---------------------------------------------------------------------------------
 
 _rlock_init = declare("sync_recursive_lock_init")
-_rlock_trylock = declare("sync_recursive_lock_trylock")
-_rlock_trylock_first = declare("sync_recursive_lock_trylock_first")
+_rlock_trylock = declare("sync_recursive_lock_try_lock")
+_rlock_trylock_first = declare("sync_recursive_lock_try_lock_first")
 _rlock_unlock = declare("sync_recursive_lock_unlock")
 _rlock_depth = declare("sync_recursive_lock_depth", c_uint32)
 _rlock_wait = declare("sync_recursive_lock_lock_interruptible", blocking=True)
@@ -317,7 +327,7 @@ class RLock(_Robust):
     which may release it. 8 bytes of lock state.
 
     ``robust=True`` (16 bytes, 8-aligned), as Mutex's: OwnerDiedError leaves the caller holding
-    it once; ``mark_consistent()`` then ``release()``."""
+    it once; ``consistent()`` then ``release()``."""
     __slots__ = ()
     _WORDS = 2
     _INIT, _WAIT = _rlock_init, _rlock_wait
@@ -333,9 +343,14 @@ class RLock(_Robust):
         if _rlock_unlock(self._p):
             raise RuntimeError("cannot release un-acquired lock")
 
+    def consistent(self) -> None:
+        """Robust: as Mutex.consistent."""
+        check(_rlock_consistent(self._p), "RLock.consistent")
+
     def mark_consistent(self) -> None:
-        """Robust: as Mutex.mark_consistent."""
-        check(_rlock_consistent(self._p), "RLock.mark_consistent")
+        """Deprecated (DeprecationWarning): consistent()."""
+        deprecated("RLock.mark_consistent()", "consistent()")
+        check(_rlock_consistent(self._p), "RLock.consistent")
 
     # threading.Condition's protocol for recursive locks.
     def _is_owned(self) -> bool:
@@ -368,21 +383,21 @@ class RLock(_Robust):
 # ---- RWLock --------------------------------------------------------------------------------
 
 _rw_init = declare("sync_rwlock_init")
-_rw_tryrd = declare("sync_rwlock_tryrdlock")
-_rw_tryrd_first = declare("sync_rwlock_tryrdlock_first")
+_rw_tryrd = declare("sync_rwlock_try_rdlock")
+_rw_tryrd_first = declare("sync_rwlock_try_rdlock_first")
 _rw_rdunlock = declare("sync_rwlock_rdunlock")
 _rw_rdwait = declare("sync_rwlock_rdlock_interruptible", blocking=True)
-_rw_trywr = declare("sync_rwlock_trywrlock")
-_rw_trywr_first = declare("sync_rwlock_trywrlock_first")
+_rw_trywr = declare("sync_rwlock_try_wrlock")
+_rw_trywr_first = declare("sync_rwlock_try_wrlock_first")
 _rw_wrunlock = declare("sync_rwlock_wrunlock")
 _rw_wrwait = declare("sync_rwlock_wrlock_interruptible", blocking=True)
 _rw_downgrade = declare("sync_rwlock_downgrade")
 _rw_waiting = declare("sync_rwlock_waiting_writers", c_uint32)
-_rw_tryup = declare("sync_rwlock_tryuprdlock")
-_rw_tryup_first = declare("sync_rwlock_tryuprdlock_first")
+_rw_tryup = declare("sync_rwlock_try_uprdlock")
+_rw_tryup_first = declare("sync_rwlock_try_uprdlock_first")
 _rw_upunlock = declare("sync_rwlock_uprdunlock")
 _rw_upwait = declare("sync_rwlock_uprdlock_interruptible", blocking=True)
-_rw_tryupgrade = declare("sync_rwlock_tryupgrade")
+_rw_tryupgrade = declare("sync_rwlock_try_upgrade")
 _rw_upgradewait = declare("sync_rwlock_upgrade_interruptible", blocking=True)
 _rw_uprd_downgrade = declare("sync_rwlock_uprd_downgrade")
 _rw_downgrade_to_uprd = declare("sync_rwlock_downgrade_to_uprd")
@@ -692,8 +707,8 @@ class WriteLock(_SideLock):
 # ---- SpinLock ------------------------------------------------------------------------------
 
 _spin_init = declare("sync_spinlock_init")
-_spin_trylock = declare("sync_spinlock_trylock")
-_spin_trylock_first = declare("sync_spinlock_trylock_first")
+_spin_trylock = declare("sync_spinlock_try_lock")
+_spin_trylock_first = declare("sync_spinlock_try_lock_first")
 _spin_unlock = declare("sync_spinlock_unlock")
 _spin_wait = declare("sync_spinlock_lock_interruptible", blocking=True)
 

@@ -400,7 +400,7 @@ def test_filelock_options_without_a_descriptor(tmp_path):
         SoftFileLock(path, preserve_lock_file=True)  # it removes its lock on release, as filelock's
     with pytest.raises(TypeError, match="on_acquired"):
         FileLock(path, on_acquired=lambda fd: None)
-    with pytest.warns(UserWarning, match="lifetime"):
+    with pytest.raises(ValueError, match="lifetime"):
         FileLock(path, lifetime=5)
     with pytest.raises(ValueError):
         FileLock(path, close_error_policy="loud")

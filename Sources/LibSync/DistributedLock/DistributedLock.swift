@@ -31,7 +31,7 @@ public struct DistributedLockHolder: Sendable, Equatable, CustomStringConvertibl
     /// host name).
     public let isOnThisHost: Bool
     /// The holder is on this host and its process is gone (or its pid now names another
-    /// process): the lock will never be released, and `recoverStale()` may take it over.
+    /// process): the lock will never be released, and `recover()` may take it over.
     /// (Never for PostgreSQL, whose server releases a dead holder's lock itself.)
     public let isStale: Bool
 
@@ -48,7 +48,7 @@ public struct DistributedLockHolder: Sendable, Equatable, CustomStringConvertibl
 /// A lock between processes and hosts, kept in a shared file system (Apple's NSDistributedLock,
 /// with stale-holder recovery), a PostgreSQL server (session advisory locks) or a Redis server
 /// (leases renewed while held); each acquisition gets a fencing token (`token`). `tryLock`
-/// never blocks; `lock(timeout:pollInterval:)` waits.
+/// never blocks; `lock(pollInterval:)` and `tryLock(timeout:pollInterval:)` wait.
 ///
 /// Holders: two objects for one target (in one process or not) exclude each other. Through one
 /// object, the holder is the thread that acquired it (in a Swift task: the task, on whatever
@@ -82,7 +82,13 @@ public final class DistributedLock: Sendable {
         /// goes, and an acquirer's rename onto a missing path succeeds, so it is safe).
         /// (File system only.)
         public static let removeOnRelease = Options(rawValue: 16)
-        package static let all: Options = [.recursive, .processOwned, .makeParents, .releaseOnDeinit, .removeOnRelease]
+        /// A plain file at the lock's path, as filelock's `FileLock` leaves behind, is removed
+        /// and the lock made there, if it is empty and no process holds a `flock` on it (checked
+        /// by taking one until the file is gone); otherwise `.notALock`, with a message saying
+        /// what to do. Without it, any file there is `.notALock`. (File system only.)
+        public static let takeOverPlainFile = Options(rawValue: 32)
+        package static let all: Options = [.recursive, .processOwned, .makeParents, .releaseOnDeinit, .removeOnRelease,
+                                           .takeOverPlainFile]
     }
 
     /// The lock's target: for a path, absolute, its parent directory resolved (symbolic links
@@ -564,10 +570,23 @@ public final class DistributedLock: Sendable {
 
     /// Acquires the lock: waits for another thread's hold through this object to end, waits in
     /// the server (PostgreSQL) or polls other holders every `pollInterval` at most (Redis backs
-    /// off from 1 ms), and takes over a stale holder's lock (see `recoverStale`); throws
-    /// `.timedOut` once `timeout` (nil: none) has passed, and `.alreadyHeld` or `.broken` as
-    /// `tryLock`.
-    public func lock(timeout: Duration? = nil, pollInterval: Duration = .milliseconds(10)) throws(DistributedLockError) {
+    /// off from 1 ms), and takes over a stale holder's lock (see `recover`), for as long as it
+    /// takes; throws `.alreadyHeld` or `.broken` as `tryLock`.
+    public func lock(pollInterval: Duration = .milliseconds(10)) throws(DistributedLockError) {
+        try check(lockCode(deadline: Deadline.none, pollNanoseconds: Deadline.nanoseconds(pollInterval), interrupts: .retried), .lock)
+    }
+
+    /// As `lock(pollInterval:)` for at most `timeout`: false once it has passed (the caller
+    /// holds nothing new), as every timed wait of the library reports a timeout.
+    public func tryLock(timeout: Duration, pollInterval: Duration = .milliseconds(10)) throws(DistributedLockError) -> Bool {
+        let code = lockCode(deadline: Deadline.after(timeout), pollNanoseconds: Deadline.nanoseconds(pollInterval), interrupts: .retried)
+        if code == ETIMEDOUT { return false }
+        try check(code, .lock)
+        return true
+    }
+
+    @available(*, deprecated, message: "use lock(pollInterval:), or tryLock(timeout:pollInterval:), which returns false on timeout")
+    public func lock(timeout: Duration?, pollInterval: Duration = .milliseconds(10)) throws(DistributedLockError) {
         let deadline = timeout.map { Deadline.after($0) } ?? Deadline.none
         try check(lockCode(deadline: deadline, pollNanoseconds: Deadline.nanoseconds(pollInterval), interrupts: .retried), .lock)
     }
@@ -584,12 +603,14 @@ public final class DistributedLock: Sendable {
 
     /// Takes over the lock if its holder is stale (`holder?.isStale`), atomically: of several
     /// processes doing so at once exactly one returns true and holds the lock.
-    public func recoverStale() throws(DistributedLockError) -> Bool {
+    public func recover() throws(DistributedLockError) -> Bool {
         let code = recoverStaleCode()
         if code == EBUSY || code == ENOENT { return false }
         try check(code, .recoverStale)
         return true
     }
+    @available(*, deprecated, renamed: "recover()")
+    public func recoverStale() throws(DistributedLockError) -> Bool { try recover() }
 
     /// Who holds the lock now, or nil.
     public var holder: DistributedLockHolder? {
@@ -604,7 +625,9 @@ public final class DistributedLock: Sendable {
     public var lockDate: Duration? { get throws(DistributedLockError) { try holder?.acquired } }
 
     /// Whether the caller holds the lock through this object now (false once it was lost).
-    public var isLocked: Bool { isHeldByCaller() }
+    public var isHeld: Bool { isHeldByCaller() }
+    @available(*, deprecated, renamed: "isHeld", message: "isLocked reads as \"held by anyone\"")
+    public var isLocked: Bool { isHeld }
 
     /// How many of the caller's acquisitions are not yet released (filelock's `lock_counter`).
     public var lockCount: Int { countHeldByCaller() }
@@ -660,13 +683,34 @@ public final class DistributedLock: Sendable {
         return code == 0 ? token : nil
     }
 
-    /// Runs `body` holding the lock (`lock(timeout:pollInterval:)`), releases it, and returns
-    /// `body`'s value; rethrows `body`'s error. (In a task, `try await withLock` is the async
-    /// form, for a plain closure too.)
+    /// Runs `body` holding the lock (`lock(pollInterval:)`), releases it, and returns `body`'s
+    /// value; rethrows `body`'s error. (In a task, `try await withLock` is the async form, for a
+    /// plain closure too: AsyncDistributedLock.swift.)
     @_disfavoredOverload
-    public func withLock<R>(timeout: Duration? = nil, pollInterval: Duration = .milliseconds(10),
+    public func withLock<R>(pollInterval: Duration = .milliseconds(10), _ body: () throws -> R) throws -> R {
+        try lock(pollInterval: pollInterval)
+        return try holding(body)
+    }
+
+    /// As `withLock`, waiting at most `timeout` (`tryLock(timeout:pollInterval:)`): nil, without
+    /// running `body`, once it has passed. (In a task, `try await` picks the async form.)
+    @_disfavoredOverload
+    public func withLockIfAvailable<R>(timeout: Duration, pollInterval: Duration = .milliseconds(10),
+                                       _ body: () throws -> R) throws -> R? {
+        guard try tryLock(timeout: timeout, pollInterval: pollInterval) else { return nil }
+        return try holding(body)
+    }
+
+    @available(*, deprecated, message: "use withLock(pollInterval:_:), or withLockIfAvailable(timeout:pollInterval:_:), which returns nil on timeout")
+    public func withLock<R>(timeout: Duration?, pollInterval: Duration = .milliseconds(10),
                             _ body: () throws -> R) throws -> R {
-        try lock(timeout: timeout, pollInterval: pollInterval)
+        let deadline = timeout.map { Deadline.after($0) } ?? Deadline.none
+        try check(lockCode(deadline: deadline, pollNanoseconds: Deadline.nanoseconds(pollInterval), interrupts: .retried), .lock)
+        return try holding(body)
+    }
+
+    /// `body`'s value, with the lock released after it (also when it throws).
+    private func holding<R>(_ body: () throws -> R) throws -> R {
         let result: R
         do { result = try body() } catch { try? unlock(); throw error }
         try unlock()

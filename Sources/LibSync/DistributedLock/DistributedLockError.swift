@@ -44,8 +44,10 @@ public enum DistributedLockError: Error, Equatable, CustomStringConvertible {
     case broken
     /// `unlock`: the hold was lost since this object acquired it, and someone else holds it now. (EBUSY)
     case brokenAndHeldByAnother
-    /// `lock(timeout:)`: the timeout passed before the lock was acquired (the lock was held, or
-    /// the server did not answer in time). (ETIMEDOUT)
+    /// The deprecated `lock(timeout:)` and `withLock(timeout:)`: the timeout passed before the
+    /// lock was acquired (the lock was held, or the server did not answer in time); their
+    /// replacements `tryLock(timeout:)` and `withLockIfAvailable(timeout:)` return false and nil
+    /// instead. (ETIMEDOUT)
     case timedOut
     /// A system call failed with this errno.
     case system(errno: Int32, operation: String)
