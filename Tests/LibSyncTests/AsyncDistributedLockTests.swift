@@ -107,13 +107,14 @@ final class AsyncDistributedLockTests: XCTestCase {
         let lock = try DistributedLock(target)
         try await lock.lock()
         for _ in 0..<10 { try await Task.sleep(for: .milliseconds(1)) }  // may resume elsewhere
-        XCTAssertTrue(lock.isLocked)
+        XCTAssertTrue(lock.isHeld)
         XCTAssertNotNil(lock.token)
         XCTAssertFalse(try isFree(target))
-        await expect(EDEADLK) { try await lock.lock(timeout: .zero) }
+        await expect(EDEADLK) { _ = try await lock.tryLock(timeout: .zero) }
+        await expect(EDEADLK) { try await lock.lock() }
         let (otherSees, otherUnlock) = await Task { () -> (Bool, DistributedLockError?) in
-            do { try lock.unlock() } catch { return (lock.isLocked, error as? DistributedLockError) }
-            return (lock.isLocked, nil)
+            do { try lock.unlock() } catch { return (lock.isHeld, error as? DistributedLockError) }
+            return (lock.isHeld, nil)
         }.value
         XCTAssertFalse(otherSees)
         XCTAssertEqual(otherUnlock, .notHeld)
@@ -126,7 +127,7 @@ final class AsyncDistributedLockTests: XCTestCase {
         // withLock: the body awaits while holding; its error releases the lock.
         let value = try await lock.withLock { () async throws -> Int in
             try await Task.sleep(for: .milliseconds(1))
-            XCTAssertTrue(lock.isLocked)
+            XCTAssertTrue(lock.isHeld)
             return 7
         }
         XCTAssertEqual(value, 7)
@@ -140,7 +141,8 @@ final class AsyncDistributedLockTests: XCTestCase {
         // Recursive: each async acquire counts, each unlock ends one.
         let recursive = try DistributedLock(target, options: .recursive)
         try await recursive.lock()
-        try await recursive.lock(timeout: .zero)
+        let again = try await recursive.tryLock(timeout: .zero)
+        XCTAssertTrue(again)
         XCTAssertEqual(recursive.lockCount, 2)
         try recursive.unlock()
         XCTAssertFalse(try isFree(target))
@@ -148,33 +150,33 @@ final class AsyncDistributedLockTests: XCTestCase {
         XCTAssertTrue(try isFree(target))
     }
 
-    /// Timeouts follow the blocking form: `.timedOut` once passed; zero and negative are one
-    /// try (which takes a free lock); the same through an object another task holds.
+    /// Timeouts follow the blocking form: false once passed; zero and negative are one try
+    /// (which takes a free lock); the same through an object another task holds.
     private func checkTimeouts(_ target: String) async throws {
         let holder = try DistributedLock(target), waiter = try DistributedLock(target)
         XCTAssertTrue(try holder.tryLock())
         for timeout: Duration in [.milliseconds(30), .zero, .milliseconds(-5), .seconds(Int64.min / 2)] {
-            do {
-                try await waiter.lock(timeout: timeout)
-                XCTFail("acquired a held lock (timeout \(timeout))")
-            } catch {
-                XCTAssertEqual(error as? DistributedLockError, .timedOut, "timeout \(timeout)")
+            let taken = try await waiter.tryLock(timeout: timeout)
+            XCTAssertFalse(taken, "timeout \(timeout)")
+            XCTAssertFalse(waiter.isHeld)
+            let ran: Int? = try await waiter.withLockIfAvailable(timeout: timeout) { () async in
+                XCTFail("the body ran")
+                return 1
             }
+            XCTAssertNil(ran)
         }
         // Through the holder's own object, from another task: it waits, then times out.
-        let sameObject = await Task { () -> DistributedLockError? in
-            do { try await holder.lock(timeout: .milliseconds(20)) } catch { return error as? DistributedLockError }
-            return nil
-        }.value
-        XCTAssertEqual(sameObject, .timedOut)
+        let sameObject = await Task { try await holder.tryLock(timeout: .milliseconds(20)) }.result
+        XCTAssertEqual(try sameObject.get(), false)
         await expect(EINVAL) { try await waiter.lock(pollInterval: .zero) }  // as the blocking form:
         XCTAssertThrowsError(try { try waiter.lock(pollInterval: .zero) }()) { XCTAssertEqual(($0 as? DistributedLockError)?.code, EINVAL) }
         try holder.unlock()
-        try await waiter.lock(timeout: .zero)  // free: the one try takes it
-        XCTAssertTrue(waiter.isLocked)
+        let taken = try await waiter.tryLock(timeout: .zero)  // free: the one try takes it
+        XCTAssertTrue(taken)
+        XCTAssertTrue(waiter.isHeld)
         try waiter.unlock()
-        try await waiter.lock(timeout: .milliseconds(-1))
-        try waiter.unlock()
+        let value = try await waiter.withLockIfAvailable(timeout: .milliseconds(-1)) { () async in 5 }
+        XCTAssertEqual(value, 5)
         XCTAssertTrue(try isFree(target))
     }
 
