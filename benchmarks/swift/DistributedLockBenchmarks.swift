@@ -14,10 +14,10 @@ func distributedLockBenchmarks() {
         Row(name: "LibSync DistributedLock tryLock+unlock") { n in
             for _ in 0..<n { _ = try! lock.tryLock(); try! lock.unlock() }
         },
-        Row(name: "LibSync DistributedLock lock+unlock, blocking, in a task") { n in
+        Row(name: "LibSync DistributedLock lock (in a task)") { n in
             inTask { for _ in 0..<n { try! { try lock.lock() }(); try! lock.unlock() } }
         },
-        Row(name: "LibSync DistributedLock lock+unlock, async, in a task") { n in
+        Row(name: "LibSync DistributedLock async lock") { n in
             inTask { for _ in 0..<n { try! await lock.lock(); try! lock.unlock() } }
         },
     ])
