@@ -6,9 +6,11 @@ import Glibc
 //
 // The holder is the task: `DistributedLock.caller()` names the task the caller runs in, so a
 // hold taken by a task is the task's on whatever thread it resumes, and its `unlock()` (blocking
-// or from `withLock`) finds it. Where the blocking wait sleeps on something no task can wait on
-// without a thread (the object's futex word for a release by another thread of this process; a
-// PostgreSQL request queued in the server), the async wait polls by the same schedule instead.
+// or from `withLock`) finds it. Where the blocking wait sleeps on the object's futex word (a
+// release by another thread or task of this process), which no task can wait on without a
+// thread, the async wait polls the object's state by the same schedule instead. On PostgreSQL
+// it queues a request in the server as the blocking wait does, and looks at its answer by that
+// schedule (`LockSession.queueWait`); cancelled, it withdraws it.
 
 extension DistributedLock {
     /// Acquires the lock, suspending the task between tries for as long as it takes: for
@@ -65,6 +67,18 @@ extension DistributedLock {
     /// (`step`) and pauses (`PollBackoff`), the pauses suspending the task. 0, ETIMEDOUT, or an
     /// errno of the last try (its message recorded on the current thread, with no await since);
     /// throws `CancellationError`.
+    /// A request queued in the store (PostgreSQL), looked at by the polling schedule until it
+    /// is answered: `LockSession.queueWait`'s code, after no await (its message is this
+    /// thread's). Throws `CancellationError`, leaving the request for the caller to withdraw.
+    private func queuedWait(_ session: any LockSession, _ deadline: Int64, _ backoff: inout PollBackoff) async throws -> Int32 {
+        while true {
+            let code = session.queueWait(deadline: deadline)
+            if code != EBUSY { return code }
+            let pause = max(0, backoff.next(until: deadline, now: monotonicNow()))
+            try await Task.sleep(nanoseconds: UInt64(pause))
+        }
+    }
+
     private func lockCode(deadline: Int64, pollInterval: Duration) async throws -> Int32 {
         try Task.checkCancellation()
         DistributedLockMessage.clear()
@@ -79,7 +93,7 @@ extension DistributedLock {
             DistributedLockMessage.clear()
             if !first && Deadline.hasPassed(deadline) { return timedOut() }
             first = false
-            switch step(side, deadline, caller, storeWaits: false) {
+            switch step(side, deadline, caller, storeWaits: backend.queuesAsyncWaits) {
             case .done(let code):
                 if code == 0 && Task.isCancelled {
                     _ = release(all: false, anyThread: false, caller: caller)  // the try raced the cancellation
@@ -89,7 +103,22 @@ extension DistributedLock {
             case .again(let fresh):
                 first = fresh
                 continue
-            case .heldHere, .busy, .inStore: break
+            case .inStore:
+                guard let session = beginStoreWait(side) else { continue }  // the object's state changed: look again
+                let code: Int32
+                do {
+                    code = try await queuedWait(session, deadline, &backoff)
+                } catch {
+                    endStoreWait(side, ECANCELED, caller: caller, withdrawing: true)  // withdraws the request
+                    throw error
+                }
+                endStoreWait(side, code, caller: caller, withdrawing: code != 0)
+                if code == 0 && Task.isCancelled {
+                    _ = release(all: false, anyThread: false, caller: caller)  // granted as the task was cancelled
+                    throw CancellationError()
+                }
+                return code == ETIMEDOUT ? timedOut() : code
+            case .heldHere, .busy: break
             }
             let now = monotonicNow()
             if Deadline.hasPassed(deadline, now: now) {

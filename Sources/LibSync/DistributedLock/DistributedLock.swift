@@ -447,20 +447,31 @@ public final class DistributedLock: Sendable {
     /// A wait in the store by this thread, for the object's session: the other threads of the
     /// object see `waiting` and sleep until it ends. nil if the object's state changed first.
     private func waitInStore(_ side: ProcessSide, _ deadline: Int64, _ interruptible: Bool) -> Int32? {
-        let session: (any LockSession)? = side.state.withLock { s in
+        guard let session = beginStoreWait(side) else { return nil }
+        let code = session.waitAcquire(deadline: deadline, interruptible: interruptible)
+        endStoreWait(side, code, caller: Self.caller(), withdrawing: false)  // (EINTR keeps it queued)
+        return code
+    }
+
+    /// The object's session, for a wait in the store by the caller (`waiting`: the object's other
+    /// threads and tasks wait for it to end), or nil if it holds the lock or already waits.
+    func beginStoreWait(_ side: ProcessSide) -> (any LockSession)? {
+        side.state.withLock { s in
             if s.held || s.waiting { return nil }
             s.waiting = true
             return s.session
         }
-        guard let session else { return nil }
-        let code = session.waitAcquire(deadline: deadline, interruptible: interruptible)
+    }
+
+    /// Ends a wait in the store that ended with `code` (0: `caller` holds the lock; else, if
+    /// `withdrawing`, what it left queued is withdrawn), and lets the object's sleepers look again.
+    func endStoreWait(_ side: ProcessSide, _ code: Int32, caller: UInt, withdrawing: Bool) {
         side.state.withLock { s in
             s.waiting = false
-            if code == 0 { took(&s, side) }
+            if code == 0 { took(&s, side, caller) } else if withdrawing { s.session.withdrawWait() }
         }
         side.releases.pointee.add(1, ordering: .sequentiallyConsistent)  // the sleepers look again
         side.wakeOne()
-        return code
     }
 
     /// Ends one acquisition by the caller; the last one releases the lock. 0; EPERM (the caller
