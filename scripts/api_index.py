@@ -124,6 +124,12 @@ PAGES = {
         ]),
     "docs/async.md": Page(
         ("sync/async.h",), ("Async/*.swift",), (), [
+            Row("async read-write lock", ("sync_rwlock_rdlock_async", "sync_rwlock_wrlock_async", "sync_async_downgrade"),
+                ("SyncRWLock",), ()),
+            Row("async semaphore wait", ("sync_semaphore_wait_async",), ("SyncSemaphore",), ()),
+            Row("async event wait", ("sync_event_wait_async",), ("SyncEvent",), ()),
+            Row("async condition lock", ("sync_condition_lock_lock_async", "sync_condition_lock_lock_when_async",
+                                         "sync_async_unlock_with"), ("SyncConditionLock",), ()),
             Row("async mutex acquire", ("sync_mutex_lock_async", "sync_async_"), ("SyncMutex",), ()),
         ]),
     "docs/signals.md": Page(

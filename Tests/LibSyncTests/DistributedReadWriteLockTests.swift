@@ -71,7 +71,7 @@ final class DistributedReadWriteLockTests: XCTestCase {
         let path = self.path
         DispatchQueue.global().async {
             let writer = try! DistributedReadWriteLock(path: path)
-            try! writer.lock(.write, timeout: .seconds(60), poll: .milliseconds(1))
+            XCTAssertTrue(try! writer.tryLock(.write, timeout: .seconds(60), pollInterval: .milliseconds(1)))
             writerToken.store(writer.fencingToken ?? 0, ordering: .relaxed)
             writerHolds.signal()
             writerMayGo.wait()
@@ -87,7 +87,7 @@ final class DistributedReadWriteLockTests: XCTestCase {
         XCTAssertGreaterThan(writerToken.load(ordering: .relaxed), readToken)
         XCTAssertFalse(try late.tryLock(.read))
         writerMayGo.signal()
-        try late.lock(.read, timeout: .seconds(60), poll: .milliseconds(1))
+        XCTAssertTrue(try late.tryLock(.read, timeout: .seconds(60), pollInterval: .milliseconds(1)))
         XCTAssertGreaterThan(try XCTUnwrap(late.fencingToken), writerToken.load(ordering: .relaxed))
         try late.unlock()
     }

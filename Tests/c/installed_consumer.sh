@@ -34,7 +34,8 @@ soname=$(readelf -d "$libdir/libsync.so.$version" | sed -n 's/.*(SONAME).*\[\(.*
 # Self-contained: no Swift library is needed at run time (the Swift runtime is linked in).
 if readelf -d "$libdir/libsync.so.$version" | grep "(NEEDED)" | grep -i swift; then fail "libsync.so needs a Swift library"; fi
 
-# The exported symbols: defined, global, each in a LIBSYNC_x.y version node (or a LIBSYNC_x.y_NAME one), the C API only.
+# The exported symbols: defined, global, each in a LIBSYNC_x.y version node (or a topic node
+# of a release, LIBSYNC_x.y_TOPIC, e.g. LIBSYNC_1.6_ASYNC), the C API only.
 objdump -T "$libdir/libsync.so.$version" | awk '$2 == "g" && $4 != "*UND*"' > "$prefix/exports"
 [ "$(wc -l < "$prefix/exports")" -gt 200 ] || fail "too few exported symbols: $(wc -l < "$prefix/exports")"
 grep -Ev '[[:space:]]LIBSYNC_[0-9]+\.[0-9]+(_[A-Z0-9]+)?[[:space:]]' "$prefix/exports" > "$prefix/unversioned" || true

@@ -1,7 +1,7 @@
 /*
  * sync/distributed_lock.h — a lock between processes and hosts (Apple's NSDistributedLock),
  * kept in a store every user of the lock reaches: a file system (NFS included), a PostgreSQL
- * server or a Redis server; with holder information readable by anyone, recovery of a lock
+ * server, a Redis server or an etcd cluster; with holder information readable by anyone, recovery of a lock
  * whose holder died, and a fencing token per acquisition.
  *
  *   sync_distributed_lock_t *lock;
@@ -44,6 +44,19 @@
  *                       broken connection) is cancelled by that thread, so a request that
  *                       reaches the server late never leaves a lease held by nobody. Waits poll
  *                       with backoff (1 ms, doubling, up to the poll interval).
+ *   etcd://[user:password@]host[:port]?lock=NAME[&ttl=S][&connect_timeout=S]
+ *                       etcd 3.4+ over its v3 JSON gateway (plain HTTP/1.1: no client library,
+ *                       no TLS; a TLS parameter is EINVAL, saying so). Each object puts its key
+ *                       libsync/lock/NAME/<lease>-<serial> (a '/' or '%' in NAME escaped) on
+ *                       its process's lease, granted with ttl + ttl/3 whole seconds (ttl:
+ *                       1...86400, default 10) and kept alive every ttl/3 by one thread per
+ *                       server and process. The holder is the range's key with the smallest
+ *                       create revision, which is the fencing token. try_lock is a put if the
+ *                       range is empty; a wait queues its key and watches the key before it (no
+ *                       polling: poll_interval is unused), so waiters are served in order; a
+ *                       dead holder's lock is free when its lease runs out (on this host, a wait
+ *                       queued right behind it and recover take it over). A user and password
+ *                       log in once per process and server (etcd's auth).
  *   connect_timeout (seconds, default 5) bounds connecting and waiting for any answer.
  *   libpq (libpq.so.5, Debian's libpq5) and hiredis (libhiredis.so.0.14 or .so.1.x, Debian's
  *   libhiredis0.14 / libhiredis1.1.0) are loaded with dlopen when a lock of that backend is first
@@ -411,6 +424,9 @@ bool sync_distributed_lock_is_held_elsewhere(const sync_distributed_lock_t *lock
  *                that vanishes, once the connection's keepalives give up (connect_timeout + 3 s)
  *   Redis        the lease's next renewal (one renewal interval: see redis:// above) finds it
  *                gone, or gets no answer within min(connect_timeout, the renewal interval)
+ *   etcd         the lease's next keep-alive (every ttl/3) finds it gone (LOST), or gets no
+ *                answer within min(connect_timeout, ttl/3) (SUSPENDED; RESUMED when one is
+ *                answered again); after each keep-alive one read finds a deleted key (LOST)
  * and, on every backend, an unlock that returns ESTALE or EBUSY. A stopped or unreachable
  * PostgreSQL server is not reported: nobody else can take the lock from it meanwhile.
  */

@@ -15,7 +15,7 @@ from ctypes import (CFUNCTYPE, POINTER, byref, c_bool, c_char, c_char_p, c_int, 
                     c_uint32, c_uint64, c_void_p)
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Callable, Optional, Protocol, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, SupportsIndex, TypeVar, Union
 
 from ._common import declare, deadline_ns, interruptible
 
@@ -42,7 +42,8 @@ class Timeout(TimeoutError):
     def __reduce__(self) -> tuple[type[Timeout], tuple[str]]:
         return self.__class__, (self._lock_file,)
 
-    def __reduce_ex__(self, protocol):  # what pickle and copy call: notes and attributes set on it come along
+    # (what pickle and copy call: notes and attributes set on it come along)
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
         state = {name: value for name, value in self.__dict__.items() if name != "_lock_file"}
         return (*self.__reduce__(), state) if state else self.__reduce__()
 

@@ -156,7 +156,7 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         self._context_error_policy, self._close_error_policy = context_error_policy, close_error_policy
         self._fallback_to_soft, self._preserve_lock_file = bool(fallback_to_soft), bool(preserve_lock_file)
         self._lock_file = os.fspath(lock_file)
-        self._cores: dict = {}  # the core objects: "" for an absolute path or a URL, else by working directory
+        self._cores: dict[str, _Handle] = {}  # the core objects: "" for an absolute path or a URL, else by working directory
         self._relative = not is_url(self._lock_file) and not os.path.isabs(self._lock_file)
         if not isinstance(mode, int) or not (mode == _UNSET_MODE or 0 <= mode <= 0o777):
             raise ValueError(f"mode must be file permission bits (0...0o777), not {mode!r}")

@@ -14,10 +14,10 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from ._distributed import HoldEvent
-from ._filelock import BaseAsyncFileLock, SoftFileLock, _REMOVE_ON_RELEASE
+from ._filelock import AcquireReturnProxy, AsyncAcquireReturnProxy, BaseAsyncFileLock, SoftFileLock, _REMOVE_ON_RELEASE
 
 __all__ = ["SoftFileLease", "AsyncSoftFileLease", "LeaseCompromise"]
 
@@ -37,7 +37,7 @@ class _Lease:
     last compromise, and the loss handler."""
 
     def _lease_init(self, lease_duration: float, heartbeat_interval: Optional[float],
-                    on_compromise: Optional[Callable[[LeaseCompromise], None]], options: dict) -> None:
+                    on_compromise: Optional[Callable[[LeaseCompromise], None]], options: dict[str, Any]) -> None:
         if isinstance(lease_duration, bool) or not isinstance(lease_duration, (int, float)) \
                 or not math.isfinite(lease_duration) or lease_duration <= 0:
             raise ValueError(f"lease_duration must be positive and finite, got {lease_duration!r}")
@@ -69,6 +69,13 @@ class _Lease:
         """The last loss of a hold, or None; kept after release, reset by the next acquisition."""
         return self._compromise
 
+    if TYPE_CHECKING:  # (BaseFileLock's, which the classes that use this mix in after it)
+        @property
+        def lock_counter(self) -> int: ...
+
+        @property
+        def token(self) -> Optional[int]: ...
+
     def _claimed(self) -> None:
         """After an acquire: a fresh hold gets its claim token (its fencing token) and no compromise."""
         if self.lock_counter == 1:
@@ -95,13 +102,13 @@ class SoftFileLease(_Lease, SoftFileLock):
     """filelock's SoftFileLease (see the module doc): SoftFileLock's lock, with ``on_compromise``
     called when the hold is lost and ``compromise`` telling why."""
 
-    def __init__(self, lock_file: Union[str, os.PathLike], *, lease_duration: float = 30.0,
+    def __init__(self, lock_file: Union[str, os.PathLike[str]], *, lease_duration: float = 30.0,
                  heartbeat_interval: Optional[float] = None,
                  on_compromise: Optional[Callable[[LeaseCompromise], None]] = None, **options: Any) -> None:
         self._lease_init(lease_duration, heartbeat_interval, on_compromise, options)
         super().__init__(lock_file, **options)
 
-    def acquire(self, *args: Any, **kwargs: Any):
+    def acquire(self, *args: Any, **kwargs: Any) -> AcquireReturnProxy:
         proxy = super().acquire(*args, **kwargs)
         self._claimed()
         return proxy
@@ -111,13 +118,14 @@ class AsyncSoftFileLease(_Lease, BaseAsyncFileLock):
     """filelock's AsyncSoftFileLease: SoftFileLease for asyncio (see BaseAsyncFileLock)."""
     _extra_flags = _REMOVE_ON_RELEASE
 
-    def __init__(self, lock_file: Union[str, os.PathLike], *, lease_duration: float = 30.0,
+    def __init__(self, lock_file: Union[str, os.PathLike[str]], *, lease_duration: float = 30.0,
                  heartbeat_interval: Optional[float] = None,
                  on_compromise: Optional[Callable[[LeaseCompromise], None]] = None, **options: Any) -> None:
         self._lease_init(lease_duration, heartbeat_interval, on_compromise, options)
         super().__init__(lock_file, **options)
 
-    async def acquire(self, *args: Any, **kwargs: Any):
+    # (a coroutine, as BaseAsyncFileLock.acquire: see there)
+    async def acquire(self, *args: Any, **kwargs: Any) -> AsyncAcquireReturnProxy:  # type: ignore[override]
         proxy = await super().acquire(*args, **kwargs)
         self._claimed()
         return proxy

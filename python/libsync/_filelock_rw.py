@@ -15,9 +15,9 @@ import errno
 import os
 import pathlib
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from ctypes import POINTER, byref, c_char_p, c_int, c_int64, c_uint, c_uint64, c_void_p
-from typing import Any, AsyncIterator, Iterator, Optional, Union
+from typing import Any, AsyncIterator, Callable, Iterator, Optional, TypeVar, Union
 from weakref import WeakValueDictionary
 
 from ._common import deadline_ns, declare, interruptible
@@ -27,6 +27,7 @@ from ._distributed import (_MAKE_PARENTS, _PROCESS_OWNED, LockBrokenError, LockS
 __all__ = ["ReadWriteLock", "AsyncReadWriteLock", "SoftReadWriteLock", "AsyncSoftReadWriteLock",
            "AcquireReadWriteReturnProxy", "AsyncAcquireReadWriteReturnProxy"]
 
+_T = TypeVar("_T")
 _READ, _WRITE = 1, 2  # SYNC_DISTRIBUTED_RWLOCK_READ, _WRITE
 _create = declare("sync_distributed_rwlock_create", c_int, c_char_p, c_uint, c_int, POINTER(c_void_p), blocking=True)
 _destroy = declare("sync_distributed_rwlock_destroy", None, c_void_p, blocking=True)
@@ -47,7 +48,7 @@ class _RWHandle:
     __slots__ = ("value", "__weakref__")
 
     def __init__(self, path: str, flags: int) -> None:
-        self.value = None
+        self.value: Optional[int] = None  # the C object (None: NULL)
         encoded = os.fsencode(path)
         if b"\0" in encoded:
             raise ValueError("embedded null byte")
@@ -68,16 +69,22 @@ class _RWHandle:
 class _ReadWriteLockMeta(type):
     """is_singleton=True (the default, as filelock's) returns the live instance for the resolved path."""
 
-    def __call__(cls, lock_file, timeout: float = -1, *, blocking: bool = True, is_singleton: bool = True, **kwargs):
+    _instances: WeakValueDictionary[pathlib.Path, ReadWriteLock]  # (each class's, set by ReadWriteLock)
+    _instances_lock: threading.RLock
+
+    def __call__(cls, lock_file: Union[str, os.PathLike[str]], timeout: float = -1, *, blocking: bool = True,
+                 is_singleton: bool = True, **kwargs: Any) -> ReadWriteLock:
+        made: ReadWriteLock  # (type.__call__'s result is not typed)
         if not is_singleton:
-            return super().__call__(lock_file, timeout, blocking=blocking, is_singleton=False, **kwargs)
+            made = super().__call__(lock_file, timeout, blocking=blocking, is_singleton=False, **kwargs)
+            return made
         key = pathlib.Path(lock_file).resolve()
         with cls._instances_lock:
             instance = cls._instances.get(key)
             if instance is None:
-                instance = super().__call__(lock_file, timeout, blocking=blocking, is_singleton=True, **kwargs)
-                cls._instances[key] = instance
-                return instance
+                made = super().__call__(lock_file, timeout, blocking=blocking, is_singleton=True, **kwargs)
+                cls._instances[key] = made
+                return made
         if instance.timeout != timeout or instance.blocking != blocking:
             raise ValueError(f"Singleton lock created with timeout={instance.timeout}, blocking={instance.blocking},"
                              f" cannot be changed to timeout={timeout}, blocking={blocking}")
@@ -104,14 +111,14 @@ class ReadWriteLock(metaclass=_ReadWriteLockMeta):
     while this object holds raises RuntimeError (no upgrade, no downgrade); the write hold is the
     thread's that took it. Waiting writers stop new readers."""
 
-    _instances: WeakValueDictionary = WeakValueDictionary()
+    _instances: WeakValueDictionary[pathlib.Path, ReadWriteLock] = WeakValueDictionary()
     _instances_lock = threading.RLock()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._instances, cls._instances_lock = WeakValueDictionary(), threading.RLock()
 
-    def __init__(self, lock_file: Union[str, os.PathLike], timeout: float = -1, *, blocking: bool = True,
+    def __init__(self, lock_file: Union[str, os.PathLike[str]], timeout: float = -1, *, blocking: bool = True,
                  is_singleton: bool = True, poll_interval: float = 0.05, _process_owned: bool = False) -> None:
         """``lock_file``: the lock's path (its missing parents are made); ``timeout``: the
         acquires' default, seconds (< 0: forever); ``blocking``: their default;
@@ -123,14 +130,16 @@ class ReadWriteLock(metaclass=_ReadWriteLockMeta):
         if not isinstance(poll_interval, bool) and isinstance(poll_interval, (int, float)) and poll_interval <= 0:
             raise ValueError(f"poll_interval must be positive, got {poll_interval!r}")
         self._poll = _poll_ns(poll_interval)
-        self._core = _RWHandle(self.lock_file, _MAKE_PARENTS | (_PROCESS_OWNED if _process_owned else 0))
+        flags = _MAKE_PARENTS | (_PROCESS_OWNED if _process_owned else 0)
+        self._core: Optional[_RWHandle] = _RWHandle(self.lock_file, flags)
 
     @classmethod
-    def get_lock(cls, lock_file: Union[str, os.PathLike], timeout: float = -1, *, blocking: bool = True) -> "ReadWriteLock":
+    def get_lock(cls, lock_file: Union[str, os.PathLike[str]], timeout: float = -1, *,
+                 blocking: bool = True) -> "ReadWriteLock":
         """The singleton lock for this path."""
         return cls(lock_file, timeout, blocking=blocking)
 
-    def _handle(self) -> int:
+    def _handle(self) -> Optional[int]:
         if self._core is None:
             raise RuntimeError(f"the {type(self).__name__} on {self.lock_file} has been closed")
         return self._core.value
@@ -265,13 +274,13 @@ class AsyncAcquireReadWriteReturnProxy:
         await self.lock.release()
 
 
-def _with_detail(function, *args) -> tuple:
+def _with_detail(function: Callable[..., int], *args: Any) -> tuple[int, str]:
     """Calls a C function in an executor thread: (its code, the core's reason recorded on that thread)."""
     code = function(*args)
     return code, (_detail() if code else "")
 
 
-def _give_back(handle: int, slice_done: "asyncio.Future") -> None:
+def _give_back(handle: Optional[int], slice_done: asyncio.Future[tuple[int, str]]) -> None:
     """Undoes an abandoned wait's last slice: its hold if it acquired, else its writer's claim."""
     if not slice_done.cancelled() and slice_done.exception() is None and slice_done.result()[0] == 0:
         _unlock(handle)
@@ -293,12 +302,12 @@ class AsyncReadWriteLock:
 
     _owns_executor = True  # (filelock's AsyncSoftReadWriteLock uses the loop's default executor instead)
 
-    def __init__(self, lock_file: Union[str, os.PathLike], timeout: float = -1, *, blocking: bool = True,
-                 is_singleton: bool = True, loop: Optional[asyncio.AbstractEventLoop] = None, executor=None,
-                 poll_interval: float = 0.05) -> None:
+    def __init__(self, lock_file: Union[str, os.PathLike[str]], timeout: float = -1, *, blocking: bool = True,
+                 is_singleton: bool = True, loop: Optional[asyncio.AbstractEventLoop] = None,
+                 executor: Optional[Executor] = None, poll_interval: float = 0.05) -> None:
         self._lock = _AsyncBackend(lock_file, timeout, blocking=blocking, is_singleton=is_singleton,
                                    poll_interval=poll_interval, _process_owned=True)
-        self._owned_executor = None
+        self._owned_executor: Optional[ThreadPoolExecutor] = None
         if executor is None and self._owns_executor:  # as filelock's: a worker, shut down by close() or when the object goes
             executor = self._owned_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="libsync-rwlock")
         self._loop, self._executor, self._poll_interval = loop, executor, poll_interval
@@ -311,7 +320,7 @@ class AsyncReadWriteLock:
     token = property(lambda self: self._lock.token, doc="The fencing token of the hold (libsync's).")
     mode = property(lambda self: self._lock.mode, doc='"read", "write", or None (libsync\'s).')
 
-    async def _call(self, function, *args):
+    async def _call(self, function: Callable[..., _T], *args: Any) -> _T:
         loop = self._loop or asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, function, *args)
 
@@ -382,7 +391,8 @@ class AsyncReadWriteLock:
             owned.shutdown(wait=False)
 
 
-def _soft_settings(heartbeat_interval: float, stale_threshold: Optional[float], on_compromise) -> None:
+def _soft_settings(heartbeat_interval: float, stale_threshold: Optional[float],
+                   on_compromise: Optional[Callable[..., object]]) -> None:
     """filelock's checks of SoftReadWriteLock's heartbeat settings; on_compromise is refused (the
     read/write lock has no loss notification yet)."""
     if isinstance(heartbeat_interval, bool) or not isinstance(heartbeat_interval, (int, float)) \
@@ -402,9 +412,9 @@ class SoftReadWriteLock(ReadWriteLock):
     ``stale_threshold`` are checked as filelock checks them and have nothing to act on;
     ``on_compromise`` is refused."""
 
-    def __init__(self, lock_file: Union[str, os.PathLike], timeout: float = -1, *, blocking: bool = True,
+    def __init__(self, lock_file: Union[str, os.PathLike[str]], timeout: float = -1, *, blocking: bool = True,
                  is_singleton: bool = True, heartbeat_interval: float = 30.0, stale_threshold: Optional[float] = None,
-                 poll_interval: float = 0.25, on_compromise=None) -> None:
+                 poll_interval: float = 0.25, on_compromise: Optional[Callable[..., object]] = None) -> None:
         _soft_settings(heartbeat_interval, stale_threshold, on_compromise)
         super().__init__(lock_file, timeout, blocking=blocking, is_singleton=is_singleton, poll_interval=poll_interval)
         self.heartbeat_interval = float(heartbeat_interval)
@@ -417,10 +427,10 @@ class AsyncSoftReadWriteLock(AsyncReadWriteLock):
     in ``executor`` or, by default, the loop's default executor, as filelock's."""
     _owns_executor = False
 
-    def __init__(self, lock_file: Union[str, os.PathLike], timeout: float = -1, *, blocking: bool = True,
+    def __init__(self, lock_file: Union[str, os.PathLike[str]], timeout: float = -1, *, blocking: bool = True,
                  is_singleton: bool = True, heartbeat_interval: float = 30.0, stale_threshold: Optional[float] = None,
-                 poll_interval: float = 0.25, on_compromise=None, loop: Optional[asyncio.AbstractEventLoop] = None,
-                 executor=None) -> None:
+                 poll_interval: float = 0.25, on_compromise: Optional[Callable[..., object]] = None,
+                 loop: Optional[asyncio.AbstractEventLoop] = None, executor: Optional[Executor] = None) -> None:
         _soft_settings(heartbeat_interval, stale_threshold, on_compromise)
         super().__init__(lock_file, timeout, blocking=blocking, is_singleton=is_singleton, loop=loop, executor=executor,
                          poll_interval=poll_interval)

@@ -49,12 +49,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from ctypes import c_int, c_uint32, c_uint64, c_void_p
+from ctypes import c_int, c_int64, c_uint32, c_uint64, c_void_p
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, TypeVar
 
-from ._common import (EDEADLK, FOREVER, DeadlockError, LockError, NotOwnerError, NotRecoverableError, OwnerDiedError,
-                      acquire, acquired, check, declare, deprecated, error, init_error, interruptible, layout, lock_deadline, wait,
-                      word, words)
+from ._common import (EBUSY, EDEADLK, ETIMEDOUT, FOREVER, DeadlockError, LockError, NotOwnerError,
+                      NotRecoverableError, OwnerDiedError, acquire, acquired, check, declare, deprecated, error, init_error,
+                      interruptible, layout, lock_deadline, wait, word, words)
 from . import debug as _debug
 from ._memory import PRIVATE, attach_choice, ref as _ref
 
@@ -401,30 +401,68 @@ _rw_tryupgrade = declare("sync_rwlock_try_upgrade")
 _rw_upgradewait = declare("sync_rwlock_upgrade_interruptible", blocking=True)
 _rw_uprd_downgrade = declare("sync_rwlock_uprd_downgrade")
 _rw_downgrade_to_uprd = declare("sync_rwlock_downgrade_to_uprd")
+_rw_wruntil = declare("sync_rwlock_wrlock_until")     # a passed deadline: one try, EDEADLK, no sleep
+_rw_upuntil = declare("sync_rwlock_uprdlock_until")
+_PAST = c_int64(0)  # a deadline long gone
 _RELEASE_UNLOCKED = "release unlocked lock"  # threading.Lock's message
 
 
+def _owned_wait(code: int, p: c_void_p, wait_function: Callable[..., int], limit: Optional[c_int64], what: str,
+                undo: Optional[Callable[[c_void_p], int]],
+                first_look: Optional[Callable[[c_void_p, c_int64], int]] = None) -> bool:
+    """``acquired`` for a hold known by its thread (the write side, the upgradable read, an
+    upgrade), `undo` giving it back (it returns EPERM, changing nothing, if the caller does not
+    hold it). A signal handler's exception (Ctrl-C's KeyboardInterrupt) is raised as the wait's
+    C call returns, also when that call took the lock: `undo` then gives it back before the
+    exception goes on, so that no lock is left held with nothing to release it. `first_look`,
+    the side's `_until` form called holding the GIL with a passed deadline (one try, no sleep),
+    raises EDEADLK (the caller held it before the wait) outside that guard, so that the undo
+    never releases a hold the caller had (None: the caller has made sure of that)."""
+    if code != EBUSY or limit is None or undo is None:
+        return acquired(code, p, wait_function, limit, what)
+    if first_look is not None:
+        code = first_look(p, _PAST)
+        if code != ETIMEDOUT:
+            return not code or acquired(code, p, wait_function, None, what)
+    try:
+        return wait(wait_function, p, limit, what=what)
+    except LockError:  # the wait's own code: it took nothing
+        raise
+    except BaseException:
+        undo(p)
+        raise
+
+
 def _rw_bounded(p: c_void_p, try_lock: Callable[[c_void_p], int], take: Callable[[c_void_p], int],
-                wait_function: Callable[..., int], what: str, blocking: bool, timeout: float) -> bool:
+                wait_function: Callable[..., int], what: str, blocking: bool, timeout: float,
+                undo: Optional[Callable[[c_void_p], int]] = None,
+                first_look: Optional[Callable[[c_void_p, c_int64], int]] = None) -> bool:
     """A side's acquire with a timeout or non-blocking. The write holder's own attempt returns
     False at once: its wait could only time out (the C functions say EBUSY or EDEADLK)."""
     try:
-        return acquire(p, try_lock, wait_function, what, blocking, timeout, take)
+        limit = lock_deadline(blocking, timeout)
+        code = (try_lock if limit is None else take)(p)
+        return not code or _owned_wait(code, p, wait_function, limit, what, undo, first_look)
     except DeadlockError:
         return False
 
 
 def _side(name: str, try_lock: Callable[[c_void_p], int], take: Callable[[c_void_p], int],
-          wait_function: Callable[..., int], unlock: Callable[[c_void_p], int]) -> tuple[_SideAcquire, _SideRelease]:
+          wait_function: Callable[..., int], unlock: Callable[[c_void_p], int],
+          first_look: Optional[Callable[[c_void_p, c_int64], int]] = None) -> tuple[_SideAcquire, _SideRelease]:
     """The acquire(p, blocking, timeout) and release(p) of the side `name` of an RWLock; `take`
-    is the first try of a blocking acquire (the `_trylock_first` form of `try_lock`)."""
+    is the first try of a blocking acquire (the `_trylock_first` form of `try_lock`). A side
+    known by its thread has its `_until` form as `first_look`: a wait cut off by a signal
+    handler's exception after it took the side gives it back (``_owned_wait``); plain readers
+    are not tracked."""
     acquiring, releasing = f"RWLock.acquire_{name}", f"RWLock.release_{name}"
+    undo = unlock if first_look is not None else None
 
     def acquire_side(p: c_void_p, blocking: bool = True, timeout: float = -1) -> bool:
         if timeout == -1 and blocking is True:  # the common call: one C call
             code = take(p)
-            return not code or acquired(code, p, wait_function, FOREVER, acquiring)
-        return _rw_bounded(p, try_lock, take, wait_function, acquiring, blocking, timeout)
+            return not code or _owned_wait(code, p, wait_function, FOREVER, acquiring, undo, first_look)
+        return _rw_bounded(p, try_lock, take, wait_function, acquiring, blocking, timeout, undo, first_look)
 
     def release_side(p: c_void_p) -> None:
         code = unlock(p)
@@ -434,8 +472,10 @@ def _side(name: str, try_lock: Callable[[c_void_p], int], take: Callable[[c_void
 
 
 _acquire_read, _release_read = _side("read", _rw_tryrd, _rw_tryrd_first, _rw_rdwait, _rw_rdunlock)
-_acquire_write, _release_write = _side("write", _rw_trywr, _rw_trywr_first, _rw_wrwait, _rw_wrunlock)
-_acquire_upgradable, _release_upgradable = _side("upgradable", _rw_tryup, _rw_tryup_first, _rw_upwait, _rw_upunlock)
+_acquire_write, _release_write = _side("write", _rw_trywr, _rw_trywr_first, _rw_wrwait, _rw_wrunlock,
+                                       _rw_wruntil)
+_acquire_upgradable, _release_upgradable = _side("upgradable", _rw_tryup, _rw_tryup_first, _rw_upwait,
+                                                 _rw_upunlock, _rw_upuntil)
 
 
 def _downgrade(p: c_void_p) -> None:
@@ -448,7 +488,9 @@ def _upgrade(p: c_void_p, blocking: bool = True, timeout: float = -1) -> bool:
     if code == EDEADLK:
         raise DeadlockError("RWLock.upgrade: the calling thread does not hold the upgradable read (a plain "
                             "reader's upgrade would wait for itself; after an upgrade it holds the write side)", code)
-    return not code or acquired(code, p, _rw_upgradewait, limit, "RWLock.upgrade")
+    # The caller is the upgradable reader (else EDEADLK above), not the writer: an interrupted
+    # upgrade that took the write side turns it back into the upgradable read it kept.
+    return not code or _owned_wait(code, p, _rw_upgradewait, limit, "RWLock.upgrade", _rw_downgrade_to_uprd)
 
 
 def _downgrade_upgradable(p: c_void_p) -> None:

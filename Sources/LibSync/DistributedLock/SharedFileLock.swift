@@ -367,15 +367,22 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
     public func tryLock(_ kind: Kind) throws(DistributedLockError) -> Bool {
         let code = tryLockCode(kind)
         if code == EBUSY { return false }
-        try check(code, .lock)
+        try check(code, .tryLock)
         return true
     }
 
-    /// Acquires `kind`, trying every `poll` while another holds it, up to `timeout` (nil: no
-    /// limit); throws `.timedOut` then.
-    public func lock(_ kind: Kind, timeout: Duration? = nil, poll: Duration = .milliseconds(10)) throws(DistributedLockError) {
-        let deadline = timeout.map { Deadline.after($0) } ?? Deadline.none
-        try check(lockCode(kind, deadline: deadline, pollNanoseconds: max(1, Deadline.nanoseconds(poll))), .lock)
+    /// Acquires `kind`, trying every `pollInterval` while another holds it.
+    public func lock(_ kind: Kind, pollInterval: Duration = .milliseconds(10)) throws(DistributedLockError) {
+        try check(lockCode(kind, deadline: Deadline.none, pollNanoseconds: max(1, Deadline.nanoseconds(pollInterval))), .lock)
+    }
+
+    /// As `lock(_:pollInterval:)` for at most `timeout`: false once it has passed (the timeout
+    /// convention of every Swift type, CONTRIBUTING.md); throws for the other errors.
+    public func tryLock(_ kind: Kind, timeout: Duration, pollInterval: Duration = .milliseconds(10)) throws(DistributedLockError) -> Bool {
+        let code = lockCode(kind, deadline: Deadline.after(timeout), pollNanoseconds: max(1, Deadline.nanoseconds(pollInterval)))
+        if code == ETIMEDOUT { return false }
+        try check(code, .lock)
+        return true
     }
 
     /// Ends one acquisition; the last releases the lock.

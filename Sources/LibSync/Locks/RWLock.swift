@@ -182,7 +182,8 @@ import Synchronization
         if isImpossible(first) { return EINVAL }
         // The upgradable holder waits for a waiting writer that waits for it: a deadlock.
         let me = threadID()
-        if writtenByCaller(m, first, me) || (first & writersWaiting != 0 && upgradableByCaller(m, first, me)) {
+        if writtenByCaller(m, first, me) || (first & writersWaiting != 0 && upgradableByCaller(m, first, me))
+            || writtenByCallingTask(m, first) {
             return EDEADLK
         }
         return waitAsReader(m, blockers: writer | writersWaiting | upgrading, deadline: deadline,
@@ -364,7 +365,7 @@ import Synchronization
         let me = threadID()
         let first = state(m).pointee.load(ordering: .relaxed)
         if isImpossible(first) { return EINVAL }
-        if heldByCaller(m, first, me) { return EDEADLK }
+        if heldByCaller(m, first, me) || writtenByCallingTask(m, first) { return EDEADLK }
         countWaiting(m, by: 1)
         let isShared = first & shared != 0
         var spin = SpinWait()
@@ -457,11 +458,28 @@ import Synchronization
         let value = state(m).pointee.load(ordering: .relaxed)
         // Impossible first: the owner word may still name the caller, and EINVAL changes nothing.
         if isImpossible(value) { return EINVAL }
-        if value & writer == 0 || owner(m).pointee.load(ordering: .relaxed) != threadID() { return EPERM }
+        if value & writer == 0 || owner(m).pointee.load(ordering: .relaxed) != threadID() { return notWrittenByCaller(m, value, downgrade: false) }
         if value & shared != 0 { return writeUnlockShared(m) }
         owner(m).pointee.store(0, ordering: .relaxed)
         if state(m).pointee.compareExchange(expected: writer, desired: 0, ordering: .releasing).exchanged { return 0 }
         return writeUnlockSlow(m)
+    }
+
+    /// A write release or downgrade by a thread whose id the lock does not hold: the calling
+    /// task's if it holds the lock with an async form (AsyncRWLock), else EPERM.
+    @usableFromInline @inline(never)
+    static func notWrittenByCaller(_ m: Memory, _ value: UInt32, downgrade: Bool) -> Int32 {
+        guard value & writer != 0, AsyncHold.isAsyncHolder(owner(m).pointee.load(ordering: .relaxed)) else { return EPERM }
+        let task = AsyncHold.currentTask()
+        return downgrade ? AsyncRWLock.downgrade(m, holder: task) : AsyncRWLock.writeUnlock(m, holder: task)
+    }
+
+    /// Whether the calling task holds the write lock with an async form (`value` its state):
+    /// its blocking acquires would wait for itself.
+    @usableFromInline
+    static func writtenByCallingTask(_ m: Memory, _ value: UInt32) -> Bool {
+        value & writer != 0 && AsyncHold.isAsyncHolder(owner(m).pointee.load(ordering: .relaxed))
+            && AsyncRWLock.isWriteLocked(m, by: AsyncHold.currentTask())
     }
 
     /// A SHARED lock whose `writer` holds the caller's id: the caller's only if its list has
@@ -493,7 +511,7 @@ import Synchronization
     @usableFromInline package static func downgrade(_ m: Memory) -> Int32 {
         var value = state(m).pointee.load(ordering: .relaxed)
         if isImpossible(value) { return EINVAL }  // before the owner word and list change
-        if value & writer == 0 || owner(m).pointee.load(ordering: .relaxed) != threadID() { return EPERM }
+        if value & writer == 0 || owner(m).pointee.load(ordering: .relaxed) != threadID() { return notWrittenByCaller(m, value, downgrade: true) }
         if value & shared != 0 && !LockOwner.remove(m) { return EPERM }
         owner(m).pointee.store(0, ordering: .relaxed)
         while true {
