@@ -63,10 +63,6 @@ extension DistributedLock {
         return result
     }
 
-    /// The async wait until the monotonic `deadline` (< 0: none): the blocking wait's tries
-    /// (`step`) and pauses (`PollBackoff`), the pauses suspending the task. 0, ETIMEDOUT, or an
-    /// errno of the last try (its message recorded on the current thread, with no await since);
-    /// throws `CancellationError`.
     /// A request queued in the store (PostgreSQL), looked at by the polling schedule until it
     /// is answered: `LockSession.queueWait`'s code, after no await (its message is this
     /// thread's). Throws `CancellationError`, leaving the request for the caller to withdraw.
@@ -79,6 +75,10 @@ extension DistributedLock {
         }
     }
 
+    /// The async wait until the monotonic `deadline` (< 0: none): the blocking wait's tries
+    /// (`step`) and pauses (`PollBackoff`), the pauses suspending the task. 0, ETIMEDOUT, or an
+    /// errno of the last try (its message recorded on the current thread, with no await since);
+    /// throws `CancellationError`.
     private func lockCode(deadline: Int64, pollInterval: Duration) async throws -> Int32 {
         try Task.checkCancellation()
         DistributedLockMessage.clear()
