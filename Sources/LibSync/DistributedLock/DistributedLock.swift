@@ -51,7 +51,8 @@ public struct DistributedLockHolder: Sendable, Equatable, CustomStringConvertibl
 /// never blocks; `lock(pollInterval:)` and `tryLock(timeout:pollInterval:)` wait.
 ///
 /// Holders: two objects for one target (in one process or not) exclude each other. Through one
-/// object, the holder is the thread that acquired it: the object's other threads wait for it
+/// object, the holder is the thread that acquired it (in a Swift task: the task, on whatever
+/// thread it resumes; docs/async.md): the object's other threads wait for it
 /// (without touching the store) and may not unlock it; with `.processOwned` the holder is the
 /// process, and any of its threads counts as the holder. Not recursive unless `.recursive`. A
 /// forked child never holds its parent's lock: the child's unlock throws `.notHeld`, and its
@@ -96,11 +97,11 @@ public final class DistributedLock: Sendable {
     public let options: Options
     /// `path` as a C string, for the C API (immutable; freed with the object).
     nonisolated(unsafe) package let cPath: UnsafeMutablePointer<CChar>
-    private let backend: any LockBackend
+    let backend: any LockBackend
     /// Which lock `path` names, whatever its spelling (`LockIdentity`): the registry's key.
     private let identity: String
     /// This process's bookkeeping of the object (a forked child makes its own).
-    private let sides: ProcessLocal<ProcessSide>
+    let sides: ProcessLocal<ProcessSide>
     /// What `setEventHandler` set.
     private let eventHandler = Mutex<EventHandler?>(nil)
 
@@ -202,9 +203,17 @@ public final class DistributedLock: Sendable {
 
     // MARK: Who holds it through this object
 
-    /// Whether the caller counts as the holder of `s`'s hold.
-    private func heldByCaller(_ s: State) -> Bool {
-        s.held && (options.contains(.processOwned) || s.owner == threadID())
+    /// The caller as a holder: the Swift task it runs in (its address), so that a hold taken in
+    /// a task stays the task's when it resumes on another thread; outside a task, its thread (a
+    /// kernel thread id, below 2^22: never a task's address).
+    static func caller() -> UInt {
+        let task = AsyncHold.currentTask()
+        return task != 0 ? task : UInt(threadID())
+    }
+
+    /// Whether `caller` counts as the holder of `s`'s hold.
+    private func heldByCaller(_ s: State, _ caller: UInt = DistributedLock.caller()) -> Bool {
+        s.held && (options.contains(.processOwned) || s.owner == caller)
     }
 
     private enum Attempt { case acquired, heldHere(UInt32), busy, failed(Int32), lost(code: Int32, freed: Bool) }
@@ -212,10 +221,10 @@ public final class DistributedLock: Sendable {
     /// One try: a re-entry, the object's other thread holding it or waiting for it in the store
     /// (with the release count to wait on), busy in the store, acquired, or the caller's lost
     /// hold ended (`lost`: `endHold`'s outcome, for `endedLostHold`).
-    private func attempt(_ side: ProcessSide, deadline: Int64 = -1) -> Attempt {
+    private func attempt(_ side: ProcessSide, deadline: Int64 = -1, caller: UInt = DistributedLock.caller()) -> Attempt {
         side.state.withLock { s in
             if s.held {
-                guard heldByCaller(s) else { return .heldHere(side.releases.pointee.load(ordering: .relaxed)) }
+                guard heldByCaller(s, caller) else { return .heldHere(side.releases.pointee.load(ordering: .relaxed)) }
                 guard options.contains(.recursive) else {
                     // The caller acquiring again: a deadlock while its hold is in place; once the
                     // hold was lost in the store, this acquire ends it and reports the loss.
@@ -229,25 +238,25 @@ public final class DistributedLock: Sendable {
             }
             if s.waiting { return .heldHere(side.releases.pointee.load(ordering: .relaxed)) }
             let code = s.session.tryAcquire(deadline: deadline)
-            if code == 0 { took(&s, side) }
+            if code == 0 { took(&s, side, caller) }
             return code == 0 ? .acquired : code == EBUSY ? .busy : .failed(code)
         }
     }
 
-    private func took(_ s: inout State, _ side: ProcessSide) {
+    private func took(_ s: inout State, _ side: ProcessSide, _ caller: UInt = DistributedLock.caller()) {
         s.held = true
-        s.owner = threadID()
+        s.owner = caller
         s.depth = 1
         side.registry.add(path: identity, thread: s.owner, lock: ObjectIdentifier(self))
         s.session.watch(HoldTicket(side: side, generation: side.beginHold(), lock: self))
     }
 
     /// Ends the hold (`all`: whatever its count; `anyThread`: whichever thread holds it).
-    private func release(all: Bool, anyThread: Bool) -> Int32 {
+    func release(all: Bool, anyThread: Bool, caller: UInt = DistributedLock.caller()) -> Int32 {
         DistributedLockMessage.clear()
         guard let side = sides.ifCurrent() else { return EPERM }  // (a parent's object: nothing here is ours)
         let (code, freed) = side.state.withLock { s -> (Int32, Bool) in
-            guard s.held, anyThread || heldByCaller(s) else { return (EPERM, false) }
+            guard s.held, anyThread || heldByCaller(s, caller) else { return (EPERM, false) }
             if !all && s.depth > 1 {
                 s.depth -= 1
                 return (0, false)
@@ -348,17 +357,58 @@ public final class DistributedLock: Sendable {
         }
         if code != 0 && slept { side.wakeOne() }
         if code == ECANCELED { side.state.withLock { s in if !s.held && !s.waiting { s.session.withdrawWait() } } }
-        if code == ETIMEDOUT && DistributedLockMessage.detail == nil {
-            DistributedLockMessage.set("timed out waiting for the lock \(path): it is held")
+        return code == ETIMEDOUT ? timedOut() : code
+    }
+
+    /// What one try of a wait found (`step`).
+    enum Step {
+        /// The wait ends with this code (0: acquired).
+        case done(Int32)
+        /// Try again at once (`fresh`: as a first try, however little time is left).
+        case again(fresh: Bool)
+        /// Another thread or task of this process holds it through this object, or waits in the
+        /// store for it: wait until the release count moves from this one.
+        case heldHere(UInt32)
+        /// Another holder has it: pause, then try again.
+        case busy
+        /// Another holder has it, and the store can queue a wait for it (`waitInStore`).
+        case inStore
+    }
+
+    /// One try of a wait for `caller`: acquire, a re-entry, a lost hold ended, or busy; a polled
+    /// busy lock is also taken over if its holder is stale. `storeWaits`: report `.inStore` for
+    /// a backend that `waitsInStore` instead of polling it.
+    func step(_ side: ProcessSide, _ deadline: Int64, _ caller: UInt, storeWaits: Bool) -> Step {
+        switch attempt(side, deadline: deadline, caller: caller) {
+        case .acquired: return .done(0)
+        case .failed(let code): return .done(code)
+        case .lost(let code, let freed):
+            if let code = endedLostHold(side, code, freed) { return .done(code) }
+            return .again(fresh: true)  // released after all: a fresh first try
+        case .heldHere(let releases): return .heldHere(releases)
+        case .busy:
+            if deadline < 0 && heldElsewhereByCaller(side, caller) {
+                return .done(EDEADLK)  // the caller holds it through another object: it would wait forever
+            }
+            if storeWaits && backend.waitsInStore { return .inStore }
+            let code = recoverStaleCode(deadline: deadline, caller: caller)
+            if code == 0 || (code != EBUSY && code != ENOENT) { return .done(code) }
+            return code == ENOENT ? .again(fresh: false) : .busy  // ENOENT: released meanwhile
         }
-        return code
+    }
+
+    /// ETIMEDOUT, with the reason unless a backend gave one.
+    func timedOut() -> Int32 {
+        if DistributedLockMessage.detail == nil { DistributedLockMessage.set("timed out waiting for the lock \(path): it is held") }
+        return ETIMEDOUT
     }
 
     private func wait(_ side: ProcessSide, _ deadline: Int64, _ poll: Int64, _ interrupts: Interrupts,
                       _ cancelled: (() -> Bool)?, _ slept: inout Bool) -> Int32 {
         let interruptible = interrupts == .sliced
         let sliceEnd = interruptible ? Deadline.after(nanoseconds: Deadline.interruptSlice) : Deadline.none
-        var nap = min(poll, backend.firstPollNanoseconds ?? poll)
+        var backoff = PollBackoff(poll: poll, first: backend.firstPollNanoseconds)
+        let caller = Self.caller()
         var first = true
         while true {
             // A call makes its first try however little time is left (a server request answered
@@ -366,27 +416,18 @@ public final class DistributedLock: Sendable {
             if !first && Deadline.hasPassed(deadline) { return ETIMEDOUT }
             first = false
             var heldHere: UInt32?
-            switch attempt(side, deadline: deadline) {
-            case .acquired: return 0
-            case .failed(let code): return code
-            case .lost(let code, let freed):
-                if let code = endedLostHold(side, code, freed) { return code }
-                first = true  // released after all: a fresh first try
+            switch step(side, deadline, caller, storeWaits: true) {
+            case .done(let code): return code
+            case .again(let fresh):
+                first = fresh
                 continue
             case .heldHere(let releases): heldHere = releases
-            case .busy:
-                if deadline < 0 && heldElsewhereByCaller(side) {
-                    return EDEADLK  // this thread holds it through another object: it would wait forever
-                }
-                if backend.waitsInStore {
-                    if Deadline.hasPassed(deadline) { return ETIMEDOUT }
-                    if let cancelled, cancelled() { return ECANCELED }
-                    if let code = waitInStore(side, deadline, interruptible) { return code }
-                    continue  // the object's state changed meanwhile: look again
-                }
-                let code = recoverStaleCode(deadline: deadline)
-                if code == 0 || (code != EBUSY && code != ENOENT) { return code }
-                if code == ENOENT { continue }  // released meanwhile: try again at once
+            case .inStore:
+                if Deadline.hasPassed(deadline) { return ETIMEDOUT }
+                if let cancelled, cancelled() { return ECANCELED }
+                if let code = waitInStore(side, deadline, interruptible) { return code }
+                continue  // the object's state changed meanwhile: look again
+            case .busy: break
             }
             let now = monotonicNow()
             if Deadline.hasPassed(deadline, now: now) { return ETIMEDOUT }
@@ -397,8 +438,7 @@ public final class DistributedLock: Sendable {
                 slept = true
                 if side.sleep(while: releases, deadline: end, interruptible: interrupts != .retried) == EINTR { return EINTR }
             } else {
-                let pause = min(nap, Deadline.remaining(end, now: now) ?? nap)
-                nap = nap > poll / 2 ? poll : nap * 2  // (saturates: any poll up to Int64.max)
+                let pause = backoff.next(until: end, now: now)
                 var request = timespec(tv_sec: Int(pause / 1_000_000_000), tv_nsec: Int(pause % 1_000_000_000))
                 if clock_nanosleep(CLOCK_MONOTONIC, 0, &request, nil) == EINTR && interrupts != .retried { return EINTR }
             }
@@ -408,20 +448,31 @@ public final class DistributedLock: Sendable {
     /// A wait in the store by this thread, for the object's session: the other threads of the
     /// object see `waiting` and sleep until it ends. nil if the object's state changed first.
     private func waitInStore(_ side: ProcessSide, _ deadline: Int64, _ interruptible: Bool) -> Int32? {
-        let session: (any LockSession)? = side.state.withLock { s in
+        guard let session = beginStoreWait(side) else { return nil }
+        let code = session.waitAcquire(deadline: deadline, interruptible: interruptible)
+        endStoreWait(side, code, caller: Self.caller(), withdrawing: false)  // (EINTR keeps it queued)
+        return code
+    }
+
+    /// The object's session, for a wait in the store by the caller (`waiting`: the object's other
+    /// threads and tasks wait for it to end), or nil if it holds the lock or already waits.
+    func beginStoreWait(_ side: ProcessSide) -> (any LockSession)? {
+        side.state.withLock { s in
             if s.held || s.waiting { return nil }
             s.waiting = true
             return s.session
         }
-        guard let session else { return nil }
-        let code = session.waitAcquire(deadline: deadline, interruptible: interruptible)
+    }
+
+    /// Ends a wait in the store that ended with `code` (0: `caller` holds the lock; else, if
+    /// `withdrawing`, what it left queued is withdrawn), and lets the object's sleepers look again.
+    func endStoreWait(_ side: ProcessSide, _ code: Int32, caller: UInt, withdrawing: Bool) {
         side.state.withLock { s in
             s.waiting = false
-            if code == 0 { took(&s, side) }
+            if code == 0 { took(&s, side, caller) } else if withdrawing { s.session.withdrawWait() }
         }
         side.releases.pointee.add(1, ordering: .sequentiallyConsistent)  // the sleepers look again
         side.wakeOne()
-        return code
     }
 
     /// Ends one acquisition by the caller; the last one releases the lock. 0; EPERM (the caller
@@ -459,14 +510,14 @@ public final class DistributedLock: Sendable {
     /// this object), ENOENT (the lock is free), EDEADLK (the caller holds it), EEXIST, a
     /// backend's error, or a system errno. A server's answers are awaited until the monotonic
     /// `deadline` (a wait's: ETIMEDOUT once it passed) or connect_timeout, whichever is sooner.
-    package func recoverStaleCode(deadline: Int64 = Deadline.none) -> Int32 {
+    package func recoverStaleCode(deadline: Int64 = Deadline.none, caller: UInt = DistributedLock.caller()) -> Int32 {
         DistributedLockMessage.clear()
         let side = sides.current()
         return side.state.withLock { s in
-            if s.held { return heldByCaller(s) ? EDEADLK : EBUSY }
+            if s.held { return heldByCaller(s, caller) ? EDEADLK : EBUSY }
             if s.waiting { return EBUSY }
             let code = s.session.recoverStale(deadline: deadline)
-            if code == 0 { took(&s, side) }
+            if code == 0 { took(&s, side, caller) }
             return code
         }
     }
@@ -498,8 +549,8 @@ public final class DistributedLock: Sendable {
         return heldElsewhereByCaller(side)
     }
 
-    private func heldElsewhereByCaller(_ side: ProcessSide) -> Bool {
-        side.registry.holds(path: identity, thread: threadID(), lock: ObjectIdentifier(self))
+    private func heldElsewhereByCaller(_ side: ProcessSide, _ caller: UInt = DistributedLock.caller()) -> Bool {
+        side.registry.holds(path: identity, thread: caller, lock: ObjectIdentifier(self))
     }
 
     /// The fencing token of the caller's hold: (token, 0), or (0, EPERM) when the caller does
@@ -645,14 +696,17 @@ public final class DistributedLock: Sendable {
     }
 
     /// Runs `body` holding the lock (`lock(pollInterval:)`), releases it, and returns `body`'s
-    /// value; rethrows `body`'s error.
+    /// value; rethrows `body`'s error. (In a task, `try await withLock` is the async form, for a
+    /// plain closure too: AsyncDistributedLock.swift.)
+    @_disfavoredOverload
     public func withLock<R>(pollInterval: Duration = .milliseconds(10), _ body: () throws -> R) throws -> R {
         try lock(pollInterval: pollInterval)
         return try holding(body)
     }
 
     /// As `withLock`, waiting at most `timeout` (`tryLock(timeout:pollInterval:)`): nil, without
-    /// running `body`, once it has passed.
+    /// running `body`, once it has passed. (In a task, `try await` picks the async form.)
+    @_disfavoredOverload
     public func withLockIfAvailable<R>(timeout: Duration, pollInterval: Duration = .milliseconds(10),
                                        _ body: () throws -> R) throws -> R? {
         guard try tryLock(timeout: timeout, pollInterval: pollInterval) else { return nil }
@@ -675,7 +729,7 @@ public final class DistributedLock: Sendable {
         return result
     }
 
-    private func check(_ code: Int32, _ operation: DistributedLockOperation) throws(DistributedLockError) {
+    func check(_ code: Int32, _ operation: DistributedLockOperation) throws(DistributedLockError) {
         if code != 0 {
             throw DistributedLockError(code: code, operation: operation, path: path, detail: DistributedLockMessage.detail)
         }

@@ -10,6 +10,9 @@ protocol LockBackend: Sendable {
     /// Whether a wait is one request that the store answers when the lock is granted (else the
     /// waiter polls).
     var waitsInStore: Bool { get }
+    /// Whether an async wait queues a request in the store too (`LockSession.queueWait`);
+    /// else it polls. (Default: false.)
+    var queuesAsyncWaits: Bool { get }
     /// A polling wait's first pause, doubled after each busy try up to the poll interval; nil:
     /// every pause is the poll interval.
     var firstPollNanoseconds: Int64? { get }
@@ -52,6 +55,12 @@ protocol LockSession: AnyObject {
     /// Withdraws what an interrupted interruptible wait left in the store for the next call to
     /// go on with (its queued request), without waiting for the server.
     func withdrawWait()
+    /// An async wait's step, which never waits: queues a request in the store unless one is
+    /// queued (or its server-side slice ended), else looks at its answer. 0 (granted: held),
+    /// EBUSY (queued: look again later), ETIMEDOUT (the monotonic `deadline` passed: withdrawn),
+    /// or an errno (withdrawn). `withdrawWait` withdraws it. Only for backends that
+    /// `queuesAsyncWaits`.
+    func queueWait(deadline: Int64) -> Int32
     /// Hands the hold just acquired to the backend's detector, which reports its loss (and
     /// doubt) to `ticket` (HoldLoss.swift); it stops watching at release and close.
     func watch(_ ticket: HoldTicket)
@@ -60,6 +69,12 @@ protocol LockSession: AnyObject {
 extension LockSession {
     /// (Backends whose interrupted waits leave nothing behind.)
     func withdrawWait() {}
+    /// (Backends whose async waits poll.)
+    func queueWait(deadline: Int64) -> Int32 { ENOTSUP }
+}
+
+extension LockBackend {
+    var queuesAsyncWaits: Bool { false }
 }
 
 // MARK: Helpers of the backends

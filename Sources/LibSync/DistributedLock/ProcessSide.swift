@@ -9,8 +9,9 @@ struct State {
     var session: any LockSession
     /// This process holds the lock through the object.
     var held = false
-    /// The thread that acquired it (a kernel thread id).
-    var owner: UInt32 = 0
+    /// The caller that acquired it: a kernel thread id, or a Swift task's address
+    /// (`DistributedLock.caller()`).
+    var owner: UInt = 0
     /// Acquisitions not yet released (more than 1 only when recursive).
     var depth = 0
     /// A thread of the object is waiting in the store through `session` (outside the state lock).
@@ -105,11 +106,11 @@ final class ProcessSide: ProcessBound, @unchecked Sendable {
 
 final class HoldRegistry: ProcessBound, @unchecked Sendable {
     let pid: Int32
-    private let holds = Mutex<[String: [(thread: UInt32, lock: ObjectIdentifier)]]>([:])
+    private let holds = Mutex<[String: [(thread: UInt, lock: ObjectIdentifier)]]>([:])
 
     init(pid: Int32) { self.pid = pid }
 
-    func add(path: String, thread: UInt32, lock: ObjectIdentifier) {
+    func add(path: String, thread: UInt, lock: ObjectIdentifier) {
         holds.withLock { $0[path, default: []].append((thread, lock)) }
     }
 
@@ -120,8 +121,8 @@ final class HoldRegistry: ProcessBound, @unchecked Sendable {
         }
     }
 
-    /// Whether `thread` holds `path` through an object other than `lock`.
-    func holds(path: String, thread: UInt32, lock: ObjectIdentifier) -> Bool {
+    /// Whether `thread` (a caller: thread or task) holds `path` through an object other than `lock`.
+    func holds(path: String, thread: UInt, lock: ObjectIdentifier) -> Bool {
         holds.withLock { $0[path]?.contains { $0.thread == thread && $0.lock != lock } ?? false }
     }
 }
