@@ -4,7 +4,7 @@
 #  - Debian packages it lacks: the C toolchain, CMake, Ninja, pkg-config, python3-venv (and
 #    python3-dev, libffi-dev for Python packages built from source), and CPython's own tests
 #    (libpython3.X-testsuite: the Python tests run CPython's lock tests on libsync).
-#  - A project virtual environment, .venv (python3 -m venv), with pytest, mypy and the libsync
+#  - A project virtual environment, .venv (python3 -m venv), with pytest, pytest-xdist, mypy and the libsync
 #    package, built by pip through scikit-build-core and the project's CMake. Nothing is installed
 #    into the system interpreter.
 #  - libsync.so, the C tests and the C examples, built with CMake into build/.
@@ -44,6 +44,8 @@ if ! "$PYTHON" -c "" 2>/dev/null; then
   python3 -m venv .venv
 fi
 "$PYTHON" -c "import pytest" 2>/dev/null || "$PYTHON" -m pip install -q pytest
+# pytest-xdist: the Python tests in several processes (test.sh), each with its own servers.
+"$PYTHON" -c "import xdist" 2>/dev/null || "$PYTHON" -m pip install -q pytest-xdist
 # The type checker (test.sh's python stage; settings in pyproject.toml), one version: each
 # release of mypy finds other errors, and the check must not change under an unchanged tree.
 MYPY_VERSION=2.4.1

@@ -42,6 +42,10 @@ else
 fi
 
 source scripts/setup.sh
+# Tests run this many at a time (ctest -j, pytest -n): the long ones mostly wait (for servers,
+# leases, killed and stopped processes), so one more than the cores. Each test owns its files,
+# ports and servers; a test that fails beside another is a defect, as a flaky one is.
+jobs=$(( $(nproc) + 1 ))
 case " ${stages[*]} " in
   *" c "*|*" python "*|*" examples "*|*" repeat-c "*)
     scripts/servers.sh install || true ;;  # PostgreSQL and Redis for the distributed lock tests (which skip loudly without)
@@ -76,8 +80,8 @@ stage_c() {
     echo "$again" >&2; exit 1
   fi
   echo "  cmake --build build: no work to do"
-  echo "== C tests and C examples (ctest)"
-  (cd build && ctest --output-on-failure)
+  echo "== C tests and C examples (ctest, $jobs at a time)"
+  (cd build && ctest --output-on-failure -j "$jobs")
 }
 
 stage_swift() {
@@ -97,7 +101,8 @@ stage_python() {
   # The debug build of libsync.so (from swift build) checks preconditions: its traps are tested too.
   export LIBSYNC_DEBUG_PATH="$PWD/.build/debug/libsync.so"
   # From the top folder, so that `import libsync` finds the installed package, not python/.
-  LIBSYNC_TEST_INSTALLED=1 "$PYTHON" -m pytest -q -rs python/tests   # -rs: why each skip
+  # -n: $jobs processes (pytest-xdist), each starting its own servers; -rs: why each skip.
+  LIBSYNC_TEST_INSTALLED=1 "$PYTHON" -m pytest -q -rs -n "$jobs" python/tests
   bash benchmarks/faults/run.sh --short --check  # the distributed lock under faults (benchmarks/faults/README.md)
 }
 
