@@ -16,16 +16,23 @@ final class AsyncAcquire: @unchecked Sendable {
     let context: UnsafeMutableRawPointer?
     let result = Atomic<Int32>(EINPROGRESS)
     var waiter: AsyncWaiter?
+    /// The holder the core records for a lock this acquire takes: the caller's owner
+    /// (sync_mutex_lock_async_owner), or the handle itself (its address).
+    private(set) var identity: UInt = 0
+    /// Whether the handle itself is the holder (it must not be freed while it holds the lock).
+    let holdsItself: Bool
 
-    init(word: UnsafeMutablePointer<Atomic<UInt32>>, eventFD: Int32, callback: AsyncCallback?, context: UnsafeMutableRawPointer?) {
+    init(word: UnsafeMutablePointer<Atomic<UInt32>>, eventFD: Int32, callback: AsyncCallback?, context: UnsafeMutableRawPointer?,
+         owner: UInt = 0) {
         self.word = word
         self.eventFD = eventFD
         self.callback = callback
         self.context = context
+        holdsItself = owner == 0
+        identity = owner != 0 ? owner : UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque())
     }
 
     var handle: OpaquePointer { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
-    var identity: UInt { UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque()) }
 
     static func from(_ handle: OpaquePointer?) -> AsyncAcquire? {
         handle.map { Unmanaged<AsyncAcquire>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
@@ -46,10 +53,45 @@ final class AsyncAcquire: @unchecked Sendable {
 public func c_sync_mutex_lock_async(_ m: UnsafeMutableRawPointer?, _ deadline: Int64, _ fd: Int32,
                                     _ callback: AsyncCallback?, _ context: UnsafeMutableRawPointer?,
                                     _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+    lockAsync(m, deadline, fd, callback, context, owner: 0, out)
+}
+
+@_cdecl("sync_mutex_lock_async_owner")
+public func c_sync_mutex_lock_async_owner(_ m: UnsafeMutableRawPointer?, _ deadline: Int64, _ fd: Int32,
+                                          _ callback: AsyncCallback?, _ context: UnsafeMutableRawPointer?,
+                                          _ owner: UInt, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+    guard owner != 0 else {
+        out?.pointee = nil
+        return EINVAL
+    }
+    return lockAsync(m, deadline, fd, callback, context, owner: owner, out)
+}
+
+@_cdecl("sync_mutex_trylock_async")
+public func c_sync_mutex_trylock_async(_ m: UnsafeMutableRawPointer?, _ owner: UInt) -> Int32 {
+    guard let word = lockWord(m), owner != 0 else { return EINVAL }
+    return AsyncMutex.tryFirst(word, deadline: Deadline.none, holder: owner) ?? EBUSY
+}
+
+@_cdecl("sync_mutex_unlock_async")
+public func c_sync_mutex_unlock_async(_ m: UnsafeMutableRawPointer?, _ owner: UInt) -> Int32 {
+    guard let word = lockWord(m) else { return EINVAL }
+    return AsyncHold.unlock(word, holder: owner)
+}
+
+@_cdecl("sync_mutex_consistent_async")
+public func c_sync_mutex_consistent_async(_ m: UnsafeMutableRawPointer?, _ owner: UInt) -> Int32 {
+    guard let word = lockWord(m) else { return EINVAL }
+    guard word.pointee.load(ordering: .relaxed) & MutexWord.robust != 0 else { return EINVAL }
+    return AsyncHold.consistent(word, holder: owner)
+}
+
+func lockAsync(_ m: UnsafeMutableRawPointer?, _ deadline: Int64, _ fd: Int32, _ callback: AsyncCallback?,
+               _ context: UnsafeMutableRawPointer?, owner: UInt, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
     guard let out else { return EINVAL }
     out.pointee = nil
     guard let word = lockWord(m) else { return EINVAL }
-    let acquire = AsyncAcquire(word: word, eventFD: fd, callback: callback, context: context)
+    let acquire = AsyncAcquire(word: word, eventFD: fd, callback: callback, context: context, owner: owner)
     let retained = Unmanaged.passRetained(acquire)
     if let result = AsyncMutex.tryFirst(word, deadline: Deadline.until(deadline), holder: acquire.identity) {
         guard result == 0 || result == EOWNERDEAD else {
@@ -98,7 +140,7 @@ public func c_sync_async_consistent(_ m: UnsafeMutableRawPointer?, _ handle: Opa
 public func c_sync_async_free(_ handle: OpaquePointer?) -> Int32 {
     guard let acquire = AsyncAcquire.from(handle) else { return 0 }
     if acquire.result.load(ordering: .acquiring) == EINPROGRESS { return EBUSY }
-    if AsyncRuntime.current.holder(of: UInt(bitPattern: acquire.word)) == acquire.identity { return EBUSY }
+    if acquire.holdsItself && AsyncRuntime.current.holder(of: UInt(bitPattern: acquire.word)) == acquire.identity { return EBUSY }
     Unmanaged.passUnretained(acquire).release()
     return 0
 }

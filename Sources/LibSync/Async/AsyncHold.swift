@@ -118,6 +118,9 @@ package enum AsyncHold {
     /// 0, or EPERM.
     package static func unlock(_ word: MutexWord.Word, holder: UInt) -> Int32 {
         let value = word.pointee.load(ordering: .relaxed)
+        // Unowned mode (threading.Lock): no holder is recorded, anyone may release it, as
+        // sync_mutex_unlock does.
+        if value & MutexWord.unowned != 0 { return MutexWord.unlockSlow(word, 0) }
         guard value & MutexWord.holderMask == token,
               AsyncRuntime.current.removeHold(UInt(bitPattern: word), task: holder) else { return EPERM }
         release(word)
@@ -171,6 +174,14 @@ package enum AsyncHold {
             state = now
         }
         return EINVAL
+    }
+
+    /// Records `holder` as the holder of the mutex at `word`, which this process's async holder
+    /// just took: unowned locks (whose word names no holder) record none.
+    static func taken(_ word: MutexWord.Word, holder: UInt) {
+        if word.pointee.load(ordering: .relaxed) & MutexWord.unowned == 0 {
+            AsyncRuntime.current.addHold(UInt(bitPattern: word), task: holder)
+        }
     }
 
     /// Whether the calling task holds the mutex at `word`.

@@ -59,7 +59,7 @@ extension AsyncMutex {
         var observed: UInt32 = 0
         let first = AsyncHold.take(word, markWaiters: false, observed: &observed)
         if first == 0 || first == EOWNERDEAD {
-            runtime.addHold(address, task: holder)
+            AsyncHold.taken(word, holder: holder)
             return first
         }
         if first != EBUSY { return first }

@@ -276,7 +276,7 @@ package final class AsyncRuntime: @unchecked Sendable {
                         queue.popFirst()
                         first.phase = .done
                         if result == 0 || result == EOWNERDEAD {
-                            addHold(address, task: first.task)
+                            AsyncHold.taken(word, holder: first.task)
                             granted = true
                         }
                         completions.append((first, result))
