@@ -129,7 +129,7 @@ package final class AsyncRuntime: @unchecked Sendable {
     let processStart: UInt32
     let state = LockedState(State())
     /// Word address -> the task holding it (this process's async holds).
-    let holds = LockedState([UInt: UInt]())
+    let holds = HoldTable()
     /// The waker's own futex word: bumped (and woken) at every registration and cancellation.
     let signal: UnsafeMutablePointer<Atomic<UInt32>>
 
@@ -158,18 +158,12 @@ package final class AsyncRuntime: @unchecked Sendable {
 
     // MARK: holds
 
-    func addHold(_ word: UInt, task: UInt) { holds.withLock { $0[word] = task } }
+    func addHold(_ word: UInt, task: UInt) { holds.add(word, holder: task) }
 
     /// Removes the hold of `word` if `task` (nonzero) has it; returns whether it did.
-    func removeHold(_ word: UInt, task: UInt) -> Bool {
-        task != 0 && holds.withLock { holds in
-            guard holds[word] == task else { return false }
-            holds[word] = nil
-            return true
-        }
-    }
+    func removeHold(_ word: UInt, task: UInt) -> Bool { holds.remove(word, holder: task) }
 
-    package func holder(of word: UInt) -> UInt? { holds.withLock { $0[word] } }
+    package func holder(of word: UInt) -> UInt? { holds.holder(of: word) }
 
     // MARK: waiting
 
