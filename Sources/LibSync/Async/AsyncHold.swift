@@ -30,8 +30,19 @@ package enum AsyncHold {
 
     /// The calling task's identity (its address), or 0 outside a task. Only compared while the
     /// task lives (a holder lives until it releases).
-    static func currentTask() -> UInt {
-        withUnsafeCurrentTask { task in task.map { unsafeBitCast($0, to: UInt.self) } ?? 0 }
+    @inline(__always) static func currentTask() -> UInt {
+        withUnsafeCurrentTask { task in
+            guard let task else { return 0 }
+            return withUnsafeBytes(of: task) { $0.load(as: UInt.self) }  // read in place: no copy, no retain
+        }
+    }
+
+    /// The calling task's identity (0 outside a task) and whether it is cancelled, in one look.
+    @inline(__always) static func currentTaskAndCancelled() -> (UInt, Bool) {
+        withUnsafeCurrentTask { task in
+            guard let task else { return (0, false) }
+            return (withUnsafeBytes(of: task) { $0.load(as: UInt.self) }, task.isCancelled)
+        }
     }
 
     // MARK: taking and releasing for this process
@@ -122,7 +133,7 @@ package enum AsyncHold {
         // sync_mutex_unlock does.
         if value & MutexWord.unowned != 0 { return MutexWord.unlockSlow(word, 0) }
         guard value & MutexWord.holderMask == token,
-              AsyncRuntime.current.removeHold(UInt(bitPattern: word), task: holder) else { return EPERM }
+              asyncHolds.remove(UInt(bitPattern: word), holder: holder) else { return EPERM }
         release(word)
         return 0
     }
@@ -164,7 +175,7 @@ package enum AsyncHold {
     package static func consistent(_ word: MutexWord.Word, holder: UInt) -> Int32 {
         let memory = UnsafeMutableRawPointer(word)
         guard word.pointee.load(ordering: .relaxed) & MutexWord.holderMask == token, holder != 0,
-              AsyncRuntime.current.holder(of: UInt(bitPattern: word)) == holder else { return EPERM }
+              asyncHolds.holder(of: UInt(bitPattern: word)) == holder else { return EPERM }
         let bits = RobustWord.bits(memory)
         var state = bits.pointee.load(ordering: .relaxed)
         while RobustWord.word(of: state) & MutexWord.ownerDied != 0 {
@@ -180,7 +191,7 @@ package enum AsyncHold {
     /// just took: unowned locks (whose word names no holder) record none.
     static func taken(_ word: MutexWord.Word, holder: UInt) {
         if word.pointee.load(ordering: .relaxed) & MutexWord.unowned == 0 {
-            AsyncRuntime.current.addHold(UInt(bitPattern: word), task: holder)
+            asyncHolds.add(UInt(bitPattern: word), holder: holder)
         }
     }
 
@@ -188,6 +199,7 @@ package enum AsyncHold {
     static func isHeldByCurrentTask(_ word: MutexWord.Word) -> Bool {
         let task = currentTask()
         return task != 0 && word.pointee.load(ordering: .relaxed) & MutexWord.holderMask == token
-            && AsyncRuntime.current.holder(of: UInt(bitPattern: word)) == task
+            && asyncHolds.holder(of: UInt(bitPattern: word)) == task
     }
 }
+

@@ -13,6 +13,12 @@ import Synchronization
 /// A reader racing them may see a claimed slot whose holder is not stored yet (0): "not this
 /// holder", which is what it is for every reader but the holder itself, whose own add came
 /// before its check.
+///
+/// One table per process, kept across fork(): a child inherits its parent's entries, whose
+/// words name the parent's async holder, not the child's (an entry is only consulted for a word
+/// that names this process's), and are overwritten when the child's own tasks take the word.
+let asyncHolds = HoldTable()
+
 final class HoldTable: @unchecked Sendable {
     static let capacity = 4096  // a power of two
     static let window = 8

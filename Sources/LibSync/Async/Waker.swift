@@ -128,8 +128,6 @@ package final class AsyncRuntime: @unchecked Sendable {
     /// The process's start time (as robust words record holders'), read once.
     let processStart: UInt32
     let state = LockedState(State())
-    /// Word address -> the task holding it (this process's async holds).
-    let holds = HoldTable()
     /// The waker's own futex word: bumped (and woken) at every registration and cancellation.
     let signal: UnsafeMutablePointer<Atomic<UInt32>>
 
@@ -158,12 +156,12 @@ package final class AsyncRuntime: @unchecked Sendable {
 
     // MARK: holds
 
-    func addHold(_ word: UInt, task: UInt) { holds.add(word, holder: task) }
+    func addHold(_ word: UInt, task: UInt) { asyncHolds.add(word, holder: task) }
 
     /// Removes the hold of `word` if `task` (nonzero) has it; returns whether it did.
-    func removeHold(_ word: UInt, task: UInt) -> Bool { holds.remove(word, holder: task) }
+    func removeHold(_ word: UInt, task: UInt) -> Bool { asyncHolds.remove(word, holder: task) }
 
-    package func holder(of word: UInt) -> UInt? { holds.holder(of: word) }
+    package func holder(of word: UInt) -> UInt? { asyncHolds.holder(of: word) }
 
     // MARK: waiting
 
