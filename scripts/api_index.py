@@ -121,7 +121,8 @@ PAGES = {
         ]),
     "docs/async.md": Page(
         ("sync/async.h",), ("Async/*.swift",), (), [
-            Row("async mutex acquire", ("sync_mutex_lock_async", "sync_async_"), ("SyncMutex",), ()),
+            Row("async mutex acquire", ("sync_mutex_lock_async", "sync_mutex_trylock_async", "sync_mutex_unlock_async",
+                                        "sync_mutex_consistent_async", "sync_async_"), ("SyncMutex",), ()),
         ]),
     "docs/signals.md": Page(
         ("sync/signals.h",), ("Signals/*.swift",), ("libsync.signals",), [
