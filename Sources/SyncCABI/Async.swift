@@ -118,7 +118,14 @@ public func c_sync_async_result(_ handle: OpaquePointer?) -> Int32 {
 @_cdecl("sync_async_cancel")
 public func c_sync_async_cancel(_ handle: OpaquePointer?) -> Int32 {
     guard let acquire = AsyncAcquire.from(handle) else { return EINVAL }
-    guard let waiter = acquire.waiter, AsyncRuntime.current.cancel(waiter, notify: false) else { return EALREADY }
+    guard let waiter = acquire.waiter, AsyncRuntime.current.cancel(waiter, notify: false) else {
+        // Completed: its result is known (the core stored it as the waiter left its queue),
+        // even if its delivery (eventfd, callback) is still under way on another thread.
+        if let outcome = acquire.waiter?.outcome.load(ordering: .acquiring), outcome != EINPROGRESS {
+            _ = acquire.result.compareExchange(expected: EINPROGRESS, desired: outcome, ordering: .acquiringAndReleasing)
+        }
+        return EALREADY
+    }
     acquire.result.store(ECANCELED, ordering: .releasing)
     return 0
 }

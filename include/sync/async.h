@@ -69,7 +69,9 @@ int sync_async_result(const sync_async_t *handle);
 /**
  * Withdraws a pending acquire: 0, and its result is ECANCELED; no completion is delivered (a
  * callback already running may still finish). EALREADY if it had completed (its result stands:
- * if granted, the handle holds the lock). EINVAL for NULL.
+ * if granted, the handle holds the lock); sync_async_result then returns that result at once,
+ * even while its delivery (the eventfd write, the callback) is still under way on libsync's
+ * thread. EINVAL for NULL.
  */
 int sync_async_cancel(sync_async_t *handle);
 

@@ -134,6 +134,10 @@ package enum AsyncHold {
         if value & MutexWord.unowned != 0 { return MutexWord.unlockSlow(word, 0) }
         guard value & MutexWord.holderMask == token,
               asyncHolds.remove(UInt(bitPattern: word), holder: holder) else { return EPERM }
+        if value & (MutexWord.robust | MutexWord.waiters) == MutexWord.waiters, let runtime = AsyncRuntime.existing,
+           runtime.handOff(word) {
+            return 0
+        }
         release(word)
         return 0
     }

@@ -20,7 +20,9 @@ package final class AsyncWaiter: @unchecked Sendable {
     /// Guarded by the runtime's lock.
     var phase = Phase.new
     var complete: (@Sendable (Int32) -> Void)?
-    /// The result, stored (releasing) before `complete` is called: a waiter that reads it
+    /// The result, stored (releasing) under the runtime's lock as the waiter leaves the queue
+    /// (so that a cancellation that finds it completed can read it while its delivery, outside
+    /// the lock, is under way) and again before `complete` is called: a waiter that reads it
     /// (acquiring) sees everything the previous holder did before its release, whatever the
     /// completion path orders (ThreadSanitizer sees the edge too).
     package let outcome = Atomic<Int32>(EINPROGRESS)
@@ -71,6 +73,9 @@ package final class AsyncRuntime: @unchecked Sendable {
         var robust: Bool
         var waiters: [AsyncWaiter] = []
         var head = 0
+        /// How many times in a row a release handed the word straight to the first waiter
+        /// (`handOff`); the waker's grants reset it.
+        var handoffs = 0
         /// How many of them have a deadline (none: no scan for expired ones).
         var timed = 0
 
@@ -152,6 +157,45 @@ package final class AsyncRuntime: @unchecked Sendable {
         if exchanged { return fresh.takeUnretainedValue() }  // the parent's (in a child) is left as it was
         fresh.release()
         return Self.current
+    }
+
+    /// This process's runtime if it has one (no new one made: a process that never waited
+    /// asynchronously has no waiter to hand a lock to).
+    static var existing: AsyncRuntime? {
+        let raw = cell.load(ordering: .acquiring)
+        guard raw != 0 else { return nil }
+        let runtime = Unmanaged<AsyncRuntime>.fromOpaque(UnsafeRawPointer(bitPattern: raw)!).takeUnretainedValue()
+        return runtime.pid == sync_process_id ? runtime : nil
+    }
+
+    /// The most releases in a row that hand a word straight to a waiting task before one
+    /// releases it for real (waking a sleeper: a blocked thread or another process takes its
+    /// turn too).
+    static let handoffLimit = 8
+
+    /// A release by this process's async holder of the (non-robust) word at `word`, with
+    /// WAITERS set: if a task of this process waits for it, the lock passes straight to it
+    /// (the word stays held, by the same process holder; the waiter is completed here, with no
+    /// waker round trip) and true; false: release it as usual.
+    func handOff(_ word: MutexWord.Word) -> Bool {
+        let address = UInt(bitPattern: word)
+        let next: AsyncWaiter? = state.withLock { state in
+            guard var queue = state.queues.removeValue(forKey: address) else { return nil }  // unique: mutated in place
+            defer { if !queue.isEmpty { state.queues[address] = queue } }
+            guard let first = queue.first, queue.handoffs < Self.handoffLimit else {
+                queue.handoffs = 0
+                return nil
+            }
+            queue.popFirst()
+            queue.handoffs += 1
+            first.phase = .done
+            first.outcome.store(0, ordering: .releasing)
+            return first
+        }
+        guard let next else { return false }
+        AsyncHold.taken(word, holder: next.task)
+        next.finish(0)
+        return true
     }
 
     // MARK: holds
@@ -267,9 +311,11 @@ package final class AsyncRuntime: @unchecked Sendable {
                         }
                         queue.popFirst()
                         first.phase = .done
+                        first.outcome.store(result, ordering: .releasing)  // known before the lock is left
                         if result == 0 || result == EOWNERDEAD {
                             AsyncHold.taken(word, holder: first.task)
                             granted = true
+                            queue.handoffs = 0
                         }
                         completions.append((first, result))
                     }
@@ -277,6 +323,7 @@ package final class AsyncRuntime: @unchecked Sendable {
                         queue.remove { waiter in
                             guard Deadline.hasPassed(waiter.deadline, now: now) else { return false }
                             waiter.phase = .done
+                            waiter.outcome.store(ETIMEDOUT, ordering: .releasing)
                             completions.append((waiter, ETIMEDOUT))
                             return true
                         }
