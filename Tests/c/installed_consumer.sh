@@ -33,10 +33,11 @@ soname=$(readelf -d "$libdir/libsync.so.$version" | sed -n 's/.*(SONAME).*\[\(.*
 # Self-contained: no Swift library is needed at run time (the Swift runtime is linked in).
 if readelf -d "$libdir/libsync.so.$version" | grep "(NEEDED)" | grep -i swift; then fail "libsync.so needs a Swift library"; fi
 
-# The exported symbols: defined, global, each in a LIBSYNC_x.y version node, the C API only.
+# The exported symbols: defined, global, each in a LIBSYNC_x.y version node (LIBSYNC_x.y_NAME for
+# a node named after the work that added it), the C API only.
 objdump -T "$libdir/libsync.so.$version" | awk '$2 == "g" && $4 != "*UND*"' > "$prefix/exports"
 [ "$(wc -l < "$prefix/exports")" -gt 200 ] || fail "too few exported symbols: $(wc -l < "$prefix/exports")"
-grep -Ev '[[:space:]]LIBSYNC_[0-9]+\.[0-9]+[[:space:]]' "$prefix/exports" > "$prefix/unversioned" || true
+grep -Ev '[[:space:]]LIBSYNC_[0-9]+\.[0-9]+(_[A-Z]+)?[[:space:]]' "$prefix/exports" > "$prefix/unversioned" || true
 [ ! -s "$prefix/unversioned" ] || fail "exported without a LIBSYNC_x.y version: $(head -3 "$prefix/unversioned")"
 awk '$NF !~ /^(OSAtomic|OSMemoryBarrier|OSSpinLock|os_unfair_lock_|sync_|LIBSYNC_)/ { print $NF }' "$prefix/exports" > "$prefix/foreign"
 [ ! -s "$prefix/foreign" ] || fail "exports beyond the C API: $(head -3 "$prefix/foreign")"
