@@ -92,7 +92,7 @@ extension SyncMutex {
     /// releases the lock even if it throws. Throws `CancellationError` if the task is cancelled
     /// before the lock is granted. Traps, as the blocking form, for a task that holds it already
     /// and (robust) a dead previous holder: use `lock()` to handle `.ownerDied`.
-    nonisolated(nonsending) public func withLock<R>(_ body: () async throws -> R) async throws -> R {
+    nonisolated(nonsending) public func withLock<R>(_ body: nonisolated(nonsending) () async throws -> R) async throws -> R {
         var (result, task) = AsyncMutex.start(word, deadline: Deadline.none)
         if result == nil { result = await AsyncMutex.wait(word, deadline: Deadline.none, task: task, keepAlive: memory) }
         if result == ECANCELED { throw CancellationError() }

@@ -179,9 +179,20 @@ package final class AsyncRuntime: @unchecked Sendable {
     /// waker round trip) and true; false: release it as usual.
     func handOff(_ word: MutexWord.Word) -> Bool {
         let address = UInt(bitPattern: word)
+        var emptied = false
         let next: AsyncWaiter? = state.withLock { state in
             guard var queue = state.queues.removeValue(forKey: address) else { return nil }  // unique: mutated in place
-            defer { if !queue.isEmpty { state.queues[address] = queue } }
+            defer {
+                if !queue.isEmpty {
+                    state.queues[address] = queue
+                } else {
+                    // The waker may still watch the word and take the wakeup of a later
+                    // release, meant for a blocked thread: it passes it on, as for a
+                    // withdrawn last waiter.
+                    state.passOn.append((address, queue.shared))
+                    emptied = true
+                }
+            }
             guard let first = queue.first, queue.handoffs < Self.handoffLimit else {
                 queue.handoffs = 0
                 return nil
@@ -195,6 +206,7 @@ package final class AsyncRuntime: @unchecked Sendable {
         guard let next else { return false }
         AsyncHold.taken(word, holder: next.task)
         next.finish(0)
+        if emptied { poke() }
         return true
     }
 
