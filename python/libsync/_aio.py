@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import sys
+import threading
 import weakref
 from ctypes import byref, c_int, c_void_p
 from typing import Any, Callable, Dict, Optional, Tuple
@@ -31,7 +33,30 @@ EINPROGRESS, EOWNERDEAD = errno.EINPROGRESS, errno.EOWNERDEAD
 _result = declare("sync_async_result", c_int, c_void_p)
 _cancel = declare("sync_async_cancel", c_int, c_void_p)
 _free = declare("sync_async_free", c_int, c_void_p)
-_current_task = asyncio.current_task
+if sys.version_info < (3, 12):
+    # asyncio.current_task there calls get_running_loop, which makes a getpid() system call
+    # each time (a fork check): the costliest part of an uncontended `async with` of a Mutex
+    # (twice). The thread's running loop is cached instead: a loop whose _thread_id is the
+    # calling thread's runs in it (one loop runs in a thread at a time), so it is the one
+    # get_running_loop would return. (The cache is dropped at fork.)
+    from asyncio.events import _get_running_loop
+    from asyncio.tasks import _current_tasks
+    _running = threading.local()
+    _get_ident = threading.get_ident
+
+    def _current_task() -> Optional[asyncio.Task]:
+        """The running task, or None (no running loop, or not in a task)."""
+        loop = getattr(_running, "loop", None)
+        if loop is None or getattr(loop, "_thread_id", None) != _get_ident():
+            loop = _running.loop = _get_running_loop()
+        return _current_tasks.get(loop)
+else:  # C, and no error outside a running loop is wanted here
+    def _current_task() -> Optional[asyncio.Task]:
+        """The running task, or None (no running loop, or not in a task)."""
+        try:
+            return asyncio.current_task()
+        except RuntimeError:
+            return None
 
 
 def owner() -> int:
@@ -133,6 +158,8 @@ def _forget_after_fork() -> None:
     closed, the loops left alone (their epoll set is shared with the parent's)."""
     loops = list(_loops.values())
     _loops.clear()
+    if sys.version_info < (3, 12):
+        _running.loop = None
     for waits in loops:
         waits.close()
 

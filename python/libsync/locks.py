@@ -175,10 +175,7 @@ _current_task = _aio._current_task
 
 def _task_owner() -> int:
     """The running asyncio task's identity, or 0 outside one (a thread's call)."""
-    try:
-        task = _current_task()
-    except RuntimeError:  # no running loop in this thread
-        return 0
+    task = _current_task()
     return 0 if task is None else id(task)
 
 
