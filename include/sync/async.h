@@ -20,8 +20,12 @@
  * before now one try (ETIMEDOUT at once if the mutex is not free).
  *
  * Thread-safety: every function may be called from any thread. The callback runs on libsync's
- * waker thread: it must not block (a blocked callback delays every pending acquire of the
- * process); it may call the functions of this header. After fork() the child has no pending
+ * waker thread, or on the thread that releases the mutex through an async release
+ * (sync_async_unlock, sync_mutex_unlock_async, a Swift task's unlock) when the lock passes
+ * straight to the pending acquire (an owned, non-robust mutex that this process's acquires
+ * wait for: no waker round trip), inside that call. Either way it must not block (a blocked
+ * callback delays every pending acquire of the process, or the releasing thread); it may
+ * call the functions of this header. After fork() the child has no pending
  * acquires (its handles of the parent's pending acquires stay EINPROGRESS forever: free them
  * with sync_async_cancel, then sync_async_free).
  */
@@ -38,7 +42,8 @@ extern "C" {
 typedef struct sync_async sync_async_t;
 
 /**
- * Called once when a pending acquire completes, on the waker thread, with its result (as
+ * Called once when a pending acquire completes, on the waker thread or the releasing thread
+ * (see above), with its result (as
  * sync_async_result returns it) and the `context` given to sync_mutex_lock_async; possibly
  * before sync_mutex_lock_async has returned EINPROGRESS.
  */
