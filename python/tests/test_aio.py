@@ -286,6 +286,34 @@ def test_several_loops_in_several_threads(kind):
     assert counter[0] == per_task * (tasks * loops + 1) and not lock.locked()
 
 
+def test_a_blocked_thread_gets_its_turn_between_task_handoffs():
+    """Tasks that keep a Mutex busy hand it to one another at release; a thread blocked in
+    acquire() still gets it (a handoff run is bounded), while the tasks still want it."""
+    mutex = Mutex()
+    got = threading.Event()
+
+    def thread_user():
+        with mutex:
+            got.set()
+
+    async def task_user():
+        while not got.is_set():
+            async with mutex:
+                await asyncio.sleep(0)
+
+    async def main():
+        tasks = [asyncio.create_task(task_user()) for _ in range(3)]
+        await until_async(lambda: pending() >= 1)
+        thread = threading.Thread(target=thread_user)
+        thread.start()
+        await until_async(got.is_set)
+        await asyncio.gather(*tasks)
+        await asyncio.to_thread(thread.join, BOUND)
+
+    asyncio.run(main())
+    assert not mutex.locked()
+
+
 def _count_in_process(lock, shm_name, rounds, ready):
     memory = shared_memory.SharedMemory(name=shm_name)
     ready.set()
