@@ -21,9 +21,10 @@
  *
  * Thread-safety: every function may be called from any thread. The callback runs on libsync's
  * waker thread, or on the thread that releases the mutex through an async release
- * (sync_async_unlock, sync_mutex_unlock_async, a Swift task's unlock) when the lock passes
- * straight to the pending acquire (an owned, non-robust mutex that this process's acquires
- * wait for: no waker round trip), inside that call. Either way it must not block (a blocked
+ * (sync_async_unlock, sync_mutex_unlock_async, a Swift task's unlock; for a
+ * SYNC_MUTEX_UNOWNED mutex any release, sync_mutex_unlock too) when the lock passes straight
+ * to the pending acquire (a non-robust mutex that this process's acquires wait for: no waker
+ * round trip), inside that call. Either way it must not block (a blocked
  * callback delays every pending acquire of the process, or the releasing thread); it may
  * call the functions of this header. After fork() the child has no pending
  * acquires (its handles of the parent's pending acquires stay EINPROGRESS forever: free them

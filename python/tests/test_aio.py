@@ -286,10 +286,11 @@ def test_several_loops_in_several_threads(kind):
     assert counter[0] == per_task * (tasks * loops + 1) and not lock.locked()
 
 
-def test_a_blocked_thread_gets_its_turn_between_task_handoffs():
-    """Tasks that keep a Mutex busy hand it to one another at release; a thread blocked in
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_blocked_thread_gets_its_turn_between_task_handoffs(kind):
+    """Tasks that keep a lock busy hand it to one another at release; a thread blocked in
     acquire() still gets it (a handoff run is bounded), while the tasks still want it."""
-    mutex = Mutex()
+    mutex = kind()
     got = threading.Event()
 
     def thread_user():

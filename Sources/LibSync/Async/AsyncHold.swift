@@ -134,7 +134,7 @@ package enum AsyncHold {
         if value & MutexWord.unowned != 0 { return MutexWord.unlockSlow(word, 0) }
         guard value & MutexWord.holderMask == token,
               asyncHolds.remove(UInt(bitPattern: word), holder: holder) else { return EPERM }
-        if value & (MutexWord.robust | MutexWord.waiters) == MutexWord.waiters, let runtime = AsyncRuntime.existing,
+        if value & MutexWord.robust == 0, let runtime = AsyncRuntime.existing,
            runtime.handOff(word) {
             return 0
         }

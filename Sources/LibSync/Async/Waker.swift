@@ -133,6 +133,9 @@ package final class AsyncRuntime: @unchecked Sendable {
     /// The process's start time (as robust words record holders'), read once.
     let processStart: UInt32
     let state = LockedState(State())
+    /// How many words have pending acquires (state.queues.count, stored under the lock at each
+    /// change): a release reads it without the lock to skip `handOff` when nothing waits.
+    let queuedWords = Atomic<Int>(0)
     /// The waker's own futex word: bumped (and woken) at every registration and cancellation.
     let signal: UnsafeMutablePointer<Atomic<UInt32>>
 
@@ -173,14 +176,17 @@ package final class AsyncRuntime: @unchecked Sendable {
     /// turn too).
     static let handoffLimit = 8
 
-    /// A release by this process's async holder of the (non-robust) word at `word`, with
-    /// WAITERS set: if a task of this process waits for it, the lock passes straight to it
+    /// A release by this process's async holder of the (non-robust) word at `word`: if a task
+    /// of this process waits for it (queued, whether or not the waker has marked the word's
+    /// WAITERS bit yet), the lock passes straight to it
     /// (the word stays held, by the same process holder; the waiter is completed here, with no
     /// waker round trip) and true; false: release it as usual.
     func handOff(_ word: MutexWord.Word) -> Bool {
+        guard queuedWords.load(ordering: .relaxed) != 0 else { return false }
         let address = UInt(bitPattern: word)
         var emptied = false
         let next: AsyncWaiter? = state.withLock { state in
+            defer { queuedWords.store(state.queues.count, ordering: .relaxed) }
             guard var queue = state.queues.removeValue(forKey: address) else { return nil }  // unique: mutated in place
             defer {
                 if !queue.isEmpty {
@@ -230,6 +236,7 @@ package final class AsyncRuntime: @unchecked Sendable {
             waiter.phase = .queued
             let address = UInt(bitPattern: waiter.word)
             state.queues[address, default: Queue(shared: waiter.shared, robust: waiter.robust)].append(waiter)
+            queuedWords.store(state.queues.count, ordering: .relaxed)
             let start = !state.started
             state.started = true
             return (true, start)
@@ -257,6 +264,7 @@ package final class AsyncRuntime: @unchecked Sendable {
                 if state.queues[address]?.isEmpty == true {
                     state.queues[address] = nil
                     state.passOn.append((address, waiter.shared))
+                    queuedWords.store(state.queues.count, ordering: .relaxed)
                 }
                 return true
             }
@@ -305,6 +313,7 @@ package final class AsyncRuntime: @unchecked Sendable {
             let seen = signal.pointee.load(ordering: .acquiring)
             var deadline = Deadline.none
             let window: Int = state.withLock { state in
+                defer { queuedWords.store(state.queues.count, ordering: .relaxed) }
                 passOn = state.passOn
                 state.passOn.removeAll()
                 let now = monotonicNow()
