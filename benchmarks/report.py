@@ -111,13 +111,17 @@ def plot(program: str, title: str, rows: list[dict], out: Path) -> None:
 
 def markdown_table(rows: list[dict]) -> list[str]:
     fairness = any(row.get("fairness") is not None for row in rows)
-    head = "| | ns/op | Mops/s | ratio |" + (" min/max |" if fairness else "")
-    lines = [head, "|---|---:|---:|---:|" + ("---:|" if fairness else "")]
+    spread = any(row.get("spread") is not None for row in rows)
+    head = "| | ns/op | Mops/s | ratio |" + (" ratio range |" if spread else "") + (" min/max |" if fairness else "")
+    lines = [head, "|---|---:|---:|---:|" + ("---:|" if spread else "") + ("---:|" if fairness else "")]
     for row in rows:
         name = row["row"] + (" (baseline)" if row["baseline"] else "")
         if is_ours(row["row"]):
             name = f"**{name}**"
         cells = [name, f"{row['ns']:.2f}", f"{1e3 / row['ns']:.2f}", f"{row['ratio']:.2f}x"]
+        if spread:
+            low, high = row.get("spread") or (row["ratio"], row["ratio"])
+            cells.append(f"{low:.2f}-{high:.2f}x")
         if fairness:
             cells.append("" if row.get("fairness") is None else f"{row['fairness']:.2f}")
         lines.append("| " + " | ".join(cells) + " |")
@@ -163,9 +167,11 @@ def main() -> None:
              f"Each figure is the median of {runs}.",
              "The rows of a table are measured in the same run, interleaved round-robin, so that",
              "drift hits all alike. ns/op is wall time divided",
-             "by the operations of all threads: with several threads, the cost per operation of the",
+             "by the operations of all threads (with one thread, the process's CPU time: what other",
+             "processes of a shared machine run meanwhile is not counted): with several threads, the cost per operation of the",
              "whole machine, and Mops/s its throughput. The ratio is to the baseline row (below 1:",
-             "faster than the baseline); min/max is the fewest operations any thread made over the",
+             "faster than the baseline), and its range the lowest and highest ratio of one round (the",
+             "row's run over the baseline's run in the same round); min/max is the fewest operations any thread made over the",
              "most (1: fair, 0: a thread starved). libsync's rows are in bold. Tables measured at",
              "several thread counts are drawn as throughput against threads: libsync's rows solid,",
              "their peers dashed.", ""]

@@ -67,9 +67,8 @@ PAGES = {
             Row("recursive lock", ("sync_recursive_lock_",), ("SyncRecursiveLock",), ("RLock",)),
             Row("read-write lock", ("sync_rwlock_",), ("SyncRWLock",), ("RWLock",)),
             Row("spin lock", ("sync_spin_lock_", "sync_spinlock_"), ("SyncSpinLock",), ("SpinLock",)),
-            Row("upgradable read (parking_lot's)", ("sync_rwlock_uprd", "sync_rwlock_tryuprd", "sync_rwlock_timeduprd",
-                                                     "sync_rwlock_upgrade", "sync_rwlock_tryupgrade",
-                                                     "sync_rwlock_timedupgrade", "sync_rwlock_downgrade_to_uprd"),
+            Row("upgradable read (parking_lot's)", ("sync_rwlock_uprd", "sync_rwlock_try_uprd", "sync_rwlock_upgrade",
+                                                     "sync_rwlock_try_upgrade", "sync_rwlock_downgrade_to_uprd"),
                 (), ("UpgradableRead",)),
             Row("os_unfair_lock (Apple's <os/lock.h>)", ("os_unfair_lock", "OS_UNFAIR_LOCK"),
                 ("OSAllocatedUnfairLock", "OSAllocatedUnfairLockFlags"), ()),
@@ -106,11 +105,15 @@ PAGES = {
         ("sync/distributed_lock.h",), ("DistributedLock/*.swift",), ("libsync.distributed_lock",), [
             Row("distributed lock", ("sync_distributed_lock_",), ("DistributedLock",), ("DistributedLock",)),
             Row("holder", ("sync_distributed_lock_holder",), ("DistributedLockHolder",), ("Holder",)),
+            Row("read/write lock (file system)", ("sync_distributed_rwlock_", "SYNC_DISTRIBUTED_RWLOCK"),
+                ("DistributedReadWriteLock",),
+                ("ReadWriteLock", "AsyncReadWriteLock", "SoftReadWriteLock", "AsyncSoftReadWriteLock",
+                 "AcquireReadWriteReturnProxy", "AsyncAcquireReadWriteReturnProxy")),
             Row("errors", (), ("DistributedLockError",),
                 ("Timeout", "NotLockedError", "LockLostError", "LockBrokenError", "LockStolenError")),
             Row("filelock's interface", (), (),
                 ("FileLock", "SoftFileLock", "AsyncFileLock", "AsyncSoftFileLock", "BaseFileLock", "BaseAsyncFileLock",
-                 "AcquireReturnProxy", "AsyncAcquireReturnProxy")),
+                 "AcquireReturnProxy", "AsyncAcquireReturnProxy", "SoftFileLease", "AsyncSoftFileLease", "LeaseCompromise")),
         ]),
     "docs/queues.md": Page(
         ("sync/queues.h",), ("Queues/*.swift",), ("libsync.queues",), [
@@ -121,7 +124,13 @@ PAGES = {
         ]),
     "docs/async.md": Page(
         ("sync/async.h",), ("Async/*.swift",), (), [
-            Row("async mutex acquire", ("sync_mutex_lock_async", "sync_mutex_trylock_async", "sync_mutex_unlock_async",
+            Row("async read-write lock", ("sync_rwlock_rdlock_async", "sync_rwlock_wrlock_async", "sync_async_downgrade"),
+                ("SyncRWLock",), ()),
+            Row("async semaphore wait", ("sync_semaphore_wait_async",), ("SyncSemaphore",), ()),
+            Row("async event wait", ("sync_event_wait_async",), ("SyncEvent",), ()),
+            Row("async condition lock", ("sync_condition_lock_lock_async", "sync_condition_lock_lock_when_async",
+                                         "sync_async_unlock_with"), ("SyncConditionLock",), ()),
+            Row("async mutex acquire", ("sync_mutex_lock_async", "sync_mutex_try_lock_async", "sync_mutex_unlock_async",
                                         "sync_mutex_consistent_async", "sync_async_"), ("SyncMutex",), ()),
         ]),
     "docs/signals.md": Page(
@@ -153,13 +162,16 @@ C_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 
 
 def c_names(header: str) -> list[str]:
-    """The functions, types and macros a header declares (not its include guard)."""
+    """The functions, types and macros a header declares (not its include guard, nor the names
+    kept as deprecated aliases: a declaration marked SYNC_DEPRECATED)."""
     text = C_COMMENT.sub(" ", (ROOT / "include" / header).read_text(encoding="utf-8"))
+    text = re.sub(r"^[^\n#]*\bSYNC_DEPRECATED\b[^\n]*$", " ", text, flags=re.M)
     names = re.findall(r"\b([A-Za-z_]\w*)\s*\(", text)                   # functions
     names = [n for n in names if re.match(r"sync_|OS|os_", n) and not re.search(r"#\s*define\s+" + n + r"\b", text)]
     names += re.findall(r"\b((?:sync|OS|os_)\w*_t|OS\w+)\s*;", text)       # typedef names
     names += re.findall(r"typedef\s+(?:struct|union|enum)?\s*\w*\s*\{[^}]*\}\s*(\w+)\s*;", text)
-    names += [n for n in re.findall(r"#\s*define\s+(\w+)", text) if not n.endswith("_H") and not n.startswith("_")]
+    names += [n for n in re.findall(r"#\s*define\s+(\w+)", text)
+              if not n.endswith("_H") and not n.startswith("_") and n != "SYNC_DEPRECATED"]
     public = re.compile(r"^(sync_|SYNC_|OS|os_)")
     return sorted(dict.fromkeys(n for n in names if public.match(n)), key=str.lower)
 
@@ -203,9 +215,13 @@ def swift_api(page_path: str) -> SwiftAPI:
 def scan_swift(text: str, api: SwiftAPI) -> None:
     scopes: list[tuple[str | None, bool, int]] = []  # (public type or None, is an enum, depth at its {)
     depth = 0
+    deprecated = False  # the line before was @available(*, deprecated, ...): an old name, not listed
     for line in text.splitlines():
         code = re.sub(r'"(?:\\.|[^"\\])*"', '""', line.split("//")[0])
         declaration = SWIFT_DECL.match(code)
+        if declaration and (deprecated or re.search(r"@available\(\*,\s*deprecated", code)):
+            declaration = None
+        deprecated = bool(re.match(r"\s*@available\(\*,\s*deprecated", code)) and not SWIFT_DECL.match(code)
         extension = SWIFT_EXTENSION.match(code)
         opened = None
         inner = scopes[-1] if scopes else None
@@ -283,6 +299,13 @@ def python_function(module: str, name: str) -> bool:
     return False
 
 
+def python_deprecated(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether the method is an old name kept for compatibility: it calls `deprecated(...)`
+    (libsync._common), which warns."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "deprecated"
+               for n in ast.walk(function))
+
+
 def python_class(module: str, name: str, seen: frozenset = frozenset()) -> list[str] | None:
     """The public methods and properties of class `name` as the module sees it (following
     `from .x import name`), with those of its private bases; None if `name` is no class."""
@@ -299,6 +322,8 @@ def python_class(module: str, name: str, seen: frozenset = frozenset()) -> list[
                     members += python_class(module, base.id, seen | {name}) or []
             for item in node.body:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and not item.name.startswith("_"):
+                    if python_deprecated(item):
+                        continue
                     attribute = any(isinstance(d, ast.Name) and d.id == "property" or
                                     isinstance(d, ast.Attribute) and d.attr == "setter" for d in item.decorator_list)
                     members.append(item.name + ("" if attribute else "()"))

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Private PostgreSQL and Redis servers for the distributed lock's tests: on 127.0.0.1, free
+# Private PostgreSQL, Redis and etcd servers for the distributed lock's tests: on 127.0.0.1, free
 # ports, data in a directory of the caller's, each with a password ("secret").
 #
-#   scripts/servers.sh install               apt-installs postgresql, redis-server, libpq5 and
-#                                            libhiredis0.14 if missing (exit 3 if impossible)
+#   scripts/servers.sh install               apt-installs postgresql, redis-server, libpq5,
+#                                            libhiredis0.14, etcd-server and etcd-client if
+#                                            missing (exit 3 if impossible)
 #   scripts/servers.sh start DIR             installs if need be, starts both; writes
 #                                            DIR/postgres.url and DIR/redis.url
 #   scripts/servers.sh start-redis DIR       installs if need be, starts Redis only (a second
 #                                            server, say); writes DIR/redis.url
 #   scripts/servers.sh start-postgres DIR    the same for PostgreSQL; writes DIR/postgres.url
-#   scripts/servers.sh stop DIR              stops both (idempotent)
-#   scripts/servers.sh pause|resume|restart|kill postgres|redis DIR
+#   scripts/servers.sh start-etcd DIR        installs etcd-server and etcd-client if need be, starts
+#                                            a private etcd (auth on: user root, password "secret");
+#                                            writes DIR/etcd.url (not part of `start`)
+#   scripts/servers.sh stop DIR              stops all it started there (idempotent)
+#   scripts/servers.sh pause|resume|restart|kill postgres|redis|etcd DIR
 #                                            faults: SIGSTOP/SIGCONT every process of the server,
 #                                            restart it (sessions and unsaved data gone), stop it
 #   scripts/servers.sh run -- COMMAND...     start in a temporary directory, run COMMAND with
@@ -42,6 +46,16 @@ install() {
     return 3
   fi
   pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+}
+
+install_etcd() {
+  command -v etcd >/dev/null && command -v etcdctl >/dev/null && return 0
+  echo "== installing etcd-server etcd-client (for the distributed lock's etcd tests)" >&2
+  local sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+  if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq etcd-server etcd-client; } >/dev/null 2>&1; then
+    echo "!! cannot install etcd-server etcd-client with apt: the etcd tests will be SKIPPED" >&2
+    return 3
+  fi
 }
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -84,13 +98,45 @@ redis_start() {
   echo "redis-server did not start (see $dir/redis.log)" >&2; return 1
 }
 
-# Every process of a server: the postmaster and its children, or redis-server.
+start_etcd() {
+  local dir=$1
+  mkdir -p "$dir/etcd"
+  free_port > "$dir/etcd.port"
+  free_port > "$dir/etcd.peer-port"
+  etcd_start "$dir"
+  local endpoint="--endpoints=127.0.0.1:$(cat "$dir/etcd.port")"
+  { ETCDCTL_API=3 etcdctl "$endpoint" user add root:secret && ETCDCTL_API=3 etcdctl "$endpoint" auth enable; } \
+    >>"$dir/etcd.log" 2>&1 || { echo "etcd: enabling auth failed (see $dir/etcd.log)" >&2; return 1; }
+  echo "etcd://root:secret@127.0.0.1:$(cat "$dir/etcd.port")" > "$dir/etcd.url"
+}
+
+etcd_start() {
+  local dir=$1 port peer; port=$(cat "$dir/etcd.port"); peer=$(cat "$dir/etcd.peer-port")
+  # (setsid: the server outlives this script, in a session of its own)
+  setsid etcd --name libsync --data-dir "$dir/etcd/data" \
+    --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "libsync=http://127.0.0.1:$peer" >>"$dir/etcd.log" 2>&1 </dev/null &
+  echo $! > "$dir/etcd/etcd.pid"
+  for _ in $(seq 400); do
+    # (before its auth is on, and after: a restart)
+    ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$port" --command-timeout=1s endpoint health >/dev/null 2>&1 && return 0
+    ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$port" --command-timeout=1s --user root:secret endpoint health >/dev/null 2>&1 && return 0
+    kill -0 "$(cat "$dir/etcd/etcd.pid")" 2>/dev/null || break
+    sleep 0.05
+  done
+  echo "etcd did not start (see $dir/etcd.log)" >&2; return 1
+}
+
+# Every process of a server: the postmaster and its children, redis-server, or etcd.
 processes() {
   local what=$1 dir=$2 pid
   if [ "$what" = postgres ]; then
     [ -f "$dir/postgres/postmaster.pid" ] || return 0
     pid=$(head -1 "$dir/postgres/postmaster.pid")
     echo "$pid" $(pgrep -P "$pid" || true)
+  elif [ "$what" = etcd ]; then
+    [ -f "$dir/etcd/etcd.pid" ] && cat "$dir/etcd/etcd.pid" || true
   else
     [ -f "$dir/redis/redis.pid" ] && cat "$dir/redis/redis.pid" || true
   fi
@@ -100,7 +146,10 @@ stop_one() {
   local what=$1 dir=$2 pids
   pids=$(processes "$what" "$dir")
   [ -n "$pids" ] && kill -CONT $pids 2>/dev/null || true
-  if [ "$what" = postgres ]; then
+  if [ "$what" = etcd ]; then
+    for pid in $pids; do kill -TERM "$pid" 2>/dev/null || true; while kill -0 "$pid" 2>/dev/null; do sleep 0.02; done; done
+    rm -f "$dir/etcd/etcd.pid"
+  elif [ "$what" = postgres ]; then
     [ -f "$dir/postgres/postmaster.pid" ] && as_postgres "$pg_bin/pg_ctl" -D "$dir/postgres" -m immediate -w stop >/dev/null 2>&1 || true
   else
     redis-cli -p "$(cat "$dir/redis.port" 2>/dev/null || echo 0)" -a secret --no-auth-warning shutdown nosave >/dev/null 2>&1 || true
@@ -111,7 +160,7 @@ stop_one() {
 
 command=${1:-}
 case "$command" in
-  install) install ;;
+  install) status=0; install || status=$?; install_etcd || status=$?; exit $status ;;
   start)
     dir=$2; install || exit 3
     mkdir -p "$dir"; chmod 755 "$dir"; dir=$(cd "$dir" && pwd)  # absolute: as_postgres runs from /
@@ -124,7 +173,11 @@ case "$command" in
     dir=$2; install || exit 3
     mkdir -p "$dir"; chmod 755 "$dir"; dir=$(cd "$dir" && pwd)
     start_postgres "$dir" ;;
-  stop) [ -d "$2" ] && { dir=$(cd "$2" && pwd); stop_one postgres "$dir"; stop_one redis "$dir"; } ;;
+  start-etcd)
+    dir=$2; install_etcd || exit 3
+    mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
+    start_etcd "$dir" ;;
+  stop) [ -d "$2" ] && { dir=$(cd "$2" && pwd); stop_one postgres "$dir"; stop_one redis "$dir"; stop_one etcd "$dir"; } ;;
   pause|resume|restart|kill)
     what=$2 dir=$(cd "$3" && pwd)
     case "$command" in
@@ -133,7 +186,7 @@ case "$command" in
       kill) stop_one "$what" "$dir" ;;
       restart)
         stop_one "$what" "$dir"
-        if [ "$what" = postgres ]; then pg_ctl_start "$dir"; else redis_start "$dir"; fi ;;
+        case "$what" in postgres) pg_ctl_start "$dir" ;; etcd) etcd_start "$dir" ;; *) redis_start "$dir" ;; esac ;;
     esac ;;
   run)
     shift; [ "${1:-}" = -- ] && shift
@@ -141,5 +194,5 @@ case "$command" in
     trap '"$here/servers.sh" stop "$dir"; rm -rf "$dir"' EXIT
     if "$here/servers.sh" start "$dir"; then export LIBSYNC_TEST_SERVERS=$dir; fi
     "$@" ;;
-  *) sed -n '2,20p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,24p' "$0" >&2; exit 2 ;;
 esac

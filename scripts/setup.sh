@@ -4,9 +4,9 @@
 #  - Debian packages it lacks: the C toolchain, CMake, Ninja, pkg-config, python3-venv (and
 #    python3-dev, libffi-dev for Python packages built from source), and CPython's own tests
 #    (libpython3.X-testsuite: the Python tests run CPython's lock tests on libsync).
-#  - A project virtual environment, .venv (python3 -m venv), with pytest and the libsync package,
-#    built by pip through scikit-build-core and the project's CMake. Nothing is installed into
-#    the system interpreter.
+#  - A project virtual environment, .venv (python3 -m venv), with pytest, mypy and the libsync
+#    package, built by pip through scikit-build-core and the project's CMake. Nothing is installed
+#    into the system interpreter.
 #  - libsync.so, the C tests and the C examples, built with CMake into build/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -44,6 +44,11 @@ if ! "$PYTHON" -c "" 2>/dev/null; then
   python3 -m venv .venv
 fi
 "$PYTHON" -c "import pytest" 2>/dev/null || "$PYTHON" -m pip install -q pytest
+# The type checker (test.sh's python stage; settings in pyproject.toml), one version: each
+# release of mypy finds other errors, and the check must not change under an unchanged tree.
+MYPY_VERSION=2.4.1
+"$PYTHON" -c "import mypy.version, sys; sys.exit(mypy.version.__version__ != '$MYPY_VERSION')" 2>/dev/null \
+  || "$PYTHON" -m pip install -q "mypy==$MYPY_VERSION"
 # The package's build backend, in .venv: pip builds without an isolated environment, whose new
 # path each time would make scikit-build-core clear its CMake build (python/build/) and rebuild.
 "$PYTHON" -c "import scikit_build_core" 2>/dev/null || "$PYTHON" -m pip install -q "scikit-build-core>=0.10"
@@ -60,4 +65,6 @@ echo "== building libsync.so, the C tests and the C examples (CMake, Ninja, rele
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYNC_BUILD_TESTS=ON >/dev/null
 logged cmake-build cmake --build build
 echo "== installing the Python package into .venv (pip, scikit-build-core, CMake)"
-"$PYTHON" -m pip install -q --no-build-isolation ./python
+# The wheel packs build/'s libsync.so, just built from this tree, rather than compiling it again.
+"$PYTHON" -m pip install -q --no-build-isolation \
+  -C cmake.define.SYNC_PREBUILT_LIBRARY="$(readlink -f build/libsync.so)" ./python

@@ -2,8 +2,9 @@
 # Runs the tests. With no argument: every stage below, in this order, as CI does (.ci/run).
 #   c         C tests, C examples, programs built against the installed library (ctest)
 #   swift     Swift tests (swift test)
-#   python    Python tests (pytest, against the package installed in .venv; the debug build of
-#             libsync.so from swift build checks preconditions: its traps are tested too)
+#   python    the package's types (mypy --strict python/libsync), then the Python tests (pytest,
+#             against the package installed in .venv; the debug build of libsync.so from swift
+#             build checks preconditions: its traps are tested too)
 #   examples  the code blocks of the README, docs/ and python/README.md are example files or
 #             fragments whose names match the API (scripts/snippets.py), and every Python and
 #             Swift example runs clean (exit 0, nothing on stderr)
@@ -89,6 +90,8 @@ stage_swift() {
 }
 
 stage_python() {
+  echo "== Python types (mypy --strict; its settings: pyproject.toml)"
+  .venv/bin/mypy --strict python/libsync
   echo "== Python tests (pytest, against the package installed in .venv)"
   swift_build
   # The debug build of libsync.so (from swift build) checks preconditions: its traps are tested too.
@@ -140,5 +143,8 @@ if [ "${stages[0]}" = repeat-c ]; then
   stage_repeat_c "${stages[@]:1}"
   exit 0
 fi
-for stage in "${stages[@]}"; do "stage_$stage"; done
+for stage in "${stages[@]}"; do
+  began=$SECONDS; "stage_$stage"
+  echo "== stage $stage: $((SECONDS - began)) s"  # where CI's 10 minutes go
+done
 [ $full = 1 ] || echo "== Done: ${stages[*]} (the full run, as CI: bash scripts/test.sh)"

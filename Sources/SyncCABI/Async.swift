@@ -6,11 +6,16 @@ import Synchronization
 // sync/async.h: a handle is a retained `AsyncAcquire`; its address is the holder identity the
 // core records for the locks it takes (AsyncHold). The core decides; this file converts.
 
-/// sync_async_callback_t.
+/// sync_async_callback_fn.
 public typealias AsyncCallback = @convention(c) (OpaquePointer?, Int32, UnsafeMutableRawPointer?) -> Void
 
 final class AsyncAcquire: @unchecked Sendable {
+    /// What the handle waits for (AsyncPrimitives.swift has the other kinds' functions).
+    enum Kind { case mutex, read, write, semaphore, event, conditionLock }
+
+    /// The primitive's memory (for the mutex, its word).
     let word: UnsafeMutablePointer<Atomic<UInt32>>
+    let kind: Kind
     let eventFD: Int32
     let callback: AsyncCallback?
     let context: UnsafeMutableRawPointer?
@@ -21,15 +26,33 @@ final class AsyncAcquire: @unchecked Sendable {
     private(set) var identity: UInt = 0
     /// Whether the handle itself is the holder (it must not be freed while it holds the lock).
     let holdsItself: Bool
+    /// A read-write lock's handle that holds a read lock (granted so, or downgraded): read locks
+    /// have no owner in the lock, so the handle keeps it.
+    let holdsRead = Atomic<Bool>(false)
+    /// What a completed wait returns beside its result (the barrier's arrival index).
+    let detail = Atomic<UInt32>(0)
 
-    init(word: UnsafeMutablePointer<Atomic<UInt32>>, eventFD: Int32, callback: AsyncCallback?, context: UnsafeMutableRawPointer?,
-         owner: UInt = 0) {
+    init(word: UnsafeMutablePointer<Atomic<UInt32>>, kind: Kind = .mutex, eventFD: Int32, callback: AsyncCallback?,
+         context: UnsafeMutableRawPointer?, owner: UInt = 0) {
         self.word = word
+        self.kind = kind
         self.eventFD = eventFD
         self.callback = callback
         self.context = context
         holdsItself = owner == 0
         identity = owner != 0 ? owner : UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    var memory: UnsafeMutableRawPointer { UnsafeMutableRawPointer(word) }
+
+    /// Whether the handle holds a lock now (it cannot be freed).
+    var holdsLock: Bool {
+        switch kind {
+        case .mutex: holdsItself && AsyncRuntime.current.holder(of: UInt(bitPattern: word)) == identity
+        case .read, .write: holdsRead.load(ordering: .acquiring) || AsyncRWLock.isWriteLocked(memory, by: identity)
+        case .semaphore, .event: false
+        case .conditionLock: AsyncConditionLock.isHeld(memory, by: identity)
+        }
     }
 
     var handle: OpaquePointer { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
@@ -40,6 +63,7 @@ final class AsyncAcquire: @unchecked Sendable {
 
     /// Delivers a completion: the result, then the descriptor, then the callback.
     func completed(_ code: Int32) {
+        if code == 0 && kind == .read { holdsRead.store(true, ordering: .relaxed) }
         result.store(code, ordering: .releasing)
         if eventFD >= 0 {
             var one: UInt64 = 1
@@ -67,8 +91,8 @@ public func c_sync_mutex_lock_async_owner(_ m: UnsafeMutableRawPointer?, _ deadl
     return lockAsync(m, deadline, fd, callback, context, owner: owner, out)
 }
 
-@_cdecl("sync_mutex_trylock_async")
-public func c_sync_mutex_trylock_async(_ m: UnsafeMutableRawPointer?, _ owner: UInt) -> Int32 {
+@_cdecl("sync_mutex_try_lock_async")
+public func c_sync_mutex_try_lock_async(_ m: UnsafeMutableRawPointer?, _ owner: UInt) -> Int32 {
     guard let word = lockWord(m), owner != 0 else { return EINVAL }
     return AsyncMutex.tryFirst(word, deadline: Deadline.none, holder: owner) ?? EBUSY
 }
@@ -133,13 +157,18 @@ public func c_sync_async_cancel(_ handle: OpaquePointer?) -> Int32 {
 @_cdecl("sync_async_unlock")
 public func c_sync_async_unlock(_ m: UnsafeMutableRawPointer?, _ handle: OpaquePointer?) -> Int32 {
     guard let word = lockWord(m), let acquire = AsyncAcquire.from(handle) else { return EINVAL }
-    return AsyncHold.unlock(word, holder: acquire.identity)
+    switch acquire.kind {
+    case .mutex: return AsyncHold.unlock(word, holder: acquire.identity)
+    case .read, .write: return releaseRWLock(acquire, m!)
+    case .semaphore, .event: return EPERM
+    case .conditionLock: return AsyncConditionLock.unlock(m!, holder: acquire.identity, condition: nil)
+    }
 }
 
 @_cdecl("sync_async_consistent")
 public func c_sync_async_consistent(_ m: UnsafeMutableRawPointer?, _ handle: OpaquePointer?) -> Int32 {
     guard let word = lockWord(m), let acquire = AsyncAcquire.from(handle) else { return EINVAL }
-    guard word.pointee.load(ordering: .relaxed) & MutexWord.robust != 0 else { return EINVAL }
+    guard acquire.kind == .mutex, word.pointee.load(ordering: .relaxed) & MutexWord.robust != 0 else { return EINVAL }
     return AsyncHold.consistent(word, holder: acquire.identity)
 }
 
@@ -147,7 +176,7 @@ public func c_sync_async_consistent(_ m: UnsafeMutableRawPointer?, _ handle: Opa
 public func c_sync_async_free(_ handle: OpaquePointer?) -> Int32 {
     guard let acquire = AsyncAcquire.from(handle) else { return 0 }
     if acquire.result.load(ordering: .acquiring) == EINPROGRESS { return EBUSY }
-    if acquire.holdsItself && AsyncRuntime.current.holder(of: UInt(bitPattern: acquire.word)) == acquire.identity { return EBUSY }
+    if acquire.holdsLock { return EBUSY }
     Unmanaged.passUnretained(acquire).release()
     return 0
 }

@@ -39,9 +39,10 @@ func condWait(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ ho
 @_cdecl("sync_cond_wait") @inline(__always) public func c_sync_cond_wait(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?) -> Int32 {
     condWait(c, m, forever())
 }
-@_cdecl("sync_cond_timedwait") @inline(__always) public func c_sync_cond_timedwait(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+@_cdecl("sync_cond_wait_timed") @inline(__always) public func c_sync_cond_wait_timed(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     condWait(c, m, within(timeout))
 }
+@_cdecl("sync_cond_timedwait") public func c_sync_cond_timedwait(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 { c_sync_cond_wait_timed(c, m, timeout) }  // deprecated alias
 @_cdecl("sync_cond_wait_until") @inline(__always) public func c_sync_cond_wait_until(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     condWait(c, m, until(deadline))
 }
@@ -107,20 +108,25 @@ public func c_sync_cond_signal_checked(_ c: UnsafeMutableRawPointer?, _ m: Unsaf
     guard let (m, cv) = conditionParts(c), flags & ~syncProcessShared == 0 else { return EINVAL }
     return ConditionWord.initialize(cv, mutex: m, shared: flags & syncProcessShared != 0)
 }
-@_cdecl("sync_condition_lock") @inline(__always) public func c_sync_condition_lock(_ c: UnsafeMutableRawPointer?) -> Int32 { c_sync_mutex_lock(c) }
-@_cdecl("sync_condition_trylock") @inline(__always) public func c_sync_condition_trylock(_ c: UnsafeMutableRawPointer?) -> Int32 { c_sync_mutex_trylock(c) }
-@_cdecl("sync_condition_lock_interruptible") @inline(__always) public func c_sync_condition_lock_interruptible(_ c: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
+@_cdecl("sync_condition_enter") @inline(__always) public func c_sync_condition_enter(_ c: UnsafeMutableRawPointer?) -> Int32 { c_sync_mutex_lock(c) }
+@_cdecl("sync_condition_lock") public func c_sync_condition_lock(_ c: UnsafeMutableRawPointer?) -> Int32 { c_sync_condition_enter(c) }  // deprecated alias
+@_cdecl("sync_condition_try_enter") @inline(__always) public func c_sync_condition_try_enter(_ c: UnsafeMutableRawPointer?) -> Int32 { c_sync_mutex_try_lock(c) }
+@_cdecl("sync_condition_trylock") public func c_sync_condition_trylock(_ c: UnsafeMutableRawPointer?) -> Int32 { c_sync_condition_try_enter(c) }  // deprecated alias
+@_cdecl("sync_condition_enter_interruptible") @inline(__always) public func c_sync_condition_enter_interruptible(_ c: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     c_sync_mutex_lock_interruptible(c, deadline)
 }
-@_cdecl("sync_condition_unlock") @inline(__always) public func c_sync_condition_unlock(_ c: UnsafeMutableRawPointer?) -> Int32 { c_sync_mutex_unlock(c) }
+@_cdecl("sync_condition_lock_interruptible") public func c_sync_condition_lock_interruptible(_ c: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 { c_sync_condition_enter_interruptible(c, deadline) }  // deprecated alias
+@_cdecl("sync_condition_exit") @inline(__always) public func c_sync_condition_exit(_ c: UnsafeMutableRawPointer?) -> Int32 { c_sync_mutex_unlock(c) }
+@_cdecl("sync_condition_unlock") public func c_sync_condition_unlock(_ c: UnsafeMutableRawPointer?) -> Int32 { c_sync_condition_exit(c) }  // deprecated alias
 @_cdecl("sync_condition_wait") @inline(__always) public func c_sync_condition_wait(_ c: UnsafeMutableRawPointer?) -> Int32 {
     guard let (m, cv) = conditionParts(c) else { return EINVAL }
     return condWait(cv, m, forever())
 }
-@_cdecl("sync_condition_timedwait") @inline(__always) public func c_sync_condition_timedwait(_ c: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+@_cdecl("sync_condition_wait_timed") @inline(__always) public func c_sync_condition_wait_timed(_ c: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     guard let (m, cv) = conditionParts(c) else { return EINVAL }
     return condWait(cv, m, within(timeout))
 }
+@_cdecl("sync_condition_timedwait") public func c_sync_condition_timedwait(_ c: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 { c_sync_condition_wait_timed(c, timeout) }  // deprecated alias
 @_cdecl("sync_condition_wait_until") @inline(__always) public func c_sync_condition_wait_until(_ c: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let (m, cv) = conditionParts(c) else { return EINVAL }
     return condWait(cv, m, until(deadline))
@@ -156,20 +162,23 @@ func conditionLockLock(_ l: UnsafeMutableRawPointer?, _ wanted: Int64?, _ how: (
 @_cdecl("sync_condition_lock_lock_until") @inline(__always) public func c_sync_condition_lock_lock_until(_ l: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     conditionLockLock(l, nil, until(deadline))
 }
-@_cdecl("sync_condition_lock_trylock") @inline(__always) public func c_sync_condition_lock_trylock(_ l: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_condition_lock_try_lock") @inline(__always) public func c_sync_condition_lock_try_lock(_ l: UnsafeMutableRawPointer?) -> Int32 {
     guard let l = conditionLock(l) else { return EINVAL }
     return ConditionLockWord.tryLock(l, whenCondition: nil)
 }
-@_cdecl("sync_condition_lock_trylock_first") public func c_sync_condition_lock_trylock_first(_ l: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_condition_lock_trylock") public func c_sync_condition_lock_trylock(_ l: UnsafeMutableRawPointer?) -> Int32 { c_sync_condition_lock_try_lock(l) }  // deprecated alias
+@_cdecl("sync_condition_lock_try_lock_first") public func c_sync_condition_lock_try_lock_first(_ l: UnsafeMutableRawPointer?) -> Int32 {
     guard let l = conditionLock(l) else { return EINVAL }
     return LockOrder.firstTry(l) { ConditionLockWord.tryLock(l, whenCondition: nil) }
 }
+@_cdecl("sync_condition_lock_trylock_first") public func c_sync_condition_lock_trylock_first(_ l: UnsafeMutableRawPointer?) -> Int32 { c_sync_condition_lock_try_lock_first(l) }  // deprecated alias
 @_cdecl("sync_condition_lock_lock_when") @inline(__always) public func c_sync_condition_lock_lock_when(_ l: UnsafeMutableRawPointer?, _ condition: Int64) -> Int32 {
     conditionLockLock(l, condition, forever())
 }
-@_cdecl("sync_condition_lock_timedlock_when") @inline(__always) public func c_sync_condition_lock_timedlock_when(_ l: UnsafeMutableRawPointer?, _ condition: Int64, _ timeout: UInt64) -> Int32 {
+@_cdecl("sync_condition_lock_lock_when_timed") @inline(__always) public func c_sync_condition_lock_lock_when_timed(_ l: UnsafeMutableRawPointer?, _ condition: Int64, _ timeout: UInt64) -> Int32 {
     conditionLockLock(l, condition, within(timeout))
 }
+@_cdecl("sync_condition_lock_timedlock_when") public func c_sync_condition_lock_timedlock_when(_ l: UnsafeMutableRawPointer?, _ condition: Int64, _ timeout: UInt64) -> Int32 { c_sync_condition_lock_lock_when_timed(l, condition, timeout) }  // deprecated alias
 @_cdecl("sync_condition_lock_lock_when_until") @inline(__always) public func c_sync_condition_lock_lock_when_until(_ l: UnsafeMutableRawPointer?, _ condition: Int64, _ deadline: Int64) -> Int32 {
     conditionLockLock(l, condition, until(deadline))
 }
@@ -177,14 +186,16 @@ func conditionLockLock(_ l: UnsafeMutableRawPointer?, _ wanted: Int64?, _ how: (
 public func c_sync_condition_lock_lock_when_interruptible(_ l: UnsafeMutableRawPointer?, _ any: Bool, _ condition: Int64, _ deadline: Int64) -> Int32 {
     interruptible(deadline) { conditionLockLock(l, any ? nil : condition, ($0, true)) }
 }
-@_cdecl("sync_condition_lock_trylock_when") @inline(__always) public func c_sync_condition_lock_trylock_when(_ l: UnsafeMutableRawPointer?, _ condition: Int64) -> Int32 {
+@_cdecl("sync_condition_lock_try_lock_when") @inline(__always) public func c_sync_condition_lock_try_lock_when(_ l: UnsafeMutableRawPointer?, _ condition: Int64) -> Int32 {
     guard let l = conditionLock(l) else { return EINVAL }
     return ConditionLockWord.tryLock(l, whenCondition: condition)
 }
-@_cdecl("sync_condition_lock_trylock_when_first") public func c_sync_condition_lock_trylock_when_first(_ l: UnsafeMutableRawPointer?, _ condition: Int64) -> Int32 {
+@_cdecl("sync_condition_lock_trylock_when") public func c_sync_condition_lock_trylock_when(_ l: UnsafeMutableRawPointer?, _ condition: Int64) -> Int32 { c_sync_condition_lock_try_lock_when(l, condition) }  // deprecated alias
+@_cdecl("sync_condition_lock_try_lock_when_first") public func c_sync_condition_lock_try_lock_when_first(_ l: UnsafeMutableRawPointer?, _ condition: Int64) -> Int32 {
     guard let l = conditionLock(l) else { return EINVAL }
     return LockOrder.firstTry(l) { ConditionLockWord.tryLock(l, whenCondition: condition) }
 }
+@_cdecl("sync_condition_lock_trylock_when_first") public func c_sync_condition_lock_trylock_when_first(_ l: UnsafeMutableRawPointer?, _ condition: Int64) -> Int32 { c_sync_condition_lock_try_lock_when_first(l, condition) }  // deprecated alias
 @_cdecl("sync_condition_lock_unlock") @inline(__always) public func c_sync_condition_lock_unlock(_ l: UnsafeMutableRawPointer?) -> Int32 {
     guard let l = conditionLock(l) else { return EINVAL }
     return ConditionLockWord.unlock(l, condition: nil)
@@ -214,13 +225,15 @@ public func c_sync_semaphore_init(_ s: UnsafeMutableRawPointer?, _ value: UInt32
 @_cdecl("sync_semaphore_wait") @inline(__always) public func c_sync_semaphore_wait(_ s: UnsafeMutableRawPointer?) -> Int32 {
     semaphoreWait(s, forever())
 }
-@_cdecl("sync_semaphore_trywait") @inline(__always) public func c_sync_semaphore_trywait(_ s: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_semaphore_try_wait") @inline(__always) public func c_sync_semaphore_try_wait(_ s: UnsafeMutableRawPointer?) -> Int32 {
     guard let s = lockMemory(s) else { return EINVAL }
     return SemaphoreWord.tryTake(s)
 }
-@_cdecl("sync_semaphore_timedwait") @inline(__always) public func c_sync_semaphore_timedwait(_ s: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+@_cdecl("sync_semaphore_trywait") public func c_sync_semaphore_trywait(_ s: UnsafeMutableRawPointer?) -> Int32 { c_sync_semaphore_try_wait(s) }  // deprecated alias
+@_cdecl("sync_semaphore_wait_timed") @inline(__always) public func c_sync_semaphore_wait_timed(_ s: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     semaphoreWait(s, within(timeout))
 }
+@_cdecl("sync_semaphore_timedwait") public func c_sync_semaphore_timedwait(_ s: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 { c_sync_semaphore_wait_timed(s, timeout) }  // deprecated alias
 @_cdecl("sync_semaphore_wait_until") @inline(__always) public func c_sync_semaphore_wait_until(_ s: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     semaphoreWait(s, until(deadline))
 }
@@ -261,9 +274,10 @@ func eventWait(_ e: UnsafeMutableRawPointer?, _ how: (Int64, Bool)) -> Int32 {
     return EventWord.isSet(e)
 }
 @_cdecl("sync_event_wait") @inline(__always) public func c_sync_event_wait(_ e: UnsafeMutableRawPointer?) -> Int32 { eventWait(e, forever()) }
-@_cdecl("sync_event_timedwait") @inline(__always) public func c_sync_event_timedwait(_ e: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+@_cdecl("sync_event_wait_timed") @inline(__always) public func c_sync_event_wait_timed(_ e: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     eventWait(e, within(timeout))
 }
+@_cdecl("sync_event_timedwait") public func c_sync_event_timedwait(_ e: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 { c_sync_event_wait_timed(e, timeout) }  // deprecated alias
 @_cdecl("sync_event_wait_until") @inline(__always) public func c_sync_event_wait_until(_ e: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     eventWait(e, until(deadline))
 }
@@ -297,10 +311,10 @@ func barrierWait(_ b: UnsafeMutableRawPointer?, _ how: (Int64, Bool), _ index: U
 @_cdecl("sync_barrier_wait") @inline(__always) public func c_sync_barrier_wait(_ b: UnsafeMutableRawPointer?, _ index: UnsafeMutablePointer<UInt32>?) -> Int32 {
     barrierWait(b, forever(), index)
 }
-@_cdecl("sync_barrier_timedwait") @inline(__always)
-public func c_sync_barrier_timedwait(_ b: UnsafeMutableRawPointer?, _ timeout: UInt64, _ index: UnsafeMutablePointer<UInt32>?) -> Int32 {
+@_cdecl("sync_barrier_wait_timed") @inline(__always) public func c_sync_barrier_wait_timed(_ b: UnsafeMutableRawPointer?, _ timeout: UInt64, _ index: UnsafeMutablePointer<UInt32>?) -> Int32 {
     barrierWait(b, within(timeout), index)
 }
+@_cdecl("sync_barrier_timedwait") public func c_sync_barrier_timedwait(_ b: UnsafeMutableRawPointer?, _ timeout: UInt64, _ index: UnsafeMutablePointer<UInt32>?) -> Int32 { c_sync_barrier_wait_timed(b, timeout, index) }  // deprecated alias
 @_cdecl("sync_barrier_wait_until") @inline(__always)
 public func c_sync_barrier_wait_until(_ b: UnsafeMutableRawPointer?, _ deadline: Int64, _ index: UnsafeMutablePointer<UInt32>?) -> Int32 {
     barrierWait(b, until(deadline), index)

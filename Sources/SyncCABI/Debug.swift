@@ -2,12 +2,12 @@ import Glibc
 import LibSync
 
 // sync/debug.h: lock-order checking. The core (LockOrder) does the work; these functions convert
-// the C handler and site hook into its closures and a cycle into sync_lock_order_cycle.
+// the C handler and site hook into its closures and a cycle into sync_lock_order_cycle_t.
 
 public typealias LockOrderHandlerFunction = @convention(c) (UnsafeRawPointer?, UnsafeMutableRawPointer?) -> Void
 public typealias LockOrderSiteHookFunction = @convention(c) (UnsafeMutablePointer<CChar>?, Int, UnsafeMutableRawPointer?) -> Int
 
-/// sync_lock_order_edge's layout.
+/// sync_lock_order_edge_t's layout.
 private struct CLockOrderEdge {
     var from: UnsafeRawPointer?
     var to: UnsafeRawPointer?
@@ -20,7 +20,7 @@ private struct CLockOrderEdge {
     var threadName: UnsafePointer<CChar>?
 }
 
-/// sync_lock_order_cycle's layout.
+/// sync_lock_order_cycle_t's layout.
 private struct CLockOrderCycle {
     var length: Int
     var edges: UnsafePointer<CLockOrderEdge>?

@@ -160,3 +160,34 @@ public func c_sync_distributed_lock_hold_state(_ lock: OpaquePointer?) -> Int32 
 public func c_sync_distributed_lock_lost(_ lock: OpaquePointer?) -> Bool {
     lock.map { object($0).isLost } ?? false
 }
+
+@_cdecl("sync_distributed_lock_lock_cancellable")
+public func c_sync_distributed_lock_lock_cancellable(_ lock: OpaquePointer?, _ deadline: Int64, _ poll: Int64,
+                                                     _ cancelled: (@convention(c) (UnsafeMutableRawPointer?) -> Bool)?,
+                                                     _ context: UnsafeMutableRawPointer?) -> Int32 {
+    guard let lock else { return EINVAL }
+    guard let cancelled else {
+        return object(lock).lockCode(deadline: Deadline.until(deadline), pollNanoseconds: poll, interrupts: .sliced)
+    }
+    return object(lock).lockCode(deadline: Deadline.until(deadline), pollNanoseconds: poll, interrupts: .sliced) {
+        cancelled(context)
+    }
+}
+
+@_cdecl("sync_distributed_lock_is_url")
+public func c_sync_distributed_lock_is_url(_ target: UnsafePointer<CChar>?) -> Bool {
+    guard let target, let text = String(validatingCString: target) else { return false }
+    return DistributedLock.isURL(text)
+}
+
+@_cdecl("sync_distributed_lock_canonical")
+public func c_sync_distributed_lock_canonical(_ target: UnsafePointer<CChar>?, _ buffer: UnsafeMutablePointer<CChar>?,
+                                              _ size: Int, _ length: UnsafeMutablePointer<Int>?) -> Int32 {
+    guard let target, let text = String(validatingCString: target),  // (not UTF-8: EINVAL, as create)
+          let canonical = DistributedLock.canonicalTarget(text) else { return EINVAL }
+    let bytes = canonical.utf8.count
+    length?.pointee = bytes
+    guard let buffer, bytes < size else { return ERANGE }
+    canonical.withCString { buffer.update(from: $0, count: bytes + 1) }
+    return 0
+}

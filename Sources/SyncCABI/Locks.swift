@@ -29,18 +29,21 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
     guard let word = lockWord(m) else { return EINVAL }
     return MutexWord.lock(word)
 }
-@_cdecl("sync_mutex_trylock") public func c_sync_mutex_trylock(_ m: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_mutex_try_lock") public func c_sync_mutex_try_lock(_ m: UnsafeMutableRawPointer?) -> Int32 {
     guard let word = lockWord(m) else { return EINVAL }
     return MutexWord.tryLock(word)
 }
-@_cdecl("sync_mutex_trylock_first") public func c_sync_mutex_trylock_first(_ m: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_mutex_trylock") public func c_sync_mutex_trylock(_ m: UnsafeMutableRawPointer?) -> Int32 { c_sync_mutex_try_lock(m) }  // deprecated alias
+@_cdecl("sync_mutex_try_lock_first") public func c_sync_mutex_try_lock_first(_ m: UnsafeMutableRawPointer?) -> Int32 {
     guard let word = lockWord(m) else { return EINVAL }
     return LockOrder.firstTry(word) { MutexWord.tryLock(word) }
 }
-@_cdecl("sync_mutex_timedlock") public func c_sync_mutex_timedlock(_ m: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+@_cdecl("sync_mutex_trylock_first") public func c_sync_mutex_trylock_first(_ m: UnsafeMutableRawPointer?) -> Int32 { c_sync_mutex_try_lock_first(m) }  // deprecated alias
+@_cdecl("sync_mutex_lock_timed") public func c_sync_mutex_lock_timed(_ m: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     guard let word = lockWord(m) else { return EINVAL }
     return MutexWord.lock(word, deadline: Deadline.after(nanoseconds: timeout))
 }
+@_cdecl("sync_mutex_timedlock") public func c_sync_mutex_timedlock(_ m: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 { c_sync_mutex_lock_timed(m, timeout) }  // deprecated alias
 @_cdecl("sync_mutex_lock_until") public func c_sync_mutex_lock_until(_ m: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let word = lockWord(m) else { return EINVAL }
     return MutexWord.lock(word, deadline: Deadline.until(deadline))
@@ -77,18 +80,21 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
     guard let memory = lockMemory(l) else { return EINVAL }
     return RecursiveWord.lock(memory)
 }
-@_cdecl("sync_recursive_lock_trylock") public func c_sync_recursive_lock_trylock(_ l: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_recursive_lock_try_lock") public func c_sync_recursive_lock_try_lock(_ l: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(l) else { return EINVAL }
     return RecursiveWord.tryLock(memory)
 }
-@_cdecl("sync_recursive_lock_trylock_first") public func c_sync_recursive_lock_trylock_first(_ l: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_recursive_lock_trylock") public func c_sync_recursive_lock_trylock(_ l: UnsafeMutableRawPointer?) -> Int32 { c_sync_recursive_lock_try_lock(l) }  // deprecated alias
+@_cdecl("sync_recursive_lock_try_lock_first") public func c_sync_recursive_lock_try_lock_first(_ l: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(l) else { return EINVAL }
     return LockOrder.firstTry(memory) { RecursiveWord.tryLock(memory) }
 }
-@_cdecl("sync_recursive_lock_timedlock") public func c_sync_recursive_lock_timedlock(_ l: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+@_cdecl("sync_recursive_lock_trylock_first") public func c_sync_recursive_lock_trylock_first(_ l: UnsafeMutableRawPointer?) -> Int32 { c_sync_recursive_lock_try_lock_first(l) }  // deprecated alias
+@_cdecl("sync_recursive_lock_lock_timed") public func c_sync_recursive_lock_lock_timed(_ l: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     guard let memory = lockMemory(l) else { return EINVAL }
     return RecursiveWord.lock(memory, deadline: Deadline.after(nanoseconds: timeout))
 }
+@_cdecl("sync_recursive_lock_timedlock") public func c_sync_recursive_lock_timedlock(_ l: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 { c_sync_recursive_lock_lock_timed(l, timeout) }  // deprecated alias
 @_cdecl("sync_recursive_lock_lock_until") public func c_sync_recursive_lock_lock_until(_ l: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let memory = lockMemory(l) else { return EINVAL }
     return RecursiveWord.lock(memory, deadline: Deadline.until(deadline))
@@ -131,18 +137,21 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.readLock(memory)
 }
-@_cdecl("sync_rwlock_tryrdlock") public func c_sync_rwlock_tryrdlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_rwlock_try_rdlock") public func c_sync_rwlock_try_rdlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.tryReadLock(memory)
 }
-@_cdecl("sync_rwlock_tryrdlock_first") public func c_sync_rwlock_tryrdlock_first(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_rwlock_tryrdlock") public func c_sync_rwlock_tryrdlock(_ rw: UnsafeMutableRawPointer?) -> Int32 { c_sync_rwlock_try_rdlock(rw) }  // deprecated alias
+@_cdecl("sync_rwlock_try_rdlock_first") public func c_sync_rwlock_try_rdlock_first(_ rw: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
     return LockOrder.firstTry(memory) { RWLockWords.tryReadLock(memory) }
 }
-@_cdecl("sync_rwlock_timedrdlock") public func c_sync_rwlock_timedrdlock(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+@_cdecl("sync_rwlock_tryrdlock_first") public func c_sync_rwlock_tryrdlock_first(_ rw: UnsafeMutableRawPointer?) -> Int32 { c_sync_rwlock_try_rdlock_first(rw) }  // deprecated alias
+@_cdecl("sync_rwlock_rdlock_timed") public func c_sync_rwlock_rdlock_timed(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.readLock(memory, deadline: Deadline.after(nanoseconds: timeout))
 }
+@_cdecl("sync_rwlock_timedrdlock") public func c_sync_rwlock_timedrdlock(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 { c_sync_rwlock_rdlock_timed(rw, timeout) }  // deprecated alias
 @_cdecl("sync_rwlock_rdlock_until") public func c_sync_rwlock_rdlock_until(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.readLock(memory, deadline: Deadline.until(deadline))
@@ -159,18 +168,21 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.writeLock(memory)
 }
-@_cdecl("sync_rwlock_trywrlock") public func c_sync_rwlock_trywrlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_rwlock_try_wrlock") public func c_sync_rwlock_try_wrlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.tryWriteLock(memory)
 }
-@_cdecl("sync_rwlock_trywrlock_first") public func c_sync_rwlock_trywrlock_first(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_rwlock_trywrlock") public func c_sync_rwlock_trywrlock(_ rw: UnsafeMutableRawPointer?) -> Int32 { c_sync_rwlock_try_wrlock(rw) }  // deprecated alias
+@_cdecl("sync_rwlock_try_wrlock_first") public func c_sync_rwlock_try_wrlock_first(_ rw: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
     return LockOrder.firstTry(memory) { RWLockWords.tryWriteLock(memory) }
 }
-@_cdecl("sync_rwlock_timedwrlock") public func c_sync_rwlock_timedwrlock(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+@_cdecl("sync_rwlock_trywrlock_first") public func c_sync_rwlock_trywrlock_first(_ rw: UnsafeMutableRawPointer?) -> Int32 { c_sync_rwlock_try_wrlock_first(rw) }  // deprecated alias
+@_cdecl("sync_rwlock_wrlock_timed") public func c_sync_rwlock_wrlock_timed(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.writeLock(memory, deadline: Deadline.after(nanoseconds: timeout))
 }
+@_cdecl("sync_rwlock_timedwrlock") public func c_sync_rwlock_timedwrlock(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 { c_sync_rwlock_wrlock_timed(rw, timeout) }  // deprecated alias
 @_cdecl("sync_rwlock_wrlock_until") public func c_sync_rwlock_wrlock_until(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.writeLock(memory, deadline: Deadline.until(deadline))
@@ -191,18 +203,21 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.upgradableLock(memory)
 }
-@_cdecl("sync_rwlock_tryuprdlock") public func c_sync_rwlock_tryuprdlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_rwlock_try_uprdlock") public func c_sync_rwlock_try_uprdlock(_ rw: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.tryUpgradableLock(memory)
 }
-@_cdecl("sync_rwlock_tryuprdlock_first") public func c_sync_rwlock_tryuprdlock_first(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_rwlock_tryuprdlock") public func c_sync_rwlock_tryuprdlock(_ rw: UnsafeMutableRawPointer?) -> Int32 { c_sync_rwlock_try_uprdlock(rw) }  // deprecated alias
+@_cdecl("sync_rwlock_try_uprdlock_first") public func c_sync_rwlock_try_uprdlock_first(_ rw: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
     return LockOrder.firstTry(memory) { RWLockWords.tryUpgradableLock(memory) }
 }
-@_cdecl("sync_rwlock_timeduprdlock") public func c_sync_rwlock_timeduprdlock(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+@_cdecl("sync_rwlock_tryuprdlock_first") public func c_sync_rwlock_tryuprdlock_first(_ rw: UnsafeMutableRawPointer?) -> Int32 { c_sync_rwlock_try_uprdlock_first(rw) }  // deprecated alias
+@_cdecl("sync_rwlock_uprdlock_timed") public func c_sync_rwlock_uprdlock_timed(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.upgradableLock(memory, deadline: Deadline.after(nanoseconds: timeout))
 }
+@_cdecl("sync_rwlock_timeduprdlock") public func c_sync_rwlock_timeduprdlock(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 { c_sync_rwlock_uprdlock_timed(rw, timeout) }  // deprecated alias
 @_cdecl("sync_rwlock_uprdlock_until") public func c_sync_rwlock_uprdlock_until(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.upgradableLock(memory, deadline: Deadline.until(deadline))
@@ -219,14 +234,16 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.upgrade(memory)
 }
-@_cdecl("sync_rwlock_tryupgrade") public func c_sync_rwlock_tryupgrade(_ rw: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_rwlock_try_upgrade") public func c_sync_rwlock_try_upgrade(_ rw: UnsafeMutableRawPointer?) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.tryUpgrade(memory)
 }
-@_cdecl("sync_rwlock_timedupgrade") public func c_sync_rwlock_timedupgrade(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
+@_cdecl("sync_rwlock_tryupgrade") public func c_sync_rwlock_tryupgrade(_ rw: UnsafeMutableRawPointer?) -> Int32 { c_sync_rwlock_try_upgrade(rw) }  // deprecated alias
+@_cdecl("sync_rwlock_upgrade_timed") public func c_sync_rwlock_upgrade_timed(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.upgrade(memory, deadline: Deadline.after(nanoseconds: timeout))
 }
+@_cdecl("sync_rwlock_timedupgrade") public func c_sync_rwlock_timedupgrade(_ rw: UnsafeMutableRawPointer?, _ timeout: UInt64) -> Int32 { c_sync_rwlock_upgrade_timed(rw, timeout) }  // deprecated alias
 @_cdecl("sync_rwlock_upgrade_until") public func c_sync_rwlock_upgrade_until(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let memory = lockMemory(rw) else { return EINVAL }
     return RWLockWords.upgrade(memory, deadline: Deadline.until(deadline))
@@ -259,14 +276,16 @@ func lockWord(_ pointer: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<Atomi
     guard let word = lockWord(s) else { return EINVAL }
     return SpinWord.lock(word)
 }
-@_cdecl("sync_spinlock_trylock") public func c_sync_spinlock_trylock(_ s: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_spinlock_try_lock") public func c_sync_spinlock_try_lock(_ s: UnsafeMutableRawPointer?) -> Int32 {
     guard let word = lockWord(s) else { return EINVAL }
     return SpinWord.tryLock(word)
 }
-@_cdecl("sync_spinlock_trylock_first") public func c_sync_spinlock_trylock_first(_ s: UnsafeMutableRawPointer?) -> Int32 {
+@_cdecl("sync_spinlock_trylock") public func c_sync_spinlock_trylock(_ s: UnsafeMutableRawPointer?) -> Int32 { c_sync_spinlock_try_lock(s) }  // deprecated alias
+@_cdecl("sync_spinlock_try_lock_first") public func c_sync_spinlock_try_lock_first(_ s: UnsafeMutableRawPointer?) -> Int32 {
     guard let word = lockWord(s) else { return EINVAL }
     return LockOrder.firstTry(word) { SpinWord.tryLock(word) }
 }
+@_cdecl("sync_spinlock_trylock_first") public func c_sync_spinlock_trylock_first(_ s: UnsafeMutableRawPointer?) -> Int32 { c_sync_spinlock_try_lock_first(s) }  // deprecated alias
 @_cdecl("sync_spinlock_lock_until") public func c_sync_spinlock_lock_until(_ s: UnsafeMutableRawPointer?, _ deadline: Int64) -> Int32 {
     guard let word = lockWord(s) else { return EINVAL }
     return SpinWord.lock(word, deadline: Deadline.until(deadline))

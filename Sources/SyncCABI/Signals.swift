@@ -6,7 +6,7 @@ import LibSync
 
 public typealias SignalHandlerFunction = @convention(c) (UnsafeRawPointer?, UnsafeMutableRawPointer?) -> Void
 
-/// sync_signal_target's layout.
+/// sync_signal_target_t's layout.
 private struct CSignalTarget {
     var executor: OpaquePointer?
     var queue: OpaquePointer?
@@ -14,7 +14,7 @@ private struct CSignalTarget {
     var context: UnsafeMutableRawPointer?
 }
 
-/// sync_signal_info's layout.
+/// sync_signal_info_t's layout.
 private struct CSignalInfo {
     var signo: Int32
     var code: Int32

@@ -359,18 +359,23 @@ final class Flag: Sendable {
     var isSet: Bool { value.load(ordering: .acquiring) != 0 }
 }
 
-/// A mutex held by a thread of its own until `release()`.
+/// A lock (a mutex, or what `take` takes) held by a thread of its own until `release()`.
 final class HeldOnThread: @unchecked Sendable {
     private let released = Flag()
     private var thread: JoinableThread?
 
-    init(_ mutex: SyncMutex) {
+    convenience init(_ mutex: SyncMutex) {
+        self.init(take: { try! mutex.lock() }, release: { try! mutex.unlock() })
+    }
+
+    /// Held by `take` on a thread of its own until `release()`, which then calls `release`.
+    init(take: @escaping @Sendable () -> Void, release: @escaping @Sendable () -> Void) {
         let taken = Flag(), released = released
         thread = JoinableThread {
-            try! mutex.lock()
+            take()
             taken.set()
             while !released.isSet { usleep(1000) }
-            try! mutex.unlock()
+            release()
         }
         while !taken.isSet { usleep(100) }
     }

@@ -23,8 +23,8 @@ final class DistributedLockTests: XCTestCase {
         clock_gettime(CLOCK_REALTIME, &now)
         XCTAssertTrue(try a.tryLock())
         XCTAssertFalse(try b.tryLock())
-        XCTAssertTrue(a.isLocked)
-        XCTAssertFalse(b.isLocked)
+        XCTAssertTrue(a.isHeld)
+        XCTAssertFalse(b.isHeld)
         XCTAssertThrowsError(try a.tryLock()) { XCTAssertEqual($0 as? DistributedLockError, .alreadyHeld) }
         let holder = try XCTUnwrap(try b.holder)
         XCTAssertEqual(holder.pid, getpid())
@@ -34,7 +34,7 @@ final class DistributedLockTests: XCTestCase {
         XCTAssertEqual(try b.lockDate, holder.acquired)
         let seconds = holder.acquired.components.seconds
         XCTAssertTrue(seconds >= now.tv_sec - 1 && seconds < now.tv_sec + 60)
-        XCTAssertFalse(try b.recoverStale())  // a live holder is not stale
+        XCTAssertFalse(try b.recover())  // a live holder is not stale
         try a.unlock()
         XCTAssertNil(try a.holder)
         XCTAssertEqual(rmdir(path), 0)  // released: an empty directory
@@ -45,7 +45,7 @@ final class DistributedLockTests: XCTestCase {
         XCTAssertThrowsError(try a.unlock()) { XCTAssertEqual($0 as? DistributedLockError, .notHeld) }
         XCTAssertTrue(try a.tryLock())
         try b.breakLock()
-        XCTAssertFalse(a.isLocked)
+        XCTAssertFalse(a.isHeld)
         XCTAssertThrowsError(try a.unlock()) { XCTAssertEqual($0 as? DistributedLockError, .broken) }
         XCTAssertTrue(try a.tryLock())
         try b.breakLock()
@@ -55,6 +55,29 @@ final class DistributedLockTests: XCTestCase {
             XCTAssertEqual(($0 as? DistributedLockError)?.code, EBUSY)
         }
         try b.unlock()
+    }
+
+    /// Acquiring again through a non-recursive object: `.alreadyHeld` while the hold is in place;
+    /// once it was lost, the acquire ends it and throws `.broken` once, and the next acquires.
+    func testAcquireAfterALostHoldReportsTheLossOnce() throws {
+        let a = try DistributedLock(path: path), b = try DistributedLock(path: path)
+        XCTAssertTrue(try a.tryLock())
+        XCTAssertThrowsError(try a.tryLock()) { XCTAssertEqual($0 as? DistributedLockError, .alreadyHeld) }
+        try b.breakLock()
+        XCTAssertThrowsError(try a.tryLock()) { XCTAssertEqual($0 as? DistributedLockError, .broken) }
+        XCTAssertEqual(a.lockCount, 0)
+        XCTAssertTrue(try a.tryLock())
+        try b.breakLock()
+        XCTAssertTrue(try b.tryLock())  // lost, and another holds it now
+        XCTAssertThrowsError(try a.tryLock(timeout: .seconds(10))) {
+            XCTAssertEqual($0 as? DistributedLockError, .broken)
+            XCTAssertEqual(($0 as? DistributedLockError)?.code, ESTALE)
+        }
+        XCTAssertThrowsError(try a.unlock()) { XCTAssertEqual($0 as? DistributedLockError, .notHeld) }
+        XCTAssertFalse(try a.tryLock())
+        try b.unlock()
+        try a.lock()
+        try a.unlock()
     }
 
     func testBadPaths() throws {
@@ -76,16 +99,15 @@ final class DistributedLockTests: XCTestCase {
 
     func testWithLockAndTimeout() throws {
         let a = try DistributedLock(path: path), b = try DistributedLock(path: path)
-        XCTAssertEqual(try a.withLock(timeout: .seconds(5)) { 42 }, 42)
-        XCTAssertFalse(a.isLocked)
+        XCTAssertEqual(try a.withLockIfAvailable(timeout: .seconds(5)) { 42 }, 42)
+        XCTAssertFalse(a.isHeld)
         struct Failure: Error {}
         XCTAssertThrowsError(try a.withLock { throw Failure() }) { XCTAssertTrue($0 is Failure) }
-        XCTAssertFalse(a.isLocked)
+        XCTAssertFalse(a.isHeld)
         try b.lock()
         let start = ContinuousClock.now
-        XCTAssertThrowsError(try a.lock(timeout: .milliseconds(100), pollInterval: .milliseconds(5))) {
-            XCTAssertEqual($0 as? DistributedLockError, .timedOut)
-        }
+        XCTAssertFalse(try a.tryLock(timeout: .milliseconds(100), pollInterval: .milliseconds(5)))
+        XCTAssertNil(try a.withLockIfAvailable(timeout: .milliseconds(10)) { XCTFail("ran without the lock") })
         let waited = ContinuousClock.now - start
         XCTAssertTrue(waited >= .milliseconds(99) && waited < .seconds(5))
         try b.unlock()
@@ -112,7 +134,7 @@ final class DistributedLockTests: XCTestCase {
         waitpid(child, nil, 0)
         XCTAssertEqual(try lock.holder?.isStale, true)
         XCTAssertFalse(try lock.tryLock())
-        XCTAssertTrue(try lock.recoverStale())
+        XCTAssertTrue(try lock.recover())
         XCTAssertEqual(try lock.holder?.pid, getpid())
         try lock.unlock()
         close(ready[0])
@@ -137,7 +159,7 @@ final class DistributedLockTests: XCTestCase {
         DispatchQueue.concurrentPerform(iterations: 6) { _ in
             for _ in 0..<25 {
                 do {
-                    try lock.lock(timeout: .seconds(60), pollInterval: .milliseconds(1))
+                    guard try lock.tryLock(timeout: .seconds(60), pollInterval: .milliseconds(1)) else { throw DistributedLockError.timedOut }
                     if counter.inside != 0 { failures.add(1, ordering: .relaxed) }
                     counter.inside += 1
                     counter.turns += 1
@@ -150,7 +172,7 @@ final class DistributedLockTests: XCTestCase {
         XCTAssertEqual(counter.turns, 150)
         XCTAssertTrue(try lock.tryLock())
         onAnotherThread {
-            XCTAssertFalse(lock.isLocked)
+            XCTAssertFalse(lock.isHeld)
             XCTAssertEqual(lock.lockCount, 0)
             XCTAssertEqual(try? lock.tryLock(), false)
             XCTAssertThrowsError(try lock.unlock()) { XCTAssertEqual($0 as? DistributedLockError, .notHeld) }
@@ -167,12 +189,12 @@ final class DistributedLockTests: XCTestCase {
         }
         let other = try DistributedLock(path: path)
         XCTAssertThrowsError(try other.lock()) { XCTAssertEqual($0 as? DistributedLockError, .alreadyHeld) }  // would wait forever
-        XCTAssertThrowsError(try other.lock(timeout: .milliseconds(10))) { XCTAssertEqual($0 as? DistributedLockError, .timedOut) }
+        XCTAssertFalse(try other.tryLock(timeout: .milliseconds(10)))
         try lock.unlock()
         XCTAssertEqual(lock.lockCount, 2)
         try lock.unlockAll()
         XCTAssertEqual(lock.lockCount, 0)
-        XCTAssertFalse(lock.isLocked)
+        XCTAssertFalse(lock.isHeld)
 
         let shared = try DistributedLock(path: path, options: [.recursive, .processOwned])
         XCTAssertTrue(try shared.tryLock())
@@ -181,7 +203,7 @@ final class DistributedLockTests: XCTestCase {
             XCTAssertEqual(shared.lockCount, 2)
             XCTAssertNoThrow(try shared.unlockAll())
         }
-        XCTAssertFalse(shared.isLocked)
+        XCTAssertFalse(shared.isHeld)
         XCTAssertThrowsError(try DistributedLock(path: path, mode: 0o1000)) { XCTAssertEqual($0 as? DistributedLockError, .invalidMode(0o1000)) }
     }
 
@@ -204,7 +226,7 @@ final class DistributedLockTests: XCTestCase {
         XCTAssertTrue(try lock!.tryLock())
         let child = fork()
         if child == 0 {
-            var ok = !lock!.isLocked
+            var ok = !lock!.isHeld
             do { try lock!.unlock(); ok = false } catch { ok = ok && error == .notHeld }
             lock = nil  // deinit in the child
             _exit(ok ? 0 : 1)
@@ -213,7 +235,7 @@ final class DistributedLockTests: XCTestCase {
         XCTAssertEqual(waitpid(child, &status, 0), child)
         XCTAssertEqual(status, 0)
         XCTAssertEqual(try lock!.holder?.pid, getpid())
-        XCTAssertTrue(lock!.isLocked)
+        XCTAssertTrue(lock!.isHeld)
         lock = nil  // .releaseOnDeinit: released here, in the parent
         XCTAssertNil(try DistributedLock(path: path).holder)
     }
@@ -235,7 +257,7 @@ final class DistributedLockTests: XCTestCase {
         XCTAssertTrue(try a.tryLock())
         XCTAssertEqual(try b.holder?.pid, getpid())
         try a.unlock()
-        try b.lock(timeout: .seconds(1))
+        XCTAssertTrue(try b.tryLock(timeout: .seconds(1)))
         try a.breakLock()
         XCTAssertThrowsError(try b.unlock()) { XCTAssertEqual($0 as? DistributedLockError, .broken) }
     }

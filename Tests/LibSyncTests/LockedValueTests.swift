@@ -53,6 +53,80 @@ final class LockedValueTests: XCTestCase {
         XCTAssertEqual(value.read { $0 }, 10)
     }
 
+    // MARK: upgradableRead
+
+    /// The check-then-write of an upgradable read: it reads, writes what it read, reads its
+    /// own write, and returns the body's result; a throwing body releases the lock.
+    func testUpgradableReadReadsThenWrites() {
+        struct Refused: Error {}
+        let cache = SyncRWLockedValue([String: Int]())
+        let filled = cache.upgradableRead { access -> Bool in
+            guard access.read({ $0["a"] }) == nil else { return false }
+            access.write { $0["a"] = 1 }
+            XCTAssertEqual(access.read { $0["a"] }, 1)
+            access.write { $0["b"] = 2 }    // a second write in the same body
+            return true
+        }
+        XCTAssertTrue(filled)
+        XCTAssertFalse(cache.upgradableRead { access in access.read { $0["a"] } == nil })
+        XCTAssertEqual(cache.read { $0 }, ["a": 1, "b": 2])
+        XCTAssertThrowsError(try cache.upgradableRead { (access: borrowing SyncRWLockedValue<[String: Int]>.UpgradableAccess) throws(Refused) in
+            try access.write { (_: inout [String: Int]) throws(Refused) in throw Refused() }
+        }) { XCTAssertTrue($0 is Refused) }
+        cache.write { $0["c"] = 3 }         // released after the throw: a writer gets in
+        XCTAssertEqual(cache.read { $0.count }, 3)
+    }
+
+    /// Plain readers read beside the upgradable reader; a second upgradable reader waits until
+    /// the first one's body ends.
+    func testUpgradableReadBesidePlainReadersExcludesAnother() {
+        let value = SyncRWLockedValue(0)
+        let stage = Atomic<Int>(0)
+        let holder = JoinableThread {
+            value.upgradableRead { _ in
+                stage.store(1, ordering: .releasing)
+                while stage.load(ordering: .acquiring) != 2 { sched_yield() }
+            }
+        }
+        while stage.load(ordering: .acquiring) != 1 { sched_yield() }
+        XCTAssertEqual(value.read { $0 }, 0)           // a plain reader gets in beside it
+        let second = Atomic<Int>(0)
+        let other = JoinableThread {
+            value.upgradableRead { access in access.write { $0 += 1 } }
+            second.store(1, ordering: .releasing)
+        }
+        // The second one waits while the first holds it (a bounded look, not a timing claim:
+        // it cannot finish before stage 2 whatever the scheduler does).
+        for _ in 0..<1_000 { sched_yield() }
+        XCTAssertEqual(second.load(ordering: .acquiring), 0)
+        XCTAssertEqual(value.read { $0 }, 0)
+        stage.store(2, ordering: .releasing)
+        holder.join()
+        other.join()
+        XCTAssertEqual(second.load(ordering: .acquiring), 1)
+        XCTAssertEqual(value.read { $0 }, 1)
+    }
+
+    /// Check-then-increment from several threads through upgradable reads, beside plain
+    /// readers and writers: no increment is lost (each write is the upgraded reader's alone).
+    func testUpgradableReadsLoseNoUpdate() {
+        let value = SyncRWLockedValue(0)
+        DispatchQueue.concurrentPerform(iterations: 4) { index in
+            for i in 0..<2_000 {
+                switch (index + i) % 4 {
+                case 0: value.write { $0 += 1 }
+                case 1: _ = value.read { $0 }
+                default:
+                    value.upgradableRead { access in
+                        let seen = access.read { $0 }
+                        access.write { $0 = seen + 1 }    // still `seen` when it writes
+                    }
+                }
+            }
+        }
+        XCTAssertEqual(value.read { $0 }, 4 * 2_000 * 3 / 4)
+    }
+
     // MARK: re-entry stops the program with a message, in a child process
 
     func expectStop(_ name: String, _ message: String, file: StaticString = #filePath, line: UInt = #line) {
@@ -68,6 +142,44 @@ final class LockedValueTests: XCTestCase {
         expectStop("testChildReadsInsideWrite", "SyncRWLockedValue.read: the calling thread already holds this lock")
         expectStop("testChildWritesInsideRead", "SyncRWLockedValue.write: the calling thread already reads this value")
         expectStop("testChildReadsInsideRead", "SyncRWLockedValue.read: the calling thread already reads this value")
+        expectStop("testChildReadsInsideUpgradable", "SyncRWLockedValue.read: the calling thread already reads this value")
+        expectStop("testChildWritesInsideUpgradable", "SyncRWLockedValue.write: the calling thread already reads this value")
+        expectStop("testChildUpgradableInsideRead",
+                   "SyncRWLockedValue.upgradableRead: the calling thread already reads this value")
+        expectStop("testChildUpgradableInsideWrite",
+                   "SyncRWLockedValue.upgradableRead: the calling thread already holds this lock")
+        expectStop("testChildUpgradeInsideUpgrade",
+                   "SyncRWLockedValue.UpgradableAccess.write: the calling thread already holds this lock")
+    }
+
+    func testChildReadsInsideUpgradable() {
+        guard ChildTest.isChild("testChildReadsInsideUpgradable") else { return }
+        let value = SyncRWLockedValue(0)
+        value.upgradableRead { _ in _ = value.read { $0 } }
+    }
+
+    func testChildWritesInsideUpgradable() {
+        guard ChildTest.isChild("testChildWritesInsideUpgradable") else { return }
+        let value = SyncRWLockedValue(0)
+        value.upgradableRead { _ in value.write { $0 += 1 } }
+    }
+
+    func testChildUpgradableInsideRead() {
+        guard ChildTest.isChild("testChildUpgradableInsideRead") else { return }
+        let value = SyncRWLockedValue(0)
+        value.read { _ in value.upgradableRead { _ in } }
+    }
+
+    func testChildUpgradableInsideWrite() {
+        guard ChildTest.isChild("testChildUpgradableInsideWrite") else { return }
+        let value = SyncRWLockedValue(0)
+        value.write { _ in value.upgradableRead { _ in } }
+    }
+
+    func testChildUpgradeInsideUpgrade() {
+        guard ChildTest.isChild("testChildUpgradeInsideUpgrade") else { return }
+        let value = SyncRWLockedValue(0)
+        value.upgradableRead { access in access.write { _ in access.write { $0 += 1 } } }
     }
 
     func testChildReentersWithLock() {

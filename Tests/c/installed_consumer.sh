@@ -2,6 +2,7 @@
 # Installs the build into a temporary prefix and checks it as the README describes it:
 #  - the library is libsync.so.X.Y.Z with SONAME libsync.so.X and the dev link libsync.so, needs
 #    no Swift library, and every symbol it exports is the C API, versioned in a LIBSYNC_x.y node
+#    (or LIBSYNC_x.y_NAME: a node of work prepared beside others for release x.y)
 #    (objdump -T);
 #  - one version everywhere: VERSION = pkg-config --modversion = the CMake package's version =
 #    SYNC_VERSION_MAJOR/MINOR/PATCH = sync_version() of the installed library;
@@ -33,15 +34,18 @@ soname=$(readelf -d "$libdir/libsync.so.$version" | sed -n 's/.*(SONAME).*\[\(.*
 # Self-contained: no Swift library is needed at run time (the Swift runtime is linked in).
 if readelf -d "$libdir/libsync.so.$version" | grep "(NEEDED)" | grep -i swift; then fail "libsync.so needs a Swift library"; fi
 
-# The exported symbols: defined, global, each in a LIBSYNC_x.y version node (LIBSYNC_x.y_NAME for
-# a node named after the work that added it), the C API only.
+# The exported symbols: defined, global, each in a LIBSYNC_x.y version node (or a topic node
+# of a release, LIBSYNC_x.y_TOPIC, e.g. LIBSYNC_1.6_ASYNC), the C API only.
 objdump -T "$libdir/libsync.so.$version" | awk '$2 == "g" && $4 != "*UND*"' > "$prefix/exports"
 [ "$(wc -l < "$prefix/exports")" -gt 200 ] || fail "too few exported symbols: $(wc -l < "$prefix/exports")"
-grep -Ev '[[:space:]]LIBSYNC_[0-9]+\.[0-9]+(_[A-Z]+)?[[:space:]]' "$prefix/exports" > "$prefix/unversioned" || true
+grep -Ev '[[:space:]]LIBSYNC_[0-9]+\.[0-9]+(_[A-Z0-9]+)?[[:space:]]' "$prefix/exports" > "$prefix/unversioned" || true
 [ ! -s "$prefix/unversioned" ] || fail "exported without a LIBSYNC_x.y version: $(head -3 "$prefix/unversioned")"
 awk '$NF !~ /^(OSAtomic|OSMemoryBarrier|OSSpinLock|os_unfair_lock_|sync_|LIBSYNC_)/ { print $NF }' "$prefix/exports" > "$prefix/foreign"
 [ ! -s "$prefix/foreign" ] || fail "exports beyond the C API: $(head -3 "$prefix/foreign")"
 grep -Eq '[[:space:]]LIBSYNC_0\.1[[:space:]].*[[:space:]]sync_version$' "$prefix/exports" || fail "sync_version is not in LIBSYNC_0.1"
+# Renamed functions (CONTRIBUTING.md, "Names"): the new name in its own node, the old one where it was.
+grep -Eq '[[:space:]]LIBSYNC_1\.6_NAMES[[:space:]].*[[:space:]]sync_mutex_try_lock$' "$prefix/exports" || fail "sync_mutex_try_lock is not in LIBSYNC_1.6_NAMES"
+grep -Eq '[[:space:]]LIBSYNC_0\.1[[:space:]].*[[:space:]]sync_mutex_trylock$' "$prefix/exports" || fail "sync_mutex_trylock is not in LIBSYNC_0.1"
 
 # The README's C example with pkg-config and the rpath the README gives for a prefix the
 # dynamic loader does not search.

@@ -13,24 +13,7 @@
 
 #include <sync.h>
 #include "check.h"
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Waits for the eventfd's completion (blocking read: the test's thread may block). */
-static void await_completion(int efd) {
-    uint64_t n = 0;
-    CHECK_EQ(read(efd, &n, 8), 8);
-    CHECK(n >= 1);
-}
-
-static int readable(int efd) {
-    struct pollfd p = {.fd = efd, .events = POLLIN};
-    return poll(&p, 1, 0) == 1;
-}
+#include "test_support.h"
 
 static void test_immediate_and_ownership(void) {
     sync_mutex_t m = SYNC_MUTEX_INIT;
@@ -39,7 +22,7 @@ static void test_immediate_and_ownership(void) {
     CHECK(h != NULL);
     CHECK_EQ(sync_async_result(h), 0);
     CHECK_EQ(sync_mutex_unlock(&m), EPERM);         /* a thread is not the holder */
-    CHECK_EQ(sync_mutex_trylock(&m), EBUSY);
+    CHECK_EQ(sync_mutex_try_lock(&m), EBUSY);
     CHECK_EQ(sync_async_free(h), EBUSY);            /* holds the lock */
     CHECK_EQ(sync_mutex_lock_async(&m, 0, -1, NULL, NULL, &other), ETIMEDOUT);  /* one try */
     CHECK(other == NULL);
@@ -47,7 +30,7 @@ static void test_immediate_and_ownership(void) {
     CHECK_EQ(sync_async_unlock(&m, h), 0);
     CHECK_EQ(sync_async_unlock(&m, h), EPERM);      /* released already */
     CHECK_EQ(sync_async_free(h), 0);
-    CHECK_EQ(sync_mutex_trylock(&m), 0);
+    CHECK_EQ(sync_mutex_try_lock(&m), 0);
     CHECK_EQ(sync_mutex_unlock(&m), 0);
 }
 
@@ -62,7 +45,7 @@ static void test_bad_input(void) {
     CHECK_EQ(sync_async_cancel(NULL), EINVAL);
     CHECK_EQ(sync_async_unlock(&m, NULL), EINVAL);
     CHECK_EQ(sync_async_free(NULL), 0);
-    CHECK_EQ(sync_mutex_trylock(&m), 0);   /* untouched */
+    CHECK_EQ(sync_mutex_try_lock(&m), 0);   /* untouched */
     CHECK_EQ(sync_mutex_unlock(&m), 0);
 }
 
@@ -78,7 +61,7 @@ static void test_pending_eventfd_cancel_timeout(void) {
     CHECK_EQ(sync_mutex_unlock(&m), 0);        /* the waker grants it to h */
     await_completion(efd);
     CHECK_EQ(sync_async_result(h), 0);
-    CHECK_EQ(sync_mutex_trylock(&m), EBUSY);
+    CHECK_EQ(sync_mutex_try_lock(&m), EBUSY);
     CHECK_EQ(sync_async_unlock(&m, h), 0);
     CHECK_EQ(sync_async_free(h), 0);
 
@@ -89,7 +72,7 @@ static void test_pending_eventfd_cancel_timeout(void) {
     CHECK_EQ(sync_async_result(h), ECANCELED);
     CHECK_EQ(sync_async_cancel(h), EALREADY);
     CHECK_EQ(sync_mutex_unlock(&m), 0);
-    CHECK_EQ(sync_mutex_trylock(&m), 0);       /* nobody took it for the cancelled acquire */
+    CHECK_EQ(sync_mutex_try_lock(&m), 0);       /* nobody took it for the cancelled acquire */
     CHECK(!readable(efd));
     CHECK_EQ(sync_mutex_unlock(&m), 0);
     CHECK_EQ(sync_async_free(h), 0);
@@ -132,7 +115,7 @@ static void test_many_pending_callbacks(void) {
     await_completion(efd_done);
     CHECK_EQ(atomic_load(&granted), MANY);
     for (int i = 0; i < MANY; i++) CHECK_EQ(sync_async_free(handles[i]), 0);
-    CHECK_EQ(sync_mutex_trylock(&many_mutex), 0);
+    CHECK_EQ(sync_mutex_try_lock(&many_mutex), 0);
     CHECK_EQ(sync_mutex_unlock(&many_mutex), 0);
     close(efd_done);
 }
@@ -167,7 +150,7 @@ static void test_robust_killed_holder(void) {
     CHECK_EQ(sync_async_consistent(m, h), 0);
     CHECK_EQ(sync_async_unlock(m, h), 0);
     CHECK_EQ(sync_async_free(h), 0);
-    CHECK_EQ(sync_mutex_trylock(m), 0);
+    CHECK_EQ(sync_mutex_try_lock(m), 0);
     CHECK_EQ(sync_mutex_unlock(m), 0);
     close(efd);
     close(ready[0]);
@@ -179,11 +162,11 @@ static void test_robust_killed_holder(void) {
 static void test_owner_forms(void) {
     sync_mutex_t m = SYNC_MUTEX_INIT;
     uintptr_t a = 0x1000, b = 0x2000;
-    CHECK_EQ(sync_mutex_trylock_async(&m, 0), EINVAL);
-    CHECK_EQ(sync_mutex_trylock_async(NULL, a), EINVAL);
-    CHECK_EQ(sync_mutex_trylock_async(&m, a), 0);
-    CHECK_EQ(sync_mutex_trylock_async(&m, a), EDEADLK);
-    CHECK_EQ(sync_mutex_trylock_async(&m, b), EBUSY);
+    CHECK_EQ(sync_mutex_try_lock_async(&m, 0), EINVAL);
+    CHECK_EQ(sync_mutex_try_lock_async(NULL, a), EINVAL);
+    CHECK_EQ(sync_mutex_try_lock_async(&m, a), 0);
+    CHECK_EQ(sync_mutex_try_lock_async(&m, a), EDEADLK);
+    CHECK_EQ(sync_mutex_try_lock_async(&m, b), EBUSY);
     CHECK_EQ(sync_mutex_unlock(&m), EPERM);
     CHECK_EQ(sync_mutex_unlock_async(&m, b), EPERM);
     CHECK_EQ(sync_mutex_consistent_async(&m, a), EINVAL); /* not robust */
@@ -204,7 +187,7 @@ static void test_owner_forms(void) {
     CHECK_EQ(sync_async_result(h), 0);
     CHECK_EQ(sync_async_free(h), 0); /* the owner holds the lock, not the handle */
     CHECK_EQ(sync_mutex_unlock_async(&m, a), EPERM);
-    CHECK_EQ(sync_mutex_trylock_async(&m, b), EDEADLK);
+    CHECK_EQ(sync_mutex_try_lock_async(&m, b), EDEADLK);
     CHECK_EQ(sync_mutex_unlock_async(&m, b), 0);
     CHECK_EQ(sync_mutex_unlock_async(&m, b), EPERM);
     CHECK_EQ(sync_mutex_is_locked(&m), 0);
@@ -212,10 +195,10 @@ static void test_owner_forms(void) {
     /* Unowned: no owner recorded; anyone releases, sync_mutex_unlock too. */
     sync_mutex_t u;
     CHECK_EQ(sync_mutex_init(&u, SYNC_MUTEX_UNOWNED), 0);
-    CHECK_EQ(sync_mutex_trylock_async(&u, a), 0);
-    CHECK_EQ(sync_mutex_trylock_async(&u, a), EBUSY);
+    CHECK_EQ(sync_mutex_try_lock_async(&u, a), 0);
+    CHECK_EQ(sync_mutex_try_lock_async(&u, a), EBUSY);
     CHECK_EQ(sync_mutex_unlock(&u), 0);
-    CHECK_EQ(sync_mutex_trylock_async(&u, a), 0);
+    CHECK_EQ(sync_mutex_try_lock_async(&u, a), 0);
     CHECK_EQ(sync_mutex_unlock_async(&u, b), 0);
     CHECK_EQ(sync_mutex_unlock_async(&u, b), EPERM); /* not held */
     CHECK_EQ(sync_mutex_lock_async(&u, -1, -1, NULL, NULL, &h), 0);

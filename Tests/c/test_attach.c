@@ -128,9 +128,9 @@ static void test_held_locks(void) {
     CHECK_EQ(init_in_child(spinlock_init, &a->spin), 0);
 
     CHECK_EQ(condition_init(&a->condition), 0);
-    CHECK_EQ(sync_condition_lock(&a->condition), 0);
+    CHECK_EQ(sync_condition_enter(&a->condition), 0);
     CHECK_EQ(init_in_child(condition_init, &a->condition), EBUSY);
-    CHECK_EQ(sync_condition_unlock(&a->condition), 0);
+    CHECK_EQ(sync_condition_exit(&a->condition), 0);
     CHECK_EQ(init_in_child(condition_init, &a->condition), 0);
 
     CHECK_EQ(condition_lock_init(&a->condition_lock), 0);
@@ -165,9 +165,9 @@ static void *cond_waiter(void *unused) {
 }
 static void *condition_waiter(void *unused) {
     (void)unused;
-    CHECK_EQ(sync_condition_lock(&w->condition), 0);
+    CHECK_EQ(sync_condition_enter(&w->condition), 0);
     while (!w->ready) CHECK_EQ(sync_condition_wait(&w->condition), 0);
-    CHECK_EQ(sync_condition_unlock(&w->condition), 0);
+    CHECK_EQ(sync_condition_exit(&w->condition), 0);
     return NULL;
 }
 static void *condition_lock_waiter(void *unused) {
@@ -206,10 +206,10 @@ static void test_waited_on(void) {
     CHECK_EQ(pthread_create(&t, NULL, condition_waiter, NULL), 0);
     until_counted(&w->condition._cond._waiters);
     CHECK_EQ(init_in_child(condition_init, &w->condition), EBUSY);  /* its mutex is free */
-    CHECK_EQ(sync_condition_lock(&w->condition), 0);
+    CHECK_EQ(sync_condition_enter(&w->condition), 0);
     w->ready = 1;
     CHECK_EQ(sync_condition_broadcast(&w->condition), 0);
-    CHECK_EQ(sync_condition_unlock(&w->condition), 0);
+    CHECK_EQ(sync_condition_exit(&w->condition), 0);
     CHECK_EQ(pthread_join(t, NULL), 0);
     CHECK_EQ(init_in_child(condition_init, &w->condition), 0);
 
@@ -263,7 +263,7 @@ static void test_unchecked(void) {
     sync_semaphore_t *s = shared_memory(sizeof *s);
     s->_waiters = 1u << 30;  /* an impossible waiter count: corrupt memory */
     CHECK_EQ(sync_semaphore_init(s, 2, 0, SYNC_PROCESS_SHARED), 0);
-    CHECK_EQ(sync_semaphore_trywait(s), 0);
+    CHECK_EQ(sync_semaphore_try_wait(s), 0);
     munmap(s, sizeof *s);
 
     /* A semaphore's count is not "in use": a shared init resets it (attach without init). */

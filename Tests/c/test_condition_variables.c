@@ -105,7 +105,7 @@ static void broadcast_and_signal(void) {
 static void timeouts_and_misuse(void) {
     sync_mutex_lock(&m);
     int64_t start = sync_monotonic_ns();
-    CHECK_EQ(sync_cond_timedwait(&c, &m, 50 * 1000000ULL), ETIMEDOUT);
+    CHECK_EQ(sync_cond_wait_timed(&c, &m, 50 * 1000000ULL), ETIMEDOUT);
     int64_t waited = sync_monotonic_ns() - start;
     CHECK(waited >= 50 * 1000000LL && waited < 60000 * 1000000LL);  /* (the upper bound guards a hang) */
     CHECK(sync_mutex_is_owner(&m));                 /* holds the mutex again after a timeout */
@@ -115,11 +115,11 @@ static void timeouts_and_misuse(void) {
     CHECK(sync_mutex_is_owner(&m));
     sync_mutex_unlock(&m);
     CHECK_EQ(sync_cond_wait(&c, &m), EPERM);         /* not holding it: refused, no wait */
-    CHECK_EQ(sync_cond_timedwait(&c, &m, 1000000), EPERM);
+    CHECK_EQ(sync_cond_wait_timed(&c, &m, 1000000), EPERM);
     CHECK_EQ(sync_cond_wait(NULL, &m), EINVAL);
     CHECK_EQ(sync_cond_init(&c, 8), EINVAL);
     CHECK_EQ(sync_cond_signal(&c), 0);               /* with no waiter: nothing happens */
-    CHECK_EQ(sync_mutex_trylock(&m), 0);
+    CHECK_EQ(sync_mutex_try_lock(&m), 0);
     CHECK_EQ(sync_mutex_unlock(&m), 0);
 }
 
@@ -130,12 +130,12 @@ static int timeToDoWork, workDone;
 static void *listing_4_3(void *arg) {
     (void)arg;
     for (int i = 0; i < 1000; i++) {
-        sync_condition_lock(&cocoaCondition);
+        sync_condition_enter(&cocoaCondition);
         while (timeToDoWork <= 0)
             sync_condition_wait(&cocoaCondition);
         timeToDoWork--;
         workDone++; /* Do real work here. */
-        sync_condition_unlock(&cocoaCondition);
+        sync_condition_exit(&cocoaCondition);
     }
     return NULL;
 }
@@ -144,20 +144,20 @@ static void cocoa_condition(void) {
     pthread_t t;
     pthread_create(&t, NULL, listing_4_3, NULL);
     for (int i = 0; i < 1000; i++) { /* Listing 4-4 */
-        sync_condition_lock(&cocoaCondition);
+        sync_condition_enter(&cocoaCondition);
         timeToDoWork++;
         sync_condition_signal(&cocoaCondition);
-        sync_condition_unlock(&cocoaCondition);
+        sync_condition_exit(&cocoaCondition);
     }
     pthread_join(t, NULL);
     CHECK_EQ(workDone, 1000);
     CHECK_EQ(timeToDoWork, 0);
-    CHECK_EQ(sync_condition_unlock(&cocoaCondition), EPERM);
+    CHECK_EQ(sync_condition_exit(&cocoaCondition), EPERM);
     CHECK_EQ(sync_condition_wait(&cocoaCondition), EPERM);
-    CHECK_EQ(sync_condition_lock(&cocoaCondition), 0);
-    CHECK_EQ(sync_condition_lock(&cocoaCondition), EDEADLK);
-    CHECK_EQ(sync_condition_timedwait(&cocoaCondition, 1000000), ETIMEDOUT);
-    CHECK_EQ(sync_condition_unlock(&cocoaCondition), 0);
+    CHECK_EQ(sync_condition_enter(&cocoaCondition), 0);
+    CHECK_EQ(sync_condition_enter(&cocoaCondition), EDEADLK);
+    CHECK_EQ(sync_condition_wait_timed(&cocoaCondition, 1000000), ETIMEDOUT);
+    CHECK_EQ(sync_condition_exit(&cocoaCondition), 0);
 }
 
 /* NSConditionLock: ordering by condition value, the seed's producer/consumer, misuse. */
@@ -190,7 +190,7 @@ static void *seed_producer(void *arg) {
 static void *seed_consumer(void *arg) {
     (void)arg;
     for (;;) {
-        if (sync_condition_lock_timedlock_when(&condLock, HAS_DATA, 200 * 1000000ULL) == ETIMEDOUT) return NULL;
+        if (sync_condition_lock_lock_when_timed(&condLock, HAS_DATA, 200 * 1000000ULL) == ETIMEDOUT) return NULL;
         queue_items--; consumed_total++;               /* Remove data from the queue. */
         bool isEmpty = queue_items == 0;
         sync_condition_lock_unlock_with(&condLock, isEmpty ? NO_DATA : HAS_DATA);
@@ -213,16 +213,16 @@ static void condition_lock(void) {
     CHECK_EQ(sync_condition_lock_condition(&condLock), NO_DATA);
 
     int64_t start = sync_monotonic_ns();
-    CHECK_EQ(sync_condition_lock_trylock_when(&condLock, HAS_DATA), EBUSY);  /* wrong value */
+    CHECK_EQ(sync_condition_lock_try_lock_when(&condLock, HAS_DATA), EBUSY);  /* wrong value */
     CHECK(sync_monotonic_ns() - start < 60000 * 1000000LL);  /* returned: a bound, not a time */
     CHECK_EQ(sync_condition_lock_unlock(&condLock), EPERM);
-    CHECK_EQ(sync_condition_lock_trylock_when(&condLock, NO_DATA), 0);
-    CHECK_EQ(sync_condition_lock_trylock(&condLock), EBUSY);
+    CHECK_EQ(sync_condition_lock_try_lock_when(&condLock, NO_DATA), 0);
+    CHECK_EQ(sync_condition_lock_try_lock(&condLock), EBUSY);
     CHECK_EQ(sync_condition_lock_lock(&condLock), EDEADLK);
     CHECK_EQ(sync_condition_lock_unlock_with(&condLock, 42), 0);
     CHECK_EQ(sync_condition_lock_condition(&condLock), 42);
     CHECK_EQ(sync_condition_lock_lock_when_until(&condLock, 7, sync_monotonic_ns()), ETIMEDOUT);
-    CHECK_EQ(sync_condition_lock_trylock(&condLock), 0);  /* the timeout left it unlocked */
+    CHECK_EQ(sync_condition_lock_try_lock(&condLock), 0);  /* the timeout left it unlocked */
     CHECK_EQ(sync_condition_lock_unlock(&condLock), 0);
     CHECK_EQ(sync_condition_lock_init(&condLock, 3, 4), EINVAL);
 }
@@ -410,7 +410,7 @@ static void fork_keeps_the_forking_threads_locks(void) {
         int ok = sync_recursive_lock_depth(&r) == 2 && sync_mutex_is_owner(&mine)
             && sync_mutex_lock(&mine) == EDEADLK
             /* the word still names the parent's thread: deeper, and back, through it */
-            && sync_recursive_lock_lock(&r) == 0 && sync_recursive_lock_trylock(&r) == 0
+            && sync_recursive_lock_lock(&r) == 0 && sync_recursive_lock_try_lock(&r) == 0
             && sync_recursive_lock_depth(&r) == 4
             && sync_recursive_lock_unlock(&r) == 0 && sync_recursive_lock_unlock(&r) == 0
             && sync_cond_wait_recursive_interruptible(&sc, &r, 0) == ETIMEDOUT
@@ -418,7 +418,7 @@ static void fork_keeps_the_forking_threads_locks(void) {
             && sync_recursive_lock_unlock(&r) == 0 && sync_recursive_lock_unlock(&r) == 0
             && sync_recursive_lock_unlock(&r) == EPERM
             && sync_mutex_unlock(&mine) == 0 && sync_mutex_unlock(&mine) == EPERM
-            && sync_mutex_unlock(shared) == EPERM && sync_mutex_trylock(shared) == EBUSY
+            && sync_mutex_unlock(shared) == EPERM && sync_mutex_try_lock(shared) == EBUSY
             && sync_mutex_is_owner(shared) == 0;
         /* Robust: not the child's (no owner, EPERM, no EDEADLK); its next locker is told. */
         ok = ok && sync_mutex_is_owner(&robust.mutex) == 0 && sync_mutex_unlock(&robust.mutex) == EPERM
@@ -427,7 +427,7 @@ static void fork_keeps_the_forking_threads_locks(void) {
             && sync_mutex_unlock(&robust.mutex) == 0;
         ok = ok && sync_recursive_lock_depth(&robust_recursive.recursive) == 0
             && sync_recursive_lock_unlock(&robust_recursive.recursive) == EPERM
-            && sync_recursive_lock_trylock(&robust_recursive.recursive) == EOWNERDEAD
+            && sync_recursive_lock_try_lock(&robust_recursive.recursive) == EOWNERDEAD
             && sync_recursive_lock_depth(&robust_recursive.recursive) == 1
             && sync_recursive_lock_consistent(&robust_recursive.recursive) == 0
             && sync_recursive_lock_unlock(&robust_recursive.recursive) == 0;
@@ -553,7 +553,7 @@ static void impossible_words(void) {
     CHECK_EQ(sync_mutex_lock(&sm), 0);
     CHECK_EQ(sync_cond_wait(&bad, &sm), EINVAL);
     CHECK(sync_mutex_is_owner(&sm));                /* not released */
-    CHECK_EQ(sync_cond_timedwait(&bad, &sm, 1000000), EINVAL);
+    CHECK_EQ(sync_cond_wait_timed(&bad, &sm, 1000000), EINVAL);
     CHECK_EQ(sync_cond_signal(&bad), EINVAL);
     CHECK_EQ(sync_cond_broadcast(&bad), EINVAL);
     CHECK_EQ(sync_cond_signal_checked(&bad, &sm, 1), EINVAL);
@@ -562,7 +562,7 @@ static void impossible_words(void) {
     sync_condition_lock_t lock = SYNC_CONDITION_LOCK_INIT(1);
     lock._reserved = 5;
     CHECK_EQ(sync_condition_lock_lock(&lock), EINVAL);
-    CHECK_EQ(sync_condition_lock_trylock(&lock), EINVAL);
+    CHECK_EQ(sync_condition_lock_try_lock(&lock), EINVAL);
     CHECK_EQ(sync_condition_lock_lock_when(&lock, 1), EINVAL);
     CHECK_EQ(sync_condition_lock_unlock_with(&lock, 2), EINVAL);
     CHECK_EQ(sync_condition_lock_condition(&lock), 1);
@@ -577,7 +577,7 @@ static void impossible_words(void) {
         CHECK_EQ(sync_condition_lock_init(&lock, 3, 0), 0);
         lock._mutex = impossible_bits[i];
         CHECK_EQ(sync_condition_lock_lock(&lock), EINVAL);
-        CHECK_EQ(sync_condition_lock_trylock_when(&lock, 3), EINVAL);
+        CHECK_EQ(sync_condition_lock_try_lock_when(&lock, 3), EINVAL);
         CHECK_EQ(sync_condition_lock_unlock_with(&lock, 4), EINVAL);
         CHECK_EQ(lock._mutex, impossible_bits[i]);
         CHECK_EQ(sync_condition_lock_condition(&lock), 3);
@@ -587,7 +587,7 @@ static void impossible_words(void) {
     CHECK_EQ(sync_condition_lock_lock_when(&lock, 3), 0);
     CHECK_EQ(sync_condition_lock_lock(&lock), EDEADLK);
     CHECK_EQ(sync_condition_lock_unlock_with(&lock, 4), 0);
-    CHECK_EQ(sync_condition_lock_trylock_when(&lock, 4), 0);
+    CHECK_EQ(sync_condition_lock_try_lock_when(&lock, 4), 0);
     CHECK_EQ(sync_condition_lock_unlock(&lock), 0);
     CHECK_EQ(sync_condition_lock_unlock(&lock), EPERM);
 }

@@ -43,11 +43,11 @@ static void semaphore(void) {
     for (int i = 0; i < 2 * THREADS; i++) pthread_join(t[i], NULL);
     CHECK_EQ(consumed, THREADS * ITEMS);
     CHECK_EQ(sync_semaphore_value(&items), 0);
-    CHECK_EQ(sync_semaphore_trywait(&items), EAGAIN);
+    CHECK_EQ(sync_semaphore_try_wait(&items), EAGAIN);
 
     /* Timeouts: a relative one waits about that long; a past deadline returns at once. */
     int64_t start = sync_monotonic_ns();
-    CHECK_EQ(sync_semaphore_timedwait(&items, 50 * 1000000LL), ETIMEDOUT);
+    CHECK_EQ(sync_semaphore_wait_timed(&items, 50 * 1000000LL), ETIMEDOUT);
     int64_t waited = sync_monotonic_ns() - start;
     CHECK(waited >= 50 * 1000000LL && waited < 60000 * 1000000LL);  /* (the upper bound guards a hang) */
     start = sync_monotonic_ns();
@@ -88,7 +88,7 @@ static void *event_waiter(void *arg) {
 
 static void event(void) {
     CHECK(!sync_event_is_set(&go));
-    CHECK_EQ(sync_event_timedwait(&go, 10 * 1000000LL), ETIMEDOUT);
+    CHECK_EQ(sync_event_wait_timed(&go, 10 * 1000000LL), ETIMEDOUT);
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++) pthread_create(&t[i], NULL, event_waiter, NULL);
     usleep(20000);
@@ -151,7 +151,7 @@ static void barriers(void) {
     int other = -1;
     pthread_create(&t[0], NULL, breaking_waiter, &other);
     usleep(10000);
-    CHECK_EQ(sync_barrier_timedwait(&breaking, 20 * 1000000LL, NULL), ETIMEDOUT);
+    CHECK_EQ(sync_barrier_wait_timed(&breaking, 20 * 1000000LL, NULL), ETIMEDOUT);
     pthread_join(t[0], NULL);
     CHECK_EQ(other, ECANCELED);
     CHECK_EQ(sync_barrier_status(&breaking, NULL, NULL, &broken), 0);
@@ -316,7 +316,7 @@ static void impossible_words(void) {
     sem._waiters = 0xffffffffu;
     memcpy(&copy, &sem, sizeof copy);
     CHECK_EQ(sync_semaphore_wait(&sem), EINVAL);
-    CHECK_EQ(sync_semaphore_timedwait(&sem, 1000000), EINVAL);
+    CHECK_EQ(sync_semaphore_wait_timed(&sem, 1000000), EINVAL);
     CHECK_EQ(sync_semaphore_wait_interruptible(&sem, -1), EINVAL);
     CHECK_EQ(sync_semaphore_signal(&sem, 1), EINVAL);
     CHECK(memcmp(&copy, &sem, sizeof copy) == 0);
@@ -326,7 +326,7 @@ static void impossible_words(void) {
     over._count = 0;
     over._bounded = 7;
     CHECK_EQ(sync_semaphore_signal(&over, 1), EINVAL);
-    CHECK_EQ(sync_semaphore_timedwait(&over, 1000000), EINVAL);
+    CHECK_EQ(sync_semaphore_wait_timed(&over, 1000000), EINVAL);
     CHECK_EQ(over._count, 0);
     /* With a unit to take: the try and the waits take none (they used to take it). */
     sync_semaphore_t corrupt[3] = {SYNC_SEMAPHORE_INIT(1), SYNC_BOUNDED_SEMAPHORE_INIT(1, 4),
@@ -336,22 +336,22 @@ static void impossible_words(void) {
     corrupt[2]._count = 5;                                          /* above its bound */
     for (int i = 0; i < 3; i++) {
         memcpy(&copy, &corrupt[i], sizeof copy);
-        CHECK_EQ(sync_semaphore_trywait(&corrupt[i]), EINVAL);
+        CHECK_EQ(sync_semaphore_try_wait(&corrupt[i]), EINVAL);
         CHECK_EQ(sync_semaphore_wait(&corrupt[i]), EINVAL);
         CHECK_EQ(sync_semaphore_wait_until(&corrupt[i], -1), EINVAL);
-        CHECK_EQ(sync_semaphore_timedwait(&corrupt[i], 1000000), EINVAL);
+        CHECK_EQ(sync_semaphore_wait_timed(&corrupt[i], 1000000), EINVAL);
         CHECK_EQ(sync_semaphore_wait_interruptible(&corrupt[i], -1), EINVAL);
         CHECK_EQ(sync_semaphore_signal(&corrupt[i], 1), EINVAL);
         CHECK(memcmp(&copy, &corrupt[i], sizeof copy) == 0);
     }
     sync_semaphore_t fine = SYNC_BOUNDED_SEMAPHORE_INIT(1, 1);
-    CHECK_EQ(sync_semaphore_trywait(&fine), 0);
-    CHECK_EQ(sync_semaphore_trywait(&fine), EAGAIN);
+    CHECK_EQ(sync_semaphore_try_wait(&fine), 0);
+    CHECK_EQ(sync_semaphore_try_wait(&fine), EAGAIN);
 
     sync_event_t ev = SYNC_EVENT_INIT;
     ev._waiters = 0xffffffffu;
     CHECK_EQ(sync_event_wait(&ev), EINVAL);
-    CHECK_EQ(sync_event_timedwait(&ev, 1000000), EINVAL);
+    CHECK_EQ(sync_event_wait_timed(&ev, 1000000), EINVAL);
     CHECK_EQ(sync_event_set(&ev), EINVAL);
     CHECK_EQ(ev._waiters, 0xffffffffu);
 
@@ -368,7 +368,7 @@ static void impossible_words(void) {
         }
         sync_barrier_t before = bad;
         CHECK_EQ(sync_barrier_wait(&bad, NULL), EINVAL);
-        CHECK_EQ(sync_barrier_timedwait(&bad, 1000000, NULL), EINVAL);
+        CHECK_EQ(sync_barrier_wait_timed(&bad, 1000000, NULL), EINVAL);
         CHECK_EQ(sync_barrier_action_done(&bad, true), EINVAL);
         CHECK_EQ(sync_barrier_reset(&bad), EINVAL);
         CHECK_EQ(sync_barrier_abort(&bad), EINVAL);

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "distributed_support.h"
 
 static char dir[64];   /* a fresh directory per run */
 static char path[128]; /* the lock, in it */
@@ -33,12 +35,6 @@ static sync_distributed_lock_t *make(void) {
     return lock;
 }
 
-static void wait_ok(pid_t child) {
-    int status;
-    CHECK_EQ(waitpid(child, &status, 0), child);
-    CHECK_EQ(status, 0);
-}
-
 static void test_layout(void) {
     CHECK_EQ(sizeof(sync_distributed_lock_holder_t), 280);
     CHECK_EQ(offsetof(sync_distributed_lock_holder_t, acquired_ns), 0);
@@ -46,13 +42,6 @@ static void test_layout(void) {
     CHECK_EQ(offsetof(sync_distributed_lock_holder_t, pid), 16);
     CHECK_EQ(offsetof(sync_distributed_lock_holder_t, flags), 20);
     CHECK_EQ(offsetof(sync_distributed_lock_holder_t, host), 24);
-}
-
-static int create_error(const char *p) {
-    sync_distributed_lock_t *lock = (sync_distributed_lock_t *)1;
-    int err = sync_distributed_lock_create(p, &lock);
-    CHECK(lock == NULL);
-    return err;
 }
 
 static void test_bad_paths(void) {
@@ -164,20 +153,41 @@ static void test_unlock_errors(void) {
     sync_distributed_lock_destroy(b);
 }
 
+/* The caller acquiring again through its non-recursive object: EDEADLK while the hold is in place;
+ * once it was lost, the acquire ends it and says so (ESTALE) once, and the next call acquires. */
+static void test_acquire_after_a_lost_hold(void) {
+    sync_distributed_lock_t *a = make(), *b = make();
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    CHECK_EQ(sync_distributed_lock_try_lock(a), EDEADLK);   /* in place: a deadlock */
+    CHECK_EQ(sync_distributed_lock_break(b), 0);             /* lost, free now */
+    CHECK_EQ(sync_distributed_lock_try_lock(a), ESTALE);
+    CHECK(strstr(sync_distributed_lock_error_message(), "lost") != NULL);
+    CHECK_EQ(sync_distributed_lock_count(a), 0);              /* ended */
+    CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
+    CHECK_EQ(sync_distributed_lock_break(b), 0);             /* lost, and someone else holds it */
+    CHECK_EQ(sync_distributed_lock_try_lock(b), 0);
+    CHECK_EQ(sync_distributed_lock_lock(a, 1000000000, 1000000), ESTALE);
+    CHECK(strstr(sync_distributed_lock_error_message(), "another holder") != NULL);
+    CHECK_EQ(sync_distributed_lock_unlock(a), EPERM);        /* ended: nothing left to unlock */
+    CHECK_EQ(sync_distributed_lock_lock(a, 0, 1000000), ETIMEDOUT);  /* b's now */
+    CHECK_EQ(sync_distributed_lock_unlock(b), 0);
+    CHECK_EQ(sync_distributed_lock_lock_until(a, -1, 1000000), 0);
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    sync_distributed_lock_destroy(a);
+    sync_distributed_lock_destroy(b);
+}
+
 /* A child process that takes the lock and holds it until killed (or told to exit, holding it). */
-static pid_t spawn_holder(void) {
+static pid_t spawn_path_holder(void) {
     int ready[2];
     CHECK_EQ(pipe(ready), 0);
     pid_t child = fork();
     if (child == 0) {
         sync_distributed_lock_t *lock = make();
-        char ok = sync_distributed_lock_try_lock(lock) == 0 ? 'y' : 'n';
-        if (write(ready[1], &ok, 1) != 1) _exit(3);
+        report_try_lock(ready[1], lock);
         for (;;) pause();
     }
-    char ok = 0;
-    CHECK_EQ(read(ready[0], &ok, 1), 1);
-    CHECK_EQ(ok, 'y');
+    expect_holding(ready[0]);
     close(ready[0]);
     close(ready[1]);
     return child;
@@ -186,7 +196,7 @@ static pid_t spawn_holder(void) {
 static void on_alarm(int signal) { (void)signal; }
 
 static void test_busy_timeout_and_interrupt(void) {
-    pid_t holder = spawn_holder();
+    pid_t holder = spawn_path_holder();
     sync_distributed_lock_t *a = make();
     CHECK_EQ(sync_distributed_lock_try_lock(a), EBUSY);   /* held by another process: busy, at once */
     sync_distributed_lock_holder_t h;
@@ -220,7 +230,7 @@ static void test_busy_timeout_and_interrupt(void) {
 }
 
 static void test_killed_holder_is_stale_and_recovered(void) {
-    pid_t holder = spawn_holder();
+    pid_t holder = spawn_path_holder();
     sync_distributed_lock_t *a = make();
     kill(holder, SIGKILL);
     /* Not reaped yet (a zombie): already stale. */
@@ -241,7 +251,7 @@ static void test_killed_holder_is_stale_and_recovered(void) {
     CHECK_EQ(sync_distributed_lock_recover(a), ENOENT);    /* free: nothing to recover */
 
     /* lock() recovers a stale lock by itself. */
-    holder = spawn_holder();
+    holder = spawn_path_holder();
     kill(holder, SIGKILL);
     waitpid(holder, NULL, 0);
     CHECK_EQ(sync_distributed_lock_lock(a, 10LL * 1000000000, 1000000), 0);
@@ -254,7 +264,7 @@ static void test_killed_holder_is_stale_and_recovered(void) {
  * takeover. Both stay alive until the parent has both results (else the loser could see the winner
  * dead, and recover again, rightly). The winner then exits holding: the next round's stale lock. */
 static void test_racing_breakers(void) {
-    pid_t holder = spawn_holder();
+    pid_t holder = spawn_path_holder();
     kill(holder, SIGKILL);
     waitpid(holder, NULL, 0);
     int wins = 0; /* of the first breaker */
@@ -379,7 +389,7 @@ static int create_with_error(const char *p, unsigned flags, int mode) {
 
 static void test_bad_options(void) {
     char p[300];
-    CHECK_EQ(create_with_error(path, 32, -1), EINVAL);                /* an unknown flag */
+    CHECK_EQ(create_with_error(path, 64, -1), EINVAL);                /* an unknown flag */
     CHECK_EQ(create_with_error(path, 0, -2), EINVAL);                 /* mode outside -1...0777 */
     CHECK_EQ(create_with_error(path, 0, 01000), EINVAL);
     snprintf(p, sizeof p, "%s/bad\xff\xfename", dir);                 /* not UTF-8 */
@@ -425,6 +435,43 @@ static void test_impossible_disk_states(void) {
         CHECK_EQ(system(p), 0);
         sync_distributed_lock_destroy(lock);
     }
+}
+
+/* TAKE_OVER_FILE: the empty file filelock's FileLock leaves behind is taken over when no flock
+ * holder is on it; one held by a flock, or with content, is EEXIST with a message saying what to
+ * do, and stays; without the flag any file is EEXIST. At creation, and at an acquire (the file
+ * made after the object). */
+static void test_take_over_filelock_file(void) {
+    char p[300];
+    snprintf(p, sizeof p, "%s/migrated.lock", dir);
+    int fd = open(p, O_CREAT | O_RDWR, 0644);
+    CHECK(fd >= 0);
+    CHECK_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);                    /* (another open file: as filelock's process) */
+    CHECK_EQ(create_with_error(p, SYNC_DISTRIBUTED_LOCK_TAKE_OVER_FILE, -1), EEXIST);
+    CHECK(strstr(sync_distributed_lock_error_message(), "held by a filelock process") != NULL);
+    CHECK_EQ(create_with_error(p, 0, -1), EEXIST);
+    CHECK_EQ(flock(fd, LOCK_UN), 0);
+    CHECK_EQ(create_with_error(p, 0, -1), EEXIST);                /* not asked: left alone */
+    struct stat st;
+    CHECK(stat(p, &st) == 0 && S_ISREG(st.st_mode));
+    CHECK_EQ(write(fd, "1234\n", 5), 5);                         /* content: never removed */
+    CHECK_EQ(create_with_error(p, SYNC_DISTRIBUTED_LOCK_TAKE_OVER_FILE, -1), EEXIST);
+    CHECK(strstr(sync_distributed_lock_error_message(), "with content") != NULL);
+    CHECK_EQ(ftruncate(fd, 0), 0);
+    close(fd);
+    sync_distributed_lock_t *lock = make_with(p, SYNC_DISTRIBUTED_LOCK_TAKE_OVER_FILE, -1);  /* free: taken over */
+    CHECK_EQ(sync_distributed_lock_try_lock(lock), 0);
+    CHECK(stat(p, &st) == 0 && S_ISDIR(st.st_mode));
+    CHECK_EQ(sync_distributed_lock_unlock(lock), 0);
+    CHECK_EQ(rmdir(p), 0);
+    fd = open(p, O_CREAT | O_RDWR, 0644);                         /* a file again, after the object was made */
+    CHECK(fd >= 0);
+    close(fd);
+    CHECK_EQ(sync_distributed_lock_try_lock(lock), 0);
+    CHECK(stat(p, &st) == 0 && S_ISDIR(st.st_mode));
+    CHECK_EQ(sync_distributed_lock_unlock(lock), 0);
+    sync_distributed_lock_destroy(lock);
+    CHECK_EQ(rmdir(p), 0);
 }
 
 /* MAKE_PARENTS, REMOVE_ON_RELEASE and mode. */
@@ -778,6 +825,102 @@ static void test_long_paths(void) {
     }
 }
 
+struct asked { int calls, stop_at; };
+
+static bool asked_enough(void *context) {
+    struct asked *a = context;
+    return ++a->calls >= a->stop_at;
+}
+
+static int lock_cancellable(sync_distributed_lock_t *lock, int64_t deadline, struct asked *asked) {
+    int err;
+    do err = sync_distributed_lock_lock_cancellable(lock, deadline, 1000000, asked ? asked_enough : NULL, asked);
+    while (err == EINTR);
+    return err;
+}
+
+/* The wait with a caller's condition to stop: asked only after a try that finds the lock held,
+ * never before the deadlock check nor after the deadline. */
+static void test_lock_cancellable(void) {
+    sync_distributed_lock_t *a = make(), *b = make();
+    struct asked asked = {0, 3};
+    CHECK_EQ(sync_distributed_lock_lock_cancellable(NULL, -1, 1000000, NULL, NULL), EINVAL);
+    CHECK_EQ(lock_cancellable(a, -1, &asked), 0);             /* free: not asked */
+    CHECK_EQ(asked.calls, 0);
+    CHECK_EQ(lock_cancellable(b, -1, &asked), EDEADLK);       /* this thread holds it through a */
+    CHECK_EQ(asked.calls, 0);
+    CHECK_EQ(lock_cancellable(b, 0, &asked), ETIMEDOUT);      /* one try, deadline passed */
+    CHECK_EQ(asked.calls, 0);
+    CHECK_EQ(lock_cancellable(b, sync_monotonic_ns() + 3600000000000, &asked), ECANCELED);
+    CHECK_EQ(asked.calls, 3);
+    CHECK_EQ(lock_cancellable(b, sync_monotonic_ns() + 2000000, NULL), ETIMEDOUT);  /* NULL: never */
+    CHECK_EQ(sync_distributed_lock_unlock(a), 0);
+    asked = (struct asked){0, 1};
+    CHECK_EQ(lock_cancellable(b, -1, &asked), 0);
+    CHECK_EQ(asked.calls, 0);
+    CHECK_EQ(sync_distributed_lock_unlock(b), 0);
+    sync_distributed_lock_destroy(a);
+    sync_distributed_lock_destroy(b);
+}
+
+static void check_canonical(const char *target, const char *expected) {
+    char buffer[PATH_MAX];
+    size_t length = 0;
+    CHECK_EQ(sync_distributed_lock_canonical(target, buffer, sizeof buffer, &length), 0);
+    if (strcmp(buffer, expected) != 0) fprintf(stderr, "canonical(%s) = %s, not %s\n", target, buffer, expected);
+    CHECK_EQ(strcmp(buffer, expected), 0);
+    CHECK_EQ(length, strlen(expected));
+}
+
+/* The core's rules for targets, as every front end applies them: URL or path (the scheme ASCII
+ * letters and '+': non-ASCII letters make a path), and a path's one spelling. */
+static void test_target_rules(void) {
+    CHECK(sync_distributed_lock_is_url("redis://127.0.0.1/?lock=a"));
+    CHECK(sync_distributed_lock_is_url("PostgreSQL+x://h/db?lock=a"));   /* (create: EINVAL, scheme) */
+    CHECK(!sync_distributed_lock_is_url("\xc3\xa9://x"));                /* "é://x": a path */
+    CHECK(!sync_distributed_lock_is_url("r\xc3\xa9" "dis://x"));
+    CHECK(!sync_distributed_lock_is_url("1redis://x"));
+    CHECK(!sync_distributed_lock_is_url("://x"));
+    CHECK(!sync_distributed_lock_is_url("/tmp/a://b"));
+    CHECK(!sync_distributed_lock_is_url(""));
+    CHECK(!sync_distributed_lock_is_url(NULL));
+    CHECK(!sync_distributed_lock_is_url("redis\xff://x"));               /* not UTF-8 */
+
+    char real[PATH_MAX], link[PATH_MAX + 8], sub[PATH_MAX + 8], target[3 * PATH_MAX], expected[3 * PATH_MAX];
+    CHECK(realpath(dir, real) != NULL);
+    snprintf(sub, sizeof sub, "%s/r\xc3\xa9" "al", real);                /* "réal", and a link to it */
+    CHECK_EQ(mkdir(sub, 0700), 0);
+    snprintf(link, sizeof link, "%s/link-to-real", dir);
+    CHECK_EQ(symlink(sub, link), 0);
+    snprintf(target, sizeof target, "%s/x.lock//", link);
+    snprintf(expected, sizeof expected, "%s/x.lock", sub);
+    check_canonical(target, expected);
+    snprintf(target, sizeof target, "%s/./m\xc3\xaf" "ssing/../d\xc3\xaf" "r/x.lock", link);  /* missing parents */
+    snprintf(expected, sizeof expected, "%s/d\xc3\xaf" "r/x.lock", sub);
+    check_canonical(target, expected);
+    check_canonical("redis://u:secret@h/?lock=a", "redis://u:secret@h/?lock=a");
+    check_canonical("/x.lock", "/x.lock");
+
+    /* The spelling of the lock made there. */
+    snprintf(target, sizeof target, "%s/x.lock/", link);
+    sync_distributed_lock_t *lock = NULL;
+    CHECK_EQ(sync_distributed_lock_create(target, &lock), 0);
+    check_canonical(target, sync_distributed_lock_path(lock));
+    sync_distributed_lock_destroy(lock);
+
+    size_t length = 0;
+    char small[4];
+    CHECK_EQ(sync_distributed_lock_canonical(target, small, sizeof small, &length), ERANGE);
+    CHECK_EQ(length, strlen(sub) + strlen("/x.lock"));
+    CHECK_EQ(sync_distributed_lock_canonical(target, NULL, 0, NULL), ERANGE);
+    const char *names_no_file[] = {"", "/", ".", "a/..", "a/.", "a/b/../"};
+    for (size_t i = 0; i < sizeof names_no_file / sizeof *names_no_file; i++)
+        CHECK_EQ(sync_distributed_lock_canonical(names_no_file[i], expected, sizeof expected, &length), EINVAL);
+    CHECK_EQ(sync_distributed_lock_canonical(NULL, expected, sizeof expected, &length), EINVAL);
+    CHECK_EQ(sync_distributed_lock_canonical("/tmp/\xff.lock", expected, sizeof expected, &length), EINVAL);
+    CHECK_EQ(unlink(link), 0);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/libsync-dlock-XXXXXX");
     CHECK(mkdtemp(dir) != NULL);
@@ -786,12 +929,16 @@ int main(void) {
     test_bad_paths();
     test_basics_and_holder();
     test_unlock_errors();
+    test_acquire_after_a_lost_hold();
+    test_lock_cancellable();
+    test_target_rules();
     test_busy_timeout_and_interrupt();
     test_killed_holder_is_stale_and_recovered();
     test_racing_breakers();
     test_mutual_exclusion_between_processes();
     test_bad_options();
     test_impossible_disk_states();
+    test_take_over_filelock_file();
     test_parents_removal_and_mode();
     test_threads_share_one_object();
     test_owner_recursion_and_deadlock();

@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 
 #include "check.h"
+#include "distributed_support.h"
 
 #ifndef LIBSYNC_SOURCE_DIR
 #error "LIBSYNC_SOURCE_DIR: the source tree (for scripts/servers.sh)"
@@ -48,28 +49,6 @@ static void target(enum backend b, const char *extra, char *out, size_t size) {
     else snprintf(out, size, "%s%slock=test%d-%d%s", base[b], strchr(base[b], '?') ? "&" : "?", (int)getpid(), n, extra ? extra : "");
 }
 
-static sync_distributed_lock_t *make(const char *t) {
-    sync_distributed_lock_t *lock = NULL;
-    int err = sync_distributed_lock_create(t, &lock);
-    if (err) fprintf(stderr, "create %s: %d: %s\n", t, err, sync_distributed_lock_error_message());
-    CHECK_EQ(err, 0);
-    return lock;
-}
-
-static int create_error(const char *t) {
-    sync_distributed_lock_t *lock = (sync_distributed_lock_t *)1;
-    int err = sync_distributed_lock_create(t, &lock);
-    CHECK(lock == NULL);
-    return err;
-}
-
-static void wait_ok(pid_t child) {
-    int status;
-    CHECK_EQ(waitpid(child, &status, 0), child);
-    if (status != 0) fprintf(stderr, "child %d: status %#x\n", (int)child, status);
-    CHECK_EQ(status, 0);
-}
-
 static void control(const char *what, enum backend b) {
     char command[600];
     snprintf(command, sizeof command, "%s/scripts/servers.sh %s %s %s", LIBSYNC_SOURCE_DIR, what,
@@ -77,33 +56,11 @@ static void control(const char *what, enum backend b) {
     CHECK_EQ(system(command), 0);
 }
 
-/* A child that takes `t` and holds it until killed; returns its pid once it holds it. */
-static pid_t spawn_holder(const char *t) {
-    int ready[2];
-    CHECK_EQ(pipe(ready), 0);
-    pid_t child = fork();
-    if (child == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        signal(SIGALRM, SIG_DFL);
-        alarm(120);
-        sync_distributed_lock_t *lock = make(t);
-        char ok = sync_distributed_lock_try_lock(lock) == 0 ? 'y' : 'n';
-        if (write(ready[1], &ok, 1) != 1) _exit(3);
-        for (;;) pause();
-    }
-    char ok = 0;
-    CHECK_EQ(read(ready[0], &ok, 1), 1);
-    CHECK_EQ(ok, 'y');
-    close(ready[0]);
-    close(ready[1]);
-    return child;
-}
-
 /* Basics: busy, holder, tokens strictly increasing across holders and re-entries. */
 static void test_basics_and_tokens(enum backend b) {
     char t[600];
     target(b, NULL, t, sizeof t);
-    sync_distributed_lock_t *a = make(t), *c = make(t);
+    sync_distributed_lock_t *a = make_lock(t), *c = make_lock(t);
     uint64_t token = 0, previous = 0;
     CHECK_EQ(sync_distributed_lock_token(a, &token), EPERM);
     CHECK_EQ(sync_distributed_lock_token(NULL, &token), EINVAL);
@@ -151,50 +108,7 @@ static void test_mutual_exclusion_and_fencing(enum backend b) {
     char t[600], log_path[128];
     target(b, NULL, t, sizeof t);
     snprintf(log_path, sizeof log_path, "%s/log%d", scratch, lock_serial);
-    int fd = open(log_path, O_CREAT | O_TRUNC | O_WRONLY | O_APPEND, 0644);
-    CHECK(fd >= 0);
-    pid_t workers[WORKERS];
-    for (int w = 0; w < WORKERS; w++) {
-        workers[w] = fork();
-        if (workers[w] != 0) continue;
-        alarm(120);
-        sync_distributed_lock_t *lock = make(t);
-        for (int r = 0; r < ROUNDS; r++) {
-            int err = sync_distributed_lock_lock_until(lock, sync_monotonic_ns() + 60 * S, MS);
-            if (err) { fprintf(stderr, "worker: %d %s\n", err, sync_distributed_lock_error_message()); _exit(7); }
-            uint64_t token;
-            if (sync_distributed_lock_token(lock, &token) != 0) _exit(8);
-            char line[64];
-            int n = snprintf(line, sizeof line, "E %d %llu\n", w, (unsigned long long)token);
-            if (write(fd, line, (size_t)n) != n) _exit(9);
-            sched_yield();
-            n = snprintf(line, sizeof line, "X %d 0\n", w);
-            if (write(fd, line, (size_t)n) != n) _exit(9);
-            if (sync_distributed_lock_unlock(lock) != 0) _exit(10);
-        }
-        _exit(0);
-    }
-    for (int w = 0; w < WORKERS; w++) wait_ok(workers[w]);
-    close(fd);
-    FILE *log = fopen(log_path, "r");
-    CHECK(log != NULL);
-    char kind;
-    int worker, holder = -1, entries = 0;
-    unsigned long long token, last = 0;
-    while (fscanf(log, " %c %d %llu", &kind, &worker, &token) == 3) {
-        if (kind == 'E') {
-            CHECK_EQ(holder, -1);
-            CHECK(token > last);
-            last = token;
-            holder = worker;
-            entries++;
-        } else {
-            CHECK_EQ(holder, worker);
-            holder = -1;
-        }
-    }
-    fclose(log);
-    CHECK_EQ(entries, WORKERS * ROUNDS);
+    check_exclusion_between_processes(t, log_path, WORKERS, ROUNDS, 1);
 }
 
 /* A holder SIGKILLed: the lock is taken again (file system and Redis on this host: a stale
@@ -202,7 +116,7 @@ static void test_mutual_exclusion_and_fencing(enum backend b) {
 static void test_killed_holder(enum backend b) {
     char t[600];
     target(b, NULL, t, sizeof t);
-    sync_distributed_lock_t *a = make(t);
+    sync_distributed_lock_t *a = make_lock(t);
     CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
     uint64_t first, second;
     CHECK_EQ(sync_distributed_lock_token(a, &first), 0);
@@ -230,7 +144,7 @@ static void test_dead_holders_child_keeps_nothing(enum backend b) {
     if (holder == 0) {
         signal(SIGALRM, SIG_DFL);
         alarm(120);
-        sync_distributed_lock_t *lock = make(t);
+        sync_distributed_lock_t *lock = make_lock(t);
         if (sync_distributed_lock_try_lock(lock) != 0) _exit(3);
         pid_t child = fork();
         if (child == 0) {
@@ -245,7 +159,7 @@ static void test_dead_holders_child_keeps_nothing(enum backend b) {
     CHECK_EQ(read(ready[0], &child, sizeof child), (long)sizeof child);
     close(ready[0]);
     close(ready[1]);
-    sync_distributed_lock_t *a = make(t);
+    sync_distributed_lock_t *a = make_lock(t);
     CHECK_EQ(sync_distributed_lock_try_lock(a), EBUSY);
     kill(holder, SIGKILL);
     waitpid(holder, NULL, 0);
@@ -261,7 +175,7 @@ static void test_dead_holders_child_keeps_nothing(enum backend b) {
 static void test_no_time_left_still_tries(enum backend b) {
     char t[600];
     target(b, NULL, t, sizeof t);
-    sync_distributed_lock_t *a = make(t), *c = make(t);
+    sync_distributed_lock_t *a = make_lock(t), *c = make_lock(t);
     uint64_t last = 0, token = 0;
     for (int i = 0; i < 5; i++) {
         CHECK_EQ(sync_distributed_lock_lock(a, 0, MS), 0);
@@ -296,7 +210,7 @@ static void test_interruptible(enum backend b) {
     char t[600];
     target(b, NULL, t, sizeof t);
     pid_t holder = spawn_holder(t);
-    sync_distributed_lock_t *a = make(t);
+    sync_distributed_lock_t *a = make_lock(t);
     int64_t deadline = sync_monotonic_ns() + 400 * MS;
     int interruptions = 0, err;
     while ((err = sync_distributed_lock_lock_interruptible(a, deadline, 5 * MS)) == EINTR) interruptions++;
@@ -329,7 +243,7 @@ static void test_interruptible_with_server_paused(enum backend b) {
         char t[600];
         target(b, b == REDIS ? "&connect_timeout=60&ttl=60" : "&connect_timeout=60", t, sizeof t);
         pid_t holder = held ? spawn_holder(t) : 0;
-        sync_distributed_lock_t *a = make(t), *c = make(t);
+        sync_distributed_lock_t *a = make_lock(t), *c = make_lock(t);
         if (!held) {  /* (connected, Redis's script loaded: the interrupted request is the acquire) */
             CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
             CHECK_EQ(sync_distributed_lock_unlock(a), 0);
@@ -369,7 +283,7 @@ static void test_server_paused_while_waiting(enum backend b) {
     char t[600];
     target(b, "&connect_timeout=2", t, sizeof t);
     pid_t holder = spawn_holder(t);
-    sync_distributed_lock_t *a = make(t);
+    sync_distributed_lock_t *a = make_lock(t);
     int64_t start = sync_monotonic_ns();
     pid_t pauser = fork();
     if (pauser == 0) {
@@ -415,7 +329,7 @@ static void test_server_paused_while_waiting(enum backend b) {
 static void test_server_restarted_while_held(enum backend b) {
     char t[600];
     target(b, NULL, t, sizeof t);
-    sync_distributed_lock_t *a = make(t), *c = make(t);
+    sync_distributed_lock_t *a = make_lock(t), *c = make_lock(t);
     CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
     uint64_t before, after;
     CHECK_EQ(sync_distributed_lock_token(a, &before), 0);
@@ -439,7 +353,7 @@ static void test_server_restarted_while_held(enum backend b) {
 static void test_redis_lease(void) {
     char t[600];
     target(REDIS, "&ttl=0.3", t, sizeof t);
-    sync_distributed_lock_t *a = make(t), *c = make(t);
+    sync_distributed_lock_t *a = make_lock(t), *c = make_lock(t);
     CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
     for (int i = 0; i < 12; i++) {  /* 1.2 s: four leases long */
         usleep(100000);
@@ -455,17 +369,14 @@ static void test_redis_lease(void) {
     pid_t holder = fork();
     if (holder == 0) {
         alarm(60);
-        sync_distributed_lock_t *mine = make(t);
-        char ok = sync_distributed_lock_try_lock(mine) == 0 ? 'y' : 'n';
-        if (write(ready[1], &ok, 1) != 1) _exit(3);
+        sync_distributed_lock_t *mine = make_lock(t);
+        report_try_lock(ready[1], mine);
         raise(SIGSTOP);                                  /* longer than the lease */
         int code = sync_distributed_lock_unlock(mine);   /* after SIGCONT */
         if (write(report[1], &code, sizeof code) != sizeof code) _exit(4);
         _exit(0);
     }
-    char ok = 0;
-    CHECK_EQ(read(ready[0], &ok, 1), 1);
-    CHECK_EQ(ok, 'y');
+    expect_holding(ready[0]);
     int status;
     CHECK_EQ(waitpid(holder, &status, WUNTRACED), holder);
     CHECK(WIFSTOPPED(status));
@@ -489,7 +400,7 @@ static void test_redis_lease(void) {
 static void test_redis_abandoned_acquire(void) {
     char t[600];
     target(REDIS, "&ttl=60", t, sizeof t);
-    sync_distributed_lock_t *a = make(t), *c = make(t);
+    sync_distributed_lock_t *a = make_lock(t), *c = make_lock(t);
     CHECK_EQ(sync_distributed_lock_try_lock(a), 0);  /* (the script is loaded: the next acquire is one request) */
     CHECK_EQ(sync_distributed_lock_unlock(a), 0);
     control("pause", REDIS);
@@ -519,7 +430,7 @@ static void test_redis_keys(void) {
     snprintf(fence_name, sizeof fence_name, "%s:fence", name);
     snprintf(t, sizeof t, "%s?lock=%s", base[REDIS], name);
     snprintf(u, sizeof u, "%s?lock=%s", base[REDIS], fence_name);
-    sync_distributed_lock_t *n = make(t), *f = make(u);
+    sync_distributed_lock_t *n = make_lock(t), *f = make_lock(u);
     CHECK_EQ(sync_distributed_lock_try_lock(f), 0);
     CHECK_EQ(sync_distributed_lock_try_lock(n), 0);
     CHECK(sync_distributed_lock_is_held(f));
@@ -604,18 +515,16 @@ static void test_redis_pause_below_ttl(void) {
     pid_t holder = fork();
     if (holder == 0) {
         alarm(120);
-        sync_distributed_lock_t *mine = make(t);
-        char ok = sync_distributed_lock_try_lock(mine) == 0 ? 'y' : 'n';
-        if (write(ready[1], &ok, 1) != 1) _exit(3);
-        if (read(go[0], &ok, 1) != 1) _exit(4);    /* (after its pause) */
+        sync_distributed_lock_t *mine = make_lock(t);
+        report_try_lock(ready[1], mine);
+        char go_byte;
+        if (read(go[0], &go_byte, 1) != 1) _exit(4);    /* (after its pause) */
         int code = sync_distributed_lock_unlock(mine);
         if (write(ready[1], &code, sizeof code) != sizeof code) _exit(5);
         _exit(0);
     }
-    char ok = 0;
-    CHECK_EQ(read(ready[0], &ok, 1), 1);
-    CHECK_EQ(ok, 'y');
-    sync_distributed_lock_t *other = make(t);
+    expect_holding(ready[0]);
+    sync_distributed_lock_t *other = make_lock(t);
     int fd = redis_connect();
     stop_just_before_a_renewal(holder, fd, key, 4000);
     int64_t stopped = sync_monotonic_ns();
@@ -626,7 +535,7 @@ static void test_redis_pause_below_ttl(void) {
     }
     kill(holder, SIGCONT);
     CHECK(!taken);
-    CHECK_EQ(write(go[1], &ok, 1), 1);
+    CHECK_EQ(write(go[1], "y", 1), 1);
     int code = -1;
     CHECK_EQ(read(ready[0], &code, sizeof code), (long)sizeof code);
     CHECK_EQ(code, 0);  /* still its lock */
@@ -643,7 +552,7 @@ static void test_redis_killed_holder_bound(void) {
     char t[600];
     target(REDIS, "&ttl=2", t, sizeof t);
     pid_t holder = spawn_holder(t);
-    sync_distributed_lock_t *other = make(t);
+    sync_distributed_lock_t *other = make_lock(t);
     usleep(1000000);  /* (renewed meanwhile) */
     CHECK_EQ(kill(holder, SIGKILL), 0);
     int64_t killed = sync_monotonic_ns();
@@ -708,7 +617,7 @@ static void test_redis_late_answer_refused(void) {
     pid_t client = fork();
     if (client == 0) {
         alarm(120);
-        sync_distributed_lock_t *mine = make(t);
+        sync_distributed_lock_t *mine = make_lock(t);
         int code = sync_distributed_lock_try_lock(mine);  /* (connected, script loaded: the try below is one request) */
         if (code == 0) code = sync_distributed_lock_unlock(mine);
         if (write(ready[1], &code, sizeof code) != sizeof code) _exit(3);
@@ -721,7 +630,7 @@ static void test_redis_late_answer_refused(void) {
     int code = -1;
     CHECK_EQ(read(ready[0], &code, sizeof code), (long)sizeof code);
     CHECK_EQ(code, 0);
-    sync_distributed_lock_t *other = make(t);
+    sync_distributed_lock_t *other = make_lock(t);
     int fd = redis_connect();
     control("pause", REDIS);
     CHECK_EQ(write(go[1], "g", 1), 1);
@@ -773,7 +682,7 @@ static void test_postgres_tokens_survive_crashes(void) {
              url, LIBSYNC_SOURCE_DIR, async_postgres);
     CHECK_EQ(system(command), 0);
     snprintf(t, sizeof t, "%s?lock=crash", url);
-    sync_distributed_lock_t *lock = make(t);
+    sync_distributed_lock_t *lock = make_lock(t);
     uint64_t issued = 0, token = 0;
     snprintf(command, sizeof command, "%s/scripts/servers.sh restart postgres %s", LIBSYNC_SOURCE_DIR, async_postgres);
     for (int crash = 0; crash <= 4; crash++) {
@@ -808,7 +717,7 @@ static void test_redis_renewal_per_server(void) {
     read_url(second, "redis", url, sizeof url);
     target(REDIS, "&ttl=9", x, sizeof x);               /* renewed every 3 s, on the server stopped below */
     snprintf(y, sizeof y, "%s?lock=test%d-renewal&ttl=1", url, (int)getpid());  /* every 1/3 s */
-    sync_distributed_lock_t *a = make(x), *held = make(y), *other = make(y);
+    sync_distributed_lock_t *a = make_lock(x), *held = make_lock(y), *other = make_lock(y);
     CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
     CHECK_EQ(sync_distributed_lock_try_lock(held), 0);
     control("pause", REDIS);
@@ -918,15 +827,15 @@ static void test_client_libraries(void) {
     if (child == 0) {
         char t[600];
         target(FILES, NULL, t, sizeof t);
-        sync_distributed_lock_t *lock = make(t);
+        sync_distributed_lock_t *lock = make_lock(t);
         int ok = !maps_contain("libpq") && !maps_contain("libhiredis");
         sync_distributed_lock_destroy(lock);
         target(POSTGRES, NULL, t, sizeof t);
-        lock = make(t);
+        lock = make_lock(t);
         ok = ok && maps_contain("libpq.so.5") && !maps_contain("libhiredis");
         sync_distributed_lock_destroy(lock);
         target(REDIS, NULL, t, sizeof t);
-        lock = make(t);
+        lock = make_lock(t);
         ok = ok && maps_contain("libhiredis");
         sync_distributed_lock_destroy(lock);
         if (!ok) fprintf(stderr, "the client libraries were loaded before their first use, or not at it\n");
@@ -972,10 +881,10 @@ static void test_self_deadlock_across_spellings(enum backend b) {
     pid_t child = fork();
     if (child == 0) {
         alarm(30);
-        sync_distributed_lock_t *a = make(t);
+        sync_distributed_lock_t *a = make_lock(t);
         CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
         for (int i = 0; i < n; i++) {
-            sync_distributed_lock_t *other = make(same[i]);
+            sync_distributed_lock_t *other = make_lock(same[i]);
             int err = sync_distributed_lock_lock(other, -1, MS);
             if (err != EDEADLK) fprintf(stderr, "%s: %s: %d\n", names[b], same[i], err);
             CHECK_EQ(err, EDEADLK);
@@ -985,7 +894,7 @@ static void test_self_deadlock_across_spellings(enum backend b) {
         if (b == REDIS) {
             char elsewhere[700];
             replaced(t, "?lock", "/1?lock", elsewhere, sizeof elsewhere);
-            sync_distributed_lock_t *other = make(elsewhere);
+            sync_distributed_lock_t *other = make_lock(elsewhere);
             CHECK_EQ(sync_distributed_lock_lock(other, -1, MS), 0);
             CHECK_EQ(sync_distributed_lock_unlock(other), 0);
             sync_distributed_lock_destroy(other);
@@ -1001,7 +910,7 @@ static void test_self_deadlock_across_spellings(enum backend b) {
 static void test_fork(enum backend b) {
     char t[600];
     target(b, NULL, t, sizeof t);
-    sync_distributed_lock_t *a = make(t);
+    sync_distributed_lock_t *a = make_lock(t);
     CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
     pid_t child = fork();
     if (child == 0) {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "distributed_support.h"
 
 #ifndef LIBSYNC_SOURCE_DIR
 #error "LIBSYNC_SOURCE_DIR: the source tree (for scripts/servers.sh)"
@@ -36,14 +37,6 @@ static void target(enum backend b, const char *extra, char *out, size_t size) {
     int n = ++lock_serial;
     if (b == FILES) snprintf(out, size, "%s/lock%d", scratch, n);
     else snprintf(out, size, "%s?lock=loss%d-%d%s", base[b], (int)getpid(), n, extra ? extra : "");
-}
-
-static sync_distributed_lock_t *make(const char *t) {
-    sync_distributed_lock_t *lock = NULL;
-    int err = sync_distributed_lock_create(t, &lock);
-    if (err) fprintf(stderr, "create %s: %d: %s\n", t, err, sync_distributed_lock_error_message());
-    CHECK_EQ(err, 0);
-    return lock;
 }
 
 static void control(const char *what, enum backend b) {
@@ -99,7 +92,7 @@ static int next_event(struct seen *seen, int seconds) {
 static void test_broken(enum backend b) {
     char t[600];
     target(b, NULL, t, sizeof t);
-    sync_distributed_lock_t *a = make(t), *c = make(t);
+    sync_distributed_lock_t *a = make_lock(t), *c = make_lock(t);
     struct seen seen;
     watch(&seen, a);
     CHECK_EQ(sync_distributed_lock_hold_state(a), 0);
@@ -126,7 +119,7 @@ static void test_broken(enum backend b) {
 static void test_released_is_not_lost(enum backend b) {
     char t[600];
     target(b, b == REDIS ? "&ttl=0.3" : NULL, t, sizeof t);
-    sync_distributed_lock_t *a = make(t);
+    sync_distributed_lock_t *a = make_lock(t);
     struct seen seen;
     watch(&seen, a);
     for (int round = 0; round < 3; round++) {
@@ -153,19 +146,16 @@ static pid_t spawn_stopped_holder(const char *t, int out) {
     if (child == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         alarm(120);
-        sync_distributed_lock_t *lock = make(t);
+        sync_distributed_lock_t *lock = make_lock(t);
         static struct seen seen;
         seen.pipe[1] = out;
         seen.lock = lock;
         sync_distributed_lock_set_event_handler(lock, record, &seen);
-        char ok = sync_distributed_lock_try_lock(lock) == 0 ? 'y' : 'n';
-        if (write(ready[1], &ok, 1) != 1) _exit(3);
+        report_try_lock(ready[1], lock);
         raise(SIGSTOP);
         for (;;) pause();
     }
-    char ok = 0;
-    CHECK_EQ(read(ready[0], &ok, 1), 1);
-    CHECK_EQ(ok, 'y');
+    expect_holding(ready[0]);
     close(ready[0]);
     close(ready[1]);
     int status;
@@ -183,7 +173,7 @@ static void test_stopped_holder(enum backend b) {
     memset(&seen, 0, sizeof seen);
     CHECK_EQ(pipe(seen.pipe), 0);
     pid_t holder = spawn_stopped_holder(t, seen.pipe[1]);
-    sync_distributed_lock_t *c = make(t);
+    sync_distributed_lock_t *c = make_lock(t);
     if (b == FILES) CHECK_EQ(sync_distributed_lock_break(c), 0);
     CHECK_EQ(sync_distributed_lock_lock_until(c, sync_monotonic_ns() + 60 * S, 1000000), 0);
     kill(holder, SIGCONT);
@@ -199,7 +189,7 @@ static void test_stopped_holder(enum backend b) {
 static void test_postgres_restart(void) {
     char t[600];
     target(POSTGRES, NULL, t, sizeof t);
-    sync_distributed_lock_t *a = make(t);
+    sync_distributed_lock_t *a = make_lock(t);
     struct seen seen;
     watch(&seen, a);
     CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
@@ -217,7 +207,7 @@ static void test_postgres_restart(void) {
 static void test_redis_suspended(void) {
     char t[600];
     target(REDIS, "&ttl=3&connect_timeout=0.2", t, sizeof t);
-    sync_distributed_lock_t *a = make(t);
+    sync_distributed_lock_t *a = make_lock(t);
     struct seen seen;
     watch(&seen, a);
     CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
@@ -257,7 +247,7 @@ static void self_destroying(sync_distributed_lock_t *lock, int event, void *cont
 static void test_destroy_waits_for_the_handler(void) {
     char t[600];
     target(FILES, NULL, t, sizeof t);
-    sync_distributed_lock_t *a = make(t), *c = make(t);
+    sync_distributed_lock_t *a = make_lock(t), *c = make_lock(t);
     CHECK_EQ(sync_distributed_lock_set_event_handler(a, slow, NULL), 0);
     CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
     CHECK_EQ(sync_distributed_lock_break(c), 0);
@@ -266,7 +256,7 @@ static void test_destroy_waits_for_the_handler(void) {
     CHECK(atomic_load(&handler_done));  /* destroy returned after the handler did */
 
     atomic_int destroyed = 0;
-    sync_distributed_lock_t *d = make(t);
+    sync_distributed_lock_t *d = make_lock(t);
     CHECK_EQ(sync_distributed_lock_set_event_handler(d, self_destroying, &destroyed), 0);
     CHECK_EQ(sync_distributed_lock_try_lock(d), 0);
     CHECK_EQ(sync_distributed_lock_break(c), 0);
@@ -297,7 +287,7 @@ static void counting(sync_distributed_lock_t *lock, int event, void *context) {
 static void test_handler_that_ends_its_thread(void) {
     char t[600];
     target(FILES, NULL, t, sizeof t);
-    sync_distributed_lock_t *a = make(t), *c = make(t);
+    sync_distributed_lock_t *a = make_lock(t), *c = make_lock(t);
     CHECK_EQ(sync_distributed_lock_set_event_handler(a, ending, NULL), 0);
     CHECK_EQ(sync_distributed_lock_try_lock(a), 0);
     CHECK_EQ(sync_distributed_lock_break(c), 0);
@@ -306,7 +296,7 @@ static void test_handler_that_ends_its_thread(void) {
     CHECK_EQ(sync_distributed_lock_set_event_handler(a, NULL, NULL), 0);  /* returns: no handler runs */
     sync_distributed_lock_destroy(a);
 
-    sync_distributed_lock_t *d = make(t);
+    sync_distributed_lock_t *d = make_lock(t);
     CHECK_EQ(sync_distributed_lock_set_event_handler(d, counting, NULL), 0);
     CHECK_EQ(sync_distributed_lock_try_lock(d), 0);
     CHECK_EQ(sync_distributed_lock_break(c), 0);

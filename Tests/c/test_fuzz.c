@@ -87,8 +87,8 @@ static void mutex_worker(struct rng *r) {
         int r0 = -1, took = 0;
         switch (next(r, 7)) {
         case 0: r0 = sync_mutex_lock(m); EXPECT(r0, holding ? r0 == EDEADLK : r0 == 0); took = !holding; break;
-        case 1: r0 = sync_mutex_trylock(m); EXPECT(r0, holding ? r0 == EBUSY : r0 == 0 || r0 == EBUSY); took = !holding && r0 == 0; break;
-        case 2: r0 = sync_mutex_timedlock(m, short_timeout(r));
+        case 1: r0 = sync_mutex_try_lock(m); EXPECT(r0, holding ? r0 == EBUSY : r0 == 0 || r0 == EBUSY); took = !holding && r0 == 0; break;
+        case 2: r0 = sync_mutex_lock_timed(m, short_timeout(r));
                 EXPECT(r0, holding ? r0 == EDEADLK : r0 == 0 || r0 == ETIMEDOUT); took = !holding && r0 == 0; break;
         case 3: r0 = sync_mutex_lock_until(m, now_ns() - 1);
                 EXPECT(r0, holding ? r0 == EDEADLK : r0 == 0 || r0 == ETIMEDOUT); took = !holding && r0 == 0; break;
@@ -147,30 +147,30 @@ static void rwlock_worker(struct rng *r) {
             break;
         case 1:
             if (state == READING || state == UPGRADABLE) break;
-            r0 = sync_rwlock_tryrdlock(rw); EXPECT(r0, state == WRITING ? r0 == EBUSY : r0 == 0 || r0 == EBUSY);
+            r0 = sync_rwlock_try_rdlock(rw); EXPECT(r0, state == WRITING ? r0 == EBUSY : r0 == 0 || r0 == EBUSY);
             if (state == NONE && r0 == 0) took = READING;
             break;
         case 2:
             if (state == READING || state == UPGRADABLE) break;
-            r0 = sync_rwlock_timedrdlock(rw, short_timeout(r));
+            r0 = sync_rwlock_rdlock_timed(rw, short_timeout(r));
             EXPECT(r0, state == WRITING ? r0 == EDEADLK : r0 == 0 || r0 == ETIMEDOUT);
             if (state == NONE && r0 == 0) took = READING;
             break;
         case 3:  /* write lock: a reader's own read share keeps it out, so only timed then */
             if (state == READING) {
-                EXPECT(sync_rwlock_timedwrlock(rw, short_timeout(r)), r_ == ETIMEDOUT);
+                EXPECT(sync_rwlock_wrlock_timed(rw, short_timeout(r)), r_ == ETIMEDOUT);
                 break;
             }
             r0 = sync_rwlock_wrlock(rw); EXPECT(r0, state != NONE ? r0 == EDEADLK : r0 == 0);
             if (state == NONE) took = WRITING;
             break;
         case 4:
-            r0 = sync_rwlock_trywrlock(rw); EXPECT(r0, state != NONE ? r0 == EBUSY : r0 == 0 || r0 == EBUSY);
+            r0 = sync_rwlock_try_wrlock(rw); EXPECT(r0, state != NONE ? r0 == EBUSY : r0 == 0 || r0 == EBUSY);
             if (state == NONE && r0 == 0) took = WRITING;
             break;
         case 5:
             if (state == READING) break;
-            r0 = sync_rwlock_timedwrlock(rw, short_timeout(r));
+            r0 = sync_rwlock_wrlock_timed(rw, short_timeout(r));
             EXPECT(r0, state != NONE ? r0 == EDEADLK : r0 == 0 || r0 == ETIMEDOUT);
             if (state == NONE && r0 == 0) took = WRITING;
             break;
@@ -195,20 +195,20 @@ static void rwlock_worker(struct rng *r) {
             break;
         case 8:  /* the upgradable read: not while reading (it could wait for a writer that waits for us) */
             if (state == READING) break;
-            r0 = next(r, 2) ? sync_rwlock_uprdlock(rw) : sync_rwlock_timeduprdlock(rw, short_timeout(r));
+            r0 = next(r, 2) ? sync_rwlock_uprdlock(rw) : sync_rwlock_uprdlock_timed(rw, short_timeout(r));
             EXPECT(r0, state != NONE ? r0 == EDEADLK : r0 == 0 || r0 == ETIMEDOUT);
             if (state == NONE && r0 == 0) took = UPGRADABLE;
             break;
         case 9:
             if (state == READING) break;
-            r0 = sync_rwlock_tryuprdlock(rw); EXPECT(r0, state != NONE ? r0 == EBUSY : r0 == 0 || r0 == EBUSY);
+            r0 = sync_rwlock_try_uprdlock(rw); EXPECT(r0, state != NONE ? r0 == EBUSY : r0 == 0 || r0 == EBUSY);
             if (state == NONE && r0 == 0) took = UPGRADABLE;
             break;
         case 10:  /* upgrade: only the upgradable reader; plain readers never wait while reading */
             switch (next(r, 3)) {
             case 0: r0 = sync_rwlock_upgrade(rw); break;
-            case 1: r0 = sync_rwlock_tryupgrade(rw); break;
-            default: r0 = sync_rwlock_timedupgrade(rw, short_timeout(r)); break;
+            case 1: r0 = sync_rwlock_try_upgrade(rw); break;
+            default: r0 = sync_rwlock_upgrade_timed(rw, short_timeout(r)); break;
             }
             EXPECT(r0, state != UPGRADABLE ? r0 == EDEADLK : r0 == 0 || r0 == EBUSY || r0 == ETIMEDOUT);
             if (state == UPGRADABLE && r0 == 0) {
@@ -272,8 +272,8 @@ static void semaphore_worker(struct rng *r) {
             if (held) break;
             EXPECT(r0 = sync_semaphore_wait(sem), r_ == 0);
             break;
-        case 1: r0 = sync_semaphore_trywait(sem); EXPECT(r0, r0 == 0 || r0 == EAGAIN); break;
-        case 2: r0 = sync_semaphore_timedwait(sem, short_timeout(r)); EXPECT(r0, r0 == 0 || r0 == ETIMEDOUT); break;
+        case 1: r0 = sync_semaphore_try_wait(sem); EXPECT(r0, r0 == 0 || r0 == EAGAIN); break;
+        case 2: r0 = sync_semaphore_wait_timed(sem, short_timeout(r)); EXPECT(r0, r0 == 0 || r0 == ETIMEDOUT); break;
         case 3: r0 = sync_semaphore_wait_until(sem, now_ns() - 1); EXPECT(r0, r0 == 0 || r0 == ETIMEDOUT); break;
         case 4: case 5:
             if (!held) break;
@@ -305,13 +305,13 @@ static void condition_lock_worker(struct rng *r) {
         int64_t wanted = next(r, CONDITIONS), when = -1;
         switch (next(r, 8)) {
         case 0: r0 = sync_condition_lock_lock(cl); EXPECT(r0, holding ? r0 == EDEADLK : r0 == 0); took = !holding; break;
-        case 1: r0 = sync_condition_lock_trylock(cl); EXPECT(r0, holding ? r0 == EBUSY : r0 == 0 || r0 == EBUSY); took = !holding && r0 == 0; break;
+        case 1: r0 = sync_condition_lock_try_lock(cl); EXPECT(r0, holding ? r0 == EBUSY : r0 == 0 || r0 == EBUSY); took = !holding && r0 == 0; break;
         case 2: r0 = sync_condition_lock_lock_until(cl, now_ns() + (int64_t)short_timeout(r));
                 EXPECT(r0, holding ? r0 == EDEADLK : r0 == 0 || r0 == ETIMEDOUT); took = !holding && r0 == 0; break;
-        case 3: r0 = sync_condition_lock_timedlock_when(cl, wanted, short_timeout(r));
+        case 3: r0 = sync_condition_lock_lock_when_timed(cl, wanted, short_timeout(r));
                 EXPECT(r0, holding ? r0 == EDEADLK : r0 == 0 || r0 == ETIMEDOUT);
                 took = !holding && r0 == 0; when = wanted; break;
-        case 4: r0 = sync_condition_lock_trylock_when(cl, wanted);
+        case 4: r0 = sync_condition_lock_try_lock_when(cl, wanted);
                 EXPECT(r0, holding ? r0 == EBUSY : r0 == 0 || r0 == EBUSY);
                 took = !holding && r0 == 0; when = wanted; break;
         case 5:
@@ -421,11 +421,11 @@ static void fuzz(const char *name, void (*worker)(struct rng *), int shared, dou
     CHECK_EQ(atomic_load(&arena->units), 0);
     CHECK_EQ(arena->guarded_a, arena->guarded_b);
     CHECK_EQ(sync_mutex_is_locked(&arena->mutex), 0);
-    CHECK_EQ(sync_rwlock_trywrlock(&arena->rw), 0);
+    CHECK_EQ(sync_rwlock_try_wrlock(&arena->rw), 0);
     CHECK_EQ(sync_rwlock_wrunlock(&arena->rw), 0);
     CHECK_EQ(sync_semaphore_value(&arena->sem), UNITS);
     CHECK_EQ(sync_semaphore_signal(&arena->sem, 1), EOVERFLOW);  /* the bound holds */
-    CHECK_EQ(sync_condition_lock_trylock(&arena->cl), 0);
+    CHECK_EQ(sync_condition_lock_try_lock(&arena->cl), 0);
     CHECK_EQ(sync_condition_lock_condition(&arena->cl), arena->condition);
     CHECK_EQ(sync_condition_lock_unlock(&arena->cl), 0);
     printf("%-16s %-8s %8ld operations\n", name, shared ? "shared" : "private", atomic_load(&arena->ops));

@@ -110,7 +110,7 @@ static void spinlock_cases(void) {
     uint32_t words[] = {0xFFFFFFFFu, 0x00400000u, 0x80000001u};
     for (int i = 0; i < 3; i++) {
         sync_spinlock_t lock = {words[i]};
-        EXPECT(sync_spinlock_trylock(&lock), EINVAL);
+        EXPECT(sync_spinlock_try_lock(&lock), EINVAL);
         EXPECT(sync_spinlock_lock(&lock), EINVAL);              /* used to nap forever */
         EXPECT(sync_spinlock_lock_until(&lock, -1), EINVAL);
         EXPECT(sync_spinlock_lock_interruptible(&lock, -1), EINVAL);

@@ -37,7 +37,7 @@ static struct {
 } seen;
 static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void on_cycle(const sync_lock_order_cycle *cycle, void *context) {
+static void on_cycle(const sync_lock_order_cycle_t *cycle, void *context) {
     CHECK(context == &seen);
     pthread_mutex_lock(&seen_lock);
     seen.reports++;
@@ -49,7 +49,7 @@ static void on_cycle(const sync_lock_order_cycle *cycle, void *context) {
         snprintf(seen.site[i], sizeof seen.site[i], "%s", cycle->edges[i].site);
         snprintf(seen.kind[i], sizeof seen.kind[i], "%s", cycle->edges[i].to_kind);
         snprintf(seen.from_kind[i], sizeof seen.from_kind[i], "%s", cycle->edges[i].from_kind);
-        const sync_lock_order_edge *e = &cycle->edges[i];
+        const sync_lock_order_edge_t *e = &cycle->edges[i];
         snprintf(seen.from_name[i], sizeof seen.from_name[i], "%s", e->from_name ? e->from_name : "");
         snprintf(seen.to_name[i], sizeof seen.to_name[i], "%s", e->to_name ? e->to_name : "");
         snprintf(seen.thread_name[i], sizeof seen.thread_name[i], "%s", e->thread_name ? e->thread_name : "");
@@ -279,15 +279,15 @@ static void test_other_kinds(void) {
     start_checking();
     CHECK_EQ(sync_recursive_lock_lock(&r), 0);
     CHECK_EQ(sync_recursive_lock_lock(&r), 0);      /* again: no new order */
-    CHECK_EQ(sync_condition_lock(&cond), 0);
-    CHECK_EQ(sync_condition_unlock(&cond), 0);
+    CHECK_EQ(sync_condition_enter(&cond), 0);
+    CHECK_EQ(sync_condition_exit(&cond), 0);
     CHECK_EQ(sync_recursive_lock_unlock(&r), 0);
     CHECK_EQ(sync_recursive_lock_unlock(&r), 0);
     CHECK_EQ(seen.reports, 0);
-    CHECK_EQ(sync_condition_lock(&cond), 0);
+    CHECK_EQ(sync_condition_enter(&cond), 0);
     CHECK_EQ(sync_recursive_lock_lock(&r), 0);
     CHECK_EQ(sync_recursive_lock_unlock(&r), 0);
-    CHECK_EQ(sync_condition_unlock(&cond), 0);
+    CHECK_EQ(sync_condition_exit(&cond), 0);
     CHECK_EQ(seen.reports, 1);
 
     start_checking();
@@ -324,7 +324,7 @@ static void test_trylock(void) {
     sync_mutex_t a = SYNC_MUTEX_INIT, b = SYNC_MUTEX_INIT, c = SYNC_MUTEX_INIT;
     start_checking();
     CHECK_EQ(sync_mutex_lock(&a), 0);
-    CHECK_EQ(sync_mutex_trylock(&b), 0);   /* A held, B tried: no A -> B */
+    CHECK_EQ(sync_mutex_try_lock(&b), 0);   /* A held, B tried: no A -> B */
     CHECK_EQ(sync_mutex_lock(&c), 0);      /* but B -> C and A -> C */
     CHECK_EQ(sync_mutex_unlock(&c), 0);
     CHECK_EQ(sync_mutex_unlock(&b), 0);
@@ -358,18 +358,18 @@ static void first_after(sync_mutex_t *held, void *first, int (*take)(void *), in
     CHECK_EQ(sync_mutex_unlock(held), 0);
 }
 
-static int mutex_first(void *m) { return sync_mutex_trylock_first(m); }
+static int mutex_first(void *m) { return sync_mutex_try_lock_first(m); }
 static int mutex_unlock(void *m) { return sync_mutex_unlock(m); }
-static int recursive_first(void *l) { return sync_recursive_lock_trylock_first(l); }
+static int recursive_first(void *l) { return sync_recursive_lock_try_lock_first(l); }
 static int recursive_unlock(void *l) { return sync_recursive_lock_unlock(l); }
-static int read_first(void *rw) { return sync_rwlock_tryrdlock_first(rw); }
+static int read_first(void *rw) { return sync_rwlock_try_rdlock_first(rw); }
 static int read_unlock(void *rw) { return sync_rwlock_rdunlock(rw); }
-static int write_first(void *rw) { return sync_rwlock_trywrlock_first(rw); }
+static int write_first(void *rw) { return sync_rwlock_try_wrlock_first(rw); }
 static int write_unlock(void *rw) { return sync_rwlock_wrunlock(rw); }
-static int spin_first(void *s) { return sync_spinlock_trylock_first(s); }
+static int spin_first(void *s) { return sync_spinlock_try_lock_first(s); }
 static int spin_unlock(void *s) { return sync_spinlock_unlock(s); }
-static int condition_lock_first(void *l) { return sync_condition_lock_trylock_first(l); }
-static int condition_lock_when_first(void *l) { return sync_condition_lock_trylock_when_first(l, 0); }
+static int condition_lock_first(void *l) { return sync_condition_lock_try_lock_first(l); }
+static int condition_lock_when_first(void *l) { return sync_condition_lock_try_lock_when_first(l, 0); }
 static int condition_lock_unlock(void *l) { return sync_condition_lock_unlock(l); }
 
 static void test_first_try(void) {
@@ -389,10 +389,10 @@ static void test_first_try(void) {
 
     /* Off: exactly the trylocks, and the hook does not run. */
     sync_debug_lock_order_set_thread_hook(count_hook, &hook_calls);
-    CHECK_EQ(sync_mutex_trylock_first(&m), 0);
-    CHECK_EQ(sync_mutex_trylock_first(&m), EBUSY);
+    CHECK_EQ(sync_mutex_try_lock_first(&m), 0);
+    CHECK_EQ(sync_mutex_try_lock_first(&m), EBUSY);
     CHECK_EQ(sync_mutex_unlock(&m), 0);
-    CHECK_EQ(sync_mutex_trylock_first(NULL), EINVAL);
+    CHECK_EQ(sync_mutex_try_lock_first(NULL), EINVAL);
     CHECK_EQ(hook_calls, 0);
 
     /* On: HELD -> X taken at X's first try is an order; X -> HELD then closes a cycle. A plain

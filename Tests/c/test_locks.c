@@ -44,12 +44,12 @@ static sync_mutex_t mutex = SYNC_MUTEX_INIT;
 static void *mutex_body(void *arg) {
     (void)arg;
     for (int i = 0; i < ITERATIONS; i++) {
-        if (i % 3 == 0) { while (sync_mutex_trylock(&mutex) != 0) {} }
+        if (i % 3 == 0) { while (sync_mutex_try_lock(&mutex) != 0) {} }
         else if (i % 3 == 1) {
             /* ETIMEDOUT is a correct answer (a holder preempted on a loaded machine may keep the
              * lock longer than 1 s): try again; any other error is counted. */
             int err;
-            while ((err = sync_mutex_timedlock(&mutex, 1000000000ull)) == ETIMEDOUT) {}
+            while ((err = sync_mutex_lock_timed(&mutex, 1000000000ull)) == ETIMEDOUT) {}
             if (err != 0) overlaps++;
         }
         else sync_mutex_lock(&mutex);
@@ -119,8 +119,8 @@ static void test_mutex(void) {
     CHECK_EQ(sync_mutex_lock(&m), 0);
     CHECK_EQ(sync_mutex_is_owner(&m), 1);
     CHECK_EQ(sync_mutex_lock(&m), EDEADLK);
-    CHECK_EQ(sync_mutex_timedlock(&m, 1000), EDEADLK);
-    CHECK_EQ(sync_mutex_trylock(&m), EBUSY);
+    CHECK_EQ(sync_mutex_lock_timed(&m, 1000), EDEADLK);
+    CHECK_EQ(sync_mutex_try_lock(&m), EBUSY);
     pthread_t t;
     pthread_create(&t, NULL, holds_mutex_briefly, &m);
     pthread_join(t, NULL);
@@ -149,7 +149,7 @@ static void test_timeouts(void) {
     pthread_create(&t, NULL, lock_and_hold, &m);
     while (!sync_mutex_is_locked(&m)) usleep(1000);
     int64_t begin = now_ns();
-    CHECK_EQ(sync_mutex_timedlock(&m, 100000000ull), ETIMEDOUT);
+    CHECK_EQ(sync_mutex_lock_timed(&m, 100000000ull), ETIMEDOUT);
     int64_t waited = now_ns() - begin;
     CHECK(waited >= 100000000 && waited < 5000000000LL);
     CHECK_EQ(sync_mutex_lock_until(&m, now_ns() - 1000), ETIMEDOUT);  /* a past deadline */
@@ -210,7 +210,7 @@ static void test_unowned(void) {
     sync_mutex_t m = SYNC_MUTEX_INIT_UNOWNED;
     CHECK_EQ(sync_mutex_unlock(&m), EPERM);
     CHECK_EQ(sync_mutex_lock(&m), 0);
-    CHECK_EQ(sync_mutex_timedlock(&m, 1000000), ETIMEDOUT);  /* no EDEADLK: it just waits */
+    CHECK_EQ(sync_mutex_lock_timed(&m, 1000000), ETIMEDOUT);  /* no EDEADLK: it just waits */
     pthread_t t;
     pthread_create(&t, NULL, release_unowned, &m);  /* another thread releases */
     pthread_join(t, NULL);
@@ -225,7 +225,7 @@ static void test_recursive(void) {
     sync_recursive_lock_t r = SYNC_RECURSIVE_LOCK_INIT;
     CHECK_EQ(sync_recursive_lock_unlock(&r), EPERM);
     for (int i = 0; i < 5; i++) CHECK_EQ(sync_recursive_lock_lock(&r), 0);
-    CHECK_EQ(sync_recursive_lock_trylock(&r), 0);
+    CHECK_EQ(sync_recursive_lock_try_lock(&r), 0);
     CHECK_EQ(sync_recursive_lock_depth(&r), 6);
     for (int i = 0; i < 6; i++) CHECK_EQ(sync_recursive_lock_unlock(&r), 0);
     CHECK_EQ(sync_recursive_lock_depth(&r), 0);
@@ -241,7 +241,7 @@ static void test_recursive(void) {
     CHECK_EQ(sync_recursive_lock_release_save(&r, &depth), 0);
     CHECK_EQ(depth, 3);
     CHECK_EQ(sync_recursive_lock_depth(&r), 0);
-    CHECK_EQ(sync_recursive_lock_trylock(&r), 0);  /* free: nobody holds it */
+    CHECK_EQ(sync_recursive_lock_try_lock(&r), 0);  /* free: nobody holds it */
     CHECK_EQ(sync_recursive_lock_unlock(&r), 0);
     CHECK_EQ(sync_recursive_lock_restore_interruptible(&r, 0, -1), EINVAL);
     CHECK_EQ(sync_recursive_lock_restore_interruptible(&r, depth, -1), 0);
@@ -258,7 +258,7 @@ static void test_spin(void) {
     CHECK_EQ(sync_spinlock_unlock(&s), EPERM);
     CHECK_EQ(sync_spinlock_lock(&s), 0);
     CHECK_EQ(sync_spinlock_lock(&s), EDEADLK);
-    CHECK_EQ(sync_spinlock_trylock(&s), EBUSY);
+    CHECK_EQ(sync_spinlock_try_lock(&s), EBUSY);
     CHECK_EQ(sync_spinlock_unlock(&s), 0);
 }
 
@@ -284,17 +284,17 @@ static void test_rwlock(void) {
     CHECK_EQ(sync_rwlock_wrunlock(&l), EPERM);
     CHECK_EQ(sync_rwlock_rdlock(&l), 0);
     CHECK_EQ(sync_rwlock_rdlock(&l), 0);
-    CHECK_EQ(sync_rwlock_trywrlock(&l), EBUSY);
-    CHECK_EQ(sync_rwlock_timedwrlock(&l, 50000000), ETIMEDOUT);
+    CHECK_EQ(sync_rwlock_try_wrlock(&l), EBUSY);
+    CHECK_EQ(sync_rwlock_wrlock_timed(&l, 50000000), ETIMEDOUT);
     CHECK_EQ(sync_rwlock_wrunlock(&l), EPERM);
-    CHECK_EQ(sync_rwlock_tryrdlock(&l), 0);  /* the timed-out writer withdrew */
+    CHECK_EQ(sync_rwlock_try_rdlock(&l), 0);  /* the timed-out writer withdrew */
     for (int i = 0; i < 3; i++) CHECK_EQ(sync_rwlock_rdunlock(&l), 0);
     CHECK_EQ(sync_rwlock_rdunlock(&l), EPERM);
     CHECK_EQ(sync_rwlock_wrlock(&l), 0);
     CHECK_EQ(sync_rwlock_wrlock(&l), EDEADLK);
     CHECK_EQ(sync_rwlock_rdlock(&l), EDEADLK);
-    CHECK_EQ(sync_rwlock_tryrdlock(&l), EBUSY);
-    CHECK_EQ(sync_rwlock_timedrdlock(&l, 1000), EDEADLK);
+    CHECK_EQ(sync_rwlock_try_rdlock(&l), EBUSY);
+    CHECK_EQ(sync_rwlock_rdlock_timed(&l, 1000), EDEADLK);
     CHECK_EQ(sync_rwlock_rdunlock(&l), EPERM);
     CHECK_EQ(sync_rwlock_wrunlock(&l), 0);
     CHECK_EQ(sync_rwlock_rdlock_until(&l, now_ns() - 1), 0);  /* free: a past deadline still takes it */
@@ -306,7 +306,7 @@ static void test_rwlock(void) {
     for (int i = 0; i < 3; i++) pthread_create(&readers[i], NULL, streaming_reader, NULL);
     usleep(20000);
     for (int round = 0; round < 5; round++) {
-        CHECK_EQ(sync_rwlock_timedwrlock(&rw, 60000000000ull), 0);  /* a starved writer never gets in */
+        CHECK_EQ(sync_rwlock_wrlock_timed(&rw, 60000000000ull), 0);  /* a starved writer never gets in */
         CHECK_EQ(sync_rwlock_wrunlock(&rw), 0);
         usleep(5000);
     }

@@ -80,13 +80,13 @@ static void test_recycled_tid_is_not_the_holder(void) {
     a->mutex._word = SHARED_BIT | me;
     CHECK_EQ(sync_mutex_is_owner(&a->mutex), 0);
     CHECK_EQ(sync_mutex_is_locked(&a->mutex), 1);
-    CHECK_EQ(sync_mutex_trylock(&a->mutex), EBUSY);
+    CHECK_EQ(sync_mutex_try_lock(&a->mutex), EBUSY);
     CHECK_EQ(sync_mutex_lock_until(&a->mutex, in_ms(20)), ETIMEDOUT);  /* not EDEADLK */
-    CHECK_EQ(sync_mutex_timedlock(&a->mutex, 1000000), ETIMEDOUT);
+    CHECK_EQ(sync_mutex_lock_timed(&a->mutex, 1000000), ETIMEDOUT);
     CHECK_EQ(sync_mutex_unlock(&a->mutex), EPERM);                      /* not 0 */
     CHECK_EQ(a->mutex._word & 0xFFFFFFu, me);                           /* still the dead one's */
     CHECK_EQ(sync_cond_init(&a->cond, SYNC_PROCESS_SHARED), 0);
-    CHECK_EQ(sync_cond_timedwait(&a->cond, &a->mutex, 1000000), EPERM);
+    CHECK_EQ(sync_cond_wait_timed(&a->cond, &a->mutex, 1000000), EPERM);
     CHECK_EQ(sync_cond_signal_checked(&a->cond, &a->mutex, 1), EPERM);
 
     /* Taken for real, the same lock knows its owner. An init cannot tell a dead holder from a
@@ -98,7 +98,7 @@ static void test_recycled_tid_is_not_the_holder(void) {
     CHECK_EQ(sync_mutex_lock(&a->mutex), 0);
     CHECK_EQ(sync_mutex_is_owner(&a->mutex), 1);
     CHECK_EQ(sync_mutex_lock(&a->mutex), EDEADLK);
-    CHECK_EQ(sync_cond_timedwait(&a->cond, &a->mutex, 1000), ETIMEDOUT);
+    CHECK_EQ(sync_cond_wait_timed(&a->cond, &a->mutex, 1000), ETIMEDOUT);
     CHECK_EQ(sync_mutex_is_owner(&a->mutex), 1);
     CHECK_EQ(sync_mutex_unlock(&a->mutex), 0);
     CHECK_EQ(sync_mutex_unlock(&a->mutex), EPERM);
@@ -107,7 +107,7 @@ static void test_recycled_tid_is_not_the_holder(void) {
     a->recursive._word = SHARED_BIT | me;
     a->recursive._depth = 3;
     CHECK_EQ(sync_recursive_lock_depth(&a->recursive), 0);
-    CHECK_EQ(sync_recursive_lock_trylock(&a->recursive), EBUSY);        /* not a fourth level */
+    CHECK_EQ(sync_recursive_lock_try_lock(&a->recursive), EBUSY);        /* not a fourth level */
     CHECK_EQ(sync_recursive_lock_lock_until(&a->recursive, in_ms(20)), ETIMEDOUT);
     CHECK_EQ(sync_recursive_lock_unlock(&a->recursive), EPERM);
     CHECK_EQ(a->recursive._depth, 3);
@@ -124,10 +124,10 @@ static void test_recycled_tid_is_not_the_holder(void) {
 
     CHECK_EQ(sync_condition_init(&a->condition, SYNC_PROCESS_SHARED), 0);
     a->condition._mutex._word = SHARED_BIT | me;
-    CHECK_EQ(sync_condition_trylock(&a->condition), EBUSY);
-    CHECK_EQ(sync_condition_lock_interruptible(&a->condition, in_ms(20)), ETIMEDOUT);
-    CHECK_EQ(sync_condition_timedwait(&a->condition, 1000000), EPERM);
-    CHECK_EQ(sync_condition_unlock(&a->condition), EPERM);
+    CHECK_EQ(sync_condition_try_enter(&a->condition), EBUSY);
+    CHECK_EQ(sync_condition_enter_interruptible(&a->condition, in_ms(20)), ETIMEDOUT);
+    CHECK_EQ(sync_condition_wait_timed(&a->condition, 1000000), EPERM);
+    CHECK_EQ(sync_condition_exit(&a->condition), EPERM);
 
     CHECK_EQ(sync_condition_lock_init(&a->condition_lock, 7, SYNC_PROCESS_SHARED), 0);
     a->condition_lock._mutex = SHARED_BIT | me;
@@ -153,7 +153,7 @@ static void test_recycled_tid_spinlock_and_rwlock(void) {
     CHECK_EQ(a->spin._word, initialized._word);
     a->spin._word = SHARED_BIT | me;
     CHECK_EQ(sync_spinlock_unlock(&a->spin), EPERM);                     /* not 0 */
-    CHECK_EQ(sync_spinlock_trylock(&a->spin), EBUSY);
+    CHECK_EQ(sync_spinlock_try_lock(&a->spin), EBUSY);
     CHECK_EQ(sync_spinlock_lock_until(&a->spin, in_ms(20)), ETIMEDOUT);  /* not EDEADLK */
     CHECK_EQ(sync_spinlock_lock_interruptible(&a->spin, in_ms(20)), ETIMEDOUT);
     CHECK_EQ(a->spin._word, SHARED_BIT | me);                            /* still the dead one's */
@@ -164,10 +164,10 @@ static void test_recycled_tid_spinlock_and_rwlock(void) {
     CHECK_EQ(sync_spinlock_lock(&a->spin), 0);
     CHECK_EQ(a->spin._word, SHARED_BIT | me);
     CHECK_EQ(sync_spinlock_lock(&a->spin), EDEADLK);
-    CHECK_EQ(sync_spinlock_trylock(&a->spin), EBUSY);
+    CHECK_EQ(sync_spinlock_try_lock(&a->spin), EBUSY);
     CHECK_EQ(sync_spinlock_unlock(&a->spin), 0);
     CHECK_EQ(sync_spinlock_unlock(&a->spin), EPERM);
-    CHECK_EQ(sync_spinlock_trylock(&a->spin), 0);
+    CHECK_EQ(sync_spinlock_try_lock(&a->spin), 0);
     CHECK_EQ(sync_spinlock_unlock(&a->spin), 0);
     CHECK_EQ(a->spin._word, SHARED_BIT);
     CHECK_EQ(sync_spinlock_init(&a->spin, 2), EINVAL);
@@ -184,7 +184,7 @@ static void test_recycled_tid_spinlock_and_rwlock(void) {
     a->rw._writer = me;
     CHECK_EQ(sync_rwlock_wrunlock(&a->rw), EPERM);                       /* not 0 */
     CHECK_EQ(sync_rwlock_downgrade(&a->rw), EPERM);
-    CHECK_EQ(sync_rwlock_trywrlock(&a->rw), EBUSY);
+    CHECK_EQ(sync_rwlock_try_wrlock(&a->rw), EBUSY);
     CHECK_EQ(sync_rwlock_wrlock_until(&a->rw, in_ms(20)), ETIMEDOUT);    /* not EDEADLK */
     CHECK_EQ(sync_rwlock_rdlock_until(&a->rw, in_ms(20)), ETIMEDOUT);    /* not EDEADLK */
     CHECK_EQ(a->rw._state & (rw_writer | 0x0FFFFFFFu), rw_writer);       /* still the dead one's */
@@ -198,7 +198,7 @@ static void test_recycled_tid_spinlock_and_rwlock(void) {
     CHECK_EQ(sync_rwlock_rdlock(&a->rw), EDEADLK);
     CHECK_EQ(sync_rwlock_wrunlock(&a->rw), 0);
     CHECK_EQ(sync_rwlock_wrunlock(&a->rw), EPERM);
-    CHECK_EQ(sync_rwlock_trywrlock(&a->rw), 0);
+    CHECK_EQ(sync_rwlock_try_wrlock(&a->rw), 0);
     CHECK_EQ(sync_rwlock_downgrade(&a->rw), 0);
     CHECK_EQ(sync_rwlock_wrunlock(&a->rw), EPERM);
     CHECK_EQ(sync_rwlock_rdunlock(&a->rw), 0);
@@ -220,7 +220,7 @@ static void test_robust_recycled_tid(void) {
     CHECK_EQ(sync_mutex_consistent(&r->mutex), 0);
     CHECK_EQ(sync_mutex_unlock(&r->mutex), 0);
     r->_state[0] = robust_state(ROBUST_BIT | SHARED_BIT | me, 12345);
-    CHECK_EQ(sync_mutex_trylock(&r->mutex), EOWNERDEAD);
+    CHECK_EQ(sync_mutex_try_lock(&r->mutex), EOWNERDEAD);
     CHECK_EQ(sync_mutex_consistent(&r->mutex), 0);
     CHECK_EQ(sync_mutex_unlock(&r->mutex), 0);
 
@@ -237,7 +237,7 @@ static void test_robust_recycled_tid(void) {
     CHECK_EQ(read(ready[0], &c, 1), 1);
     uint32_t started = start_time(child);
     r->_state[0] = robust_state(ROBUST_BIT | SHARED_BIT | (uint32_t)child, started);
-    CHECK_EQ(sync_mutex_trylock(&r->mutex), EBUSY);  /* its holder lives */
+    CHECK_EQ(sync_mutex_try_lock(&r->mutex), EBUSY);  /* its holder lives */
     CHECK_EQ(sync_mutex_lock_until(&r->mutex, in_ms(20)), ETIMEDOUT);
     r->_state[0] = robust_state(ROBUST_BIT | SHARED_BIT | (uint32_t)child, started + 1);
     CHECK_EQ(sync_mutex_lock(&r->mutex), EOWNERDEAD);  /* the id now belongs to another thread */
@@ -254,7 +254,7 @@ static void test_robust_recycled_tid(void) {
     uint32_t mine = *tag;
     *tag = mine ^ 0x100;
     CHECK_EQ(sync_mutex_lock(&r->mutex), EINVAL);
-    CHECK_EQ(sync_mutex_trylock(&r->mutex), EINVAL);
+    CHECK_EQ(sync_mutex_try_lock(&r->mutex), EINVAL);
     *tag = mine;
     CHECK_EQ(sync_mutex_lock(&r->mutex), 0);
     CHECK_EQ(sync_mutex_unlock(&r->mutex), 0);
@@ -279,14 +279,14 @@ static void test_fork_child_does_not_hold(void) {
     if (child == 0) {
         int ok = sync_mutex_is_owner(&a->mutex) == 0
             && sync_mutex_unlock(&a->mutex) == EPERM
-            && sync_mutex_trylock(&a->mutex) == EBUSY
+            && sync_mutex_try_lock(&a->mutex) == EBUSY
             && sync_mutex_lock_until(&a->mutex, in_ms(20)) == ETIMEDOUT
             && sync_recursive_lock_depth(&a->recursive) == 0
             && sync_recursive_lock_unlock(&a->recursive) == EPERM
-            && sync_recursive_lock_trylock(&a->recursive) == EBUSY
+            && sync_recursive_lock_try_lock(&a->recursive) == EBUSY
             && sync_recursive_lock_depth(&a->robust.recursive) == 0
             && sync_recursive_lock_unlock(&a->robust.recursive) == EPERM
-            && sync_recursive_lock_trylock(&a->robust.recursive) == EBUSY  /* its holder lives */
+            && sync_recursive_lock_try_lock(&a->robust.recursive) == EBUSY  /* its holder lives */
             && sync_recursive_lock_lock_until(&a->robust.recursive, in_ms(20)) == ETIMEDOUT
             /* The child's copy of a private robust lock: its holder is no thread of the child. */
             && sync_mutex_is_owner(&private_lock.mutex) == 0
@@ -337,13 +337,13 @@ static void test_robust_dead_holder_found_by_next_locker(void) {
     sync_robust_mutex_t *r = shared_memory(sizeof *r);
     CHECK_EQ(sync_mutex_init(&r->mutex, SYNC_MUTEX_SHARED | SYNC_MUTEX_ROBUST), 0);
     pid_t child = holder_child(r, 0);
-    CHECK_EQ(sync_mutex_trylock(&r->mutex), EBUSY);
+    CHECK_EQ(sync_mutex_try_lock(&r->mutex), EBUSY);
     CHECK_EQ(sync_mutex_is_owner(&r->mutex), 0);
     kill(child, SIGKILL);  /* not reaped: a zombie */
     CHECK_EQ(sync_mutex_lock(&r->mutex), EOWNERDEAD);
     CHECK_EQ(sync_mutex_is_owner(&r->mutex), 1);
     CHECK_EQ(sync_mutex_lock(&r->mutex), EDEADLK);
-    CHECK_EQ(sync_mutex_trylock(&r->mutex), EBUSY);
+    CHECK_EQ(sync_mutex_try_lock(&r->mutex), EBUSY);
     CHECK_EQ(sync_mutex_consistent(&r->mutex), 0);
     CHECK_EQ(sync_mutex_consistent(&r->mutex), EINVAL);  /* already consistent */
     CHECK_EQ(sync_mutex_unlock(&r->mutex), 0);
@@ -355,7 +355,7 @@ static void test_robust_dead_holder_found_by_next_locker(void) {
     child = holder_child(r, 0);
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);  /* reaped: its id is free */
-    CHECK_EQ(sync_mutex_trylock(&r->mutex), EOWNERDEAD);
+    CHECK_EQ(sync_mutex_try_lock(&r->mutex), EOWNERDEAD);
     CHECK_EQ(sync_mutex_consistent(&r->mutex), 0);
     CHECK_EQ(sync_mutex_unlock(&r->mutex), 0);
     munmap(r, sizeof *r);
@@ -432,7 +432,7 @@ static void test_robust_recursive_holder_dies_mid_recursion(void) {
     CHECK_EQ(sync_recursive_lock_unlock(&r->recursive), 0);
     CHECK_EQ(sync_recursive_lock_depth(&r->recursive), 0);
     CHECK_EQ(sync_recursive_lock_unlock(&r->recursive), EPERM);
-    CHECK_EQ(sync_recursive_lock_trylock(&r->recursive), 0);
+    CHECK_EQ(sync_recursive_lock_try_lock(&r->recursive), 0);
     CHECK_EQ(sync_recursive_lock_unlock(&r->recursive), 0);
     waitpid(child, NULL, 0);
 
@@ -448,7 +448,7 @@ static void test_robust_recursive_holder_dies_mid_recursion(void) {
     int status;
     CHECK_EQ(waitpid(taker, &status, 0), taker);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    CHECK_EQ(sync_recursive_lock_timedlock(&r->recursive, 5000000000u), EOWNERDEAD);
+    CHECK_EQ(sync_recursive_lock_lock_timed(&r->recursive, 5000000000u), EOWNERDEAD);
     CHECK_EQ(sync_recursive_lock_consistent(&r->recursive), 0);
     CHECK_EQ(sync_recursive_lock_unlock(&r->recursive), 0);
     munmap(r, sizeof *r);
@@ -477,8 +477,8 @@ static void test_robust_unlock_without_consistent_is_not_recoverable(void) {
         CHECK_EQ(w[i].result, ENOTRECOVERABLE);
     }
     CHECK_EQ(sync_mutex_lock(&a->lock.mutex), ENOTRECOVERABLE);
-    CHECK_EQ(sync_mutex_trylock(&a->lock.mutex), ENOTRECOVERABLE);
-    CHECK_EQ(sync_mutex_timedlock(&a->lock.mutex, 1000000), ENOTRECOVERABLE);
+    CHECK_EQ(sync_mutex_try_lock(&a->lock.mutex), ENOTRECOVERABLE);
+    CHECK_EQ(sync_mutex_lock_timed(&a->lock.mutex, 1000000), ENOTRECOVERABLE);
     CHECK_EQ(sync_mutex_lock_interruptible(&a->lock.mutex, -1), ENOTRECOVERABLE);
     CHECK_EQ(sync_mutex_unlock(&a->lock.mutex), EPERM);
     CHECK_EQ(sync_mutex_consistent(&a->lock.mutex), EPERM);
@@ -515,7 +515,7 @@ static void test_robust_thread_exits_holding(void) {
     CHECK_EQ(sync_mutex_lock(&private_mutex.mutex), EOWNERDEAD);
     CHECK_EQ(sync_mutex_consistent(&private_mutex.mutex), 0);
     CHECK_EQ(sync_mutex_unlock(&private_mutex.mutex), 0);
-    CHECK_EQ(sync_recursive_lock_trylock(&private_recursive.recursive), EOWNERDEAD);
+    CHECK_EQ(sync_recursive_lock_try_lock(&private_recursive.recursive), EOWNERDEAD);
     CHECK_EQ(sync_recursive_lock_depth(&private_recursive.recursive), 1);
     CHECK_EQ(sync_recursive_lock_consistent(&private_recursive.recursive), 0);
     CHECK_EQ(sync_recursive_lock_unlock(&private_recursive.recursive), 0);

@@ -43,8 +43,8 @@ static int exit_status_within(pid_t child, int seconds) {
 /* ---- Serial FIFO under concurrent submitters ---- */
 
 struct fifo {
-    sync_queue *queue;
-    sync_executor *executor;
+    sync_queue_t *queue;
+    sync_executor_t *executor;
     long last[SUBMITTERS];      /* last sequence number seen per submitter */
     atomic_int inside;          /* items running right now (must stay <= 1) */
     atomic_long ran;
@@ -103,7 +103,7 @@ static void test_serial_fifo(void) {
 
 /* ---- sync runs before returning; re-entrant sync is reported ---- */
 
-struct reentry { sync_queue *queue; sync_queue *other; int inner; int outer_ran; };
+struct reentry { sync_queue_t *queue; sync_queue_t *other; int inner; int outer_ran; };
 
 static void reenter(void *p) {
     struct reentry *r = p;
@@ -137,7 +137,7 @@ static void test_sync_and_reentry(void) {
     CHECK_EQ(sync_queue_sync(NULL, noop, NULL), EINVAL);
     CHECK_EQ(sync_queue_async(r.queue, NULL, NULL), EINVAL);
     CHECK_EQ(sync_queue_create(NULL, NULL, SYNC_QUEUE_SERIAL), EINVAL);
-    sync_queue *bad = NULL;
+    sync_queue_t *bad = NULL;
     CHECK_EQ(sync_queue_create(&bad, NULL, 7), EINVAL);
     CHECK(bad == NULL);
     CHECK_EQ(sync_queue_destroy(NULL), EINVAL);
@@ -150,7 +150,7 @@ static void test_sync_and_reentry(void) {
 enum { READS = 3000, BARRIERS = 300 };
 
 struct barrier_test {
-    sync_queue *queue;
+    sync_queue_t *queue;
     atomic_int readers;       /* plain items running now */
     atomic_int in_barrier;
     atomic_long violations;
@@ -211,7 +211,7 @@ static atomic_long slow_ran;
 static void slow_item(void *p) { (void)p; nap_us(200); atomic_fetch_add(&slow_ran, 1); }
 
 static void test_queue_destroy_runs_pending(void) {
-    sync_queue *q;
+    sync_queue_t *q;
     CHECK_EQ(sync_queue_create(&q, NULL, SYNC_QUEUE_SERIAL), 0);
     for (int i = 0; i < 100; i++) CHECK_EQ(sync_queue_async(q, slow_item, NULL), 0);
     CHECK_EQ(sync_queue_destroy(q), 0);  /* returns at once */
@@ -222,7 +222,7 @@ static void test_queue_destroy_runs_pending(void) {
 
 static void record_thread(void *p) { *(pthread_t *)p = pthread_self(); }
 
-struct exec_reentry { sync_executor *e; int inner; int current; };
+struct exec_reentry { sync_executor_t *e; int inner; int current; };
 static void exec_reenter(void *p) {
     struct exec_reentry *r = p;
     r->current = sync_executor_is_current(r->e);
@@ -258,7 +258,7 @@ static void test_executor(void) {
     CHECK_EQ(sync_executor_destroy(f.executor), 0);
 
     /* Destroy without stop, with pending work: it runs before destroy returns. */
-    sync_executor *e;
+    sync_executor_t *e;
     CHECK_EQ(sync_executor_create(&e), 0);
     atomic_store(&slow_ran, 0);
     for (int i = 0; i < 50; i++) CHECK_EQ(sync_executor_async(e, slow_item, NULL), 0);
@@ -271,7 +271,7 @@ static void test_executor(void) {
 /* fork(): the child has no executor thread. sync and async fail with ESRCH (sync used to wait
  * forever); stop and destroy return at once. Meanwhile the parent's executor works on. */
 static void test_executor_in_forked_child(void) {
-    sync_executor *e;
+    sync_executor_t *e;
     CHECK_EQ(sync_executor_create(&e), 0);
     CHECK_EQ(sync_executor_sync(e, noop, NULL), 0);
     for (int i = 0; i < 100; i++) CHECK_EQ(sync_executor_async(e, slow_item, NULL), 0);  /* busy at the fork */
@@ -291,7 +291,7 @@ static void test_executor_in_forked_child(void) {
 }
 
 /* A queue's item waits for an executor item that syncs back onto the queue: EDEADLK. */
-struct cross { sync_queue *q; sync_executor *e; int inner; };
+struct cross { sync_queue_t *q; sync_executor_t *e; int inner; };
 static void back_onto_queue(void *p) { struct cross *c = p; c->inner = sync_queue_sync(c->q, noop, NULL); }
 static void onto_executor(void *p) { struct cross *c = p; CHECK_EQ(sync_executor_sync(c->e, back_onto_queue, c), 0); }
 
@@ -308,7 +308,7 @@ static void test_cross_deadlock(void) {
 /* ---- Isolated value: reads never see a half-done write; writes apply in order ---- */
 
 struct pair { long a, b; long log[64]; int logged; };
-static sync_isolated *isolated;
+static sync_isolated_t *isolated;
 static atomic_long torn, stale;
 
 static void check_pair(void *value, void *context) {
@@ -343,7 +343,7 @@ static void log_write(void *value, void *context) {
     p->log[p->logged++] = (long)context;
 }
 
-struct holder { sync_isolated *isolated; int code; };
+struct holder { sync_isolated_t *isolated; int code; };
 static void *end_write_elsewhere(void *p) {
     struct holder *h = p;
     h->code = sync_isolated_end_write(h->isolated);
@@ -429,7 +429,7 @@ static void test_isolated(void) {
  * time until several have shared a reader-count slot with the reader (slots are hashed from
  * the low bits of the kernel thread id), as a release by such a thread used to take the
  * reader's share. */
-struct bystander { sync_isolated *isolated; int code; uint32_t tid; };
+struct bystander { sync_isolated_t *isolated; int code; uint32_t tid; };
 static void *end_read_bystander(void *p) {
     struct bystander *b = p;
     b->tid = (uint32_t)syscall(SYS_gettid);
@@ -440,7 +440,7 @@ static void bump_int(void *value, void *context) { (void)context; ++*(int *)valu
 
 static void test_isolated_end_read_by_bystander(void) {
     int value = 0;
-    sync_isolated *isolated;
+    sync_isolated_t *isolated;
     CHECK_EQ(sync_isolated_create(&isolated, &value), 0);
     CHECK_EQ(sync_isolated_try_begin_read(isolated), 0);
     uint32_t me = (uint32_t)syscall(SYS_gettid);

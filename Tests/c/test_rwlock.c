@@ -4,6 +4,7 @@
  * failure with a message. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "test_support.h"
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -18,24 +19,6 @@
 #include <unistd.h>
 
 #define SECOND 1000000000ull
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void on_alarm(int signal) {
-    static const char message[] = "test_rwlock: watchdog: a test hung (a lost wakeup?)\n";
-    (void)signal;
-    if (write(2, message, sizeof message - 1) < 0) {}
-    _exit(3);
-}
-
-/* Polls `cond` every millisecond; fails after 60 s (a guard against hangs, not a timing bound). */
-#define WAIT_UNTIL(cond) do { \
-    int64_t end_ = now_ns() + 60 * (int64_t)SECOND; \
-    while (!(cond)) { CHECK(now_ns() < end_); usleep(1000); } } while (0)
 
 /* Whether process or thread `pid` is asleep (state S in /proc/pid/stat): blocked in the kernel. */
 static int asleep(pid_t pid) {
@@ -90,8 +73,8 @@ static void test_many_waiting_writers(void) {
     if (created <= 2048) printf("test_rwlock: only %d threads could be created; more than 2048 were wanted\n", created);
     /* Every writer counted and asleep behind the holder, the state intact. */
     WAIT_UNTIL(sync_rwlock_waiting_writers(&many) == (uint32_t)created);
-    CHECK_EQ(sync_rwlock_tryrdlock(&many), EBUSY);
-    CHECK_EQ(sync_rwlock_trywrlock(&many), EBUSY);
+    CHECK_EQ(sync_rwlock_try_rdlock(&many), EBUSY);
+    CHECK_EQ(sync_rwlock_try_wrlock(&many), EBUSY);
     int readers_created = 0;
     while (readers_created < MANY_READERS && pthread_create(&readers[readers_created], &attr, many_reader, NULL) == 0)
         readers_created++;
@@ -101,9 +84,9 @@ static void test_many_waiting_writers(void) {
     CHECK_EQ(atomic_load(&many_failures), 0);
     CHECK_EQ(atomic_load(&many_done), created + readers_created);
     CHECK_EQ(sync_rwlock_waiting_writers(&many), 0);
-    CHECK_EQ(sync_rwlock_trywrlock(&many), 0);
+    CHECK_EQ(sync_rwlock_try_wrlock(&many), 0);
     CHECK_EQ(sync_rwlock_wrunlock(&many), 0);
-    CHECK_EQ(sync_rwlock_tryrdlock(&many), 0);
+    CHECK_EQ(sync_rwlock_try_rdlock(&many), 0);
     CHECK_EQ(sync_rwlock_rdunlock(&many), 0);
     pthread_attr_destroy(&attr);
     alarm(0);
@@ -142,17 +125,17 @@ static void expect_exit(pid_t pid, int signal) {
 
 /* New readers and writers get in, in this process and in another one. */
 static void expect_usable(sync_rwlock_t *rw) {
-    CHECK_EQ(sync_rwlock_timedrdlock(rw, 10 * SECOND), 0);
-    CHECK_EQ(sync_rwlock_tryrdlock(rw), 0);
+    CHECK_EQ(sync_rwlock_rdlock_timed(rw, 10 * SECOND), 0);
+    CHECK_EQ(sync_rwlock_try_rdlock(rw), 0);
     CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
     CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
-    CHECK_EQ(sync_rwlock_timedwrlock(rw, 10 * SECOND), 0);
+    CHECK_EQ(sync_rwlock_wrlock_timed(rw, 10 * SECOND), 0);
     CHECK_EQ(sync_rwlock_wrunlock(rw), 0);
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
-        if (sync_rwlock_timedrdlock(rw, 10 * SECOND) || sync_rwlock_rdunlock(rw)) _exit(1);
-        if (sync_rwlock_timedwrlock(rw, 10 * SECOND) || sync_rwlock_wrunlock(rw)) _exit(2);
+        if (sync_rwlock_rdlock_timed(rw, 10 * SECOND) || sync_rwlock_rdunlock(rw)) _exit(1);
+        if (sync_rwlock_wrlock_timed(rw, 10 * SECOND) || sync_rwlock_wrunlock(rw)) _exit(2);
         _exit(0);
     }
     expect_exit(pid, 0);
@@ -166,7 +149,7 @@ static void test_killed_waiting_writer(int hold) {
     CHECK_EQ(hold == HOLD_WRITE ? sync_rwlock_wrlock(rw) : sync_rwlock_rdlock(rw), 0);
     pid_t writer = fork_waiter(rw, 1);
     WAIT_UNTIL(sync_rwlock_waiting_writers(rw) == 1 && asleep(writer));
-    if (hold == HOLD_READ) CHECK_EQ(sync_rwlock_tryrdlock(rw), EBUSY);  /* a live writer waits: readers wait */
+    if (hold == HOLD_READ) CHECK_EQ(sync_rwlock_try_rdlock(rw), EBUSY);  /* a live writer waits: readers wait */
     pid_t queued_reader = fork_waiter(rw, 0);                             /* blocks behind the writer */
     WAIT_UNTIL(asleep(queued_reader));
     CHECK_EQ(kill(writer, SIGKILL), 0);
@@ -193,7 +176,7 @@ static void test_killed_among_live_writers(void) {
         CHECK_EQ(kill(writers[i], SIGKILL), 0);
         expect_exit(writers[i], SIGKILL);
     }
-    CHECK_EQ(sync_rwlock_tryrdlock(rw), EBUSY);  /* live writers wait: still writer-preferring */
+    CHECK_EQ(sync_rwlock_try_rdlock(rw), EBUSY);  /* live writers wait: still writer-preferring */
     CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
     for (int i = 1; i < WRITERS; i += 2) expect_exit(writers[i], 0);
     expect_usable(rw);
@@ -247,7 +230,7 @@ static void race_read_section(int i) {
 static void *race_timed_writer(void *arg) {
     unsigned seed = (unsigned)(uintptr_t)arg;
     for (int i = 0; i < RACE_ITERATIONS; i++) {
-        int r = sync_rwlock_timedwrlock(&race, (uint64_t)(rand_r(&seed) % 64) * 1000);
+        int r = sync_rwlock_wrlock_timed(&race, (uint64_t)(rand_r(&seed) % 64) * 1000);
         if (r == 0) race_write_section(i);
         else if (r != ETIMEDOUT) atomic_fetch_add(&race_failures, 1);
     }
@@ -257,7 +240,7 @@ static void *race_timed_writer(void *arg) {
 static void *race_timed_reader(void *arg) {
     unsigned seed = (unsigned)(uintptr_t)arg;
     for (int i = 0; i < RACE_ITERATIONS; i++) {
-        int r = sync_rwlock_timedrdlock(&race, (uint64_t)(rand_r(&seed) % 64) * 1000);
+        int r = sync_rwlock_rdlock_timed(&race, (uint64_t)(rand_r(&seed) % 64) * 1000);
         if (r == 0) race_read_section(i);
         else if (r != ETIMEDOUT) atomic_fetch_add(&race_failures, 1);
     }
@@ -308,9 +291,9 @@ static void test_timeouts_race_releases(void) {
     for (int i = 0; i < N; i++) pthread_join(t[i], NULL);
     CHECK_EQ(atomic_load(&race_failures), 0);
     CHECK_EQ(sync_rwlock_waiting_writers(&race), 0);
-    CHECK_EQ(sync_rwlock_tryrdlock(&race), 0);  /* no writer's mark left behind */
+    CHECK_EQ(sync_rwlock_try_rdlock(&race), 0);  /* no writer's mark left behind */
     CHECK_EQ(sync_rwlock_rdunlock(&race), 0);
-    CHECK_EQ(sync_rwlock_trywrlock(&race), 0);
+    CHECK_EQ(sync_rwlock_try_wrlock(&race), 0);
     CHECK_EQ(sync_rwlock_wrunlock(&race), 0);
     alarm(0);
 }
@@ -361,7 +344,7 @@ static void test_last_writer_giving_up_lets_readers_in(void) {
     CHECK(r == NULL);
     CHECK_EQ(sync_rwlock_waiting_writers(&quitting), 0);
     CHECK_EQ(sync_rwlock_rdunlock(&quitting), 0);
-    CHECK_EQ(sync_rwlock_trywrlock(&quitting), 0);
+    CHECK_EQ(sync_rwlock_try_wrlock(&quitting), 0);
     CHECK_EQ(sync_rwlock_wrunlock(&quitting), 0);
     alarm(0);
 }
@@ -372,7 +355,7 @@ static sync_rwlock_t down = SYNC_RWLOCK_INIT;
 
 static void *try_downgrade(void *arg) { return (void *)(intptr_t)sync_rwlock_downgrade(arg); }
 static void *try_read_and_release(void *arg) {
-    int r = sync_rwlock_tryrdlock(arg);
+    int r = sync_rwlock_try_rdlock(arg);
     if (r == 0) r = sync_rwlock_rdunlock(arg);
     return (void *)(intptr_t)r;
 }
@@ -398,24 +381,24 @@ static void test_downgrade_codes(void) {
     CHECK_EQ(sync_rwlock_downgrade(&l), EPERM);                /* now a reader */
     CHECK_EQ(sync_rwlock_wrunlock(&l), EPERM);
     CHECK_EQ(in_thread(try_read_and_release, &l), 0);          /* readers join */
-    CHECK_EQ(sync_rwlock_trywrlock(&l), EBUSY);                /* writers do not */
+    CHECK_EQ(sync_rwlock_try_wrlock(&l), EBUSY);                /* writers do not */
     CHECK_EQ(sync_rwlock_rdunlock(&l), 0);
     CHECK_EQ(sync_rwlock_rdunlock(&l), EPERM);
-    CHECK_EQ(sync_rwlock_trywrlock(&l), 0);
+    CHECK_EQ(sync_rwlock_try_wrlock(&l), 0);
     CHECK_EQ(sync_rwlock_wrunlock(&l), 0);
 }
 
 static atomic_int joined, writer_got_in, let_go;
 static void *joining_reader(void *arg) {
     atomic_store(&reader_tids[(intptr_t)arg], (int)gettid());
-    if (sync_rwlock_timedrdlock(&down, 60 * SECOND) != 0) return (void *)1;
+    if (sync_rwlock_rdlock_timed(&down, 60 * SECOND) != 0) return (void *)1;
     atomic_fetch_add(&joined, 1);
     while (!atomic_load(&let_go)) usleep(1000);
     return (void *)(intptr_t)sync_rwlock_rdunlock(&down);
 }
 static void *waiting_writer(void *arg) {
     (void)arg;
-    if (sync_rwlock_timedwrlock(&down, 60 * SECOND) != 0) return (void *)1;
+    if (sync_rwlock_wrlock_timed(&down, 60 * SECOND) != 0) return (void *)1;
     atomic_store(&writer_got_in, 1);
     return (void *)(intptr_t)sync_rwlock_wrunlock(&down);
 }
@@ -439,7 +422,7 @@ static void test_downgrade_lets_readers_join(void) {
     CHECK_EQ(sync_rwlock_rdunlock(&down), 0);
     atomic_store(&let_go, 1);
     for (int i = 0; i < READERS; i++) { void *r; pthread_join(t[i], &r); CHECK(r == NULL); }
-    CHECK_EQ(sync_rwlock_trywrlock(&down), 0);
+    CHECK_EQ(sync_rwlock_try_wrlock(&down), 0);
     CHECK_EQ(sync_rwlock_wrunlock(&down), 0);
     alarm(0);
 }
@@ -487,7 +470,7 @@ static void *racing_downgrader(void *arg) {
 static void *racing_writer(void *arg) {
     (void)arg;
     for (int i = 0; i < DOWNGRADE_ITERATIONS; i++) {
-        int r = i % 2 ? sync_rwlock_wrlock(&racing) : sync_rwlock_timedwrlock(&racing, (uint64_t)(i % 50) * 1000);
+        int r = i % 2 ? sync_rwlock_wrlock(&racing) : sync_rwlock_wrlock_timed(&racing, (uint64_t)(i % 50) * 1000);
         if (r == ETIMEDOUT) continue;
         if (r != 0) { atomic_fetch_add(&downgrade_failures, 1); continue; }
         if (atomic_exchange(&phase, -1) != 0) atomic_fetch_add(&downgrade_failures, 1);
@@ -518,7 +501,7 @@ static void test_downgrade_races_writers(void) {
     CHECK_EQ(pthread_create(&t[5], NULL, racing_reader, NULL), 0);
     for (int i = 0; i < 6; i++) pthread_join(t[i], NULL);
     CHECK_EQ(atomic_load(&downgrade_failures), 0);
-    CHECK_EQ(sync_rwlock_trywrlock(&racing), 0);
+    CHECK_EQ(sync_rwlock_try_wrlock(&racing), 0);
     CHECK_EQ(sync_rwlock_wrunlock(&racing), 0);
     alarm(0);
 }
@@ -530,12 +513,12 @@ static void test_holder_attempts(void) {
     alarm(60);  /* a form that waited out its 30 s timeout would fail the codes, not pass late */
     sync_rwlock_t l = SYNC_RWLOCK_INIT;
     CHECK_EQ(sync_rwlock_wrlock(&l), 0);
-    CHECK_EQ(sync_rwlock_trywrlock(&l), EBUSY);
-    CHECK_EQ(sync_rwlock_tryrdlock(&l), EBUSY);
+    CHECK_EQ(sync_rwlock_try_wrlock(&l), EBUSY);
+    CHECK_EQ(sync_rwlock_try_rdlock(&l), EBUSY);
     CHECK_EQ(sync_rwlock_wrlock(&l), EDEADLK);
     CHECK_EQ(sync_rwlock_rdlock(&l), EDEADLK);
-    CHECK_EQ(sync_rwlock_timedwrlock(&l, 30 * SECOND), EDEADLK);
-    CHECK_EQ(sync_rwlock_timedrdlock(&l, 30 * SECOND), EDEADLK);
+    CHECK_EQ(sync_rwlock_wrlock_timed(&l, 30 * SECOND), EDEADLK);
+    CHECK_EQ(sync_rwlock_rdlock_timed(&l, 30 * SECOND), EDEADLK);
     CHECK_EQ(sync_rwlock_wrlock_until(&l, now_ns() + 30 * (int64_t)SECOND), EDEADLK);
     CHECK_EQ(sync_rwlock_rdlock_until(&l, now_ns() + 30 * (int64_t)SECOND), EDEADLK);
     CHECK_EQ(sync_rwlock_wrlock_interruptible(&l, -1), EDEADLK);
@@ -553,10 +536,10 @@ static void test_reader_limit(void) {
     l._state = (1u << 26) - 2;  /* 2^26-2 readers hold it */
     CHECK_EQ(sync_rwlock_rdlock(&l), 0);
     CHECK_EQ(sync_rwlock_rdlock(&l), EAGAIN);
-    CHECK_EQ(sync_rwlock_tryrdlock(&l), EAGAIN);
-    CHECK_EQ(sync_rwlock_timedrdlock(&l, SECOND), EAGAIN);
+    CHECK_EQ(sync_rwlock_try_rdlock(&l), EAGAIN);
+    CHECK_EQ(sync_rwlock_rdlock_timed(&l, SECOND), EAGAIN);
     CHECK_EQ(l._state, (1u << 26) - 1);
-    CHECK_EQ(sync_rwlock_trywrlock(&l), EBUSY);
+    CHECK_EQ(sync_rwlock_try_wrlock(&l), EBUSY);
     CHECK_EQ(sync_rwlock_rdunlock(&l), 0);
     alarm(0);
 }
@@ -568,14 +551,14 @@ static void expect_invalid(sync_rwlock_t bad) {
     int64_t soon = now_ns() + (int64_t)SECOND;
 #define INVALID(call) do { CHECK_EQ(call, EINVAL); CHECK(memcmp(&l, &bad, sizeof l) == 0); } while (0)
     INVALID(sync_rwlock_rdlock(&l));
-    INVALID(sync_rwlock_tryrdlock(&l));
-    INVALID(sync_rwlock_timedrdlock(&l, SECOND));
+    INVALID(sync_rwlock_try_rdlock(&l));
+    INVALID(sync_rwlock_rdlock_timed(&l, SECOND));
     INVALID(sync_rwlock_rdlock_until(&l, soon));
     INVALID(sync_rwlock_rdlock_interruptible(&l, soon));
     INVALID(sync_rwlock_rdunlock(&l));
     INVALID(sync_rwlock_wrlock(&l));
-    INVALID(sync_rwlock_trywrlock(&l));
-    INVALID(sync_rwlock_timedwrlock(&l, SECOND));
+    INVALID(sync_rwlock_try_wrlock(&l));
+    INVALID(sync_rwlock_wrlock_timed(&l, SECOND));
     INVALID(sync_rwlock_wrlock_until(&l, soon));
     INVALID(sync_rwlock_wrlock_interruptible(&l, soon));
     INVALID(sync_rwlock_wrunlock(&l));
@@ -619,15 +602,15 @@ static void test_orphaned_mark(void) {
     for (size_t i = 0; i < sizeof marked / sizeof marked[0]; i++) {
         alarm(60);
         sync_rwlock_t l = marked[i];
-        CHECK_EQ(sync_rwlock_tryrdlock(&l), EBUSY);  /* a writer may come: a try does not wait */
+        CHECK_EQ(sync_rwlock_try_rdlock(&l), EBUSY);  /* a writer may come: a try does not wait */
         CHECK_EQ(sync_rwlock_rdlock(&l), 0);
         CHECK_EQ(sync_rwlock_rdunlock(&l), 0);
-        CHECK_EQ(sync_rwlock_trywrlock(&l), 0);
+        CHECK_EQ(sync_rwlock_try_wrlock(&l), 0);
         CHECK_EQ(sync_rwlock_wrunlock(&l), 0);
         l = marked[i];
         CHECK_EQ(sync_rwlock_wrlock(&l), 0);  /* a writer takes it at once */
         CHECK_EQ(sync_rwlock_wrunlock(&l), 0);
-        CHECK_EQ(sync_rwlock_tryrdlock(&l), 0);
+        CHECK_EQ(sync_rwlock_try_rdlock(&l), 0);
         CHECK_EQ(sync_rwlock_rdunlock(&l), 0);
         alarm(0);
     }
@@ -674,7 +657,7 @@ static sync_rwlock_t stale = SYNC_RWLOCK_INIT;
 static atomic_int stale_reader_in;
 static void *stale_writer(void *arg) {
     (void)arg;
-    CHECK_EQ(sync_rwlock_timedwrlock(&stale, SECOND / 10), ETIMEDOUT);
+    CHECK_EQ(sync_rwlock_wrlock_timed(&stale, SECOND / 10), ETIMEDOUT);
     return NULL;
 }
 static void *stale_reader(void *arg) {
@@ -706,13 +689,13 @@ static void test_stale_mark_after_taker_and_quitter(void) {
                 __atomic_load_n(&stale._state, __ATOMIC_SEQ_CST), stale._waiting);
     CHECK(atomic_load(&stale_reader_in));
     pthread_join(reader, NULL);
-    CHECK_EQ(sync_rwlock_trywrlock(&stale), 0);  /* nothing left: free, unmarked */
+    CHECK_EQ(sync_rwlock_try_wrlock(&stale), 0);  /* nothing left: free, unmarked */
     CHECK_EQ(sync_rwlock_wrunlock(&stale), 0);
     alarm(0);
 }
 
 int main(void) {
-    signal(SIGALRM, on_alarm);
+    watchdog_install("test_rwlock: watchdog: a test hung (a lost wakeup?)\n");
     test_holder_attempts();
     test_reader_limit();
     test_impossible_states();

@@ -4,6 +4,7 @@
  * a failure with a message. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "test_support.h"
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -18,24 +19,6 @@
 
 #define SECOND 1000000000ull
 #define MS 1000000ull
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void on_alarm(int signal) {
-    static const char message[] = "test_rwlock_upgradable: watchdog: a test hung\n";
-    (void)signal;
-    if (write(2, message, sizeof message - 1) < 0) {}
-    _exit(3);
-}
-
-/* Polls `cond` every millisecond; fails after 60 s (a guard against hangs, not a timing bound). */
-#define WAIT_UNTIL(cond) do { \
-    int64_t end_ = now_ns() + 60 * (int64_t)SECOND; \
-    while (!(cond)) { CHECK(now_ns() < end_); usleep(1000); } } while (0)
 
 /* Everything the threads or processes of one test share (MAP_SHARED: forked children too). */
 struct shared {
@@ -87,7 +70,7 @@ static int upgrading(sync_rwlock_t *rw) { return (__atomic_load_n(&rw->_state, _
 
 /* Whether a plain reader is kept out now (a try that gets in releases at once). */
 static int readers_kept_out(sync_rwlock_t *rw) {
-    int code = sync_rwlock_tryrdlock(rw);
+    int code = sync_rwlock_try_rdlock(rw);
     if (code == 0) CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
     return code == EBUSY;
 }
@@ -96,11 +79,11 @@ static int readers_kept_out(sync_rwlock_t *rw) {
 
 static void *other_thread_codes(void *arg) {
     sync_rwlock_t *rw = arg;  /* the main thread is the upgradable reader */
-    int ok = sync_rwlock_upgrade(rw) == EDEADLK && sync_rwlock_tryupgrade(rw) == EDEADLK
-        && sync_rwlock_timedupgrade(rw, MS) == EDEADLK && sync_rwlock_uprdunlock(rw) == EPERM
-        && sync_rwlock_uprd_downgrade(rw) == EPERM && sync_rwlock_tryuprdlock(rw) == EBUSY
-        && sync_rwlock_timeduprdlock(rw, MS) == ETIMEDOUT && sync_rwlock_trywrlock(rw) == EBUSY
-        && sync_rwlock_tryrdlock(rw) == 0;
+    int ok = sync_rwlock_upgrade(rw) == EDEADLK && sync_rwlock_try_upgrade(rw) == EDEADLK
+        && sync_rwlock_upgrade_timed(rw, MS) == EDEADLK && sync_rwlock_uprdunlock(rw) == EPERM
+        && sync_rwlock_uprd_downgrade(rw) == EPERM && sync_rwlock_try_uprdlock(rw) == EBUSY
+        && sync_rwlock_uprdlock_timed(rw, MS) == ETIMEDOUT && sync_rwlock_try_wrlock(rw) == EBUSY
+        && sync_rwlock_try_rdlock(rw) == 0;
     /* A plain reader's upgrade: EDEADLK, not a hang. */
     ok = ok && sync_rwlock_upgrade(rw) == EDEADLK && sync_rwlock_rdunlock(rw) == 0;
     return (void *)(intptr_t)!ok;
@@ -111,23 +94,23 @@ static void test_codes(void) {
     sync_rwlock_t l = SYNC_RWLOCK_INIT;
     /* Nothing held: no upgradable read to upgrade, release or downgrade. */
     CHECK_EQ(sync_rwlock_upgrade(&l), EDEADLK);
-    CHECK_EQ(sync_rwlock_tryupgrade(&l), EDEADLK);
+    CHECK_EQ(sync_rwlock_try_upgrade(&l), EDEADLK);
     CHECK_EQ(sync_rwlock_uprdunlock(&l), EPERM);
     CHECK_EQ(sync_rwlock_uprd_downgrade(&l), EPERM);
     CHECK_EQ(sync_rwlock_downgrade_to_uprd(&l), EPERM);
     /* The upgradable reader's own attempts. */
     CHECK_EQ(sync_rwlock_uprdlock(&l), 0);
     CHECK_EQ(sync_rwlock_uprdlock(&l), EDEADLK);
-    CHECK_EQ(sync_rwlock_timeduprdlock(&l, MS), EDEADLK);
-    CHECK_EQ(sync_rwlock_tryuprdlock(&l), EBUSY);
+    CHECK_EQ(sync_rwlock_uprdlock_timed(&l, MS), EDEADLK);
+    CHECK_EQ(sync_rwlock_try_uprdlock(&l), EBUSY);
     CHECK_EQ(sync_rwlock_wrlock(&l), EDEADLK);
-    CHECK_EQ(sync_rwlock_timedwrlock(&l, MS), EDEADLK);
-    CHECK_EQ(sync_rwlock_trywrlock(&l), EBUSY);
+    CHECK_EQ(sync_rwlock_wrlock_timed(&l, MS), EDEADLK);
+    CHECK_EQ(sync_rwlock_try_wrlock(&l), EBUSY);
     CHECK_EQ(sync_rwlock_wrunlock(&l), EPERM);
     CHECK_EQ(sync_rwlock_rdunlock(&l), EPERM);       /* no plain reader holds it */
     CHECK_EQ(sync_rwlock_downgrade(&l), EPERM);
     CHECK_EQ(sync_rwlock_downgrade_to_uprd(&l), EPERM);
-    CHECK_EQ(sync_rwlock_tryrdlock(&l), 0);          /* a plain read beside it */
+    CHECK_EQ(sync_rwlock_try_rdlock(&l), 0);          /* a plain read beside it */
     CHECK_EQ(sync_rwlock_rdunlock(&l), 0);
     pthread_t t;
     void *failed;
@@ -137,15 +120,15 @@ static void test_codes(void) {
     /* Upgrade, a second upgrade, and back down. */
     CHECK_EQ(sync_rwlock_upgrade(&l), 0);
     CHECK_EQ(sync_rwlock_upgrade(&l), EDEADLK);
-    CHECK_EQ(sync_rwlock_tryupgrade(&l), EDEADLK);
+    CHECK_EQ(sync_rwlock_try_upgrade(&l), EDEADLK);
     CHECK_EQ(sync_rwlock_uprdunlock(&l), EPERM);
     CHECK_EQ(sync_rwlock_uprd_downgrade(&l), EPERM);
-    CHECK_EQ(sync_rwlock_tryuprdlock(&l), EBUSY);
+    CHECK_EQ(sync_rwlock_try_uprdlock(&l), EBUSY);
     CHECK_EQ(sync_rwlock_uprdlock(&l), EDEADLK);
     CHECK_EQ(sync_rwlock_downgrade_to_uprd(&l), 0);
-    CHECK_EQ(sync_rwlock_tryupgrade(&l), 0);
+    CHECK_EQ(sync_rwlock_try_upgrade(&l), 0);
     CHECK_EQ(sync_rwlock_downgrade_to_uprd(&l), 0);
-    CHECK_EQ(sync_rwlock_timedupgrade(&l, MS), 0);
+    CHECK_EQ(sync_rwlock_upgrade_timed(&l, MS), 0);
     CHECK_EQ(sync_rwlock_wrunlock(&l), 0);
     CHECK_EQ(l._state, 0u);
     CHECK_EQ(l._writer, 0u);
@@ -154,10 +137,10 @@ static void test_codes(void) {
     CHECK_EQ(sync_rwlock_uprd_downgrade(&l), 0);
     CHECK_EQ(sync_rwlock_upgrade(&l), EDEADLK);
     CHECK_EQ(sync_rwlock_uprdunlock(&l), EPERM);
-    CHECK_EQ(sync_rwlock_trywrlock(&l), EBUSY);
-    CHECK_EQ(sync_rwlock_tryuprdlock(&l), 0);
-    CHECK_EQ(sync_rwlock_tryupgrade(&l), EBUSY);     /* its own plain read keeps it a reader */
-    CHECK_EQ(sync_rwlock_timedupgrade(&l, MS), ETIMEDOUT);
+    CHECK_EQ(sync_rwlock_try_wrlock(&l), EBUSY);
+    CHECK_EQ(sync_rwlock_try_uprdlock(&l), 0);
+    CHECK_EQ(sync_rwlock_try_upgrade(&l), EBUSY);     /* its own plain read keeps it a reader */
+    CHECK_EQ(sync_rwlock_upgrade_timed(&l, MS), ETIMEDOUT);
     CHECK_EQ(sync_rwlock_uprdunlock(&l), 0);
     CHECK_EQ(sync_rwlock_rdunlock(&l), 0);
     CHECK_EQ(l._state, 0u);
@@ -168,13 +151,13 @@ static void test_codes(void) {
     sync_rwlock_t bad = SYNC_RWLOCK_INIT;
     bad._state = 1u << 26;                            /* UPGRADING without UPGRADABLE */
     CHECK_EQ(sync_rwlock_uprdlock(&bad), EINVAL);
-    CHECK_EQ(sync_rwlock_tryuprdlock(&bad), EINVAL);
+    CHECK_EQ(sync_rwlock_try_uprdlock(&bad), EINVAL);
     CHECK_EQ(sync_rwlock_uprdunlock(&bad), EINVAL);
     CHECK_EQ(sync_rwlock_upgrade(&bad), EINVAL);
     bad._state = (1u << 27) | (1u << 28);             /* UPGRADABLE with WRITER */
-    CHECK_EQ(sync_rwlock_tryuprdlock(&bad), EINVAL);
-    CHECK_EQ(sync_rwlock_trywrlock(&bad), EINVAL);
-    CHECK_EQ(sync_rwlock_tryrdlock(&bad), EINVAL);
+    CHECK_EQ(sync_rwlock_try_uprdlock(&bad), EINVAL);
+    CHECK_EQ(sync_rwlock_try_wrlock(&bad), EINVAL);
+    CHECK_EQ(sync_rwlock_try_rdlock(&bad), EINVAL);
     CHECK_EQ(sync_rwlock_wrunlock(&bad), EINVAL);
     CHECK_EQ(bad._state, (1u << 27) | (1u << 28));
     alarm(0);
@@ -213,7 +196,7 @@ static void test_exclusion(int process) {
     CHECK_EQ(atomic_load(&s->second_in), 1);
     /* A writer keeps the upgradable reader out. */
     CHECK_EQ(sync_rwlock_wrlock(&s->rw), 0);
-    CHECK_EQ(sync_rwlock_tryuprdlock(&s->rw), EBUSY);
+    CHECK_EQ(sync_rwlock_try_uprdlock(&s->rw), EBUSY);
     CHECK_EQ(sync_rwlock_wrunlock(&s->rw), 0);
     CHECK_EQ(s->rw._state & ~0x80000000u, 0u);
     munmap(s, sizeof *s);
@@ -265,7 +248,7 @@ static void test_upgrade_is_atomic(int process) {
     runner writer = start(process, waiting_writer, s);
     WAIT_UNTIL(sync_rwlock_waiting_writers(&s->rw) == 1);
     CHECK(readers_kept_out(&s->rw));                /* writer preference: the writer marked it */
-    CHECK_EQ(sync_rwlock_tryuprdlock(&s->rw), EBUSY);
+    CHECK_EQ(sync_rwlock_try_uprdlock(&s->rw), EBUSY);
     atomic_store(&s->step, 1);                      /* the upgrade starts; then the reader leaves */
     WAIT_UNTIL(upgrading(&s->rw));          /* UPGRADING: the upgrade waits for the reader */
     CHECK_EQ(atomic_load(&s->writer_in), 0);
@@ -327,7 +310,7 @@ static void test_abandoned_upgrade(void) {
     CHECK_EQ(pthread_join(reader, &result), 0);     /* the waiting reader got in */
     CHECK(result == NULL);
     CHECK_EQ(atomic_load(&s->reader_in), 1);
-    CHECK_EQ(sync_rwlock_tryuprdlock(&s->rw), EBUSY);  /* the upgrader still holds it */
+    CHECK_EQ(sync_rwlock_try_uprdlock(&s->rw), EBUSY);  /* the upgrader still holds it */
     atomic_store(&s->step, 1);
     CHECK_EQ(pthread_join(up, &result), 0);
     CHECK(result == NULL);
@@ -341,7 +324,7 @@ static void test_abandoned_upgrade(void) {
 
 static void *try_upgradable_then_release(void *arg) {
     sync_rwlock_t *rw = arg;
-    int code = sync_rwlock_tryuprdlock(rw);
+    int code = sync_rwlock_try_uprdlock(rw);
     if (code) return (void *)(intptr_t)code;
     return (void *)(intptr_t)(sync_rwlock_uprdunlock(rw) ? 70 : 0);
 }
@@ -360,7 +343,7 @@ static void test_downgrades(void) {
     void *result;
     CHECK_EQ(pthread_join(reader, &result), 0);     /* the parked reader joined */
     CHECK(result == NULL);
-    CHECK_EQ(sync_rwlock_trywrlock(&s->rw), EBUSY);
+    CHECK_EQ(sync_rwlock_try_wrlock(&s->rw), EBUSY);
     pthread_t other;
     CHECK_EQ(pthread_create(&other, NULL, try_upgradable_then_release, &s->rw), 0);
     CHECK_EQ(pthread_join(other, &result), 0);
@@ -369,7 +352,7 @@ static void test_downgrades(void) {
     CHECK_EQ(pthread_create(&other, NULL, try_upgradable_then_release, &s->rw), 0);
     CHECK_EQ(pthread_join(other, &result), 0);
     CHECK(result == NULL);
-    CHECK_EQ(sync_rwlock_trywrlock(&s->rw), EBUSY);
+    CHECK_EQ(sync_rwlock_try_wrlock(&s->rw), EBUSY);
     CHECK_EQ(sync_rwlock_rdunlock(&s->rw), 0);
     CHECK_EQ(s->rw._state, 0u);
     CHECK_EQ(s->rw._writer, 0u);
@@ -447,7 +430,7 @@ static void test_stress(void) {
 }
 
 int main(void) {
-    signal(SIGALRM, on_alarm);
+    watchdog_install("test_rwlock_upgradable: watchdog: a test hung\n");
     test_codes();
     test_exclusion(0);
     test_exclusion(1);

@@ -98,15 +98,15 @@ static void reap(pid_t child) {
 
 enum { MAX_LOG = 2048 };
 struct log {
-    sync_executor *executor;   /* deliveries must run on its thread */
-    sync_queue *queue;         /* ... or as work of this queue */
+    sync_executor_t *executor;   /* deliveries must run on its thread */
+    sync_queue_t *queue;         /* ... or as work of this queue */
     int values[MAX_LOG];
-    sync_signal_info last;
+    sync_signal_info_t last;
     atomic_long count;
     atomic_long wrong_place;
 };
 
-static void record(const sync_signal_info *info, void *context) {
+static void record(const sync_signal_info_t *info, void *context) {
     struct log *log = context;
     if (log->executor && !sync_executor_is_current(log->executor)) atomic_fetch_add(&log->wrong_place, 1);
     if (log->queue && sync_queue_sync(log->queue, noop, NULL) != EDEADLK) atomic_fetch_add(&log->wrong_place, 1);
@@ -118,9 +118,9 @@ static void record(const sync_signal_info *info, void *context) {
 
 static void test_errors(void) {
     struct log log = {0};
-    sync_executor *executor;
+    sync_executor_t *executor;
     CHECK_EQ(sync_executor_create(&executor), 0);
-    sync_signal_target target = {executor, NULL, record, &log};
+    sync_signal_target_t target = {executor, NULL, record, &log};
     int unroutable[] = {0, -1, 65, 1000, SIGKILL, SIGSTOP, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP,
                         SIGSYS, SIGABRT, SIGPIPE, SIGXFSZ, 32, 33};
     for (size_t i = 0; i < sizeof unroutable / sizeof unroutable[0]; i++) {
@@ -131,13 +131,13 @@ static void test_errors(void) {
     CHECK(sync_signal_is_routable(SIGUSR1) && sync_signal_is_routable(SIGINT) && sync_signal_is_routable(SIGRTMIN)
           && sync_signal_is_routable(SIGRTMAX) && sync_signal_is_routable(SIGCHLD));
     CHECK_EQ(sync_signal_route(SIGUSR1, NULL), EINVAL);
-    sync_signal_target no_handler = {executor, NULL, NULL, NULL};
+    sync_signal_target_t no_handler = {executor, NULL, NULL, NULL};
     CHECK_EQ(sync_signal_route(SIGUSR1, &no_handler), EINVAL);
-    sync_signal_target no_place = {NULL, NULL, record, &log};
+    sync_signal_target_t no_place = {NULL, NULL, record, &log};
     CHECK_EQ(sync_signal_route(SIGUSR1, &no_place), EINVAL);
-    sync_queue *queue;
+    sync_queue_t *queue;
     CHECK_EQ(sync_queue_create(&queue, "two places", SYNC_QUEUE_SERIAL), 0);
-    sync_signal_target two_places = {executor, queue, record, &log};
+    sync_signal_target_t two_places = {executor, queue, record, &log};
     CHECK_EQ(sync_signal_route(SIGUSR1, &two_places), EINVAL);
     CHECK_EQ(sync_signal_unroute(SIGUSR1), ENOENT);
     /* Nothing above changed the signal's action or this thread's mask. */
@@ -165,7 +165,7 @@ static void read_executor_mask(void *context) {
 }
 
 static void test_executor_threads_block_asynchronous_signals(void) {
-    sync_executor *executor;
+    sync_executor_t *executor;
     CHECK(!is_blocked_here(SIGUSR1));
     CHECK_EQ(sync_executor_create(&executor), 0);
     CHECK(!is_blocked_here(SIGUSR1));   /* the creator's mask is back */
@@ -181,7 +181,7 @@ static void test_thousand_in_order_from_another_process(void) {
     memset(&log, 0, sizeof log);
     int signo = SIGRTMIN + 1;
     CHECK_EQ(sync_executor_create(&log.executor), 0);
-    sync_signal_target target = {log.executor, NULL, record, &log};
+    sync_signal_target_t target = {log.executor, NULL, record, &log};
     CHECK_EQ(sync_signal_route(signo, &target), 0);
     pid_t child = queue_from_child(signo, 0, 1000);
     reap(child);
@@ -204,7 +204,7 @@ static void test_queue_targets(void) {
         memset(&log, 0, sizeof log);
         int signo = SIGRTMIN + 2;
         CHECK_EQ(sync_queue_create(&log.queue, "signals", kind), 0);
-        sync_signal_target target = {NULL, log.queue, record, &log};
+        sync_signal_target_t target = {NULL, log.queue, record, &log};
         CHECK_EQ(sync_signal_route(signo, &target), 0);
         for (int i = 0; i < 50; i++) {
             union sigval value = {.sival_int = i};
@@ -223,7 +223,7 @@ static void test_queue_targets(void) {
 /* A standard signal sent while the handler is busy is not lost: one more delivery follows. */
 static atomic_int busy_entered, busy_release;
 static atomic_long busy_count;
-static void busy_handler(const sync_signal_info *info, void *context) {
+static void busy_handler(const sync_signal_info_t *info, void *context) {
     (void)info; (void)context;
     if (atomic_fetch_add(&busy_count, 1) == 0) {
         atomic_store(&busy_entered, 1);
@@ -232,9 +232,9 @@ static void busy_handler(const sync_signal_info *info, void *context) {
 }
 
 static void test_standard_signal_during_busy_handler(void) {
-    sync_executor *executor;
+    sync_executor_t *executor;
     CHECK_EQ(sync_executor_create(&executor), 0);
-    sync_signal_target target = {executor, NULL, busy_handler, NULL};
+    sync_signal_target_t target = {executor, NULL, busy_handler, NULL};
     CHECK_EQ(sync_signal_route(SIGUSR1, &target), 0);
     CHECK_EQ(kill(getpid(), SIGUSR1), 0);
     CHECK_EVENTUALLY((atomic_load(&busy_entered)));
@@ -249,7 +249,7 @@ static void test_standard_signal_during_busy_handler(void) {
 static void test_unroute_restores_previous_action_and_mask(void) {
     struct log log = {0};
     CHECK_EQ(sync_executor_create(&log.executor), 0);
-    sync_signal_target target = {log.executor, NULL, record, &log};
+    sync_signal_target_t target = {log.executor, NULL, record, &log};
 
     install_previous(SIGUSR2);
     CHECK(!is_blocked_here(SIGUSR2));
@@ -297,7 +297,7 @@ static void *bystander(void *arg) {
 }
 
 struct coded_log { struct log log; int codes[MAX_LOG]; int32_t pids[MAX_LOG]; };
-static void record_code(const sync_signal_info *info, void *context) {
+static void record_code(const sync_signal_info_t *info, void *context) {
     struct coded_log *coded = context;
     long n = atomic_load(&coded->log.count);
     if (n < MAX_LOG) coded->codes[n] = info->code, coded->pids[n] = info->pid;
@@ -313,7 +313,7 @@ static void test_threads_created_before_the_route(void) {
     pthread_t threads[BYSTANDERS];
     for (int i = 0; i < BYSTANDERS; i++) CHECK_EQ(pthread_create(&threads[i], NULL, bystander, NULL), 0);
     CHECK_EQ(sync_executor_create(&log->executor), 0);
-    sync_signal_target target = {log->executor, NULL, record_code, &coded};
+    sync_signal_target_t target = {log->executor, NULL, record_code, &coded};
     CHECK_EQ(sync_signal_route(signo, &target), 0);
 
     pid_t child = queue_from_child(signo, 0, 1000);
@@ -361,7 +361,7 @@ static void test_threads_created_before_the_route(void) {
  * from before the unroute would let the test restore SIG_DFL with its own arrival pending. */
 static atomic_int slow_entered, unroute_called, slow_done;
 static atomic_long slow_count;
-static void slow_handler(const sync_signal_info *info, void *context) {
+static void slow_handler(const sync_signal_info_t *info, void *context) {
     (void)info; (void)context;
     atomic_fetch_add(&slow_count, 1);
     if (atomic_exchange(&slow_entered, 1) == 0) {
@@ -382,9 +382,9 @@ static void *unrouter(void *arg) {
 static void test_unroute_waits_for_running_handler(void) {
     int signo = SIGRTMIN + 5;
     install_previous(signo);
-    sync_executor *executor;
+    sync_executor_t *executor;
     CHECK_EQ(sync_executor_create(&executor), 0);
-    sync_signal_target target = {executor, NULL, slow_handler, NULL};
+    sync_signal_target_t target = {executor, NULL, slow_handler, NULL};
     CHECK_EQ(sync_signal_route(signo, &target), 0);
     for (int i = 0; i < 20; i++) CHECK_EQ(kill(getpid(), signo), 0);
     CHECK_EVENTUALLY((atomic_load(&slow_entered)));
@@ -413,16 +413,16 @@ static void test_unroute_waits_for_running_handler(void) {
 static atomic_int gate_open;
 static void gate(void *context) { (void)context; WAIT_FOR(atomic_load(&gate_open)); }
 static atomic_long dropped_count;
-static void count_handler(const sync_signal_info *info, void *context) {
+static void count_handler(const sync_signal_info_t *info, void *context) {
     (void)info; (void)context;
     atomic_fetch_add(&dropped_count, 1);
 }
 
 static void test_unroute_drops_queued_deliveries(void) {
     int signo = SIGRTMIN + 8;
-    sync_executor *executor;
+    sync_executor_t *executor;
     CHECK_EQ(sync_executor_create(&executor), 0);
-    sync_signal_target target = {executor, NULL, count_handler, NULL};
+    sync_signal_target_t target = {executor, NULL, count_handler, NULL};
     CHECK_EQ(sync_signal_route(signo, &target), 0);
     CHECK_EQ(sync_executor_async(executor, gate, NULL), 0);
     for (int i = 0; i < 20; i++) CHECK_EQ(kill(getpid(), signo), 0);
@@ -481,10 +481,10 @@ static void test_unroute_drops_arrivals_pending_in_the_kernel(void) {
     action.sa_flags = SA_SIGINFO;
     sigemptyset(&action.sa_mask);
     CHECK_EQ(sigaction(held, &action, NULL), 0);
-    sync_executor *executor;
+    sync_executor_t *executor;
     CHECK_EQ(sync_executor_create(&executor), 0);
     /* `held`: routed and unrouted here, so the internal thread has it unblocked; blocked here. */
-    sync_signal_target stall_target = {executor, NULL, count_handler, NULL};
+    sync_signal_target_t stall_target = {executor, NULL, count_handler, NULL};
     CHECK_EQ(sync_signal_route(held, &stall_target), 0);
     CHECK_EQ(sync_signal_unroute(held), 0);
     sigset_t set;
@@ -496,7 +496,7 @@ static void test_unroute_drops_arrivals_pending_in_the_kernel(void) {
     static struct log log;
     memset(&log, 0, sizeof log);
     log.executor = executor;
-    sync_signal_target target = {executor, NULL, record, &log};
+    sync_signal_target_t target = {executor, NULL, record, &log};
     CHECK_EQ(sync_signal_route(signo, &target), 0);
     CHECK_EQ(signalfd_reads(signo), 1);
     CHECK_EQ(kill(getpid(), held), 0);
@@ -526,7 +526,7 @@ static void test_unroute_drops_arrivals_pending_in_the_kernel(void) {
 
 /* The handler unroutes its own signal: no deadlock; the next arrival goes to the previous action. */
 static atomic_long self_count, self_unroute_status = -1;
-static void self_unrouting_handler(const sync_signal_info *info, void *context) {
+static void self_unrouting_handler(const sync_signal_info_t *info, void *context) {
     (void)context;
     atomic_fetch_add(&self_count, 1);
     atomic_store(&self_unroute_status, sync_signal_unroute(info->signo));
@@ -535,9 +535,9 @@ static void self_unrouting_handler(const sync_signal_info *info, void *context) 
 static void test_handler_unroutes_itself(void) {
     int signo = SIGRTMIN + 7;
     install_previous(signo);
-    sync_executor *executor;
+    sync_executor_t *executor;
     CHECK_EQ(sync_executor_create(&executor), 0);
-    sync_signal_target target = {executor, NULL, self_unrouting_handler, NULL};
+    sync_signal_target_t target = {executor, NULL, self_unrouting_handler, NULL};
     CHECK_EQ(sync_signal_route(signo, &target), 0);
     CHECK_EQ(kill(getpid(), signo), 0);
     CHECK_EVENTUALLY((atomic_load(&self_unroute_status) != -1));
@@ -592,7 +592,7 @@ static void test_churn_under_flood(void) {
     install_previous(signo);
     struct log log = {0};
     CHECK_EQ(sync_executor_create(&log.executor), 0);
-    sync_signal_target target = {log.executor, NULL, record, &log};
+    sync_signal_target_t target = {log.executor, NULL, record, &log};
     atomic_store(&flooding, 1);
     pthread_t thread;
     CHECK_EQ(pthread_create(&thread, NULL, flooder, (void *)(long)signo), 0);
@@ -638,7 +638,7 @@ static void test_fork(void) {
     static struct log log;
     memset(&log, 0, sizeof log);
     CHECK_EQ(sync_executor_create(&log.executor), 0);
-    sync_signal_target target = {log.executor, NULL, record, &log};
+    sync_signal_target_t target = {log.executor, NULL, record, &log};
     CHECK_EQ(sync_signal_route(signo, &target), 0);
     pthread_t waiter;
     CHECK_EQ(pthread_create(&waiter, NULL, fork_cond_waiter, NULL), 0);
@@ -651,7 +651,7 @@ static void test_fork(void) {
         if (sync_mutex_lock(&fresh) != 0 || fresh._word != (uint32_t)getpid() || sync_mutex_unlock(&fresh) != 0) _exit(24);
         if (sync_mutex_is_owner(&fork_mutex) != 1) _exit(20);
         if (sync_cond_signal(&fork_cond) != 0) _exit(21);  /* no parent thread in the queue */
-        if (sync_cond_timedwait(&fork_cond, &fork_mutex, 1000000) != ETIMEDOUT) _exit(22);
+        if (sync_cond_wait_timed(&fork_cond, &fork_mutex, 1000000) != ETIMEDOUT) _exit(22);
         if (sync_mutex_unlock(&fork_mutex) != 0 || sync_mutex_unlock(&fork_mutex) != EPERM) _exit(23);
         if (!action_is(signo, previous_handler)) _exit(10);
         if (is_blocked_here(signo)) _exit(11);
@@ -661,7 +661,7 @@ static void test_fork(void) {
         if (sync_signal_unroute(signo) != ENOENT) _exit(13);
         static struct log mine;
         if (sync_executor_create(&mine.executor) != 0) _exit(14);
-        sync_signal_target again = {mine.executor, NULL, record, &mine};
+        sync_signal_target_t again = {mine.executor, NULL, record, &mine};
         if (sync_signal_route(signo, &again) != 0) _exit(15);
         union sigval value = {.sival_int = 7};
         sigqueue(getpid(), signo, value);

@@ -10,6 +10,7 @@
  * failure with a message. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "test_support.h"
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -25,24 +26,6 @@
 #include <unistd.h>
 
 #define SECOND 1000000000ull
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void on_alarm(int signal) {
-    static const char message[] = "test_waiter_death: watchdog: a waiter never woke (a lost wakeup)\n";
-    (void)signal;
-    if (write(2, message, sizeof message - 1) < 0) {}
-    _exit(3);
-}
-
-/* Polls `cond` every millisecond; fails after 60 s (a guard against hangs, not a timing bound). */
-#define WAIT_UNTIL(cond) do { \
-    int64_t end_ = now_ns() + 60 * (int64_t)SECOND; \
-    while (!(cond)) { CHECK(now_ns() < end_); usleep(1000); } } while (0)
 
 /* How many threads sleep on the shared futex word `word`, by the kernel's count. */
 static long sleepers(void *word) {
@@ -173,9 +156,9 @@ static void test_woken_writer_dies(void) {
     expect_exit(first, 0);
     expect_exit(writer, 0);
     expect_exit(reader, 0);
-    CHECK_EQ(sync_rwlock_tryrdlock(rw), 0);
+    CHECK_EQ(sync_rwlock_try_rdlock(rw), 0);
     CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
-    CHECK_EQ(sync_rwlock_trywrlock(rw), 0);
+    CHECK_EQ(sync_rwlock_try_wrlock(rw), 0);
     CHECK_EQ(sync_rwlock_wrunlock(rw), 0);
     printf("woken waiter died: rwlock: the next writer and reader got through\n");
     munmap(rw, sizeof *rw);
@@ -186,7 +169,7 @@ static void test_woken_writer_dies(void) {
 
 /* Whether the writers' mark stops readers: tryrdlock says EBUSY (a read lock it gets is given back). */
 static int readers_stopped(sync_rwlock_t *rw) {
-    int r = sync_rwlock_tryrdlock(rw);
+    int r = sync_rwlock_try_rdlock(rw);
     if (r == 0) CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
     return r == EBUSY;
 }
@@ -206,11 +189,11 @@ static void test_killed_waiting_writer_stops_no_reader(void) {
     pid_t reader = rw_waiter(rw, 0);
     expect_exit(reader, 0);
     CHECK_EQ(sync_rwlock_rdlock(rw), 0);   /* the holder's second read lock */
-    CHECK_EQ(sync_rwlock_tryrdlock(rw), 0);
+    CHECK_EQ(sync_rwlock_try_rdlock(rw), 0);
     CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
     CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
     CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
-    CHECK_EQ(sync_rwlock_trywrlock(rw), 0);
+    CHECK_EQ(sync_rwlock_try_wrlock(rw), 0);
     CHECK_EQ(sync_rwlock_wrunlock(rw), 0);
     printf("killed waiting writer: readers got in while a reader held the lock\n");
     munmap(rw, sizeof *rw);
@@ -230,10 +213,10 @@ static void test_live_writer_behind_dead_one(void) {
     WAIT_UNTIL(sleepers(&rw->_wakeups) == 2);
     CHECK_EQ(kill(dead, SIGKILL), 0);
     expect_exit(dead, SIGKILL);
-    CHECK_EQ(sync_rwlock_trywrlock(rw), EBUSY);  /* readers hold it: no writer is let in */
+    CHECK_EQ(sync_rwlock_try_wrlock(rw), EBUSY);  /* readers hold it: no writer is let in */
     CHECK_EQ(sync_rwlock_rdunlock(rw), 0);
     expect_exit(live, 0);
-    CHECK_EQ(sync_rwlock_trywrlock(rw), 0);
+    CHECK_EQ(sync_rwlock_try_wrlock(rw), 0);
     CHECK_EQ(sync_rwlock_wrunlock(rw), 0);
     printf("live writer behind a killed one: it got in once the readers left\n");
     munmap(rw, sizeof *rw);
@@ -241,7 +224,7 @@ static void test_live_writer_behind_dead_one(void) {
 }
 
 int main(void) {
-    signal(SIGALRM, on_alarm);
+    watchdog_install("test_waiter_death: watchdog: a waiter never woke (a lost wakeup)\n");
     test_woken_waiter_dies(MUTEX);
     test_woken_waiter_dies(RECURSIVE);
     test_woken_waiter_dies(SEMAPHORE);

@@ -6,7 +6,8 @@
  *   bench_table("OSAtomicAdd32", rows, 3, threads, iterations, baseline_index);
  *
  * Times are wall-clock from a barrier that releases all threads together to the last join,
- * divided by the total number of operations: for contended cases that is the cost per
+ * divided by the total number of operations (one thread: the process's CPU time over that span,
+ * so that what other processes of a shared machine run meanwhile is not counted): for contended cases that is the cost per
  * operation of the whole machine, so more threads on 2 cores is not "faster".
  *
  * Environment (set by benchmarks/run.sh): BENCH_ROWS, a file to which each table row is also
@@ -66,7 +67,15 @@ static int bench_compare(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* One run: wall time / (threads * iterations), in ns. */
+/* The process's CPU time, in ns: what one thread alone costs, without the time the scheduler
+ * gives other processes of a shared machine (the main thread sleeps in the barrier and join). */
+static double bench_cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+/* One run: wall time / (threads * iterations), in ns; with one thread, CPU time / iterations. */
 static double bench_sample(void *(*body)(void *), void *arg, int threads, long iterations) {
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
@@ -76,10 +85,11 @@ static double bench_sample(void *(*body)(void *), void *arg, int threads, long i
         ctx[i] = (struct bench_ctx){iterations, &start, arg, i};
         pthread_create(&t[i], NULL, body, &ctx[i]);
     }
-    double begin = bench_now();
+    double (*clock)(void) = threads == 1 ? bench_cpu_now : bench_now;
+    double begin = clock();
     pthread_barrier_wait(&start);
     for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
-    double ns = (bench_now() - begin) / ((double)threads * (double)iterations);
+    double ns = (clock() - begin) / ((double)threads * (double)iterations);
     pthread_barrier_destroy(&start);
     free(t);
     free(ctx);
@@ -107,16 +117,64 @@ static void bench_json_string(FILE *out, const char *text) {
     }
     fputc('"', out);
 }
-static void bench_emit(const char *title, int threads, const char *row, double ns, double ratio, int baseline, double fairness) {
+static void bench_emit(const char *title, int threads, const char *row, double ns, double ratio, const double spread[2],
+                       int baseline, double fairness) {
     const char *path = getenv("BENCH_ROWS");
     FILE *out = path ? fopen(path, "a") : NULL;
     if (!out) return;
     fputs("{\"table\": ", out); bench_json_string(out, title);
     fprintf(out, ", \"threads\": %d, \"row\": ", threads); bench_json_string(out, row);
-    fprintf(out, ", \"ns\": %.6g, \"ratio\": %.6g, \"baseline\": %s, \"fairness\": ", ns, ratio, baseline ? "true" : "false");
+    fprintf(out, ", \"ns\": %.6g, \"ratio\": %.6g, \"spread\": [%.6g, %.6g], \"baseline\": %s, \"fairness\": ", ns, ratio,
+            spread[0], spread[1], baseline ? "true" : "false");
     if (fairness < 0) fputs("null", out); else fprintf(out, "%.6g", fairness);
     fputs("}\n", out);
     fclose(out);
+}
+
+/* The spread of a row's ratio: its lowest and highest over the rounds (this row's run over the
+ * baseline's run in the same round). */
+static void bench_spread(const double *row, const double *base, int runs, double spread[2]) {
+    spread[0] = spread[1] = row[0] / base[0];
+    for (int r = 1; r < runs; r++) {
+        double ratio = row[r] / base[r];
+        if (ratio < spread[0]) spread[0] = ratio;
+        if (ratio > spread[1]) spread[1] = ratio;
+    }
+}
+
+/* A row of bench_server_table: `op` is one whole operation against a server. */
+typedef struct { const char *name; void (*op)(void); double *samples; } bench_server_row;
+
+/* Every call timed alone, the rows taking turns in blocks of 50 calls (a round trip's cost on a
+ * VM swings with where the client and the server run: turns expose every row to the same swings;
+ * blocks keep each row's server process busy during its turn, as a loop of one row would); each
+ * row's median call and its spread (10th...90th percentile), and its ratio to rows[0]. Names are
+ * printed `name_width` wide. */
+enum { BENCH_SERVER_BLOCK = 50 };
+static void bench_server_table(const char *title, bench_server_row *rows, int count, long calls, int name_width) {
+    for (int i = 0; i < count; i++) rows[i].samples = calloc((size_t)calls, sizeof(double));
+    for (long block = 0; block < calls; block += BENCH_SERVER_BLOCK)
+        for (int i = 0; i < count; i++)
+            for (long n = block; n < block + BENCH_SERVER_BLOCK && n < calls; n++) {
+                double begin = bench_now();
+                rows[i].op();
+                rows[i].samples[n] = bench_now() - begin;
+            }
+    printf("\n%s — median of %ld calls, in turns of %d (spread: 10th...90th percentile)\n", title, calls,
+           BENCH_SERVER_BLOCK);
+    printf("  %-*s %10s %21s %8s\n", name_width, "", "µs/op", "spread", "ratio");
+    double base = 0;
+    for (int i = 0; i < count; i++) {
+        qsort(rows[i].samples, (size_t)calls, sizeof(double), bench_compare);
+        double median = rows[i].samples[calls / 2];
+        if (i == 0) base = median;
+        printf("  %-*s %10.1f %10.1f...%-8.1f %7.2fx\n", name_width, rows[i].name, median / 1e3,
+               rows[i].samples[calls / 10] / 1e3, rows[i].samples[calls * 9 / 10] / 1e3, median / base);
+        double spread[2] = {median / base, median / base};  /* one sample set: no per-round spread */
+        bench_emit(title, 1, rows[i].name, median, median / base, spread, i == 0, -1);  /* into RESULTS.md */
+        free(rows[i].samples);
+    }
+    fflush(stdout);
 }
 
 /* Measures every row (interleaved with the others, so drift hits all alike) and prints them
@@ -129,16 +187,19 @@ static void bench_table(const char *title, bench_row *rows, int count, int threa
     double (*samples)[BENCH_REPEATS] = calloc((size_t)count, sizeof *samples);
     for (int r = 0; r < runs; r++)  /* round-robin: each round runs every row once */
         for (int i = 0; i < count; i++) samples[i][r] = bench_sample(rows[i].body, rows[i].arg, threads, iterations);
+    double (*spread)[2] = calloc((size_t)count, sizeof *spread);
+    for (int i = 0; i < count; i++) bench_spread(samples[i], samples[baseline], runs, spread[i]);
     for (int i = 0; i < count; i++) rows[i].ns_per_op = bench_median_of(samples[i], runs);
     free(samples);
     printf("\n%s — %d thread%s, median of %d runs\n", title, threads, threads == 1 ? "" : "s", runs);
-    printf("  %-44s %10s %10s %10s\n", "", "ns/op", "Mops/s", "ratio");
+    printf("  %-44s %10s %10s %10s %13s\n", "", "ns/op", "Mops/s", "ratio", "ratio range");
     for (int i = 0; i < count; i++) {
         double ratio = rows[i].ns_per_op / rows[baseline].ns_per_op;
-        printf("  %-44s %10.2f %10.1f %9.2fx%s\n", rows[i].name, rows[i].ns_per_op, 1e3 / rows[i].ns_per_op,
-               ratio, i == baseline ? "  (baseline)" : "");
-        bench_emit(title, threads, rows[i].name, rows[i].ns_per_op, ratio, i == baseline, -1);
+        printf("  %-44s %10.2f %10.1f %9.2fx %6.2f-%-6.2f%s\n", rows[i].name, rows[i].ns_per_op, 1e3 / rows[i].ns_per_op,
+               ratio, spread[i][0], spread[i][1], i == baseline ? "  (baseline)" : "");
+        bench_emit(title, threads, rows[i].name, rows[i].ns_per_op, ratio, spread[i], i == baseline, -1);
     }
+    free(spread);
     fflush(stdout);
 }
 #endif
@@ -218,6 +279,8 @@ __attribute__((unused)) static void bench_timed_table(const char *title, bench_r
     for (int r = 0; r < runs; r++)  /* round-robin, as bench_table: drift hits all rows alike */
         for (int i = 0; i < count; i++)
             bench_timed_run(rows[i].body, rows[i].arg, threads, milliseconds, &ns[i][r], &fairness[i][r]);
+    double (*spread)[2] = calloc((size_t)count, sizeof *spread);
+    for (int i = 0; i < count; i++) bench_spread(ns[i], ns[baseline], runs, spread[i]);
     for (int i = 0; i < count; i++) {
         rows[i].ns_per_op = bench_median_of(ns[i], runs);
         fair[i] = bench_median_of(fairness[i], runs);
@@ -226,13 +289,14 @@ __attribute__((unused)) static void bench_timed_table(const char *title, bench_r
     free(fairness);
     printf("\n%s — %d thread%s, %d ms, median of %d runs\n", title, threads, threads == 1 ? "" : "s",
            milliseconds, runs);
-    printf("  %-44s %10s %10s %10s %10s\n", "", "ns/op", "Mops/s", "ratio", "min/max");
+    printf("  %-44s %10s %10s %10s %13s %10s\n", "", "ns/op", "Mops/s", "ratio", "ratio range", "min/max");
     for (int i = 0; i < count; i++) {
         double ratio = rows[i].ns_per_op / rows[baseline].ns_per_op;
-        printf("  %-44s %10.2f %10.1f %9.2fx %10.2f%s\n", rows[i].name, rows[i].ns_per_op, 1e3 / rows[i].ns_per_op,
-               ratio, fair[i], i == baseline ? "  (baseline)" : "");
-        bench_emit(title, threads, rows[i].name, rows[i].ns_per_op, ratio, i == baseline, fair[i]);
+        printf("  %-44s %10.2f %10.1f %9.2fx %6.2f-%-6.2f %10.2f%s\n", rows[i].name, rows[i].ns_per_op,
+               1e3 / rows[i].ns_per_op, ratio, spread[i][0], spread[i][1], fair[i], i == baseline ? "  (baseline)" : "");
+        bench_emit(title, threads, rows[i].name, rows[i].ns_per_op, ratio, spread[i], i == baseline, fair[i]);
     }
     fflush(stdout);
+    free(spread);
     free(fair);
 }

@@ -28,9 +28,9 @@ BENCH_BODY(pingpong_libsync, int me = bench_c->index,
            while (turn_s != me) sync_cond_wait(&cond, &mutex);
            turn_s = 1 - me; sync_cond_signal(&cond); sync_mutex_unlock(&mutex))
 BENCH_BODY(pingpong_condition, int me = bench_c->index,
-           sync_condition_lock(&condition);
+           sync_condition_enter(&condition);
            while (turn_c != me) sync_condition_wait(&condition);
-           turn_c = 1 - me; sync_condition_signal(&condition); sync_condition_unlock(&condition))
+           turn_c = 1 - me; sync_condition_signal(&condition); sync_condition_exit(&condition))
 
 BENCH_BODY(sem_posix, , sem_wait(&psem); sem_post(&psem))
 BENCH_BODY(sem_libsync, , sync_semaphore_wait(&sem); sync_semaphore_signal(&sem, 1))

@@ -99,42 +99,6 @@ static void load_script(const char *script, char *sha) {
 static void pg_cycle(void) { check(sync_distributed_lock_try_lock(pg_lock) == 0, "pg try_lock"); sync_distributed_lock_unlock(pg_lock); }
 static void redis_cycle(void) { check(sync_distributed_lock_try_lock(redis_lock) == 0, "redis try_lock"); sync_distributed_lock_unlock(redis_lock); }
 
-struct server_row { const char *name; void (*op)(void); double *samples; };
-
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Every call timed alone, the rows taking turns in blocks of 50 calls (a round trip's cost on a
- * VM swings with where the client and the server run: turns expose every row to the same swings;
- * blocks keep each row's server process busy during its turn, as a loop of one row would); each
- * row's median call and its spread (10th...90th percentile). */
-enum { BLOCK = 50 };
-static void server_table(const char *title, struct server_row *rows, int count, long calls) {
-    for (int i = 0; i < count; i++) rows[i].samples = calloc((size_t)calls, sizeof(double));
-    for (long block = 0; block < calls; block += BLOCK)
-        for (int i = 0; i < count; i++)
-            for (long n = block; n < block + BLOCK && n < calls; n++) {
-                double begin = bench_now();
-                rows[i].op();
-                rows[i].samples[n] = bench_now() - begin;
-            }
-    printf("\n%s — median of %ld calls, in turns of %d (spread: 10th...90th percentile)\n", title, calls, BLOCK);
-    printf("  %-44s %10s %21s %8s\n", "", "µs/op", "spread", "ratio");
-    double base = 0;
-    for (int i = 0; i < count; i++) {
-        qsort(rows[i].samples, (size_t)calls, sizeof(double), compare_doubles);
-        double median = rows[i].samples[calls / 2];
-        if (i == 0) base = median;
-        printf("  %-44s %10.1f %10.1f...%-8.1f %7.2fx\n", rows[i].name, median / 1e3, rows[i].samples[calls / 10] / 1e3,
-               rows[i].samples[calls * 9 / 10] / 1e3, median / base);
-        bench_emit(title, 1, rows[i].name, median, median / base, i == 0, -1);  /* into RESULTS.md */
-        free(rows[i].samples);
-    }
-    fflush(stdout);
-}
-
 static void read_line(const char *dir, const char *name, char *out, size_t size) {
     char file[512];
     snprintf(file, sizeof file, "%s/%s", dir, name);
@@ -173,10 +137,10 @@ static void servers(void) {
     check(((pq_status)dlsym(pq, "PQstatus"))(pg_conn) == 0, "PQconnectdb");
     snprintf(target, sizeof target, "%s?lock=bench-c", url);
     check(sync_distributed_lock_create(target, &pg_lock) == 0, "create (PostgreSQL)");
-    struct server_row pg[] = {{"floor: 2 round trips (libpq SELECT 1 x2)", pg_select_twice, NULL},
+    bench_server_row pg[] = {{"floor: 2 round trips (libpq SELECT 1 x2)", pg_select_twice, NULL},
                               {"libsync's 2 statements, raw through libpq", pg_same_statements, NULL},
                               {"libsync try_lock+unlock (PostgreSQL)", pg_cycle, NULL}};
-    server_table("PostgreSQL: acquire+release, uncontended, loopback", pg, 3, 3000);
+    bench_server_table("PostgreSQL: acquire+release, uncontended, loopback", pg, 3, 3000, 44);
 
     char port[16];
     read_line(dir, "redis.port", port, sizeof port);
@@ -192,10 +156,10 @@ static void servers(void) {
                 redis_acquire_sha);
     load_script("local v = redis.call('get', KEYS[1]) if v == ARGV[1] then redis.call('del', KEYS[1]) return 1 "
                 "elseif v then return 2 else return 0 end", redis_release_sha);
-    struct server_row redis[] = {{"floor: 2 round trips (hiredis PING x2)", redis_ping_twice, NULL},
+    bench_server_row redis[] = {{"floor: 2 round trips (hiredis PING x2)", redis_ping_twice, NULL},
                                  {"libsync's 2 scripts, raw through hiredis", redis_same_scripts, NULL},
                                  {"libsync try_lock+unlock (Redis)", redis_cycle, NULL}};
-    server_table("Redis: acquire+release, uncontended, loopback", redis, 3, 3000);
+    bench_server_table("Redis: acquire+release, uncontended, loopback", redis, 3, 3000, 44);
 
     sync_distributed_lock_destroy(pg_lock);
     sync_distributed_lock_destroy(redis_lock);

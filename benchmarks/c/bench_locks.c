@@ -11,9 +11,9 @@ static inline void delay(long loops) { for (long i = 0; i < loops; i++) __asm__ 
 
 static void calibrate(void) {
     long n = 50000000;
-    double begin = bench_now();
+    double begin = bench_cpu_now();  /* CPU time: a preempted calibration would shorten the delays */
     delay(n);
-    double per_loop = (bench_now() - begin) / (double)n;
+    double per_loop = (bench_cpu_now() - begin) / (double)n;
     inside_loops = (long)(20 / per_loop + 0.5);
     outside_loops = (long)(50 / per_loop + 0.5);
     printf("calibration: %.2f ns per delay loop; inside %ld loops (~20 ns), outside %ld (~50 ns)\n",

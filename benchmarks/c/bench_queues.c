@@ -63,13 +63,13 @@ static void sync_rwlock_set(long v) { sync_rwlock_wrlock(&sync_rwlock); value = 
 static void read_value(void *out) { *(long *)out = value; }
 static void write_value(void *v) { value = (long)(intptr_t)v; }
 
-static sync_queue *serial, *concurrent;
+static sync_queue_t *serial, *concurrent;
 static long serial_get(void) { long v; sync_queue_sync(serial, read_value, &v); return v; }
 static void serial_set(long v) { sync_queue_async(serial, write_value, (void *)(intptr_t)v); }
 static long concurrent_get(void) { long v; sync_queue_sync(concurrent, read_value, &v); return v; }
 static void concurrent_set(long v) { sync_queue_barrier_async(concurrent, write_value, (void *)(intptr_t)v); }
 
-static sync_isolated *isolated;
+static sync_isolated_t *isolated;
 static void isolated_read(void *value_, void *out) { *(long *)out = *(long *)value_; }
 static void isolated_write(void *value_, void *v) { *(long *)value_ = (long)(intptr_t)v; }
 static long isolated_get(void) { long v; sync_isolated_read(isolated, isolated_read, &v); return v; }

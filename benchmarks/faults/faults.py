@@ -43,7 +43,8 @@ SERVERS = ROOT / "scripts" / "servers.sh"
 # on the backends where it matters most, so that the test suite's run stays well under a minute.
 SHORT = {("file", "(above ttl)"), ("redis", "mid-hold"), ("file", "holder SIGKILL"), ("postgres", "holder SIGKILL"),
          ("postgres", "client SIGSTOP"), ("postgres", "restart immediate"), ("postgres", "server SIGSTOP"),
-         ("redis", "(above ttl)"), ("redis", "restart, no"), ("redis", "restart, AOF"), ("redis", "server SIGSTOP")}
+         ("redis", "(above ttl)"), ("redis", "restart, no"), ("redis", "restart, AOF"), ("redis", "server SIGSTOP"),
+         ("etcd", "(above ttl)"), ("etcd", "holder SIGKILL"), ("etcd", "restart"), ("etcd", "server SIGSTOP")}
 
 
 # ---- The resource ----------------------------------------------------------------------------
@@ -129,6 +130,13 @@ class Servers:
         self.urls = {name: (directory / f"{name}.url").read_text().strip() for name in ("postgres", "redis")}
         self.redis_aof = False
         self.pg_synchronous_commit = True
+        started = subprocess.run([str(SERVERS), "start-etcd", str(directory)], stdout=subprocess.DEVNULL)
+        self.etcd_running = started.returncode == 0
+        if self.etcd_running:
+            self.urls["etcd"] = (directory / "etcd.url").read_text().strip()
+        else:
+            print(f"!!!!!! SKIPPING the etcd scenarios: scripts/servers.sh could not install or start etcd "
+                  f"(status {started.returncode}) !!!!!!", file=sys.stderr)
 
     def stop(self) -> None:
         subprocess.run([str(SERVERS), "stop", str(self.dir)], stdout=subprocess.DEVNULL)
@@ -150,6 +158,10 @@ class Servers:
         subprocess.run(as_postgres([pg_ctl, "-D", data, "-l", str(self.dir / "postgres.log"), "-w", "-t", "60", "start",
                                     "-o", options]), check=True, stdout=subprocess.DEVNULL, cwd="/")
         self.pg_synchronous_commit = synchronous_commit
+
+    def restart_etcd(self) -> None:
+        """etcd stopped (SIGTERM) and started again on its data (leases and keys persist)."""
+        subprocess.run([str(SERVERS), "restart", "etcd", str(self.dir)], check=True, stdout=subprocess.DEVNULL)
 
     def restart_redis(self, aof: bool) -> None:
         """A crash (SIGKILL) and a start, with the append-only file (fsync always) or without
@@ -196,9 +208,15 @@ class Scenario:
             servers.restart_postgres("fast", synchronous_commit=self.synchronous_commit)
 
 
+def etcd_ttl(ttl: float) -> float:
+    """etcd's ttl for the run's `ttl`: its lease has whole seconds, 1 s at least."""
+    return max(1.0, ttl)
+
+
 def scenarios(servers: Servers, ttl: float) -> list:
     """Every backend's faults. `ttl` is Redis's lease; the pauses of the other backends are the
-    same lengths (they have no lease: a stopped holder keeps the lock for the pause)."""
+    same lengths (they have no lease: a stopped holder keeps the lock for the pause), except
+    etcd's, which are those of its own ttl (`etcd_ttl`)."""
     below, above = 0.8 * ttl, 2.5 * ttl
     common = [("holder SIGSTOP %.1f s (below ttl)" % below, "stop_holder", below),
               ("holder SIGSTOP %.1f s (above ttl)" % above, "stop_holder", above),
@@ -219,6 +237,13 @@ def scenarios(servers: Servers, ttl: float) -> list:
     out += [Scenario("redis", "restart, no persistence", lambda: servers.restart_redis(aof=False), 0),
             Scenario("redis", "restart, AOF (fsync always)", lambda: servers.restart_redis(aof=True), 0, aof=True),
             Scenario("redis", "server SIGSTOP %.1f s" % above, "stop_server", above)]
+    e_below, e_above = 0.8 * etcd_ttl(ttl), 2.5 * etcd_ttl(ttl)
+    out += [Scenario("etcd", "holder SIGSTOP %.1f s (below ttl)" % e_below, "stop_holder", e_below),
+            Scenario("etcd", "holder SIGSTOP %.1f s (above ttl)" % e_above, "stop_holder", e_above),
+            Scenario("etcd", "holder SIGKILL", "kill_holder", 0),
+            Scenario("etcd", "client SIGSTOP in acquire %.1f s" % e_above, "stop_waiter", e_above),
+            Scenario("etcd", "restart", servers.restart_etcd, 0),
+            Scenario("etcd", "server SIGSTOP %.1f s" % e_above, "stop_server", e_above)]
     return out
 
 
@@ -408,7 +433,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--short", action="store_true",
-                      help="every kind of fault once (12 scenarios), 1 s each, 3 clients (the test suite's)")
+                      help="every kind of fault once (16 scenarios), 1 s each, 3 clients (the test suite's)")
     mode.add_argument("--long", action="store_true", help="40 s per scenario, a fault every 5 s")
     parser.add_argument("--clients", type=int, default=None)
     parser.add_argument("--only", default="", help="run the scenarios whose 'backend: fault' contains this")
@@ -438,6 +463,8 @@ def main() -> int:
                 continue
             if s.backend != "file" and not servers.running:
                 continue
+            if s.backend == "etcd" and not servers.etcd_running:
+                continue
             s.setup(servers)
             place = work / f"s{n}"
             place.mkdir()
@@ -445,6 +472,8 @@ def main() -> int:
                 target = str(place / "lock")
             elif s.backend == "postgres":
                 target = f"{servers.urls['postgres']}?lock=faults{n}&connect_timeout=2"
+            elif s.backend == "etcd":
+                target = f"{servers.urls['etcd']}?lock=faults{n}&ttl={etcd_ttl(ttl):g}&connect_timeout=1"
             else:
                 target = f"{servers.urls['redis']}?lock=faults{n}&ttl={ttl}&connect_timeout=1"
             began = time.monotonic()

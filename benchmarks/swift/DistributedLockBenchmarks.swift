@@ -1,8 +1,8 @@
 import Glibc
 import LibSync
 
-/// Swift: DistributedLock tryLock+unlock beside flock(2) on an open lock file, uncontended, in
-/// $BENCH_DIR (default /tmp).
+/// Swift: DistributedLock tryLock+unlock, and lock+unlock blocking and async from a task, beside
+/// flock(2) on an open lock file, uncontended, in $BENCH_DIR (default /tmp).
 func distributedLockBenchmarks() {
     let directory = getenv("BENCH_DIR").map { String(cString: $0) } ?? "/tmp"
     let lock = try! DistributedLock(path: "\(directory)/bench-swift-\(getpid()).dlock")
@@ -13,6 +13,12 @@ func distributedLockBenchmarks() {
         },
         Row(name: "LibSync DistributedLock tryLock+unlock") { n in
             for _ in 0..<n { _ = try! lock.tryLock(); try! lock.unlock() }
+        },
+        Row(name: "LibSync DistributedLock lock (in a task)") { n in
+            inTask { for _ in 0..<n { try! { try lock.lock() }(); try! lock.unlock() } }
+        },
+        Row(name: "LibSync DistributedLock async lock") { n in
+            inTask { for _ in 0..<n { try! await lock.lock(); try! lock.unlock() } }
         },
     ])
     try? lock.breakLock()  // removes the (empty) lock directory

@@ -4,7 +4,7 @@ import Glibc
 // released together, take the median over several runs of wall time / total operations, and
 // print rows beside a baseline measured in the same run. Environment, as the C harness's:
 // BENCH_ROWS, a file to which each row is also appended as a JSON line (benchmarks/report.py);
-// BENCH_QUICK, a smoke run (3 runs of a tenth of the iterations).
+// BENCH_QUICK, a smoke run (3 runs of a tenth of the iterations); BENCH_ROW_ONLY (see `table`).
 
 let quick = getenv("BENCH_QUICK") != nil
 let repeats = quick ? 3 : 7
@@ -15,9 +15,9 @@ struct Row {
     let body: @Sendable (_ iterations: Int) -> Void
 }
 
-private func now() -> Double {
+private func now(_ clock: clockid_t = CLOCK_MONOTONIC) -> Double {
     var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
+    clock_gettime(clock, &ts)
     return Double(ts.tv_sec) * 1e9 + Double(ts.tv_nsec)
 }
 
@@ -33,7 +33,9 @@ private final class Run: @unchecked Sendable {
     deinit { pthread_barrier_destroy(&barrier) }
 }
 
-/// One run: wall time / (threads * iterations), in ns.
+/// One run: wall time / (threads * iterations), in ns; with one thread, the process's CPU time
+/// over that span / iterations (what other processes of a shared machine run meanwhile is not
+/// counted; the main thread sleeps in the barrier and the join).
 func sample(threads: Int, iterations: Int, _ body: @escaping @Sendable (Int) -> Void) -> Double {
     let run = Run(threads: threads, iterations: iterations, body: body)
     var handles: [pthread_t] = []
@@ -48,14 +50,23 @@ func sample(threads: Int, iterations: Int, _ body: @escaping @Sendable (Int) -> 
         }, context)
         handles.append(handle)
     }
-    let start = now()
+    let clock = threads == 1 ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC
+    let start = now(clock)
     pthread_barrier_wait(&run.barrier)
     for handle in handles { pthread_join(handle, nil) }
-    return (now() - start) / Double(threads * iterations)
+    return (now(clock) - start) / Double(threads * iterations)
 }
 
 /// Measures each row and prints ns/op, Mops/s and the ratio to rows[baseline].
+/// BENCH_ROW_ONLY, a substring of row names, keeps only those rows (to profile one row alone,
+/// with perf stat for instance); the first row kept is then the baseline.
 func table(_ title: String, threads: Int, iterations: Int, baseline: Int = 0, _ rows: [Row]) {
+    var rows = rows, baseline = baseline
+    if let only = getenv("BENCH_ROW_ONLY").map({ String(cString: $0) }) {
+        rows = rows.filter { $0.name.contains(only) }
+        baseline = 0
+        if rows.isEmpty { return }
+    }
     let iterations = quick ? max(1, iterations / 10) : iterations
     // Round-robin (each round runs every row once), so that drift hits all rows alike.
     var samples = [[Double]](repeating: [], count: rows.count)
@@ -66,21 +77,27 @@ func table(_ title: String, threads: Int, iterations: Int, baseline: Int = 0, _ 
     }
     let results = samples.map { $0.sorted()[repeats / 2] }
     print("\n\(title) — \(threads) thread\(threads == 1 ? "" : "s"), median of \(repeats) runs")
-    print("  " + "".padding(44) + "ns/op".padded(10) + "Mops/s".padded(10) + "ratio".padded(10))
-    for (row, ns) in zip(rows, results) {
+    print("  " + "".padding(44) + "ns/op".padded(10) + "Mops/s".padded(10) + "ratio".padded(10) + "ratio range".padded(14))
+    for (index, (row, ns)) in zip(rows, results).enumerated() {
         let ratio = ns / results[baseline]
+        // The spread: the ratio in each round (this row's run over the baseline's in that round).
+        let rounds = zip(samples[index], samples[baseline]).map { $0 / $1 }
+        let spread = (rounds.min() ?? ratio, rounds.max() ?? ratio)
         print("  " + row.name.padding(44) + fixed(ns, 2).padded(10) + fixed(1e3 / ns, 1).padded(10)
-              + (fixed(ratio, 2) + "x").padded(10) + (row.name == rows[baseline].name ? "  (baseline)" : ""))
-        emit(title, threads: threads, row: row.name, ns: ns, ratio: ratio, baseline: row.name == rows[baseline].name)
+              + (fixed(ratio, 2) + "x").padded(10) + (fixed(spread.0, 2) + "-" + fixed(spread.1, 2)).padded(14)
+              + (row.name == rows[baseline].name ? "  (baseline)" : ""))
+        emit(title, threads: threads, row: row.name, ns: ns, ratio: ratio, spread: spread,
+             baseline: row.name == rows[baseline].name)
     }
 }
 
 /// Appends one row as a JSON line to $BENCH_ROWS, if set.
-private func emit(_ title: String, threads: Int, row: String, ns: Double, ratio: Double, baseline: Bool) {
+private func emit(_ title: String, threads: Int, row: String, ns: Double, ratio: Double, spread: (Double, Double),
+                  baseline: Bool) {
     guard let path = getenv("BENCH_ROWS"), let file = fopen(path, "a") else { return }
     defer { fclose(file) }
     let line = "{\"table\": \(json(title)), \"threads\": \(threads), \"row\": \(json(row)), \"ns\": \(ns), "
-        + "\"ratio\": \(ratio), \"baseline\": \(baseline), \"fairness\": null}\n"
+        + "\"ratio\": \(ratio), \"spread\": [\(spread.0), \(spread.1)], \"baseline\": \(baseline), \"fairness\": null}\n"
     fputs(line, file)
 }
 

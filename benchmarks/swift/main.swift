@@ -3,6 +3,7 @@
 let families: [(String, () -> Void)] = [
     ("osatomic", osatomicBenchmarks),
     ("locks", locksBenchmarks),
+    ("contended", contendedWorkloadBenchmarks),
     ("unfair", unfairLockBenchmarks),
     ("atomics", atomicsBenchmarks),
     ("distributed", distributedLockBenchmarks),

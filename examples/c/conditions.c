@@ -36,12 +36,12 @@ static int timeToDoWork, cocoa_done;
 static void *CocoaWaiter(void *arg) {
     (void)arg;
     for (int i = 0; i < 3; i++) {
-        sync_condition_lock(&cocoaCondition);
+        sync_condition_enter(&cocoaCondition);
         while (timeToDoWork <= 0)
             sync_condition_wait(&cocoaCondition);
         timeToDoWork--;
         cocoa_done++; /* Do real work here. */
-        sync_condition_unlock(&cocoaCondition);
+        sync_condition_exit(&cocoaCondition);
     }
     return NULL;
 }
@@ -72,10 +72,10 @@ int main(void) {
 
     pthread_create(&waiter, NULL, CocoaWaiter, NULL);
     for (int i = 0; i < 3; i++) {
-        sync_condition_lock(&cocoaCondition);
+        sync_condition_enter(&cocoaCondition);
         timeToDoWork++;
         sync_condition_signal(&cocoaCondition);
-        sync_condition_unlock(&cocoaCondition);
+        sync_condition_exit(&cocoaCondition);
     }
     pthread_join(waiter, NULL);
     printf("Listings 4-3/4-4 (Cocoa-style condition): %d units of work done, timeToDoWork = %d\n", cocoa_done, timeToDoWork);

@@ -8,12 +8,12 @@
 static sync_mutex_t accounts = SYNC_MUTEX_INIT, audit_log = SYNC_MUTEX_INIT;
 static int cycles;
 
-static void on_cycle(const sync_lock_order_cycle *cycle, void *context) {
+static void on_cycle(const sync_lock_order_cycle_t *cycle, void *context) {
     (void)context;
     cycles++;
     printf("potential deadlock among %zu locks:\n", cycle->length);
     for (size_t i = 0; i < cycle->length; i++) {
-        const sync_lock_order_edge *edge = &cycle->edges[i];
+        const sync_lock_order_edge_t *edge = &cycle->edges[i];
         const char *end = strchr(edge->site, '\n');  /* the innermost frame outside libsync */
         printf("  %s %s -> %s %s (thread %s, at %.*s)\n", edge->from_kind, edge->from_name, edge->to_kind,
                edge->to_name, edge->thread_name, end ? (int)(end - edge->site) : (int)strlen(edge->site),

@@ -44,10 +44,10 @@ int main(void) {
     int again = sync_mutex_lock(&mutex);            /* the caller holds it: EDEADLK, not a hang */
     sync_mutex_unlock(&mutex);
     int extra = sync_mutex_unlock(&mutex);          /* not held: EPERM, nothing changes */
-    int timed = sync_mutex_timedlock(&mutex, 100000000);   /* free: 0 at once */
+    int timed = sync_mutex_lock_timed(&mutex, 100000000);   /* free: 0 at once */
     sync_mutex_unlock(&mutex);
 
-    printf("initialized %d time, %d consistent reads, relock: %s, extra unlock: %s, timedlock: %d\n",
+    printf("initialized %d time, %d consistent reads, relock: %s, extra unlock: %s, lock_timed: %d\n",
            initialized, reads, again == EDEADLK ? "EDEADLK" : "?", extra == EPERM ? "EPERM" : "?", timed);
     return initialized == 1 && reads == 4000 && again == EDEADLK && extra == EPERM && timed == 0 ? 0 : 1;
 }

@@ -13,8 +13,8 @@
 
 static atomic_int handled;
 
-static void on_signal(const sync_signal_info *info, void *context) {
-    sync_executor *worker = context;
+static void on_signal(const sync_signal_info_t *info, void *context) {
+    sync_executor_t *worker = context;
     /* Not a signal handler: printf, locks and malloc are fine here. */
     printf("signal %d, value %d, from pid %d (uid %u), on the worker's thread: %s\n", info->signo,
            info->value, (int)info->pid, (unsigned)info->uid, sync_executor_is_current(worker) ? "yes" : "NO");
@@ -23,9 +23,9 @@ static void on_signal(const sync_signal_info *info, void *context) {
 
 int main(void) {
     int signo = SIGRTMIN + 1;
-    sync_executor *worker;
+    sync_executor_t *worker;
     if (sync_executor_create(&worker) != 0) return 1;
-    sync_signal_target target = {0};
+    sync_signal_target_t target = {0};
     target.executor = worker;
     target.handler = on_signal;
     target.context = worker;

@@ -15,13 +15,13 @@ func distributedLockDemo() throws -> Bool {
         defer { try? lock.unlock() }
         held = true
     }
-    let n = try lock.withLock(timeout: .seconds(5)) { 6 * 7 }
-    if let holder = try lock.holder, holder.isStale { _ = try lock.recoverStale() }
+    let n = try lock.withLockIfAvailable(timeout: .seconds(5)) { 6 * 7 } ?? 0
+    if let holder = try lock.holder, holder.isStale { _ = try lock.recover() }
     try lock.withLock { print("fencing token", lock.token ?? 0) }  // send it with every write
 
     let shared = try DistributedLock(path: directory + "/a/b/jobs.lock",
                                      options: [.recursive, .processOwned, .makeParents], mode: 0o666)
     let depth = try shared.withLock { try shared.withLock { shared.lockCount } }  // a re-entry: 2
     print("held: \(held), withLock's value: \(n), re-entered: depth \(depth)")
-    return held && n == 42 && depth == 2 && !lock.isLocked && !shared.isLocked
+    return held && n == 42 && depth == 2 && !lock.isHeld && !shared.isHeld
 }

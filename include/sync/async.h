@@ -1,5 +1,6 @@
 /*
- * sync/async.h — acquiring a mutex from an event loop (epoll, libuv, libevent) without blocking.
+ * sync/async.h — acquiring a mutex, a read-write lock (and, below, the other primitives) from an
+ * event loop (epoll, libuv, libevent) without blocking.
  *
  * sync_mutex_lock_async either takes the mutex at once or returns EINPROGRESS with a pending
  * acquire; no thread of the caller waits. When the acquire completes (granted, timed out, failed)
@@ -39,6 +40,11 @@
 extern "C" {
 #endif
 
+/* Marks a name kept for compatibility (CONTRIBUTING.md, "Names"), as in sync/locks.h. */
+#ifndef SYNC_DEPRECATED
+#define SYNC_DEPRECATED(replacement) __attribute__((deprecated("use " replacement)))
+#endif
+
 /** One acquire: pending, then completed; if granted, the holder of the lock until released. */
 typedef struct sync_async sync_async_t;
 
@@ -48,7 +54,8 @@ typedef struct sync_async sync_async_t;
  * sync_async_result returns it) and the `context` given to sync_mutex_lock_async; possibly
  * before sync_mutex_lock_async has returned EINPROGRESS.
  */
-typedef void (*sync_async_callback_t)(sync_async_t *handle, int result, void *context);
+typedef void (*sync_async_callback_fn)(sync_async_t *handle, int result, void *context);
+typedef sync_async_callback_fn sync_async_callback_t SYNC_DEPRECATED("sync_async_callback_fn");
 
 /**
  * Starts acquiring `mutex` (4-aligned; a robust one 8-aligned) until `deadline_ns`.
@@ -62,7 +69,7 @@ typedef void (*sync_async_callback_t)(sync_async_t *handle, int result, void *co
  * ENOTRECOVERABLE, EINVAL (NULL or misaligned pointer, a robust mutex of another pid
  * namespace).
  */
-int sync_mutex_lock_async(void *mutex, int64_t deadline_ns, int event_fd, sync_async_callback_t callback,
+int sync_mutex_lock_async(void *mutex, int64_t deadline_ns, int event_fd, sync_async_callback_fn callback,
                           void *context, sync_async_t **handle);
 
 /**
@@ -82,8 +89,10 @@ int sync_async_result(const sync_async_t *handle);
 int sync_async_cancel(sync_async_t *handle);
 
 /**
- * Releases `mutex`, which `handle` holds: 0; EPERM if it does not hold it (also for another
- * mutex's handle). A robust lock released with EOWNERDEAD unrepaired becomes not recoverable.
+ * Releases `mutex` (or another lock, such as a read-write lock's either side), which `handle`
+ * holds: 0; EPERM if it does not hold it (also for another lock's handle, and for handles that
+ * hold nothing: a semaphore's, an event's). A robust lock released with EOWNERDEAD unrepaired
+ * becomes not recoverable.
  */
 int sync_async_unlock(void *mutex, sync_async_t *handle);
 
@@ -98,6 +107,100 @@ int sync_async_consistent(void *mutex, sync_async_t *handle);
  * lock (release it first). NULL: 0.
  */
 int sync_async_free(sync_async_t *handle);
+
+/*
+ * The other primitives (since 1.6). Each start function has sync_mutex_lock_async's shape: the
+ * primitive, an absolute deadline, an eventfd and/or a callback, and *handle; it returns 0 (done
+ * at once, *handle set), EINPROGRESS (pending, *handle set, completion as above) or an error
+ * (*handle NULL). sync_async_result, sync_async_cancel and sync_async_free serve every handle
+ * alike, so one wrapper serves every primitive. A handle that holds a lock (a read-write lock's
+ * read or write side) is released with sync_async_unlock(lock, handle); a handle that holds
+ * nothing (a semaphore's unit is the caller's, an event's or a barrier's wait holds nothing)
+ * returns EPERM there.
+ */
+
+/**
+ * Starts acquiring a read lock on `rwlock` (a sync_rwlock_t, 4-aligned) until `deadline_ns`:
+ * it waits while a writer holds the lock or waits for it (writer preference, as
+ * sync_rwlock_rdlock). Returns, with *handle set: 0 (taken at once: the handle holds a read
+ * lock), EINPROGRESS (pending); or, with *handle NULL: ETIMEDOUT (one try at a passed
+ * deadline), EAGAIN (2^26-1 readers), EINVAL (NULL or misaligned pointer, impossible words).
+ * Completed results: 0, ETIMEDOUT, ECANCELED, EAGAIN, EINVAL. Release it with
+ * sync_async_unlock(rwlock, handle), not sync_rwlock_rdunlock (which would release a read lock,
+ * read locks having no owner, while the handle still counted as holding it).
+ */
+int sync_rwlock_rdlock_async(void *rwlock, int64_t deadline_ns, int event_fd, sync_async_callback_fn callback,
+                             void *context, sync_async_t **handle);
+
+/**
+ * Starts acquiring the write lock of `rwlock` until `deadline_ns`. A pending writer is counted
+ * and marks the lock as a blocked writer does, so new readers wait behind it. Returns, with
+ * *handle set: 0 (taken at once: the handle holds it), EINPROGRESS; or, with *handle NULL:
+ * ETIMEDOUT, EINVAL. Completed results: 0, ETIMEDOUT, ECANCELED, EINVAL. The handle, not a
+ * thread, holds the write lock: sync_rwlock_wrunlock returns EPERM for it; release it with
+ * sync_async_unlock(rwlock, handle), or turn it into a read lock with sync_async_downgrade.
+ */
+int sync_rwlock_wrlock_async(void *rwlock, int64_t deadline_ns, int event_fd, sync_async_callback_fn callback,
+                             void *context, sync_async_t **handle);
+
+/**
+ * Turns the write lock `handle` holds on `rwlock` into a read lock held by the same handle, in
+ * one step (no writer gets in between; readers parked behind it join unless a writer waits).
+ * 0; EPERM if `handle` does not hold `rwlock`'s write lock; EINVAL (NULL, impossible words).
+ * Release the read lock with sync_async_unlock(rwlock, handle).
+ */
+int sync_async_downgrade(void *rwlock, sync_async_t *handle);
+
+/**
+ * Starts taking a unit of `semaphore` (a sync_semaphore_t, 4-aligned) until `deadline_ns`.
+ * A pending wait is counted as a blocked thread is, so sync_semaphore_signal wakes it; pending
+ * waits of this process are granted oldest first. Returns, with *handle set: 0 (a unit taken at
+ * once), EINPROGRESS; or, with *handle NULL: ETIMEDOUT (no unit and the deadline passed: one
+ * try), EINVAL (NULL or misaligned pointer, impossible words). Completed results: 0 (a unit
+ * taken), ETIMEDOUT, ECANCELED, EINVAL. The unit is the caller's, not the handle's: give it
+ * back with sync_semaphore_signal; the handle holds nothing (sync_async_unlock: EPERM) and may
+ * be freed once completed. A cancel that returns EALREADY after a grant leaves the unit taken.
+ */
+int sync_semaphore_wait_async(void *semaphore, int64_t deadline_ns, int event_fd, sync_async_callback_fn callback,
+                              void *context, sync_async_t **handle);
+
+/**
+ * Starts waiting for `event` (a sync_event_t, 4-aligned) to be set, until `deadline_ns`: it
+ * completes once sync_event_set is called, even if sync_event_clear follows at once (as
+ * sync_event_wait). Returns, with *handle set: 0 (set now), EINPROGRESS; or, with *handle
+ * NULL: ETIMEDOUT (clear and the deadline passed: one look), EINVAL (NULL or misaligned
+ * pointer, impossible words). Completed results: 0, ETIMEDOUT, ECANCELED. The handle holds
+ * nothing (sync_async_unlock: EPERM).
+ */
+int sync_event_wait_async(void *event, int64_t deadline_ns, int event_fd, sync_async_callback_fn callback,
+                          void *context, sync_async_t **handle);
+
+/**
+ * Starts taking `condition_lock` (a sync_condition_lock_t, 4-aligned) whatever its condition,
+ * until `deadline_ns`. Returns, with *handle set: 0 (taken at once: the handle holds it),
+ * EINPROGRESS; or, with *handle NULL: ETIMEDOUT (held and the deadline passed: one try), EINVAL
+ * (NULL or misaligned pointer, impossible words). Completed results: 0, ETIMEDOUT, ECANCELED,
+ * EINVAL. The handle, not a thread, holds the lock: sync_condition_lock_unlock returns EPERM
+ * for it; release it with sync_async_unlock (condition unchanged) or sync_async_unlock_with.
+ */
+int sync_condition_lock_lock_async(void *condition_lock, int64_t deadline_ns, int event_fd,
+                                   sync_async_callback_fn callback, void *context, sync_async_t **handle);
+
+/**
+ * As sync_condition_lock_lock_async, once the lock's condition equals `condition` (as
+ * sync_condition_lock_lock_when): a pending acquire looks again at every release of the lock,
+ * and is granted holding the lock with the condition it waited for. ETIMEDOUT at a passed
+ * deadline also when the lock is free but the condition differs.
+ */
+int sync_condition_lock_lock_when_async(void *condition_lock, int64_t condition, int64_t deadline_ns, int event_fd,
+                                        sync_async_callback_fn callback, void *context, sync_async_t **handle);
+
+/**
+ * Sets the condition of `condition_lock`, which `handle` holds, and releases it (the waiters,
+ * blocked or pending, look again): 0; EPERM if `handle` does not hold it (also a handle of
+ * another kind); EINVAL (NULL, impossible words).
+ */
+int sync_async_unlock_with(void *condition_lock, sync_async_t *handle, int64_t condition);
 
 /*
  * Acquires held for an owner (LIBSYNC_1.6_AIO). The holder the core records is the caller's
@@ -118,7 +221,7 @@ int sync_async_free(sync_async_t *handle);
  * it already; ENOTRECOVERABLE; EINVAL (NULL or misaligned pointer, `owner` 0, a robust mutex
  * of another pid namespace).
  */
-int sync_mutex_trylock_async(void *mutex, uintptr_t owner);
+int sync_mutex_try_lock_async(void *mutex, uintptr_t owner);
 
 /**
  * As sync_mutex_lock_async, the lock being held for `owner` (nonzero) instead of the handle:
@@ -128,7 +231,7 @@ int sync_mutex_trylock_async(void *mutex, uintptr_t owner);
  * for `owner` 0). A completed handle may be freed while its owner holds the lock; release
  * that with sync_mutex_unlock_async (sync_async_unlock also accepts the handle).
  */
-int sync_mutex_lock_async_owner(void *mutex, int64_t deadline_ns, int event_fd, sync_async_callback_t callback,
+int sync_mutex_lock_async_owner(void *mutex, int64_t deadline_ns, int event_fd, sync_async_callback_fn callback,
                                 void *context, uintptr_t owner, sync_async_t **handle);
 
 /**

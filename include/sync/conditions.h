@@ -19,7 +19,7 @@
  *
  * Waiting comes in the forms of sync/locks.h:
  *   - `*_wait`: as long as it takes;
- *   - `*_timedwait(x, timeout_ns)`: a relative timeout in nanoseconds;
+ *   - `*_wait_timed(x, timeout_ns)`: a relative timeout in nanoseconds;
  *   - `*_wait_until(x, deadline_ns)`: an absolute CLOCK_MONOTONIC deadline (sync_monotonic_ns;
  *     sync.h's time model: < 0: none; one at or before now returns ETIMEDOUT at once unless the
  *     wait is already satisfied);
@@ -86,7 +86,8 @@ int sync_cond_init(sync_cond_t *cond, int flags);
 int sync_cond_wait(sync_cond_t *cond, sync_mutex_t *mutex);
 /** As sync_cond_wait for at most timeout_ns. @return 0, ETIMEDOUT, EPERM or EINVAL. A signal
  *  that races the timeout is reported (0), never lost. */
-int sync_cond_timedwait(sync_cond_t *cond, sync_mutex_t *mutex, uint64_t timeout_ns);
+int sync_cond_wait_timed(sync_cond_t *cond, sync_mutex_t *mutex, uint64_t timeout_ns);
+SYNC_DEPRECATED("sync_cond_wait_timed") int sync_cond_timedwait(sync_cond_t *cond, sync_mutex_t *mutex, uint64_t timeout_ns);
 /** As sync_cond_wait until deadline_ns. @return 0, ETIMEDOUT, EPERM or EINVAL. */
 int sync_cond_wait_until(sync_cond_t *cond, sync_mutex_t *mutex, int64_t deadline_ns);
 /** As sync_cond_wait_until, and EINTR (see the `_interruptible` forms above): the caller holds
@@ -151,10 +152,10 @@ int sync_cond_wait_end(sync_cond_waiter_t *waiter);
 /* ---- Condition (12 bytes): a mutex and a condition variable in one, as Foundation's NSCondition.
  * Lock it like a mutex (owner-checked), wait on it like a condition variable:
  *
- *     sync_condition_lock(&c);
+ *     sync_condition_enter(&c);
  *     while (timeToDoWork <= 0) sync_condition_wait(&c);
  *     timeToDoWork--;
- *     sync_condition_unlock(&c);
+ *     sync_condition_exit(&c);
  */
 typedef struct { sync_mutex_t _mutex; sync_cond_t _cond; } sync_condition_t;
 #define SYNC_CONDITION_INIT { SYNC_MUTEX_INIT, SYNC_COND_INIT }
@@ -163,19 +164,24 @@ typedef struct { sync_mutex_t _mutex; sync_cond_t _cond; } sync_condition_t;
  *  is locked or has waiters, or threads wait on it; nothing changes). */
 int sync_condition_init(sync_condition_t *condition, int flags);
 /** Locks. @return 0, EDEADLK if the caller holds it, or EINVAL. */
-int sync_condition_lock(sync_condition_t *condition);
+int sync_condition_enter(sync_condition_t *condition);
+SYNC_DEPRECATED("sync_condition_enter") int sync_condition_lock(sync_condition_t *condition);
 /** Locks if free. @return 0, EBUSY or EINVAL. */
-int sync_condition_trylock(sync_condition_t *condition);
+int sync_condition_try_enter(sync_condition_t *condition);
+SYNC_DEPRECATED("sync_condition_try_enter") int sync_condition_trylock(sync_condition_t *condition);
 /** Locks, unless deadline_ns passes (ETIMEDOUT) or a signal handler runs (EINTR). @return 0,
  *  ETIMEDOUT, EINTR, EDEADLK or EINVAL. */
-int sync_condition_lock_interruptible(sync_condition_t *condition, int64_t deadline_ns);
+int sync_condition_enter_interruptible(sync_condition_t *condition, int64_t deadline_ns);
+SYNC_DEPRECATED("sync_condition_enter_interruptible") int sync_condition_lock_interruptible(sync_condition_t *condition, int64_t deadline_ns);
 /** Unlocks. @return 0, EPERM if the caller does not hold it, or EINVAL. */
-int sync_condition_unlock(sync_condition_t *condition);
+int sync_condition_exit(sync_condition_t *condition);
+SYNC_DEPRECATED("sync_condition_exit") int sync_condition_unlock(sync_condition_t *condition);
 /** Waits (the caller holds the lock; see sync_cond_wait: process-private, no spurious wakeups).
  *  @return 0 (signalled), EPERM or EINVAL. */
 int sync_condition_wait(sync_condition_t *condition);
 /** Waits at most timeout_ns. @return 0 (signalled), ETIMEDOUT, EPERM or EINVAL. */
-int sync_condition_timedwait(sync_condition_t *condition, uint64_t timeout_ns);
+int sync_condition_wait_timed(sync_condition_t *condition, uint64_t timeout_ns);
+SYNC_DEPRECATED("sync_condition_wait_timed") int sync_condition_timedwait(sync_condition_t *condition, uint64_t timeout_ns);
 /** Waits until deadline_ns. @return 0, ETIMEDOUT, EPERM or EINVAL. */
 int sync_condition_wait_until(sync_condition_t *condition, int64_t deadline_ns);
 /** Wakes the oldest waiting thread, if any. @return 0 or EINVAL. */
@@ -202,23 +208,28 @@ int sync_condition_lock_lock(sync_condition_lock_t *lock);
 /** Locks unless deadline_ns passes first. @return 0, ETIMEDOUT, EDEADLK or EINVAL. */
 int sync_condition_lock_lock_until(sync_condition_lock_t *lock, int64_t deadline_ns);
 /** Locks if free, never waiting. @return 0, EBUSY or EINVAL. */
-int sync_condition_lock_trylock(sync_condition_lock_t *lock);
-/** As sync_condition_lock_trylock, as the first attempt of a blocking lock (see
- *  sync/locks.h's sync_mutex_trylock_first). */
-int sync_condition_lock_trylock_first(sync_condition_lock_t *lock);
+int sync_condition_lock_try_lock(sync_condition_lock_t *lock);
+SYNC_DEPRECATED("sync_condition_lock_try_lock") int sync_condition_lock_trylock(sync_condition_lock_t *lock);
+/** As sync_condition_lock_try_lock, as the first attempt of a blocking lock (see
+ *  sync/locks.h's sync_mutex_try_lock_first). */
+int sync_condition_lock_try_lock_first(sync_condition_lock_t *lock);
+SYNC_DEPRECATED("sync_condition_lock_try_lock_first") int sync_condition_lock_trylock_first(sync_condition_lock_t *lock);
 /** Locks once the condition equals `condition`. @return 0 (holding it), EDEADLK or EINVAL. */
 int sync_condition_lock_lock_when(sync_condition_lock_t *lock, int64_t condition);
 /** As lock_when for at most timeout_ns. @return 0, ETIMEDOUT (not holding it), EDEADLK or EINVAL. */
-int sync_condition_lock_timedlock_when(sync_condition_lock_t *lock, int64_t condition, uint64_t timeout_ns);
+int sync_condition_lock_lock_when_timed(sync_condition_lock_t *lock, int64_t condition, uint64_t timeout_ns);
+SYNC_DEPRECATED("sync_condition_lock_lock_when_timed") int sync_condition_lock_timedlock_when(sync_condition_lock_t *lock, int64_t condition, uint64_t timeout_ns);
 /** As lock_when until deadline_ns. @return 0, ETIMEDOUT, EDEADLK or EINVAL. */
 int sync_condition_lock_lock_when_until(sync_condition_lock_t *lock, int64_t condition, int64_t deadline_ns);
 /** As lock_when_until (any condition if `any`), and EINTR (see the `_interruptible` forms;
  *  not holding it). @return 0, ETIMEDOUT, EINTR, EDEADLK or EINVAL. */
 int sync_condition_lock_lock_when_interruptible(sync_condition_lock_t *lock, bool any, int64_t condition, int64_t deadline_ns);
 /** Locks if free and the condition equals `condition`, never waiting. @return 0, EBUSY or EINVAL. */
-int sync_condition_lock_trylock_when(sync_condition_lock_t *lock, int64_t condition);
-/** As sync_condition_lock_trylock_when, as the first attempt of a blocking lock_when. */
-int sync_condition_lock_trylock_when_first(sync_condition_lock_t *lock, int64_t condition);
+int sync_condition_lock_try_lock_when(sync_condition_lock_t *lock, int64_t condition);
+SYNC_DEPRECATED("sync_condition_lock_try_lock_when") int sync_condition_lock_trylock_when(sync_condition_lock_t *lock, int64_t condition);
+/** As sync_condition_lock_try_lock_when, as the first attempt of a blocking lock_when. */
+int sync_condition_lock_try_lock_when_first(sync_condition_lock_t *lock, int64_t condition);
+SYNC_DEPRECATED("sync_condition_lock_try_lock_when_first") int sync_condition_lock_trylock_when_first(sync_condition_lock_t *lock, int64_t condition);
 /** Unlocks, keeping the condition. @return 0, EPERM (nothing changes) if the caller does not
  *  hold it, or EINVAL. */
 int sync_condition_lock_unlock(sync_condition_lock_t *lock);
@@ -251,9 +262,11 @@ int sync_semaphore_init(sync_semaphore_t *sem, uint32_t value, uint32_t limit, i
 int sync_semaphore_wait(sync_semaphore_t *sem);
 /** Takes a unit if there is one, never waiting. @return 0, EAGAIN if there was none, or EINVAL
  *  (as sync_semaphore_wait: also for words no semaphore holds, taking nothing). */
-int sync_semaphore_trywait(sync_semaphore_t *sem);
+int sync_semaphore_try_wait(sync_semaphore_t *sem);
+SYNC_DEPRECATED("sync_semaphore_try_wait") int sync_semaphore_trywait(sync_semaphore_t *sem);
 /** As sync_semaphore_wait for at most timeout_ns. @return 0, ETIMEDOUT or EINVAL. */
-int sync_semaphore_timedwait(sync_semaphore_t *sem, uint64_t timeout_ns);
+int sync_semaphore_wait_timed(sync_semaphore_t *sem, uint64_t timeout_ns);
+SYNC_DEPRECATED("sync_semaphore_wait_timed") int sync_semaphore_timedwait(sync_semaphore_t *sem, uint64_t timeout_ns);
 /** As sync_semaphore_wait until deadline_ns. @return 0, ETIMEDOUT or EINVAL. */
 int sync_semaphore_wait_until(sync_semaphore_t *sem, int64_t deadline_ns);
 /** As sync_semaphore_wait_until, and EINTR (see the `_interruptible` forms). @return 0,
@@ -289,7 +302,8 @@ bool sync_event_is_set(sync_event_t *event);
 /** Waits until the flag is set. @return 0, or EINVAL (also for a corrupt waiter count). */
 int sync_event_wait(sync_event_t *event);
 /** Waits at most timeout_ns for the flag. @return 0 (set meanwhile), ETIMEDOUT or EINVAL. */
-int sync_event_timedwait(sync_event_t *event, uint64_t timeout_ns);
+int sync_event_wait_timed(sync_event_t *event, uint64_t timeout_ns);
+SYNC_DEPRECATED("sync_event_wait_timed") int sync_event_timedwait(sync_event_t *event, uint64_t timeout_ns);
 /** Waits until deadline_ns for the flag. @return 0 (set meanwhile), ETIMEDOUT or EINVAL. */
 int sync_event_wait_until(sync_event_t *event, int64_t deadline_ns);
 /** As sync_event_wait_until, and EINTR (see the `_interruptible` forms). A set and clear between
@@ -330,8 +344,9 @@ int sync_barrier_init(sync_barrier_t *barrier, uint32_t parties, int flags);
 int sync_barrier_wait(sync_barrier_t *barrier, uint32_t *index);
 /** As sync_barrier_wait for at most timeout_ns; on timeout the barrier breaks and ETIMEDOUT is
  *  returned (the other waiters get ECANCELED). @return 0, ETIMEDOUT, ECANCELED or EINVAL. */
-int sync_barrier_timedwait(sync_barrier_t *barrier, uint64_t timeout_ns, uint32_t *index);
-/** As sync_barrier_timedwait with an absolute deadline. */
+int sync_barrier_wait_timed(sync_barrier_t *barrier, uint64_t timeout_ns, uint32_t *index);
+SYNC_DEPRECATED("sync_barrier_wait_timed") int sync_barrier_timedwait(sync_barrier_t *barrier, uint64_t timeout_ns, uint32_t *index);
+/** As sync_barrier_wait_timed with an absolute deadline. */
 int sync_barrier_wait_until(sync_barrier_t *barrier, int64_t deadline_ns, uint32_t *index);
 /** As sync_barrier_wait_until, and EINTR when a signal handler interrupted the sleep (the caller
  *  has then left the barrier, which stays intact). Not sliced: a signal that arrives while the

@@ -52,6 +52,11 @@
 extern "C" {
 #endif
 
+/* Marks a name kept for compatibility (CONTRIBUTING.md, "Names"), as in sync/locks.h. */
+#ifndef SYNC_DEPRECATED
+#define SYNC_DEPRECATED(replacement) __attribute__((deprecated("use " replacement)))
+#endif
+
 /** One order of a cycle: `to` was first waited for or taken while `from` was held. */
 typedef struct sync_lock_order_edge {
     const void *from, *to;      /**< the locks (sync_synchronized: the token) */
@@ -64,25 +69,29 @@ typedef struct sync_lock_order_edge {
     const char *from_name;      /**< the locks' names (sync_debug_lock_name), or NULL */
     const char *to_name;
     const char *thread_name;    /**< the thread's name then (sync_debug_thread_name), or NULL */
-} sync_lock_order_edge;
+} sync_lock_order_edge_t;
+typedef struct sync_lock_order_edge sync_lock_order_edge SYNC_DEPRECATED("sync_lock_order_edge_t");
 
 /** A potential deadlock: edges[i].to == edges[i + 1].from, and the last edge's to is edges[0].from. */
 typedef struct sync_lock_order_cycle {
     size_t length;                        /**< number of edges (and of locks), >= 2 */
-    const sync_lock_order_edge *edges;
+    const sync_lock_order_edge_t *edges;
     const char *text;                     /**< the report the default action prints */
-} sync_lock_order_cycle;
+} sync_lock_order_cycle_t;
+typedef struct sync_lock_order_cycle sync_lock_order_cycle SYNC_DEPRECATED("sync_lock_order_cycle_t");
 
 /**
  * Called once per cycle, in the thread whose lock or wait closed it (holding its locks, but no
  * internal lock of libsync: it may lock and call anything). `cycle` and its strings are valid
  * during the call only.
  */
-typedef void (*sync_lock_order_handler)(const sync_lock_order_cycle *cycle, void *context);
+typedef void (*sync_lock_order_handler_fn)(const sync_lock_order_cycle_t *cycle, void *context);
+typedef sync_lock_order_handler_fn sync_lock_order_handler SYNC_DEPRECATED("sync_lock_order_handler_fn");
 
 /** Gives the text of an edge's site: writes at most `size` bytes (no terminator needed) to
  * `buffer` and returns how many; 0 means "use the C backtrace". */
-typedef size_t (*sync_lock_order_site_hook)(char *buffer, size_t size, void *context);
+typedef size_t (*sync_lock_order_site_hook_fn)(char *buffer, size_t size, void *context);
+typedef sync_lock_order_site_hook_fn sync_lock_order_site_hook SYNC_DEPRECATED("sync_lock_order_site_hook_fn");
 
 #define SYNC_LOCK_ORDER_REPORT 0 /**< sync_debug_lock_order_set_action: report, go on (default) */
 #define SYNC_LOCK_ORDER_ABORT 1  /**< report, then abort() */
@@ -102,7 +111,7 @@ bool sync_debug_lock_order_enabled(void);
 int sync_debug_lock_order_set_action(int action);
 
 /** Delivers reports to `handler` instead of stderr; NULL restores stderr. */
-void sync_debug_lock_order_set_handler(sync_lock_order_handler handler, void *context);
+void sync_debug_lock_order_set_handler(sync_lock_order_handler_fn handler, void *context);
 
 /** Describes sites with `hook` (an interpreter's stack) instead of a C backtrace; NULL restores
  * the backtrace. libsync's Python package sets one that gives the Python stack.
@@ -110,14 +119,15 @@ void sync_debug_lock_order_set_handler(sync_lock_order_handler handler, void *co
  * locks a thread takes or waits for inside them are not checked (not on its stack, no orders),
  * so a hook that locks cannot recurse. Releases inside them are seen as anywhere (a handler may
  * release the thread's locks). */
-void sync_debug_lock_order_set_site_hook(sync_lock_order_site_hook hook, void *context);
+void sync_debug_lock_order_set_site_hook(sync_lock_order_site_hook_fn hook, void *context);
 
-/** Runs before each `_trylock_first` attempt while checking is on (sync/locks.h,
- * sync_mutex_trylock_first): an interpreter binding names the calling thread there
+/** Runs before each `_try_lock_first` attempt while checking is on (sync/locks.h,
+ * sync_mutex_try_lock_first): an interpreter binding names the calling thread there
  * (sync_debug_thread_name), so that reports and waits show its name. NULL: none. It runs
  * without libsync's internal lock, as the site hook. */
-typedef void (*sync_lock_order_thread_hook)(void *context);
-void sync_debug_lock_order_set_thread_hook(sync_lock_order_thread_hook hook, void *context);
+typedef void (*sync_lock_order_thread_hook_fn)(void *context);
+typedef sync_lock_order_thread_hook_fn sync_lock_order_thread_hook SYNC_DEPRECATED("sync_lock_order_thread_hook_fn");
+void sync_debug_lock_order_set_thread_hook(sync_lock_order_thread_hook_fn hook, void *context);
 
 /**
  * Forgets the lock at `lock`, its orders and its name (call before freeing the memory of a lock

@@ -1,7 +1,7 @@
 /*
  * sync/distributed_lock.h — a lock between processes and hosts (Apple's NSDistributedLock),
  * kept in a store every user of the lock reaches: a file system (NFS included), a PostgreSQL
- * server or a Redis server; with holder information readable by anyone, recovery of a lock
+ * server, a Redis server or an etcd cluster; with holder information readable by anyone, recovery of a lock
  * whose holder died, and a fencing token per acquisition.
  *
  *   sync_distributed_lock_t *lock;
@@ -44,6 +44,19 @@
  *                       broken connection) is cancelled by that thread, so a request that
  *                       reaches the server late never leaves a lease held by nobody. Waits poll
  *                       with backoff (1 ms, doubling, up to the poll interval).
+ *   etcd://[user:password@]host[:port]?lock=NAME[&ttl=S][&connect_timeout=S]
+ *                       etcd 3.4+ over its v3 JSON gateway (plain HTTP/1.1: no client library,
+ *                       no TLS; a TLS parameter is EINVAL, saying so). Each object puts its key
+ *                       libsync/lock/NAME/<lease>-<serial> (a '/' or '%' in NAME escaped) on
+ *                       its process's lease, granted with ttl + ttl/3 whole seconds (ttl:
+ *                       1...86400, default 10) and kept alive every ttl/3 by one thread per
+ *                       server and process. The holder is the range's key with the smallest
+ *                       create revision, which is the fencing token. try_lock is a put if the
+ *                       range is empty; a wait queues its key and watches the key before it (no
+ *                       polling: poll_interval is unused), so waiters are served in order; a
+ *                       dead holder's lock is free when its lease runs out (on this host, a wait
+ *                       queued right behind it and recover take it over). A user and password
+ *                       log in once per process and server (etcd's auth).
  *   connect_timeout (seconds, default 5) bounds connecting and waiting for any answer.
  *   libpq (libpq.so.5, Debian's libpq5) and hiredis (libhiredis.so.0.14 or .so.1.x, Debian's
  *   libhiredis0.14 / libhiredis1.1.0) are loaded with dlopen when a lock of that backend is first
@@ -108,6 +121,7 @@
 #define SYNC_DISTRIBUTED_LOCK_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -134,6 +148,12 @@ typedef struct sync_distributed_lock sync_distributed_lock_t;
 #define SYNC_DISTRIBUTED_LOCK_REMOVE_ON_RELEASE 16u /* releasing also removes the lock's directory
                                                        while it is empty (one operation more; safe:
                                                        only an empty directory goes) */
+#define SYNC_DISTRIBUTED_LOCK_TAKE_OVER_FILE    32u /* an empty plain file at path (filelock's
+                                                       FileLock leaves one) on which no process
+                                                       holds a flock is removed and the lock made
+                                                       there; a held or non-empty one: EEXIST,
+                                                       with a message (error_message) saying
+                                                       what to do */
 
 /** Who holds a lock (280 bytes). */
 typedef struct sync_distributed_lock_holder {
@@ -170,7 +190,8 @@ int sync_distributed_lock_create(const char *path, sync_distributed_lock_t **loc
  *   EACCES/EROFS  this process may not create entries in the parent directory (or, with
  *                 MAKE_PARENTS, a missing parent)
  *   EEXIST        something that is not this lock is at path: a file, a symbolic link, or a
- *                 directory with other content
+ *                 directory with other content (TAKE_OVER_FILE: a file that is held by a flock
+ *                 or has content; sync_distributed_lock_error_message says which)
  *   another errno of mkdir(2) (MAKE_PARENTS: ENOSPC, EIO...)
  * URLs: EINVAL (malformed, no lock=NAME, an unknown parameter, a bad ttl or connect_timeout,
  * an unsupported scheme; Redis: a NUL byte, %00, in the lock name, user or password;
@@ -195,8 +216,12 @@ const char *sync_distributed_lock_path(const sync_distributed_lock_t *lock);
  * Acquires the lock if it is free; never waits. Returns 0 (the caller holds it; with RECURSIVE,
  * also a re-entry by the holder), or:
  *   EBUSY    someone else holds it (another thread through this object, unless PROCESS_OWNED)
- *   EDEADLK  the caller holds it through this object, which is not RECURSIVE (also after the
- *            hold was lost, until unlock reports the loss with ESTALE or EBUSY)
+ *   EDEADLK  the caller holds it through this object, which is not RECURSIVE
+ *   ESTALE   the caller's hold through this object, which is not RECURSIVE, was lost since it
+ *            acquired it (broken; Redis: the lease expired; PostgreSQL: the session ended),
+ *            whether or not someone else holds the lock now (the message says): this call
+ *            ended that hold and acquired nothing; the next call tries afresh. Since 0.2 (before,
+ *            EDEADLK until unlock reported the loss)
  *   EAGAIN   RECURSIVE: the holder's count would pass INT32_MAX
  *   EEXIST   something that is not a lock is at the path
  *   another errno from open/mkdir/rename or the fence file (EACCES, EROFS, ENOSPC, EIO...)
@@ -221,6 +246,7 @@ int sync_distributed_lock_try_lock(sync_distributed_lock_t *lock);
  *   EINVAL     poll_interval_ns <= 0
  *   EDEADLK    the caller holds it through this object, which is not RECURSIVE; or timeout_ns < 0
  *              and the calling thread holds it through another object of this process
+ *   ESTALE     the caller's hold through this object was lost: as sync_distributed_lock_try_lock
  *   EAGAIN, EEXIST, a server backend's code, or another errno as sync_distributed_lock_try_lock.
  */
 int sync_distributed_lock_lock(sync_distributed_lock_t *lock, int64_t timeout_ns, int64_t poll_interval_ns);
@@ -254,6 +280,42 @@ int sync_distributed_lock_lock_until(sync_distributed_lock_t *lock, int64_t dead
  * Returns the codes of lock_until and EINTR.
  */
 int sync_distributed_lock_lock_interruptible(sync_distributed_lock_t *lock, int64_t deadline_ns, int64_t poll_interval_ns);
+
+/**
+ * As sync_distributed_lock_lock_interruptible, and asks cancelled(context) after each try that
+ * finds the lock held (by another holder, or another thread through this object), before the wait
+ * goes on: when it returns true, the call returns ECANCELED (a PostgreSQL request left queued is
+ * withdrawn). Called on the calling thread, with no lock of libsync held, at least once per call
+ * that does not acquire at its first try (and so at least every 50 ms while the caller calls
+ * again after EINTR); never after the deadline passed (then ETIMEDOUT). cancelled NULL: never
+ * cancelled (exactly sync_distributed_lock_lock_interruptible). For a caller with a condition of
+ * its own to stop waiting (filelock's cancel_check), keeping the core's wait: its backoff, its
+ * futex sleep for the object's other threads, its deadlock check.
+ * Returns the codes of lock_interruptible and ECANCELED. Since 0.2.
+ */
+int sync_distributed_lock_lock_cancellable(sync_distributed_lock_t *lock, int64_t deadline_ns, int64_t poll_interval_ns,
+                                           bool (*cancelled)(void *context), void *context);
+
+/**
+ * Whether target names a server (a URL, "scheme://...", the scheme made of ASCII letters and
+ * '+') rather than a path: the rule sync_distributed_lock_create applies (a URL of another
+ * scheme is then EINVAL; "é://x" is a path). False for NULL and for a target that is not UTF-8.
+ * Touches nothing. Thread-safe. Since 0.2.
+ */
+bool sync_distributed_lock_is_url(const char *target);
+
+/**
+ * The target as sync_distributed_lock_path will spell the lock made for it, without making it:
+ * a path absolute, trailing slashes dropped, its parent directory resolved (symbolic links
+ * followed) as far as it exists, the missing rest as written less "." and ".." (so parents that
+ * MAKE_PARENTS makes later read the same); a URL as given. Two spellings of one path get one
+ * answer (a key for "the same lock file"). Writes it NUL-terminated into buffer (size bytes) and
+ * its length without the NUL into *length (if length is not NULL, also on ERANGE).
+ * Returns 0, EINVAL (target NULL, not UTF-8, or a path that names no file: empty, "/", ending in
+ * "." or ".."), or ERANGE (buffer NULL or too small: call again with *length + 1 bytes).
+ * Reads the file system (realpath), writes nothing. Thread-safe. Since 0.2.
+ */
+int sync_distributed_lock_canonical(const char *target, char *buffer, size_t size, size_t *length);
 
 /**
  * The fencing token of the caller's hold into *token: strictly larger than the token of every
@@ -362,6 +424,9 @@ bool sync_distributed_lock_is_held_elsewhere(const sync_distributed_lock_t *lock
  *                that vanishes, once the connection's keepalives give up (connect_timeout + 3 s)
  *   Redis        the lease's next renewal (one renewal interval: see redis:// above) finds it
  *                gone, or gets no answer within min(connect_timeout, the renewal interval)
+ *   etcd         the lease's next keep-alive (every ttl/3) finds it gone (LOST), or gets no
+ *                answer within min(connect_timeout, ttl/3) (SUSPENDED; RESUMED when one is
+ *                answered again); after each keep-alive one read finds a deleted key (LOST)
  * and, on every backend, an unlock that returns ESTALE or EBUSY. A stopped or unreachable
  * PostgreSQL server is not reported: nobody else can take the lock from it meanwhile.
  */
@@ -405,6 +470,89 @@ int sync_distributed_lock_hold_state(const sync_distributed_lock_t *lock);
 
 /** sync_distributed_lock_hold_state(lock) == SYNC_DISTRIBUTED_LOCK_LOST (false for NULL). Since 0.2. */
 bool sync_distributed_lock_lost(const sync_distributed_lock_t *lock);
+
+/* ---- Read/write lock on the file system (shared/exclusive) --------------------------------- *
+ * Many readers or one writer, across processes and hosts sharing a file system (filelock's
+ * ReadWriteLock). The protocol (docs/distributed_lock.md, "Read/write lock"): the lock's
+ * directory at `path` is a gate that a reader holds only while it registers its share in
+ * `.<name>.readers/` beside it, and that a writer keeps while it waits for the readers to leave,
+ * so new readers wait behind a writer (writer-preferring). Every token, a reader's or a
+ * writer's, is drawn by the gate's holder from the lock's fencing counter: tokens increase
+ * across both sides in the order the holds began. A dead holder on this host (reader or writer)
+ * is recovered by the next acquirer. A path is used either by read/write lock objects or by
+ * sync_distributed_lock_t objects, never both.
+ *
+ * One object is one holder: its read hold is re-entered by any of its threads (counted), its
+ * write hold only by the thread that took it; asking for the other kind while it holds is
+ * EDEADLK (no upgrade or downgrade). A forked child never holds or releases its parent's hold.
+ * Every function is thread-safe. Reasons for errors: sync_distributed_lock_error_message(). */
+typedef struct sync_distributed_rwlock sync_distributed_rwlock_t;
+
+#define SYNC_DISTRIBUTED_RWLOCK_READ  1 /* shared */
+#define SYNC_DISTRIBUTED_RWLOCK_WRITE 2 /* exclusive */
+
+/**
+ * Makes a read/write lock object for the file-system `path` (UTF-8), stored in *lock; nothing is
+ * made on disk until the first acquire (but missing parents, with MAKE_PARENTS). flags: 0 or
+ * SYNC_DISTRIBUTED_LOCK_MAKE_PARENTS and SYNC_DISTRIBUTED_LOCK_PROCESS_OWNED (the write hold is
+ * the process's: any of its threads re-enters or releases it, and continues or cancels a waiting
+ * write claim); mode as sync_distributed_lock_create_with's.
+ * Returns 0, or sync_distributed_lock_create_with's creation errors (EINVAL also for a URL,
+ * another flag, or mode outside -1...0777).
+ */
+int sync_distributed_rwlock_create(const char *path, unsigned flags, int mode, sync_distributed_rwlock_t **lock);
+
+/** Destroys the object (NULL: nothing); a hold of this process through it is released first. */
+void sync_distributed_rwlock_destroy(sync_distributed_rwlock_t *lock);
+
+/**
+ * One try to acquire `kind` (SYNC_DISTRIBUTED_RWLOCK_READ or _WRITE).
+ * Returns 0; EBUSY (another holds it, or a writer waits for it); EDEADLK (this object holds the
+ * other kind, or another of its threads holds it for writing); EAGAIN (re-entry count overflow);
+ * EINVAL (NULL lock, bad kind); EEXIST (something that is not a lock is at path); another errno.
+ */
+int sync_distributed_rwlock_try_lock(sync_distributed_rwlock_t *lock, int kind);
+
+/**
+ * Acquires `kind`, trying every poll_ns while others hold it, for up to timeout_ns (< 0: no
+ * limit). A writer keeps the gate while it waits for readers. Returns try_lock's codes, but
+ * ETIMEDOUT instead of EBUSY; EINVAL also for poll_ns <= 0.
+ */
+int sync_distributed_rwlock_lock(sync_distributed_rwlock_t *lock, int kind, int64_t timeout_ns, int64_t poll_ns);
+
+/**
+ * sync_distributed_rwlock_lock until the CLOCK_MONOTONIC deadline_ns (< 0: none), returning EINTR
+ * after at most 50 ms of waiting so that the caller can run its signal handlers; call again to
+ * go on (a writer's claim is kept between the calls), or sync_distributed_rwlock_cancel to give
+ * the wait up.
+ */
+int sync_distributed_rwlock_lock_interruptible(sync_distributed_rwlock_t *lock, int kind, int64_t deadline_ns,
+                                               int64_t poll_ns);
+
+/** Gives up the calling thread's write claim kept by an interrupted wait (nothing if none). */
+void sync_distributed_rwlock_cancel(sync_distributed_rwlock_t *lock);
+
+/**
+ * Ends one acquisition of the caller; the last releases the hold (unlock_all: all of them).
+ * Returns 0; EPERM (the caller holds nothing through this object, or it is held for writing by
+ * another of its threads); ESTALE (the hold was broken meanwhile: released); EBUSY (broken, and
+ * another holds the lock now); EINVAL (NULL); another errno (still held).
+ */
+int sync_distributed_rwlock_unlock(sync_distributed_rwlock_t *lock);
+int sync_distributed_rwlock_unlock_all(sync_distributed_rwlock_t *lock);
+
+/** The kind held through this object (0: none), and how many acquisitions (0 for NULL). */
+int sync_distributed_rwlock_kind(sync_distributed_rwlock_t *lock);
+int sync_distributed_rwlock_count(sync_distributed_rwlock_t *lock);
+
+/**
+ * The fencing token of the object's hold, in *token: larger than the token of every hold of the
+ * lock that began earlier, reader's or writer's. Returns 0, EPERM (not held), EINVAL (NULL).
+ */
+int sync_distributed_rwlock_token(sync_distributed_rwlock_t *lock, uint64_t *token);
+
+/** Removes the lock whoever holds it (the gate's holder and every reader). Returns 0 or an errno. */
+int sync_distributed_rwlock_break(sync_distributed_rwlock_t *lock);
 
 #ifdef __cplusplus
 }

@@ -21,7 +21,7 @@
  * Owners are kernel thread ids: a thread that exits while holding a lock leaves it held, unless
  * the lock is a robust mutex or recursive lock (SYNC_MUTEX_ROBUST, below), which reports it.
  *
- * Timeouts, as everywhere in sync.h: the `timed` forms take a relative timeout in nanoseconds,
+ * Timeouts, as everywhere in sync.h: the `_timed` forms take a relative timeout in nanoseconds,
  * the `_until` forms an absolute CLOCK_MONOTONIC deadline in nanoseconds (< 0: none, wait until
  * taken; at or before now: one try, ETIMEDOUT at once if the lock is not free). Neither is
  * affected by changes of the wall clock. The `_interruptible` forms (the same deadline) also
@@ -39,6 +39,12 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* Marks a name kept for compatibility (CONTRIBUTING.md, "Names"): it still links and works as
+ * before, and compiling a use of it warns, naming its replacement. */
+#ifndef SYNC_DEPRECATED
+#define SYNC_DEPRECATED(replacement) __attribute__((deprecated("use " replacement)))
 #endif
 
 /* ---- Mutex ------------------------------------------------------------------------------- */
@@ -105,20 +111,23 @@ int sync_mutex_lock(sync_mutex_t *mutex);
  * @return 0, or EBUSY if held (by anyone, the caller included); robust: also EOWNERDEAD,
  * ENOTRECOVERABLE, EINVAL as sync_mutex_lock.
  */
-int sync_mutex_trylock(sync_mutex_t *mutex);
+int sync_mutex_try_lock(sync_mutex_t *mutex);
+SYNC_DEPRECATED("sync_mutex_try_lock") int sync_mutex_trylock(sync_mutex_t *mutex);
 /**
  * The first attempt of a blocking lock that an interpreter binding makes before it waits
- * (through sync_mutex_lock_interruptible): exactly sync_mutex_trylock, except that the
+ * (through sync_mutex_lock_interruptible): exactly sync_mutex_try_lock, except that the
  * lock-order checker (sync/debug.h) counts a lock taken here as a lock, with the orders from
- * the locks held before it, not as a trylock. The other `_trylock_first` functions (recursive
+ * the locks held before it, not as a trylock. The other `_try_lock_first` functions (recursive
  * lock, rwlock sides, spin lock, sync/conditions.h's condition lock) are the same to their
- * trylocks. Thread-safe. @return as sync_mutex_trylock.
+ * trylocks. Thread-safe. @return as sync_mutex_try_lock.
  */
-int sync_mutex_trylock_first(sync_mutex_t *mutex);
+int sync_mutex_try_lock_first(sync_mutex_t *mutex);
+SYNC_DEPRECATED("sync_mutex_try_lock_first") int sync_mutex_trylock_first(sync_mutex_t *mutex);
 
 /** Locks unless timeout_ns nanoseconds pass first.
  *  @return 0, ETIMEDOUT, or EDEADLK; robust: also EOWNERDEAD, ENOTRECOVERABLE, EINVAL. */
-int sync_mutex_timedlock(sync_mutex_t *mutex, uint64_t timeout_ns);
+int sync_mutex_lock_timed(sync_mutex_t *mutex, uint64_t timeout_ns);
+SYNC_DEPRECATED("sync_mutex_lock_timed") int sync_mutex_timedlock(sync_mutex_t *mutex, uint64_t timeout_ns);
 
 /** Locks unless CLOCK_MONOTONIC reaches deadline_ns first.
  *  @return 0, ETIMEDOUT, or EDEADLK; robust: also EOWNERDEAD, ENOTRECOVERABLE, EINVAL. */
@@ -170,13 +179,16 @@ int sync_recursive_lock_init(sync_recursive_lock_t *lock, int flags);
 int sync_recursive_lock_lock(sync_recursive_lock_t *lock);
 /** Locks if free or held by the caller. @return 0, EBUSY (held by another thread), or EAGAIN;
  *  robust: also EOWNERDEAD, ENOTRECOVERABLE, EINVAL. */
-int sync_recursive_lock_trylock(sync_recursive_lock_t *lock);
-/** As sync_recursive_lock_trylock, as the first attempt of a blocking lock (see
- *  sync_mutex_trylock_first). @return as sync_recursive_lock_trylock. */
-int sync_recursive_lock_trylock_first(sync_recursive_lock_t *lock);
+int sync_recursive_lock_try_lock(sync_recursive_lock_t *lock);
+SYNC_DEPRECATED("sync_recursive_lock_try_lock") int sync_recursive_lock_trylock(sync_recursive_lock_t *lock);
+/** As sync_recursive_lock_try_lock, as the first attempt of a blocking lock (see
+ *  sync_mutex_try_lock_first). @return as sync_recursive_lock_try_lock. */
+int sync_recursive_lock_try_lock_first(sync_recursive_lock_t *lock);
+SYNC_DEPRECATED("sync_recursive_lock_try_lock_first") int sync_recursive_lock_trylock_first(sync_recursive_lock_t *lock);
 /** Locks unless timeout_ns pass first. @return 0, ETIMEDOUT, or EAGAIN; robust: also
  *  EOWNERDEAD, ENOTRECOVERABLE, EINVAL. */
-int sync_recursive_lock_timedlock(sync_recursive_lock_t *lock, uint64_t timeout_ns);
+int sync_recursive_lock_lock_timed(sync_recursive_lock_t *lock, uint64_t timeout_ns);
+SYNC_DEPRECATED("sync_recursive_lock_lock_timed") int sync_recursive_lock_timedlock(sync_recursive_lock_t *lock, uint64_t timeout_ns);
 /** Locks unless CLOCK_MONOTONIC reaches deadline_ns first. @return 0, ETIMEDOUT, or EAGAIN;
  *  robust: also EOWNERDEAD, ENOTRECOVERABLE, EINVAL. */
 int sync_recursive_lock_lock_until(sync_recursive_lock_t *lock, int64_t deadline_ns);
@@ -274,7 +286,7 @@ typedef union {
  * takes a read lock it already holds may wait forever if a writer arrived in between. Readers
  * are not tracked per thread: rdunlock checks only that some reader holds the lock.
  *
- * The write holder's own attempts: a try (tryrdlock, trywrlock) reports the lock as held,
+ * The write holder's own attempts: a try (try_rdlock, try_wrlock) reports the lock as held,
  * EBUSY, whoever holds it; any form that may wait (rdlock, wrlock, their timed, _until and
  * _interruptible forms) returns EDEADLK at once, since its wait could only end in a timeout.
  *
@@ -332,13 +344,16 @@ int sync_rwlock_rdlock(sync_rwlock_t *rwlock);
  * waits. @return 0, EBUSY (a writer holds or waits, the caller included, or an upgrade waits),
  * EAGAIN, or EINVAL.
  */
-int sync_rwlock_tryrdlock(sync_rwlock_t *rwlock);
-/** As sync_rwlock_tryrdlock, as the first attempt of a blocking read lock (see
- *  sync_mutex_trylock_first). */
-int sync_rwlock_tryrdlock_first(sync_rwlock_t *rwlock);
+int sync_rwlock_try_rdlock(sync_rwlock_t *rwlock);
+SYNC_DEPRECATED("sync_rwlock_try_rdlock") int sync_rwlock_tryrdlock(sync_rwlock_t *rwlock);
+/** As sync_rwlock_try_rdlock, as the first attempt of a blocking read lock (see
+ *  sync_mutex_try_lock_first). */
+int sync_rwlock_try_rdlock_first(sync_rwlock_t *rwlock);
+SYNC_DEPRECATED("sync_rwlock_try_rdlock_first") int sync_rwlock_tryrdlock_first(sync_rwlock_t *rwlock);
 /** Takes a read lock unless timeout_ns pass first. @return 0, ETIMEDOUT, EDEADLK, EAGAIN, or EINVAL. */
-int sync_rwlock_timedrdlock(sync_rwlock_t *rwlock, uint64_t timeout_ns);
-/** Takes a read lock unless CLOCK_MONOTONIC reaches deadline_ns. @return as timedrdlock. */
+int sync_rwlock_rdlock_timed(sync_rwlock_t *rwlock, uint64_t timeout_ns);
+SYNC_DEPRECATED("sync_rwlock_rdlock_timed") int sync_rwlock_timedrdlock(sync_rwlock_t *rwlock, uint64_t timeout_ns);
+/** Takes a read lock unless CLOCK_MONOTONIC reaches deadline_ns. @return as rdlock_timed. */
 int sync_rwlock_rdlock_until(sync_rwlock_t *rwlock, int64_t deadline_ns);
 /** As sync_rwlock_rdlock_until (deadline_ns < 0: none), and EINTR on a signal. */
 int sync_rwlock_rdlock_interruptible(sync_rwlock_t *rwlock, int64_t deadline_ns);
@@ -351,12 +366,15 @@ int sync_rwlock_rdunlock(sync_rwlock_t *rwlock);
 /** Takes the write lock. @return 0, EDEADLK (the caller holds it, or the upgradable read: upgrade instead), or EINVAL. */
 int sync_rwlock_wrlock(sync_rwlock_t *rwlock);
 /** Takes the write lock if nobody holds the lock; never waits. @return 0, EBUSY (held, by anyone, the caller included), or EINVAL. */
-int sync_rwlock_trywrlock(sync_rwlock_t *rwlock);
-/** As sync_rwlock_trywrlock, as the first attempt of a blocking write lock (see
- *  sync_mutex_trylock_first). */
-int sync_rwlock_trywrlock_first(sync_rwlock_t *rwlock);
+int sync_rwlock_try_wrlock(sync_rwlock_t *rwlock);
+SYNC_DEPRECATED("sync_rwlock_try_wrlock") int sync_rwlock_trywrlock(sync_rwlock_t *rwlock);
+/** As sync_rwlock_try_wrlock, as the first attempt of a blocking write lock (see
+ *  sync_mutex_try_lock_first). */
+int sync_rwlock_try_wrlock_first(sync_rwlock_t *rwlock);
+SYNC_DEPRECATED("sync_rwlock_try_wrlock_first") int sync_rwlock_trywrlock_first(sync_rwlock_t *rwlock);
 /** Takes the write lock unless timeout_ns pass first. @return 0, ETIMEDOUT, EDEADLK, or EINVAL. */
-int sync_rwlock_timedwrlock(sync_rwlock_t *rwlock, uint64_t timeout_ns);
+int sync_rwlock_wrlock_timed(sync_rwlock_t *rwlock, uint64_t timeout_ns);
+SYNC_DEPRECATED("sync_rwlock_wrlock_timed") int sync_rwlock_timedwrlock(sync_rwlock_t *rwlock, uint64_t timeout_ns);
 /** Takes the write lock unless CLOCK_MONOTONIC reaches deadline_ns. @return 0, ETIMEDOUT, EDEADLK, or EINVAL. */
 int sync_rwlock_wrlock_until(sync_rwlock_t *rwlock, int64_t deadline_ns);
 /** As sync_rwlock_wrlock_until (deadline_ns < 0: none), and EINTR on a signal. */
@@ -386,7 +404,7 @@ int sync_rwlock_downgrade(sync_rwlock_t *rwlock);
  * thread that is not the upgradable reader returns EDEADLK (a plain reader's upgrade would wait
  * for itself), but the upgradable reader that also holds a plain read lock of its own and
  * upgrades waits for itself (the timed forms time out). The upgradable reader's own rdlock
- * returns EDEADLK when a writer waits (that writer waits for it); its tryrdlock, EBUSY.
+ * returns EDEADLK when a writer waits (that writer waits for it); its try_rdlock, EBUSY.
  * A process that dies holding it leaves it held, as a writer does.
  */
 /**
@@ -400,13 +418,16 @@ int sync_rwlock_uprdlock(sync_rwlock_t *rwlock);
  * Takes the upgradable read if no writer holds or waits and nobody holds the upgradable read;
  * never waits. @return 0, EBUSY (held so, the caller included), or EINVAL.
  */
-int sync_rwlock_tryuprdlock(sync_rwlock_t *rwlock);
-/** As sync_rwlock_tryuprdlock, as the first attempt of a blocking upgradable read (see
- *  sync_mutex_trylock_first). */
-int sync_rwlock_tryuprdlock_first(sync_rwlock_t *rwlock);
+int sync_rwlock_try_uprdlock(sync_rwlock_t *rwlock);
+SYNC_DEPRECATED("sync_rwlock_try_uprdlock") int sync_rwlock_tryuprdlock(sync_rwlock_t *rwlock);
+/** As sync_rwlock_try_uprdlock, as the first attempt of a blocking upgradable read (see
+ *  sync_mutex_try_lock_first). */
+int sync_rwlock_try_uprdlock_first(sync_rwlock_t *rwlock);
+SYNC_DEPRECATED("sync_rwlock_try_uprdlock_first") int sync_rwlock_tryuprdlock_first(sync_rwlock_t *rwlock);
 /** Takes the upgradable read unless timeout_ns pass first. @return 0, ETIMEDOUT, EDEADLK, or EINVAL. */
-int sync_rwlock_timeduprdlock(sync_rwlock_t *rwlock, uint64_t timeout_ns);
-/** Takes the upgradable read unless CLOCK_MONOTONIC reaches deadline_ns. @return as timeduprdlock. */
+int sync_rwlock_uprdlock_timed(sync_rwlock_t *rwlock, uint64_t timeout_ns);
+SYNC_DEPRECATED("sync_rwlock_uprdlock_timed") int sync_rwlock_timeduprdlock(sync_rwlock_t *rwlock, uint64_t timeout_ns);
+/** Takes the upgradable read unless CLOCK_MONOTONIC reaches deadline_ns. @return as uprdlock_timed. */
 int sync_rwlock_uprdlock_until(sync_rwlock_t *rwlock, int64_t deadline_ns);
 /** As sync_rwlock_uprdlock_until (deadline_ns < 0: none), and EINTR on a signal. */
 int sync_rwlock_uprdlock_interruptible(sync_rwlock_t *rwlock, int64_t deadline_ns);
@@ -425,13 +446,15 @@ int sync_rwlock_uprdunlock(sync_rwlock_t *rwlock);
  */
 int sync_rwlock_upgrade(sync_rwlock_t *rwlock);
 /** Upgrades if no plain reader holds the lock; never waits. @return 0, EBUSY (the caller keeps its upgradable read), EDEADLK, or EINVAL. */
-int sync_rwlock_tryupgrade(sync_rwlock_t *rwlock);
+int sync_rwlock_try_upgrade(sync_rwlock_t *rwlock);
+SYNC_DEPRECATED("sync_rwlock_try_upgrade") int sync_rwlock_tryupgrade(sync_rwlock_t *rwlock);
 /**
  * Upgrades unless timeout_ns pass first. On ETIMEDOUT the caller keeps its upgradable read and
  * the readers that waited behind the upgrade get in. @return 0, ETIMEDOUT, EDEADLK, or EINVAL.
  */
-int sync_rwlock_timedupgrade(sync_rwlock_t *rwlock, uint64_t timeout_ns);
-/** Upgrades unless CLOCK_MONOTONIC reaches deadline_ns. @return as timedupgrade. */
+int sync_rwlock_upgrade_timed(sync_rwlock_t *rwlock, uint64_t timeout_ns);
+SYNC_DEPRECATED("sync_rwlock_upgrade_timed") int sync_rwlock_timedupgrade(sync_rwlock_t *rwlock, uint64_t timeout_ns);
+/** Upgrades unless CLOCK_MONOTONIC reaches deadline_ns. @return as upgrade_timed. */
 int sync_rwlock_upgrade_until(sync_rwlock_t *rwlock, int64_t deadline_ns);
 /** As sync_rwlock_upgrade_until (deadline_ns < 0: none), and EINTR on a signal (the upgradable read kept). */
 int sync_rwlock_upgrade_interruptible(sync_rwlock_t *rwlock, int64_t deadline_ns);
@@ -490,9 +513,11 @@ int sync_spinlock_init(sync_spinlock_t *lock, int flags);
 /** Locks. @return 0, EDEADLK if the caller holds it, or EINVAL. */
 int sync_spinlock_lock(sync_spinlock_t *lock);
 /** Locks if free. @return 0, EBUSY (held, by the caller too), or EINVAL. */
-int sync_spinlock_trylock(sync_spinlock_t *lock);
-/** As sync_spinlock_trylock, as the first attempt of a blocking lock (see sync_mutex_trylock_first). */
-int sync_spinlock_trylock_first(sync_spinlock_t *lock);
+int sync_spinlock_try_lock(sync_spinlock_t *lock);
+SYNC_DEPRECATED("sync_spinlock_try_lock") int sync_spinlock_trylock(sync_spinlock_t *lock);
+/** As sync_spinlock_try_lock, as the first attempt of a blocking lock (see sync_mutex_try_lock_first). */
+int sync_spinlock_try_lock_first(sync_spinlock_t *lock);
+SYNC_DEPRECATED("sync_spinlock_try_lock_first") int sync_spinlock_trylock_first(sync_spinlock_t *lock);
 /** Locks unless CLOCK_MONOTONIC reaches deadline_ns first.
  *  @return 0, ETIMEDOUT, EDEADLK, or EINVAL. */
 int sync_spinlock_lock_until(sync_spinlock_t *lock, int64_t deadline_ns);

@@ -5,13 +5,13 @@
  * whichever thread of the process the kernel picks among those that do not block it, and its
  * handler runs in signal-handler context, where almost nothing may be called. Routing a signal
  * makes every arrival of it run a plain C function, with its siginfo (sender pid and uid, code,
- * value), as work on a sync_executor's thread or a sync_queue: in arrival order, never in
+ * value), as work on a sync_executor_t's thread or a sync_queue_t: in arrival order, never in
  * signal-handler context, so the handler may lock, allocate and call anything.
  *
- *     static void on_usr1(const sync_signal_info *info, void *context) {
+ *     static void on_usr1(const sync_signal_info_t *info, void *context) {
  *         printf("SIGUSR1 from pid %d, value %d\n", (int)info->pid, info->value);
  *     }
- *     sync_signal_target target = {0};
+ *     sync_signal_target_t target = {0};
  *     target.executor = executor;  target.handler = on_usr1;  target.context = NULL;
  *     sync_signal_route(SIGUSR1, &target);
  *     ...
@@ -58,6 +58,11 @@
 extern "C" {
 #endif
 
+/* Marks a name kept for compatibility (CONTRIBUTING.md, "Names"), as in sync/locks.h. */
+#ifndef SYNC_DEPRECATED
+#define SYNC_DEPRECATED(replacement) __attribute__((deprecated("use " replacement)))
+#endif
+
 /** One arrival of a routed signal: the fields of its siginfo_t. */
 typedef struct sync_signal_info {
     int signo;
@@ -72,22 +77,24 @@ typedef struct sync_signal_info {
     int value;
     /** si_value.sival_ptr: the same union read as a pointer. */
     void *value_ptr;
-} sync_signal_info;
+} sync_signal_info_t;
+typedef struct sync_signal_info sync_signal_info SYNC_DEPRECATED("sync_signal_info_t");
 
 /** A routed signal's handler: called once per arrival with its info (valid during the call
  *  only) and the context given at routing. */
-typedef void (*sync_signal_fn)(const sync_signal_info *info, void *context);
+typedef void (*sync_signal_fn)(const sync_signal_info_t *info, void *context);
 
 /** Where a routed signal's handler runs: exactly one of executor and queue is non-NULL. */
 typedef struct sync_signal_target {
     /** The handler runs on this executor's thread, in its FIFO. */
-    sync_executor *executor;
+    sync_executor_t *executor;
     /** The handler runs as work of this queue: on a serial queue, in order; on a concurrent
      *  queue as a barrier item (alone, in order). */
-    sync_queue *queue;
+    sync_queue_t *queue;
     sync_signal_fn handler;
     void *context;
-} sync_signal_target;
+} sync_signal_target_t;
+typedef struct sync_signal_target sync_signal_target SYNC_DEPRECATED("sync_signal_target_t");
 
 /**
  * Routes signal signo to *target (copied): from now on each arrival runs
@@ -105,7 +112,7 @@ typedef struct sync_signal_target {
  *   EMFILE, ENFILE, ENOMEM, EAGAIN  the first route could not create the internal thread or
  *           its descriptors (a signalfd and an eventfd).
  */
-int sync_signal_route(int signo, const sync_signal_target *target);
+int sync_signal_route(int signo, const sync_signal_target_t *target);
 
 /**
  * Unroutes signo: restores the action it had before sync_signal_route, and in the calling

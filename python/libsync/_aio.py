@@ -40,18 +40,19 @@ if sys.version_info < (3, 12):
     # calling thread's runs in it (one loop runs in a thread at a time), so it is the one
     # get_running_loop would return. (The cache is dropped at fork.)
     from asyncio.events import _get_running_loop
-    from asyncio.tasks import _current_tasks
+    from asyncio.tasks import _current_tasks as _tasks  # type: ignore[attr-defined]  # private, not in typeshed
+    _current_tasks: Dict[Any, asyncio.Task[Any]] = _tasks  # loop (or None) -> its running task
     _running = threading.local()
     _get_ident = threading.get_ident
 
-    def _current_task() -> Optional[asyncio.Task]:
+    def _current_task() -> Optional[asyncio.Task[Any]]:
         """The running task, or None (no running loop, or not in a task)."""
         loop = getattr(_running, "loop", None)
         if loop is None or getattr(loop, "_thread_id", None) != _get_ident():
             loop = _running.loop = _get_running_loop()
         return _current_tasks.get(loop)
 else:  # C, and no error outside a running loop is wanted here
-    def _current_task() -> Optional[asyncio.Task]:
+    def _current_task() -> Optional[asyncio.Task[Any]]:
         """The running task, or None (no running loop, or not in a task)."""
         try:
             return asyncio.current_task()
@@ -71,8 +72,10 @@ class _Pending:
     """One pending acquire: its handle (None once withdrawn for its loop or by fork), its
     future, and how to release it if it was granted to nobody."""
     __slots__ = ("handle", "future", "give_back")
+    handle: Optional[c_void_p]
+    future: asyncio.Future[int]
 
-    def __init__(self, handle: c_void_p, future: asyncio.Future, give_back: Callable[[c_void_p], Any]):
+    def __init__(self, handle: c_void_p, future: asyncio.Future[int], give_back: Callable[[c_void_p], Any]):
         self.handle, self.future, self.give_back = handle, future, give_back
 
     def withdraw(self) -> None:
@@ -187,11 +190,12 @@ async def acquire(start: Callable[[int, Any], int], give_back: Callable[[c_void_
     if code != EINPROGRESS:
         return code, _done(handle, code, free_granted)
     entry = _Pending(handle, loop.create_future(), give_back)
-    waits.pending[handle.value] = entry
+    key = handle.value or 0  # set: the acquire is pending
+    waits.pending[key] = entry
     try:
         code = await entry.future
     except BaseException as stop:
-        waits.pending.pop(handle.value, None)
+        waits.pending.pop(key, None)
         if entry.handle is None:  # withdrawn with its loop, or by fork()
             raise
         entry.handle = None

@@ -14,17 +14,35 @@ import errno
 import math
 import threading
 import time
+import warnings
 from ctypes import POINTER, byref, c_int, c_int64, c_size_t, c_uint32
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, overload
 
 from ._lib import blocking as _blocking, declare as _declare, nonblocking as _nonblocking
+
+if TYPE_CHECKING:  # names of the ctypes stubs only
+    from ctypes import _SimpleCData
+
+    from ._lib import CType
+
+_T = TypeVar("_T")
 
 EBUSY, EDEADLK, EINTR, ETIMEDOUT = errno.EBUSY, errno.EDEADLK, errno.EINTR, errno.ETIMEDOUT
 
 
-def declare(name: str, restype: Any = c_int, *argtypes: Any, blocking: bool = False) -> Any:
-    """The C function `name` (see _lib.declare for `argtypes`). ``blocking=True`` for a call that
-    may wait: it comes from the handle that releases the GIL; others keep it (cheaper)."""
+@overload
+def declare(name: str, *, blocking: bool = ...) -> Callable[..., int]: ...
+@overload
+def declare(name: str, restype: None, *argtypes: CType, blocking: bool = ...) -> Callable[..., None]: ...
+@overload
+def declare(name: str, restype: type[_SimpleCData[_T]], *argtypes: CType, blocking: bool = ...) -> Callable[..., _T]: ...
+
+
+def declare(name: str, restype: Optional[type[_SimpleCData[Any]]] = c_int, *argtypes: CType,
+            blocking: bool = False) -> Callable[..., Any]:
+    """The C function `name` (see _lib.declare for `argtypes` and the result's type).
+    ``blocking=True`` for a call that may wait: it comes from the handle that releases the GIL;
+    others keep it (cheaper)."""
     return _declare(_blocking if blocking else _nonblocking, name, restype, *argtypes)
 
 
@@ -53,12 +71,12 @@ class NotOwnerError(LockError):
 
 class OwnerDiedError(LockError):
     """A robust lock's previous holder died holding it (EOWNERDEAD). The calling thread now
-    holds the lock: repair the state it guards, call ``mark_consistent()``, then release it."""
+    holds the lock: repair the state it guards, call ``consistent()``, then release it."""
     _CODE = errno.EOWNERDEAD
 
 
 class NotRecoverableError(LockError):
-    """A robust lock was released after OwnerDiedError without ``mark_consistent()``
+    """A robust lock was released after OwnerDiedError without ``consistent()``
     (ENOTRECOVERABLE): it can no longer be acquired."""
     _CODE = errno.ENOTRECOVERABLE
 
@@ -78,9 +96,9 @@ def error(code: int, what: str, caller: str = "thread") -> LockError:
         return LockError(f"{what}: count overflow", code)
     if code == errno.EOWNERDEAD:
         return OwnerDiedError(f"{what}: the previous holder died holding it; the caller now holds it: "
-                              "repair the state, call mark_consistent(), then release()", code)
+                              "repair the state, call consistent(), then release()", code)
     if code == errno.ENOTRECOVERABLE:
-        return NotRecoverableError(f"{what}: released without mark_consistent() after its holder died", code)
+        return NotRecoverableError(f"{what}: released without consistent() after its holder died", code)
     return LockError(f"{what}: {errno.errorcode.get(code, code)}", code)
 
 
@@ -90,6 +108,12 @@ def init_error(code: int, what: str) -> LockError:
         return LockError(f"{what}: the memory holds one that is in use (held or waited on): initialize=True would "
                          "reset it; attach with initialize=False (or, once nothing uses it, zero the memory)", code)
     return error(code, what)
+
+
+def deprecated(old: str, new: str) -> None:
+    """Warns (DeprecationWarning, at the caller's caller) that `old` is kept for compatibility
+    only: the name of the library's scheme is `new` (CONTRIBUTING.md, "Names")."""
+    warnings.warn(f"{old} is deprecated: use {new}", DeprecationWarning, stacklevel=3)
 
 
 def check(code: int, what: str) -> None:
@@ -225,6 +249,23 @@ class Layout(ctypes.Structure):
         "cond_waiters_offset", "cond_waiters_mask", "cond_waiter_size", "cond_waiter_state_offset",
         "cond_waiter_idle", "event_state_offset", "event_flag", "semaphore_limit_offset", "once_done",
         "lock_shared", "lock_unowned", "lock_robust")]
+    # The fields' Python type (a ctypes field reads as an int), for type checkers.
+    mutex_robust: int
+    mutex_unowned_held: int
+    recursive_depth_offset: int
+    robust_recursive_depth_offset: int
+    cond_waiters_offset: int
+    cond_waiters_mask: int
+    cond_waiter_size: int
+    cond_waiter_state_offset: int
+    cond_waiter_idle: int
+    event_state_offset: int
+    event_flag: int
+    semaphore_limit_offset: int
+    once_done: int
+    lock_shared: int
+    lock_unowned: int
+    lock_robust: int
 
 
 def _layout() -> Layout:

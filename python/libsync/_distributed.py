@@ -9,14 +9,22 @@ import errno
 import itertools
 import math
 import os
+import sys
 import weakref
-from ctypes import (CFUNCTYPE, POINTER, byref, c_bool, c_char, c_char_p, c_int, c_int32, c_int64, c_uint, c_uint32,
-                    c_uint64, c_void_p)
+from ctypes import (CFUNCTYPE, POINTER, byref, c_bool, c_char, c_char_p, c_int, c_int32, c_int64, c_size_t, c_uint,
+                    c_uint32, c_uint64, c_void_p)
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, SupportsIndex, TypeVar, Union
 
 from ._common import declare, deadline_ns, interruptible
+
+if TYPE_CHECKING:
+    from typing import TypeGuard  # (Python 3.10 on: annotations only)
+
+# A lock's path as the constructors take it (os.fsencode's argument).
+LockPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+_Lock = TypeVar("_Lock")
 
 
 
@@ -24,14 +32,20 @@ from ._common import declare, deadline_ns, interruptible
 class Timeout(TimeoutError):
     """The lock could not be acquired within the timeout (filelock's Timeout: same message for
     a path, ``lock_file``, and it survives pickling). A server lock's message names it by its
-    URL (without the password): "The distributed lock 'redis://...' could not be acquired."."""
+    URL (without the password): "The distributed lock 'redis://...' could not be acquired.". A copy
+    (pickle, copy) keeps its notes (``add_note``) and any attribute set on it."""
 
     def __init__(self, lock_file: str) -> None:
         super().__init__(lock_file)
         self._lock_file = lock_file
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Timeout], tuple[str]]:
         return self.__class__, (self._lock_file,)
+
+    # (what pickle and copy call: notes and attributes set on it come along)
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
+        state = {name: value for name, value in self.__dict__.items() if name != "_lock_file"}
+        return (*self.__reduce__(), state) if state else self.__reduce__()
 
     def __str__(self) -> str:
         kind = "distributed lock" if is_url(self._lock_file) else "file lock"
@@ -94,6 +108,13 @@ _path = declare("sync_distributed_lock_path", c_char_p, c_void_p)
 _try_lock = declare("sync_distributed_lock_try_lock", c_int, c_void_p, blocking=True)
 _lock = declare("sync_distributed_lock_lock", c_int, c_void_p, c_int64, c_int64, blocking=True)
 _lock_interruptible = declare("sync_distributed_lock_lock_interruptible", c_int, c_void_p, c_int64, c_int64, blocking=True)
+_CANCELLED_FN = CFUNCTYPE(c_bool, c_void_p)
+_lock_cancellable = declare("sync_distributed_lock_lock_cancellable", c_int, c_void_p, c_int64, c_int64, _CANCELLED_FN,
+                            c_void_p, blocking=True)
+_is_url = declare("sync_distributed_lock_is_url", c_bool, c_char_p)
+# (blocking: it reads the file system)
+_canonical = declare("sync_distributed_lock_canonical", c_int, c_char_p, c_char_p, c_size_t, POINTER(c_size_t),
+                     blocking=True)
 _token = declare("sync_distributed_lock_token", c_int, c_void_p, POINTER(c_uint64), blocking=True)
 _error_message = declare("sync_distributed_lock_error_message", c_char_p)
 _unlock = declare("sync_distributed_lock_unlock", c_int, c_void_p, blocking=True)
@@ -134,9 +155,27 @@ def _detail() -> str:
     return (_error_message() or b"").decode(errors="replace")
 
 
-def is_url(target) -> bool:
-    """Whether the target names a server (``scheme://...``) rather than a path."""
-    return isinstance(target, str) and "://" in target and target.split("://", 1)[0].replace("+", "").isalpha()
+def is_url(target: object) -> TypeGuard[str]:
+    """Whether the target names a server (``scheme://...``) rather than a path: the core's rule
+    (sync_distributed_lock_is_url; the scheme is ASCII letters and ``+``)."""
+    return isinstance(target, str) and bool(_is_url(os.fsencode(target)))
+
+
+def canonical(target: Union[str, os.PathLike[str]]) -> str:
+    """One key for the spellings of one lock: the core's (sync_distributed_lock_canonical: a path
+    absolute, its parent resolved as far as it exists; a URL as given). A path that names no
+    lock file (empty, ".", a NUL byte...) is its own key: using it raises its error."""
+    text = os.fspath(target)
+    encoded = os.fsencode(text)
+    if b"\0" in encoded:
+        return os.fsdecode(text)
+    length = c_size_t()
+    buffer = ctypes.create_string_buffer(4096)
+    code = _canonical(encoded, buffer, len(buffer), byref(length))
+    if code == errno.ERANGE:
+        buffer = ctypes.create_string_buffer(length.value + 1)
+        code = _canonical(encoded, buffer, len(buffer), byref(length))
+    return os.fsdecode(buffer.value) if code == 0 else os.fsdecode(text)
 
 
 def _seconds_to_ns(value: float, name: str) -> int:
@@ -164,7 +203,7 @@ def _poll_ns(value: float) -> int:
 
 # Event handlers by key (the C handler's context): one C trampoline for all, never freed, so
 # that a handler that drops the last reference to its lock returns into live code.
-_handlers: dict = {}
+_handlers: dict[int, Callable[[HoldEvent], None]] = {}
 _handler_keys = itertools.count(1)
 
 
@@ -182,9 +221,9 @@ class _Handle:
     releases a hold of this process: the core leaves a parent's hold alone in a forked child)."""
     __slots__ = ("value", "handler_key", "__weakref__")
 
-    def __init__(self, path: Union[str, bytes, os.PathLike], flags: int, mode: int) -> None:
-        self.value = None
-        self.handler_key = None
+    def __init__(self, path: LockPath, flags: int, mode: int) -> None:
+        self.value: Optional[int] = None  # the C object (None: NULL, which every C function takes)
+        self.handler_key: Optional[int] = None
         encoded = os.fsencode(path)
         if b"\0" in encoded:
             raise ValueError("the lock path contains a NUL byte")
@@ -212,16 +251,19 @@ class _Handle:
             _set_event_handler(self.value, _trampoline, self.handler_key)
         else:
             _set_event_handler(self.value, _EVENT_FN(), None)  # (a NULL function pointer: none)
-        _handlers.pop(old, None)
+        if old is not None:
+            _handlers.pop(old, None)
 
     def __del__(self) -> None:
         handle, self.value = self.value, None
         if handle is not None:
             _destroy(handle)  # (after which the handler is not running, and never called again)
-        _handlers.pop(self.handler_key, None)
+        if self.handler_key is not None:
+            _handlers.pop(self.handler_key, None)
 
 
-def _event_handler(lock, on_event: Optional[Callable]) -> Optional[Callable[[HoldEvent], None]]:
+def _event_handler(lock: _Lock, on_event: Optional[Callable[[_Lock, HoldEvent], object]]
+                   ) -> Optional[Callable[[HoldEvent], None]]:
     """``on_event(lock, event)`` as the handle's handler, holding the lock weakly (the handle
     lives as long as the lock object)."""
     if on_event is None:
@@ -237,19 +279,36 @@ def _event_handler(lock, on_event: Optional[Callable]) -> Optional[Callable[[Hol
     return handler
 
 
-def _wait(handle: int, timeout_ns: int, poll_ns: int) -> int:
+def _wait(handle: Optional[int], timeout_ns: int, poll_ns: int, cancel_check: Optional[Callable[[], bool]] = None) -> int:
     """Acquires, waiting up to timeout_ns (< 0: forever; 0: one try); returns the C code. It
     returns at least every 50 ms, so a pending KeyboardInterrupt (or another signal handler's
     exception) is raised between the calls, also while a server waits for the lock; a wait given
-    up so withdraws its request queued in a server."""
+    up so withdraws its request queued in a server. ``cancel_check()`` (if given) is asked by the
+    core's wait after each try that finds the lock held: True ends it with ECANCELED; an
+    exception it raises ends it too, and is raised here."""
+    function: Callable[..., int] = _lock_interruptible
+    extra: tuple[object, ...] = ()
+    raised: list[BaseException] = []  # what cancel_check raised
+    if cancel_check is not None:
+        def cancelled(_context: Optional[int]) -> bool:
+            if not raised:
+                try:
+                    return bool(cancel_check())
+                except BaseException as error:  # (a ctypes callback cannot raise: carried out)
+                    raised.append(error)
+            return True
+        function, extra = _lock_cancellable, (_CANCELLED_FN(cancelled), None)
     try:
-        return interruptible(_lock_interruptible, handle, deadline_ns(timeout_ns), poll_ns)
+        code = interruptible(function, handle, deadline_ns(timeout_ns), poll_ns, *extra)
     except BaseException:
         _is_held(handle)  # gives the wait up: withdraws its request queued in a server
         raise
+    if raised:
+        raise raised[0]
+    return code
 
 
-def _read_token(handle: int) -> Optional[int]:
+def _read_token(handle: Optional[int]) -> Optional[int]:
     token = c_uint64()
     return token.value if _token(handle, byref(token)) == 0 else None
 
@@ -259,7 +318,8 @@ def _timeout(lock_file: str) -> "Timeout":
     error = Timeout(lock_file)
     detail = _detail()
     if "did not answer" in detail:
-        error.add_note(detail)
+        if sys.version_info >= (3, 11):  # (no notes before)
+            error.add_note(detail)
     return error
 
 
@@ -277,7 +337,15 @@ def _raise_error(code: int, operation: str, path: str, through: str) -> None:
         raise _os_error(code, operation, path)
 
 
-def _raise_release_error(code: int, lock) -> None:
+class _Releasable(Protocol):
+    """What _raise_release_error reads of the lock (DistributedLock, filelock's classes)."""
+    @property
+    def lock_file(self) -> str: ...
+    @property
+    def holder(self) -> Optional[Holder]: ...
+
+
+def _raise_release_error(code: int, lock: _Releasable) -> None:
     if code == errno.EPERM:
         raise NotLockedError(f"release of the distributed lock {lock.lock_file!r}, which the caller does not hold")
     if code == errno.ESTALE:
@@ -290,7 +358,7 @@ def _raise_release_error(code: int, lock) -> None:
     _raise_error(code, "release", lock.lock_file, "this object")
 
 
-def _read_holder(handle: int, path: str) -> Optional[Holder]:
+def _read_holder(handle: Optional[int], path: str) -> Optional[Holder]:
     h = _CHolder()
     code = _holder(handle, byref(h))
     if code == errno.ENOENT:

@@ -9,12 +9,14 @@ As filelock's: re-entrant (``lock_counter``), ``is_locked``, ``release(force=Tru
 ``thread_local`` (default True: each thread holds for itself, and another thread of the same
 object waits; False: the process holds, and any of its threads re-enters), ``is_singleton``,
 use as a decorator and as a context manager (``with lock.acquire(timeout=1):``), missing parent
-directories made, filelock's Timeout and its messages, debug logging to the "filelock" logger,
+directories made, a relative path resolved at each new acquisition (a hold is released where
+it was taken), filelock's Timeout and its messages, debug logging to the "filelock" logger,
 a finalizer that releases. The re-entrancy, the waiting of one object's threads and the
 deadlock check (RuntimeError "Deadlock" instead of waiting forever for oneself) are the core's.
 
 Differences, by design: the lock is a directory (NFS-safe), not a file, so nothing can be
-written into it and ``mode``'s read bits add search bits; ``release()`` raises LockBrokenError
+written into it and ``mode``'s read bits add search bits (the empty lock file filelock's
+FileLock leaves behind is taken over once nobody holds a flock on it); ``release()`` raises LockBrokenError
 if the lock was broken while held (filelock cannot tell); a holder that died on this host is
 taken over, never waited for.
 """
@@ -26,39 +28,35 @@ import errno
 import logging
 import operator
 import os
+import sys
 import threading
 import warnings
-import time
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, TypeVar, Union, cast
 import weakref
-from ctypes import c_bool, c_void_p
 from weakref import WeakValueDictionary
 
 from ._distributed import (_MAKE_PARENTS, _PROCESS_OWNED, _RECURSIVE, _RELEASE_ON_DESTROY, Holder, HoldEvent,
                                Timeout, _count, _event_handler, _Handle, _hold_state, _is_held, _lock, _path, _poll_ns, _raise_error, _raise_release_error,
                                _read_holder, _read_token, _seconds_to_ns, _timeout, _unlock, _unlock_all, _wait,
-                               is_url)
-from ._common import declare
+                               canonical as _canonical, is_url)
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
+    from types import TracebackType
+
+_T = TypeVar("_T")
+_L = TypeVar("_L", bound="BaseFileLock")  # (a lock's own class)
 
 __all__ = ["BaseFileLock", "FileLock", "SoftFileLock", "BaseAsyncFileLock", "AsyncFileLock", "AsyncSoftFileLock",
            "AcquireReturnProxy", "AsyncAcquireReturnProxy"]
 
-# Whether this thread holds the handle's lock through another object of the process.
-_held_elsewhere = declare("sync_distributed_lock_is_held_elsewhere", c_bool, c_void_p, blocking=True)
 _LOGGER = logging.getLogger("filelock")  # filelock's, so that a user's logging configuration applies
 _UNSET_MODE = -1
 _REMOVE_ON_RELEASE = 16  # sync_distributed_lock_create_with: release removes the empty lock directory
+_TAKE_OVER_FILE = 32  # ... and the plain file filelock's FileLock leaves behind is taken over, if nobody holds it
 _singletons_lock = threading.RLock()
-os.register_at_fork(after_in_child=_singletons_lock._at_fork_reinit)
-
-
-def _canonical(path: Union[str, os.PathLike]) -> str:
-    """One key for equivalent spellings of a lock path: the parent resolved, the name kept (a URL
-    is its own key)."""
-    if is_url(path):
-        return path
-    parent, name = os.path.split(os.fspath(path))
-    return os.path.join(os.path.realpath(parent or os.curdir), name)
+# (the C RLock's _at_fork_reinit, which threading uses alike, is not in typeshed's stubs)
+os.register_at_fork(after_in_child=_singletons_lock._at_fork_reinit)  # type: ignore[attr-defined]
 
 
 class _Settings:
@@ -75,16 +73,20 @@ class _ThreadSettings(_Settings, threading.local):
 class _FileLockMeta(type):
     """is_singleton=True returns the live instance for the same canonical path (per class)."""
 
-    def __call__(cls, lock_file, *args, **kwargs):
+    _instances: WeakValueDictionary[str, BaseFileLock]  # (each class's, set by BaseFileLock)
+
+    def __call__(cls, lock_file: Union[str, os.PathLike[str]], *args: Any, **kwargs: Any) -> BaseFileLock:
+        made: BaseFileLock  # (type.__call__'s result is not typed)
         if not kwargs.get("is_singleton", False):
-            return super().__call__(lock_file, *args, **kwargs)
+            made = super().__call__(lock_file, *args, **kwargs)
+            return made
         key = _canonical(lock_file)
         with _singletons_lock:
             instance = cls._instances.get(key)
             if instance is None:
-                instance = super().__call__(lock_file, *args, **kwargs)
-                cls._instances[key] = instance
-                return instance
+                made = super().__call__(lock_file, *args, **kwargs)
+                cls._instances[key] = made
+                return made
         passed = dict(zip(("timeout", "mode", "thread_local"), args), **kwargs)
         current = {"timeout": instance.timeout, "mode": instance._mode, "thread_local": instance.is_thread_local(),
                    "blocking": instance.blocking, "poll_interval": instance.poll_interval,
@@ -109,7 +111,7 @@ def _read_only(attribute: str, doc: str) -> property:
 class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
     """filelock's lock object (see the module doc), over libsync's distributed lock."""
 
-    _instances: WeakValueDictionary = WeakValueDictionary()
+    _instances: WeakValueDictionary[str, BaseFileLock] = WeakValueDictionary()
     _extra_flags = 0
     _deadlock_holder = "FileLock instance in this thread"
 
@@ -117,7 +119,7 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         super().__init_subclass__(**kwargs)
         cls._instances = WeakValueDictionary()
 
-    def __init__(self, lock_file: Union[str, os.PathLike], timeout: float = -1, mode: int = _UNSET_MODE,
+    def __init__(self, lock_file: Union[str, os.PathLike[str]], timeout: float = -1, mode: int = _UNSET_MODE,
                  thread_local: bool = True, *, blocking: bool = True, is_singleton: bool = False,
                  poll_interval: float = 0.05, lifetime: Optional[float] = None,
                  context_error_policy: str = "chain", close_error_policy: str = "default",
@@ -135,8 +137,8 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         filelock's descriptor options have nothing to act on here (the lock is a directory):
         ``close_error_policy`` and ``fallback_to_soft`` are accepted and checked;
         ``preserve_lock_file=True`` is what FileLock does anyway (SoftFileLock refuses it, as
-        filelock's); ``on_acquired`` (a descriptor hook) is refused; ``lifetime`` is ignored with
-        a warning (a dead holder's lock is recovered; a live holder's is never expired).
+        filelock's); ``on_acquired`` (a descriptor hook) is refused; so is ``lifetime`` other than None
+        (ValueError: a dead holder's lock is recovered; a live holder's is never expired).
         ``on_event(lock, event)`` (libsync's) is told when a hold is lost, as DistributedLock's."""
         if context_error_policy not in ("chain", "group"):
             raise ValueError(f"context_error_policy must be 'chain' or 'group', not {context_error_policy!r}")
@@ -147,12 +149,15 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         if on_acquired is not None:
             raise TypeError(f"{type(self).__name__} has no lock file descriptor to lend: on_acquired is not supported")
         if lifetime is not None:
-            warnings.warn("lifetime is ignored: libsync recovers a dead holder's lock and never expires a live one's",
-                          UserWarning, stacklevel=3)
+            raise ValueError(f"lifetime is not supported (lifetime={lifetime!r}): libsync never expires a live "
+                             "holder's lock, so two processes never both hold it; a dead holder's lock is "
+                             "recovered at once. Leave lifetime unset.")
         self._on_event = _event_handler(self, on_event)
         self._context_error_policy, self._close_error_policy = context_error_policy, close_error_policy
         self._fallback_to_soft, self._preserve_lock_file = bool(fallback_to_soft), bool(preserve_lock_file)
         self._lock_file = os.fspath(lock_file)
+        self._cores: dict[str, _Handle] = {}  # the core objects: "" for an absolute path or a URL, else by working directory
+        self._relative = not is_url(self._lock_file) and not os.path.isabs(self._lock_file)
         if not isinstance(mode, int) or not (mode == _UNSET_MODE or 0 <= mode <= 0o777):
             raise ValueError(f"mode must be file permission bits (0...0o777), not {mode!r}")
         self._mode = mode
@@ -164,25 +169,50 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         self._settings = settings(float(timeout), bool(blocking), poll_interval)
         if is_url(self._lock_file):  # a server lock connects now, and is shown without its password
             self._handle()
-            self._lock_file = os.fsdecode(_path(self._made()))
+            # (NULL only for a NULL object: the one just made is not)
+            self._lock_file = os.fsdecode(cast(bytes, _path(self._made())))
 
     # The core object is made at the first use, so that making the lock object never touches
     # the disk nor fails (as filelock's); two threads racing to make it keep one of the two.
-    def _handle(self) -> int:
-        made = self.__dict__.get("_core")
+    # A relative path is resolved at each new acquisition, as filelock opens it then: one core
+    # per working directory it was used from; while the caller holds the lock, re-entry and
+    # release go to the core it holds, wherever the process has moved since.
+    def _handle(self) -> Optional[int]:
+        if self._relative:
+            held = self._held_core()
+            if held is not None:
+                return held
+        key = self._core_key()
+        cores = self._cores
+        made: Optional[_Handle] = cores.get(key)
         if made is None:
-            flags = _RECURSIVE | _MAKE_PARENTS | _RELEASE_ON_DESTROY | self._extra_flags
+            flags = _RECURSIVE | _MAKE_PARENTS | _RELEASE_ON_DESTROY | _TAKE_OVER_FILE | self._extra_flags
             if not self._thread_local:
                 flags |= _PROCESS_OWNED
             core = _make_core(self._lock_file, flags, self._mode)
             if self._on_event is not None:
                 core.set_event_handler(self._on_event)
-            made = self.__dict__.setdefault("_core", core)
+            made = cores.setdefault(key, core)
         return made.value
 
     def _made(self) -> Optional[int]:
-        made = self.__dict__.get("_core")
+        if self._relative:
+            held = self._held_core()
+            if held is not None:
+                return held
+        made: Optional[_Handle] = self._cores.get(self._core_key())
         return None if made is None else made.value
+
+    def _core_key(self) -> str:
+        """Which core the path names now: the working directory for a relative path."""
+        return os.getcwd() if self._relative else ""
+
+    def _held_core(self) -> Optional[int]:
+        """The core of a relative path that the caller holds, if any."""
+        for core in list(self._cores.values()):
+            if _is_held(core.value):
+                return core.value
+        return None
 
     @property
     def lock_file(self) -> str:
@@ -309,31 +339,16 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         lock_id = id(self)
         if _count(handle) == 0:
             _LOGGER.debug("Attempting to acquire lock %s on %s", lock_id, self._lock_file)
-        code = _wait(handle, timeout_ns, poll) if cancel_check is None else self._wait_checking(
-            handle, timeout_ns, poll, cancel_check)
+        code = _wait(handle, timeout_ns, poll, cancel_check)
+        if code == errno.ECANCELED:
+            _LOGGER.debug("Cancellation requested for lock %s on %s", lock_id, self._lock_file)
+            code = errno.ETIMEDOUT
         if code == errno.ETIMEDOUT:
             _LOGGER.debug("Timeout on acquiring lock %s on %s", lock_id, self._lock_file)
             raise _timeout(self._lock_file)
         self._check(code, "acquire")
         _LOGGER.debug("Lock %s acquired on %s", lock_id, self._lock_file)
         return AcquireReturnProxy(self)
-
-    def _wait_checking(self, handle: int, timeout_ns: int, poll: int, cancel_check: Callable[[], bool]) -> int:
-        """The wait, one try at a time, asking cancel_check between the tries."""
-        deadline = None if timeout_ns < 0 else time.monotonic_ns() + timeout_ns
-        while True:
-            code = _wait(handle, 0, poll)
-            if code != errno.ETIMEDOUT or timeout_ns == 0:
-                return code
-            if deadline is None and _held_elsewhere(handle):  # what the core's endless wait says
-                return errno.EDEADLK
-            if cancel_check():
-                _LOGGER.debug("Cancellation requested for lock %s on %s", id(self), self._lock_file)
-                return code
-            remaining = None if deadline is None else deadline - time.monotonic_ns()
-            if remaining is not None and remaining <= 0:
-                return code
-            time.sleep((poll if remaining is None else min(poll, remaining)) / 1e9)
 
     def release(self, force: bool = False) -> None:
         """Ends one of the caller's acquisitions (``force``: all of them); the last releases the
@@ -342,15 +357,14 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
         handle = self._made()
         if handle is None:
             return
-        count = _count(handle)
-        if count == 0:
+        # The core's release comes first, before any Python code that a Ctrl-C (or an exception
+        # from a log handler) may interrupt: an interrupted release() has released.
+        code = (_unlock_all if force else _unlock)(handle)
+        if code == errno.EPERM:  # not held by the caller (or released meanwhile by another of its threads)
             return
-        last = force or count == 1
+        last = _count(handle) == 0
         if last:
             _LOGGER.debug("Attempting to release lock %s on %s", id(self), self._lock_file)
-        code = (_unlock_all if force else _unlock)(handle)
-        if code == errno.EPERM:  # (released meanwhile by another of the process's threads)
-            return
         _raise_release_error(code, self)
         if last:
             _LOGGER.debug("Lock %s released on %s", id(self), self._lock_file)
@@ -362,11 +376,12 @@ class BaseFileLock(contextlib.ContextDecorator, metaclass=_FileLockMeta):
                                "across instances.")
         _raise_error(code, operation, self._lock_file, "this object")
 
-    def __enter__(self):
+    def __enter__(self: _L) -> _L:
         self.acquire()
         return self
 
-    def __exit__(self, exc_type, body_error, traceback) -> None:
+    def __exit__(self, exc_type: Optional[type[BaseException]], body_error: Optional[BaseException],
+                 traceback: Optional[TracebackType]) -> None:
         _release_leaving(self.release, body_error, self._context_error_policy)
 
     def __repr__(self) -> str:
@@ -381,14 +396,17 @@ def _release_leaving(release: Callable[[], None], body_error: Optional[BaseExcep
     except BaseException as release_error:
         if body_error is None or policy == "chain":
             raise
-        group = ExceptionGroup if all(isinstance(e, Exception) for e in (body_error, release_error)) else BaseExceptionGroup
-        raise group("the with-block and the lock's release both failed", [body_error, release_error]) from None
+        if sys.version_info >= (3, 11):
+            group: type[BaseExceptionGroup[BaseException]] = (
+                ExceptionGroup if all(isinstance(e, Exception) for e in (body_error, release_error)) else BaseExceptionGroup)
+            raise group("the with-block and the lock's release both failed", [body_error, release_error]) from None
+        raise  # no exception groups before 3.11: as "chain"
 
 
 def _make_core(lock_file: str, flags: int, mode: int) -> _Handle:
     """The core object, with the errors opening the path would give (as filelock reports them)."""
     if is_url(lock_file):
-        return _Handle(lock_file, flags & ~(_MAKE_PARENTS | _REMOVE_ON_RELEASE), -1)
+        return _Handle(lock_file, flags & ~(_MAKE_PARENTS | _REMOVE_ON_RELEASE | _TAKE_OVER_FILE), -1)
     if "\0" in lock_file:
         raise ValueError("embedded null byte")
     if lock_file == "":
@@ -417,7 +435,8 @@ class AcquireReturnProxy:
     def __enter__(self) -> BaseFileLock:
         return self.lock
 
-    def __exit__(self, exc_type, body_error, traceback) -> None:
+    def __exit__(self, exc_type: Optional[type[BaseException]], body_error: Optional[BaseException],
+                 traceback: Optional[TracebackType]) -> None:
         _release_leaving(self.lock.release, body_error, self.lock.context_error_policy)
 
 
@@ -430,11 +449,21 @@ class AsyncAcquireReturnProxy:
     async def __aenter__(self) -> "BaseAsyncFileLock":
         return self.lock
 
-    async def __aexit__(self, exc_type, body_error, traceback) -> None:
+    async def __aexit__(self, exc_type: Optional[type[BaseException]], body_error: Optional[BaseException],
+                        traceback: Optional[TracebackType]) -> None:
         await self.lock.__aexit__(exc_type, body_error, traceback)
 
 
-_async_holders: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # task -> {canonical path: id of the object it holds it through}
+# task -> {canonical path: weak reference to the object it holds it through}; an entry whose
+# object is gone (dropped while held: its core released) or no longer holds counts for nothing.
+_async_holders: "weakref.WeakKeyDictionary[asyncio.Task[Any], dict[str, weakref.ref[BaseAsyncFileLock]]]" = weakref.WeakKeyDictionary()
+
+
+def _holds_through_another(task: "Optional[asyncio.Task[Any]]", key: str, lock: "BaseAsyncFileLock") -> bool:
+    """Whether `task` holds the lock at `key` through a live object other than `lock`."""
+    ref = _async_holders.get(task, {}).get(key) if task is not None else None
+    other = None if ref is None else ref()
+    return other is not None and other is not lock and other.lock_counter > 0
 
 
 class BaseAsyncFileLock(BaseFileLock):
@@ -446,10 +475,10 @@ class BaseAsyncFileLock(BaseFileLock):
 
     _deadlock_holder = "BaseAsyncFileLock instance in this task"
 
-    def __init__(self, lock_file: Union[str, os.PathLike], timeout: float = -1, mode: int = _UNSET_MODE,
+    def __init__(self, lock_file: Union[str, os.PathLike[str]], timeout: float = -1, mode: int = _UNSET_MODE,
                  thread_local: bool = False, *, blocking: bool = True, is_singleton: bool = False,
                  poll_interval: float = 0.05, loop: Optional[asyncio.AbstractEventLoop] = None,
-                 run_in_executor: bool = True, executor=None, **options: Any) -> None:
+                 run_in_executor: bool = True, executor: Optional[Executor] = None, **options: Any) -> None:
         """BaseFileLock's arguments (thread_local defaults to False), and ``loop``,
         ``run_in_executor`` (tries run in ``executor``, default the loop's) as filelock's."""
         if thread_local and run_in_executor:
@@ -464,7 +493,7 @@ class BaseAsyncFileLock(BaseFileLock):
         return self._run_in_executor
 
     @property
-    def executor(self):
+    def executor(self) -> Optional[Executor]:
         """The executor of the tries (None: the loop's default)."""
         return self._executor
 
@@ -473,17 +502,17 @@ class BaseAsyncFileLock(BaseFileLock):
         """The event loop given, if any."""
         return self._loop
 
-    async def _call(self, function, *args):
+    async def _call(self, function: Callable[..., _T], *args: Any) -> _T:
         if not self._run_in_executor:
             return function(*args)
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
-    async def _try(self, handle: int, poll: int) -> bool:
+    async def _try(self, handle: Optional[int], poll: int) -> bool:
         """One try (re-entry, or acquire, or take over a stale holder's lock). Cancelled while
         it runs in the executor, it is undone when it finishes."""
         if not self._run_in_executor:
             return self._tried(_lock(handle, 0, poll))
-        outcome = {"abandoned": False, "done": False, "code": None}
+        outcome: dict[str, Optional[int]] = {"abandoned": False, "done": False, "code": None}
         guard = threading.Lock()
 
         def attempt() -> int:
@@ -509,9 +538,12 @@ class BaseAsyncFileLock(BaseFileLock):
         self._check(code, "acquire")
         return True
 
-    async def acquire(self, timeout: Optional[float] = None, poll_interval: Optional[float] = None, *,
-                      blocking: Optional[bool] = None,
-                      cancel_check: Optional[Callable[[], bool]] = None) -> AsyncAcquireReturnProxy:
+    # (a coroutine here, as filelock's BaseAsyncFileLock.acquire and release, which override
+    # BaseFileLock's the same way: not substitutable, by filelock's design)
+    async def acquire(  # type: ignore[override]
+            self, timeout: Optional[float] = None, poll_interval: Optional[float] = None, *,
+            blocking: Optional[bool] = None,
+            cancel_check: Optional[Callable[[], bool]] = None) -> AsyncAcquireReturnProxy:
         """Acquires the lock (see BaseFileLock.acquire), waiting with asyncio.sleep."""
         settings = self._settings
         timeout = settings.timeout if timeout is None else timeout
@@ -525,7 +557,7 @@ class BaseAsyncFileLock(BaseFileLock):
         fresh = count == 0
         if fresh:
             _LOGGER.debug("Attempting to acquire lock %s on %s", id(self), self._lock_file)
-            if timeout_ns < 0 and _async_holders.get(task, {}).get(key, id(self)) != id(self):
+            if timeout_ns < 0 and _holds_through_another(task, key, self):
                 self._check(errno.EDEADLK, "acquire")  # this task holds it through another object
         deadline = None if timeout_ns < 0 else loop.time() + timeout_ns / 1e9
         while not await self._try(handle, poll):
@@ -540,12 +572,12 @@ class BaseAsyncFileLock(BaseFileLock):
             _LOGGER.debug("Lock %s not acquired on %s, waiting %s seconds ...", id(self), self._lock_file, nap)
             await asyncio.sleep(nap)
         if fresh and task is not None:
-            _async_holders.setdefault(task, {})[key] = id(self)
+            _async_holders.setdefault(task, {})[key] = weakref.ref(self)
             self._holder_key = (weakref.ref(task), key)
         _LOGGER.debug("Lock %s acquired on %s", id(self), self._lock_file)
         return AsyncAcquireReturnProxy(self)
 
-    async def release(self, force: bool = False) -> None:
+    async def release(self, force: bool = False) -> None:  # type: ignore[override]  # (see acquire)
         """Ends one of the caller's acquisitions (``force``: all); the last releases the lock."""
         def release() -> int:
             BaseFileLock.release(self, force)
@@ -554,20 +586,21 @@ class BaseAsyncFileLock(BaseFileLock):
         if self._made() is None or await self._call(release) == 0:
             task, key = self.__dict__.pop("_holder_key", (lambda: None, None))
             held = _async_holders.get(task(), {}) if task() is not None else {}
-            if held.get(key) == id(self):
+            if key in held and held[key]() in (self, None):
                 del held[key]
 
-    def __enter__(self):
+    def __enter__(self) -> NoReturn:
         raise NotImplementedError("Do not use `with` for asyncio locks, use `async with` instead.")
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> NoReturn:
         raise NotImplementedError("Do not use `with` for asyncio locks, use `async with` instead.")
 
     async def __aenter__(self) -> "BaseAsyncFileLock":
         await self.acquire()
         return self
 
-    async def __aexit__(self, exc_type, body_error, traceback) -> None:
+    async def __aexit__(self, exc_type: Optional[type[BaseException]], body_error: Optional[BaseException],
+                        traceback: Optional[TracebackType]) -> None:
         try:
             await self.release()
         except BaseException as release_error:

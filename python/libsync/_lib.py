@@ -12,6 +12,14 @@ from __future__ import annotations
 import ctypes
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Optional, TypeVar, overload
+
+if TYPE_CHECKING:  # names of the ctypes stubs only
+    from ctypes import _CDataType, _NamedFuncPointer, _SimpleCData
+
+    CType = type[_CDataType]  # an argument type of a C function (c_int, POINTER(...), CFUNCTYPE(...))
+
+_T = TypeVar("_T")
 
 __all__ = ["nonblocking", "blocking", "declare", "path", "version"]
 
@@ -52,11 +60,19 @@ except OSError as error:  # pragma: no cover - a broken or foreign file
     raise ImportError(f"cannot load {path}: {error}; {_HOW_TO_BUILD}") from None
 
 
-def declare(handle: ctypes.CDLL, name: str, restype, *argtypes):
+@overload
+def declare(handle: ctypes.CDLL, name: str, restype: None, *argtypes: CType) -> Callable[..., None]: ...
+@overload
+def declare(handle: ctypes.CDLL, name: str, restype: type[_SimpleCData[_T]], *argtypes: CType) -> Callable[..., _T]: ...
+
+
+def declare(handle: ctypes.CDLL, name: str, restype: Optional[type[_SimpleCData[_T]]],
+            *argtypes: CType) -> Callable[..., Optional[_T]]:
     """The C function `name` from `handle`, with its result type set. With `argtypes` ctypes
     converts and checks the arguments; without, the caller passes ctypes objects or ints that fit
-    a C int (conversion is most of a short call's cost)."""
-    function = getattr(handle, name)
+    a C int (conversion is most of a short call's cost). Typed as what ctypes returns for
+    `restype`: c_int gives an int, c_bool a bool, c_void_p an int or None, None None."""
+    function: _NamedFuncPointer = getattr(handle, name)
     function.restype = restype
     if argtypes:
         function.argtypes = argtypes

@@ -27,10 +27,27 @@ from __future__ import annotations
 import ctypes
 import functools
 from ctypes import c_bool, c_int, c_int32, c_int64, c_size_t, c_void_p, py_object
-from typing import Any, Callable, Generic, Hashable, Iterator, List, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Hashable, Iterator, List, Optional, TypeVar, cast
 
 from ._common import declare, deadline, wait
 from ._memory import PRIVATE, attach_choice, ref
+
+if TYPE_CHECKING:
+    from ctypes import _SimpleCData
+    from typing import TypedDict
+
+    class _IntFunctions(TypedDict):
+        """The C functions of AtomicInt of one width, by operation."""
+        get: Callable[..., int]
+        set: Callable[..., None]
+        compare_and_set: Callable[..., bool]
+        get_and_set: Callable[..., int]
+        get_and_add: Callable[..., int]
+        add_and_get: Callable[..., int]
+        get_and_increment: Callable[..., int]
+        get_and_decrement: Callable[..., int]
+        increment_and_get: Callable[..., int]
+        decrement_and_get: Callable[..., int]
 
 __all__ = ["AtomicBool", "AtomicInt", "AtomicReference", "Throttler", "ThrottlerFull", "ConcurrentDict"]
 
@@ -43,7 +60,7 @@ V = TypeVar("V")
 # checked here and passed as ctypes objects or ints that fit a C int.
 
 
-def _storage(ctype: type, buffer: Any, offset: int) -> Any:
+def _storage(ctype: type[_SimpleCData[int]], buffer: Any, offset: int) -> _SimpleCData[int]:
     return ctype() if buffer is PRIVATE else ref(buffer, offset, ctype)
 
 
@@ -95,7 +112,8 @@ class AtomicBool:
         return f"AtomicBool({self.get()})"
 
 
-_BOOL = tuple(declare(f"sync_atomic_bool_{op}", None if op == "set" else c_bool) for op in ("get", "set", "compare_and_set", "get_and_set"))
+_BOOL = (declare("sync_atomic_bool_get", c_bool), declare("sync_atomic_bool_set", None),
+         declare("sync_atomic_bool_compare_and_set", c_bool), declare("sync_atomic_bool_get_and_set", c_bool))
 
 
 class AtomicInt:
@@ -176,10 +194,12 @@ class AtomicInt:
         return f"AtomicInt({self.get()}, bits={self.bits})"
 
 
-_INT = {bits: {op: declare(f"sync_atomic_int{bits}_{op}", {"compare_and_set": c_bool, "set": None}.get(op, ctype))
-               for op in ("get", "set", "compare_and_set", "get_and_set", "get_and_add", "add_and_get",
-                          "get_and_increment", "get_and_decrement", "increment_and_get", "decrement_and_get")}
-        for bits, ctype in ((32, c_int32), (64, c_int64))}
+_INT: dict[int, _IntFunctions] = {
+    bits: cast("_IntFunctions", {
+        op: declare(f"sync_atomic_int{bits}_{op}", {"compare_and_set": c_bool, "set": None}.get(op, ctype))
+        for op in ("get", "set", "compare_and_set", "get_and_set", "get_and_add", "add_and_get",
+                   "get_and_increment", "get_and_decrement", "increment_and_get", "decrement_and_get")})
+    for bits, ctype in ((32, c_int32), (64, c_int64))}
 
 # ---- Python objects through the C ABI: Py_IncRef / Py_DecRef are the retain and release. -------
 
@@ -214,7 +234,8 @@ class AtomicReference(Generic[T]):
 
     def get(self) -> Optional[T]:
         """The object now."""
-        return _ref_get(self._p)
+        value: Optional[T] = _ref_get(self._p)  # (a py_object result: the object stored)
+        return value
 
     def set(self, value: Optional[T]) -> None:
         """Stores ``value``."""
@@ -222,7 +243,8 @@ class AtomicReference(Generic[T]):
 
     def get_and_set(self, value: Optional[T]) -> Optional[T]:
         """Stores ``value``; returns the previous object."""
-        return _ref_get_and_set(self._p, py_object(value))
+        previous: Optional[T] = _ref_get_and_set(self._p, py_object(value))
+        return previous
 
     def compare_and_set(self, expected: Optional[T], desired: Optional[T]) -> bool:
         """Stores ``desired`` if the current object ``is expected``; returns whether it did."""
@@ -324,7 +346,7 @@ class Throttler:
     def __exit__(self, *exc: Any) -> None:
         _exit(self._p)
 
-    def __call__(self, function: Optional[Callable] = None, *, on_full: Any = _RAISE) -> Any:
+    def __call__(self, function: Optional[Callable[..., Any]] = None, *, on_full: Any = _RAISE) -> Any:
         """Decorator: ``@throttler`` raises ThrottlerFull when full; ``@throttler(on_full=x)``
         makes the call return ``x`` instead."""
         if function is None:
@@ -371,6 +393,7 @@ class ConcurrentDict(Generic[K, V]):
     docs/atomics.md). Mapping methods: d[k], d[k] = v, del d[k], get, pop, len, in, keys() (a snapshot list), iteration over that snapshot."""
 
     __slots__ = ("_d", "__weakref__")
+    _d: Optional[c_void_p]  # (None once freed)
 
     def __init__(self, items: Any = ()) -> None:
         handle = c_void_p()
@@ -384,9 +407,10 @@ class ConcurrentDict(Generic[K, V]):
         value = _dict_get_or(self._d, key, hash(key), _MISSING)
         if value is _MISSING:
             raise KeyError(key)
-        return value
+        found: V = value
+        return found
 
-    def get(self, key: K, default: Any = None) -> Any:
+    def get(self, key: object, default: Any = None) -> Any:
         """The value for ``key``, or ``default`` if it has none (dict.get)."""
         return _dict_get_or(self._d, key, hash(key), default)
 
@@ -431,10 +455,9 @@ class ConcurrentDict(Generic[K, V]):
 
 
 _dict_create = declare("sync_dictionary_create_with_object_keys", c_int)
-_dict_get_or = declare("sync_dictionary_get_or", py_object)
 # The read path converts through argtypes: cheaper here than building three ctypes objects per
 # call. The hash goes as a signed size (the same bits as the c_size_t(hash & mask) writers pass).
-_dict_get_or.argtypes = [c_void_p, py_object, ctypes.c_ssize_t, py_object]
+_dict_get_or = declare("sync_dictionary_get_or", py_object, c_void_p, py_object, ctypes.c_ssize_t, py_object)
 _dict_set = declare("sync_dictionary_set", c_int)
 _dict_remove = declare("sync_dictionary_remove", c_int)
 _dict_count = declare("sync_dictionary_count", c_size_t)
@@ -442,6 +465,9 @@ _dict_keys = declare("sync_dictionary_keys", c_size_t)
 _dict_destroy = declare("sync_dictionary_destroy", None)
 
 
-@ctypes.CFUNCTYPE(None, py_object, c_size_t, py_object)
-def _KEYS_CALLBACK(key: Any, _hash: int, found: List[Any]) -> None:
+def _append_key(key: object, _hash: int, found: List[object]) -> None:
     found.append(key)
+
+
+# (made by a call: a prototype as a decorator would leave the function untyped for mypy)
+_KEYS_CALLBACK = ctypes.CFUNCTYPE(None, py_object, c_size_t, py_object)(_append_key)

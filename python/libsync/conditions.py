@@ -31,7 +31,7 @@ import os
 import threading
 import time
 from ctypes import byref, c_bool, c_int, c_int64, c_uint32, c_uint64
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 from ._common import (ETIMEDOUT, check, deadline as _deadline, declare, error, init_error, interruptible, layout,
                       lock_deadline, wait, word, words as _words)
@@ -128,6 +128,10 @@ class Condition:
             method = getattr(lock, name, None)
             if method is not None:
                 setattr(self, name, method)
+        self._wait_slice: Optional[Callable[..., int]]
+        self._signal: Optional[Callable[[int], int]]
+        self._lock_words: Union[memoryview, tuple[None]]
+        self._holder: Union[_ThreadID, type[_AnyThread]]
         if isinstance(lock, (RLock, Lock)):  # Lock and Mutex: a mutex word
             self._wait_slice = _cond_wait_recursive if isinstance(lock, RLock) else _cond_wait_mutex
             # notify's one C call, its arguments bound once (argument conversion is most of its cost).
@@ -139,7 +143,8 @@ class Condition:
             self._lock_words, self._holder = (None,), _AnyThread
 
     def __enter__(self) -> bool:
-        return self._lock.__enter__()
+        entered: bool = self._lock.__enter__()  # (any lock: threading's return True)
+        return entered
 
     def __exit__(self, *exc: Any) -> None:
         self._lock.__exit__(*exc)
@@ -265,14 +270,14 @@ def _int64(value: Any, what: str) -> c_int64:
 
 _cl_init = declare("sync_condition_lock_init")
 _cl_wait = declare("sync_condition_lock_lock_when_interruptible", blocking=True)
-_cl_trylock = declare("sync_condition_lock_trylock")
-_cl_trylock_when = declare("sync_condition_lock_trylock_when")
+_cl_trylock = declare("sync_condition_lock_try_lock")
+_cl_trylock_when = declare("sync_condition_lock_try_lock_when")
 _cl_unlock = declare("sync_condition_lock_unlock")
 _cl_unlock_with = declare("sync_condition_lock_unlock_with")
 _cl_condition = declare("sync_condition_lock_condition", c_int64)
 # The first try of a blocking acquire (lock-order checking counts a lock taken there as a lock).
-_cl_take = declare("sync_condition_lock_trylock_first")
-_cl_take_when = declare("sync_condition_lock_trylock_when_first")
+_cl_take = declare("sync_condition_lock_try_lock_first")
+_cl_take_when = declare("sync_condition_lock_try_lock_when_first")
 
 
 class ConditionLock(_Memory):
@@ -372,7 +377,7 @@ class ConditionLock(_Memory):
 # ---- Semaphores -------------------------------------------------------------------------------
 
 _sem_init = declare("sync_semaphore_init")
-_sem_trywait = declare("sync_semaphore_trywait")
+_sem_trywait = declare("sync_semaphore_try_wait")
 _sem_wait = declare("sync_semaphore_wait_interruptible", blocking=True)
 _sem_signal = declare("sync_semaphore_signal")
 _sem_value = declare("sync_semaphore_value", c_uint32)
@@ -536,7 +541,7 @@ class Barrier(_Memory):
             if code:
                 raise init_error(code, "Barrier")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., Barrier], tuple[str, int, int, Optional[float]]]:
         if self._shm is None:
             raise TypeError("a Barrier can be pickled only when it lives in a SharedMemory")
         return (_attach_barrier, (self._shm.name, self._offset, self.parties, self._timeout))
@@ -569,7 +574,7 @@ class Barrier(_Memory):
         """Breaks the barrier: waits raise BrokenBarrierError until reset()."""
         check(_barrier_abort(self._p), "Barrier.abort")
 
-    def _status(self):
+    def _status(self) -> tuple[int, int, bool]:
         parties, waiting, broken = c_uint32(), c_uint32(), c_bool()
         check(_barrier_status(self._p, byref(parties), byref(waiting), byref(broken)), "Barrier")
         return parties.value, waiting.value, broken.value

@@ -127,8 +127,7 @@ def _name_thread() -> None:
         _thread_name(name.encode("unicode_escape") or b"?")
 
 
-@_SITE_HOOK
-def _site_hook(buffer: Any, size: int, _context: Any) -> int:
+def _write_site(buffer: ctypes._Pointer[c_char], size: int, _context: Optional[int]) -> int:
     try:
         stack = _python_stack()
         if stack:  # a Python thread: its name goes with the order
@@ -140,11 +139,13 @@ def _site_hook(buffer: Any, size: int, _context: Any) -> int:
         return 0
 
 
+_site_hook = _SITE_HOOK(_write_site)  # (a prototype as a decorator would leave the function untyped for mypy)
+
+
 _handler: Optional[Callable[[Cycle], Any]] = None
 
 
-@_HANDLER
-def _deliver(cycle_pointer: Any, _context: Any) -> None:
+def _deliver_cycle(cycle_pointer: ctypes._Pointer[_CCycle], _context: Optional[int]) -> None:
     cycle = cycle_pointer.contents
     def text(value: Optional[bytes]) -> Optional[str]:
         return None if value is None else value.decode("utf-8", "replace")
@@ -158,6 +159,9 @@ def _deliver(cycle_pointer: Any, _context: Any) -> None:
         except BaseException:
             print("libsync.debug: the lock-order handler raised:", file=sys.stderr)
             traceback.print_exc()
+
+
+_deliver = _HANDLER(_deliver_cycle)
 
 
 # Locks made while checking is on are forgotten when freed (libsync.locks and .conditions ask).
@@ -184,14 +188,16 @@ def name_lock(lock: Any, name: Optional[str], address: Optional[int] = None) -> 
         raise ValueError(f"invalid lock name {name!r}: a name is not empty, is UTF-8, and has no control character")
 
 
-@_THREAD_HOOK
-def _thread_hook(_context: Any) -> None:
+def _name_waiting_thread(_context: Optional[int]) -> None:
     """Before each first try of a blocking acquire (while checking is on): the thread's Python
     name goes to libsync (reports and waits show it)."""
     try:
         _name_thread()
     except BaseException:  # never into libsync's C frames
         pass
+
+
+_thread_hook = _THREAD_HOOK(_name_waiting_thread)
 
 
 def _start() -> None:

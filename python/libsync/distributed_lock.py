@@ -20,10 +20,12 @@ acquisition; and, over the same core, a drop-in for ``filelock``::
 
 Targets: a path (the file system), ``postgresql://user:password@host:port/db?lock=NAME``
 (``postgres://`` too; a session advisory lock, released by the server when the holder's
-connection ends), or ``redis://:password@host:port/db?lock=NAME&ttl=10`` (a lease renewed while
+connection ends), ``redis://:password@host:port/db?lock=NAME&ttl=10`` (a lease renewed while
 held: a holder stopped for less than ``ttl`` seconds keeps the lock, wherever the stop falls;
 a holder on another host that dies leaves it held for more than ``ttl`` and at most
-``ttl`` + ``ttl``/3 seconds). Both URLs take ``connect_timeout=SECONDS`` (default 5). ``lock.token`` is the fencing
+``ttl`` + ``ttl``/3 seconds), or ``etcd://user:password@host:port?lock=NAME&ttl=10`` (a key on a
+lease kept alive while held, waiters queued and watching; plain HTTP, no TLS). The URLs take
+``connect_timeout=SECONDS`` (default 5). ``lock.token`` is the fencing
 token of the caller's hold: larger than every earlier acquisition's, so a resource that refuses
 smaller tokens is safe from a holder that lost the lock (see docs/distributed_lock.md).
 
@@ -49,8 +51,8 @@ is not a directory), PermissionError (the parent is not writable), FileExistsErr
 that is not a lock is at the path), OSError(ENAMETOOLONG) or ValueError; acquire raises
 ``Timeout`` (a TimeoutError) or RuntimeError (the caller holds it already: waiting would never
 end); after the caller's hold was lost (``is_locked`` is False: broken, lease expired, session
-ended), the next ``acquire()`` or ``try_lock()`` raises that loss's ``LockLostError`` once,
-ending the lost hold, and the one after acquires; release raises ``NotLockedError`` (the caller does not hold it), or a ``LockLostError``:
+ended), the next ``acquire()`` or ``try_lock()`` raises ``LockBrokenError`` (a ``LockLostError``)
+once, the core ending the lost hold, and the one after acquires; release raises ``NotLockedError`` (the caller does not hold it), or a ``LockLostError``:
 ``LockBrokenError`` (the hold was lost meanwhile: broken, lease expired, server session ended) or
 ``LockStolenError`` (lost, and someone else holds it now). Server targets add ValueError (a
 malformed URL), OSError(ELIBACC) (the client library is missing: the message says which Debian
@@ -63,18 +65,24 @@ from __future__ import annotations
 import errno
 import os
 from datetime import datetime
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, cast
 
-from ._distributed import (Holder, HoldEvent, LockBrokenError, LockLostError, LockStolenError, NotLockedError,
-                           Timeout, _break, _count, _event_handler, _Handle, _hold_state, _is_held, _path, _poll_ns,
+from ._distributed import (Holder, HoldEvent, LockBrokenError, LockLostError, LockPath, LockStolenError, NotLockedError,
+                           Timeout, _break, _event_handler, _Handle, _hold_state, _is_held, _path, _poll_ns,
                            _raise_error, _raise_release_error, _read_holder, _read_token, _recover,
-                           _RELEASE_ON_DESTROY, _seconds_to_ns, _timeout, _try_lock, _unlock, _unlock_all, _wait)
+                           _RELEASE_ON_DESTROY, _seconds_to_ns, _timeout, _try_lock, _unlock, _wait)
 from ._filelock import (AcquireReturnProxy, AsyncAcquireReturnProxy, AsyncFileLock,
                         AsyncSoftFileLock, BaseAsyncFileLock, BaseFileLock, FileLock, SoftFileLock)
+from ._filelock_lease import AsyncSoftFileLease, LeaseCompromise, SoftFileLease
+from ._filelock_rw import (AcquireReadWriteReturnProxy, AsyncAcquireReadWriteReturnProxy, AsyncReadWriteLock,
+                           AsyncSoftReadWriteLock, ReadWriteLock, SoftReadWriteLock)
 
 __all__ = ["DistributedLock", "Holder", "HoldEvent", "Timeout", "NotLockedError", "LockLostError", "LockBrokenError", "LockStolenError",
            "FileLock", "SoftFileLock", "AsyncFileLock", "AsyncSoftFileLock", "BaseFileLock", "BaseAsyncFileLock",
-           "AcquireReturnProxy", "AsyncAcquireReturnProxy"]
+           "AcquireReturnProxy", "AsyncAcquireReturnProxy",
+           "ReadWriteLock", "AsyncReadWriteLock", "SoftReadWriteLock", "AsyncSoftReadWriteLock",
+           "AcquireReadWriteReturnProxy", "AsyncAcquireReadWriteReturnProxy",
+           "SoftFileLease", "AsyncSoftFileLease", "LeaseCompromise"]
 
 
 class _Acquired:
@@ -87,7 +95,7 @@ class _Acquired:
     def __enter__(self) -> "DistributedLock":
         return self.lock
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.lock.release()
 
 
@@ -97,10 +105,10 @@ class DistributedLock:
     would-be holder: two objects for one path exclude each other, in one process or not; one
     object's threads take turns (the holder is the thread that acquired it). Not recursive."""
 
-    def __init__(self, path: Union[str, bytes, os.PathLike], timeout: float = -1,
+    def __init__(self, path: LockPath, timeout: float = -1,
                  poll_interval: float = 0.05, *,
                  on_event: Optional[Callable[["DistributedLock", HoldEvent], None]] = None) -> None:
-        """``path``: a path, or a postgresql:// / redis:// URL (the server is connected to now).
+        """``path``: a path, or a postgresql:// / redis:// / etcd:// URL (the server is connected to now).
         ``on_event(lock, event)`` is called when this process learns that a hold acquired through
         this object was lost (HoldEvent.LOST), or (Redis) is in doubt and back (SUSPENDED,
         RESUMED): on libsync's notifier thread, one call at a time; it may call this object
@@ -135,7 +143,8 @@ class DistributedLock:
     @property
     def path(self) -> str:
         """The lock's absolute path (a URL target: the URL without its password)."""
-        return os.fsdecode(_path(self._handle.value))
+        # (NULL only for a NULL object, which this one's handle is not while it lives)
+        return os.fsdecode(cast(bytes, _path(self._handle.value)))
 
     lock_file = path  # filelock's name
 
@@ -143,8 +152,6 @@ class DistributedLock:
         """Acquires the lock if it is free, without blocking: True if the caller holds it now,
         False if someone else holds it."""
         code = _try_lock(self._handle.value)
-        if code == errno.EDEADLK and _end_lost_hold(self):
-            code = _try_lock(self._handle.value)
         if code == errno.EBUSY:
             return False
         self._check(code, "try_lock")
@@ -160,8 +167,6 @@ class DistributedLock:
         poll = _poll_ns(self.poll_interval if poll_interval is None else poll_interval)
         timeout_ns = 0 if not blocking else _seconds_to_ns(timeout, "timeout")
         code = _wait(self._handle.value, timeout_ns, poll)
-        if code == errno.EDEADLK and _end_lost_hold(self):
-            code = _wait(self._handle.value, timeout_ns, poll)
         if code == errno.ETIMEDOUT:
             raise _timeout(self.path)
         self._check(code, "acquire")
@@ -206,26 +211,17 @@ class DistributedLock:
         return bool(_is_held(self._handle.value))
 
     def _check(self, code: int, operation: str) -> None:
+        if code == errno.ESTALE:  # the caller's hold was lost: the core ended it now
+            _raise_release_error(code, self)
         _raise_error(code, operation, self.path, "this DistributedLock object (it is not recursive)")
 
     def __enter__(self) -> "DistributedLock":
         self.acquire()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
     def __repr__(self) -> str:
         return f"DistributedLock({self.path!r}, is_locked={self.is_locked})"
 
-
-def _end_lost_hold(lock: "DistributedLock") -> bool:
-    """After EDEADLK from an acquire: if the caller's hold through ``lock`` was lost meanwhile
-    (the core still counts it, the store no longer has it), ends it and raises its LockLostError
-    (the loss is reported once); True if it ended cleanly after all (try again), False if the
-    caller does hold it."""
-    handle = lock._handle.value
-    if _count(handle) == 0 or _is_held(handle):
-        return False
-    _raise_release_error(_unlock_all(handle), lock)
-    return True

@@ -26,14 +26,14 @@ SharedMemory's ``buf`` reads) or a closed SharedMemory raises ValueError.
 Robust mode (``Mutex(buffer=shm, initialize=True, robust=True)``, also ``RLock``): when a
 holder dies holding the lock (its thread exits, its process is killed), the next acquire raises
 ``OwnerDiedError`` *with the lock held*; repair the state the lock guards, call
-``mark_consistent()``, then ``release()``. Releasing without ``mark_consistent()`` makes every
+``consistent()``, then ``release()``. Releasing without ``consistent()`` makes every
 later acquire raise ``NotRecoverableError``::
 
     try:
         mutex.acquire()
     except OwnerDiedError:
         repair()
-        mutex.mark_consistent()
+        mutex.consistent()
     try:
         ...
     finally:
@@ -51,13 +51,24 @@ import ctypes
 import functools
 import errno
 from ctypes import POINTER, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, TypeVar
 
-from ._common import (EDEADLK, FOREVER, DeadlockError, LockError, NotOwnerError, NotRecoverableError, OwnerDiedError,
-                      acquire, acquired, check, declare, error, init_error, interruptible, layout, lock_deadline, wait,
-                      word, words)
+from ._common import (EBUSY, EDEADLK, ETIMEDOUT, FOREVER, DeadlockError, LockError, NotOwnerError,
+                      NotRecoverableError, OwnerDiedError, acquire, acquired, check, declare, deprecated, error, init_error,
+                      interruptible, layout, lock_deadline, wait, word, words)
 from . import _aio, debug as _debug
 from ._memory import PRIVATE, attach_choice, ref as _ref
+
+if TYPE_CHECKING:
+    from multiprocessing.shared_memory import SharedMemory
+
+    class _SideAcquire(Protocol):
+        """A side of an RWLock: acquire(p, blocking, timeout), as threading's acquire."""
+        def __call__(self, p: c_void_p, blocking: bool = ..., timeout: float = ...) -> bool: ...
+
+    _SideRelease = Callable[[c_void_p], None]  # release(p)
+
+_M = TypeVar("_M", bound="_Memory")
 
 __all__ = ["Lock", "RLock", "Mutex", "RWLock", "UpgradableRead", "SpinLock", "Once", "once", "synchronized",
            "LockError", "DeadlockError", "NotOwnerError", "OwnerDiedError", "NotRecoverableError"]
@@ -75,8 +86,13 @@ class _Memory:
     """Lock state in memory this object owns, or in a caller's (shared) buffer."""
     __slots__ = ("_cells", "_p", "_shm", "_offset", "_shared", "__weakref__")
     _WORDS = 1
+    _cells: ctypes.Array[Any]  # 32-bit words (a robust lock: 64-bit ones)
+    _p: c_void_p               # their address
+    _shm: Optional[SharedMemory]
+    _offset: int
+    _shared: bool
 
-    def _place(self, buffer: Any, offset: int, cells: Any = None) -> bool:
+    def _place(self, buffer: Any, offset: int, cells: Optional[type[ctypes.Array[Any]]] = None) -> bool:
         """Sets _cells/_p (a `cells` array, default _WORDS 32-bit words); returns whether the
         memory is shared."""
         cells = cells or c_uint32 * self._WORDS
@@ -88,7 +104,8 @@ class _Memory:
                 if buffer.buf is None:
                     raise ValueError(f"the SharedMemory {buffer.name!r} is closed")
                 self._shm, buffer = buffer, buffer.buf
-            _ref(buffer, offset, cells._type_)  # checks type, writability, range, alignment (and None)
+            # (typeshed declares Array._type_ an instance property; the class has it: the element type)
+            _ref(buffer, offset, cells._type_)  # type: ignore[arg-type]  # checks type, writability, range, alignment (and None)
             size = ctypes.sizeof(cells)
             try:
                 _ref(buffer, offset + size - 4, c_uint32)  # the last word: the rest of the range
@@ -103,22 +120,22 @@ class _Memory:
             _debug.track(self)                       # memory (a shared lock outlives its wrappers)
         return self._shared
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., _Memory], tuple[Any, ...]]:
         if self._shm is None:
             raise TypeError(f"a {type(self).__name__} can be pickled only when it lives in a SharedMemory")
         return (_attach, (type(self), self._shm.name, self._offset) + self._attach_options())
 
-    def _attach_options(self) -> tuple:
+    def _attach_options(self) -> tuple[dict[str, Any], ...]:
         """What __reduce__ passes on besides the memory: (), or (keyword arguments,)."""
         return ()
 
 
-def _attach(cls, name: str, offset: int, options: Optional[dict] = None):
+def _attach(cls: Callable[..., _M], name: str, offset: int, options: Optional[dict[str, Any]] = None) -> _M:
     from multiprocessing import shared_memory
     return cls(buffer=shared_memory.SharedMemory(name=name), offset=offset, initialize=False, **(options or {}))
 
 
-def _init(function, pointer, flags: int, what: str = "init") -> None:
+def _init(function: Callable[..., int], pointer: c_void_p, flags: int, what: str = "init") -> None:
     code = function(pointer, c_int(flags))
     if code:
         raise init_error(code, what)
@@ -127,8 +144,8 @@ def _init(function, pointer, flags: int, what: str = "init") -> None:
 # ---- Lock, Mutex ---------------------------------------------------------------------------
 
 _mutex_init = declare("sync_mutex_init")
-_mutex_trylock = declare("sync_mutex_trylock")
-_mutex_trylock_first = declare("sync_mutex_trylock_first")
+_mutex_trylock = declare("sync_mutex_try_lock")
+_mutex_trylock_first = declare("sync_mutex_try_lock_first")
 _mutex_unlock = declare("sync_mutex_unlock")
 _mutex_is_locked = declare("sync_mutex_is_locked")
 _mutex_wait = declare("sync_mutex_lock_interruptible", blocking=True)
@@ -149,6 +166,11 @@ class _Acquirable(_Memory):
     blocking acquire: the C `_trylock_first` form of _TRY (lock-order checking counts a lock
     taken at that first try as a lock, not as a trylock)."""
     __slots__ = ()
+    # (the C functions: class attributes that do not bind, as ctypes functions are no methods)
+    _TRY: Callable[[c_void_p], int]
+    _TAKE: Callable[[c_void_p], int]
+    _WAIT: Callable[..., int]
+    _WHAT: str
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         """Acquires the lock, as threading's acquire: True if acquired, False on timeout or if
@@ -164,7 +186,7 @@ class _Acquirable(_Memory):
 
 # The async forms (sync/async.h, docs/async.md): the first try takes the lock for an owner
 # without a handle; only a lock that is held starts a pending acquire (awaited through _aio).
-_mutex_trylock_async = declare("sync_mutex_trylock_async", c_int, c_void_p, c_size_t)
+_mutex_try_lock_async = declare("sync_mutex_try_lock_async", c_int, c_void_p, c_size_t)
 _mutex_lock_async = declare("sync_mutex_lock_async_owner", c_int, c_void_p, c_int64, c_int, c_void_p, c_void_p,
                             c_size_t, POINTER(c_void_p))
 _mutex_unlock_async = declare("sync_mutex_unlock_async", c_int, c_void_p, c_size_t)
@@ -232,11 +254,12 @@ class Lock(_Acquirable):
         and the lock not taken (see docs/async.md); Mutex: as Mutex.acquire, OwnerDiedError
         and NotRecoverableError, and DeadlockError for the task that holds it."""
         owner = self._async_owner()
+        limit: Optional[c_int64]
         if blocking is True and timeout == -1:
             limit = FOREVER
         else:
             limit = lock_deadline(blocking, timeout)
-        code = _mutex_trylock_async(self._p, owner)
+        code = _mutex_try_lock_async(self._p, owner)
         if code == _EBUSY and limit is not None:
             code = await self._wait_async(owner, limit)
         if not code:
@@ -254,7 +277,7 @@ class Lock(_Acquirable):
     async def __aenter__(self) -> bool:
         """``async with lock:``: acquire_async() for the block."""
         owner = self._async_owner()
-        code = _mutex_trylock_async(self._p, owner)
+        code = _mutex_try_lock_async(self._p, owner)
         if code == _EBUSY:
             code = await self._wait_async(owner, FOREVER)
         if code:
@@ -273,6 +296,7 @@ class Lock(_Acquirable):
 class _Robust(_Acquirable):
     """An owner-checked lock that may be robust (16 bytes, 8-aligned), initialized by _INIT."""
     __slots__ = ()
+    _INIT: Callable[..., int]
 
     def __init__(self, buffer: Any = PRIVATE, offset: int = 0, *, initialize: Optional[bool] = None,
                  robust: bool = False, name: Optional[str] = None):
@@ -290,7 +314,7 @@ class _Robust(_Acquirable):
     def _robust(self) -> bool:
         return isinstance(self._cells, _ROBUST_CELLS)
 
-    def _attach_options(self) -> tuple:
+    def _attach_options(self) -> tuple[dict[str, Any], ...]:
         return ({"robust": True},) if self._robust() else ()
 
     def _at_fork_reinit(self) -> None:
@@ -305,7 +329,7 @@ class Mutex(_Robust, Lock):
     another thread NotOwnerError. Otherwise as Lock.
 
     ``robust=True`` (16 bytes, 8-aligned): a holder's death is reported to the next acquire as
-    OwnerDiedError, with the lock held; ``mark_consistent()`` then ``release()`` (see the
+    OwnerDiedError, with the lock held; ``consistent()`` then ``release()`` (see the
     module's doc). In other processes pass ``robust=True, initialize=False`` too, or pickle it.
     """
     __slots__ = ()
@@ -330,7 +354,7 @@ class Mutex(_Robust, Lock):
         if code:
             raise error(code, "Mutex.release")
 
-    def mark_consistent(self) -> None:
+    def consistent(self) -> None:
         """Robust: the state the lock guards is repaired after OwnerDiedError, so that release()
         leaves the lock usable. NotOwnerError if the caller (thread, or task for a lock taken
         with acquire_async) does not hold it; LockError (EINVAL) if the lock is not robust or
@@ -340,7 +364,16 @@ class Mutex(_Robust, Lock):
             owner = _task_owner()
             if owner:
                 code = _mutex_consistent_async(self._p, owner)
-        check(code, "Mutex.mark_consistent")
+        check(code, "Mutex.consistent")
+
+    def mark_consistent(self) -> None:
+        """Deprecated (DeprecationWarning): consistent()."""
+        deprecated("Mutex.mark_consistent()", "consistent()")
+        self.consistent()
+
+    def is_owner(self) -> bool:
+        """Whether the calling thread holds it."""
+        return bool(_mutex_is_owner(self._p))
 
     # ---- asyncio: the holder is the task (its identity), as a thread holds the blocking form.
 
@@ -356,7 +389,8 @@ class Mutex(_Robust, Lock):
             raise error(code, "Mutex.release", "task")
 
     def owned(self) -> bool:
-        """Whether the calling thread holds it."""
+        """Deprecated (DeprecationWarning): is_owner()."""
+        deprecated("Mutex.owned()", "is_owner()")
         return bool(_mutex_is_owner(self._p))
 
 
@@ -366,8 +400,8 @@ _mutex_is_owner = declare("sync_mutex_is_owner")
 # ---- RLock ---------------------------------------------------------------------------------
 
 _rlock_init = declare("sync_recursive_lock_init")
-_rlock_trylock = declare("sync_recursive_lock_trylock")
-_rlock_trylock_first = declare("sync_recursive_lock_trylock_first")
+_rlock_trylock = declare("sync_recursive_lock_try_lock")
+_rlock_trylock_first = declare("sync_recursive_lock_try_lock_first")
 _rlock_unlock = declare("sync_recursive_lock_unlock")
 _rlock_depth = declare("sync_recursive_lock_depth", c_uint32)
 _rlock_wait = declare("sync_recursive_lock_lock_interruptible", blocking=True)
@@ -384,7 +418,7 @@ class RLock(_Robust):
     which may release it. 8 bytes of lock state.
 
     ``robust=True`` (16 bytes, 8-aligned), as Mutex's: OwnerDiedError leaves the caller holding
-    it once; ``mark_consistent()`` then ``release()``."""
+    it once; ``consistent()`` then ``release()``."""
     __slots__ = ()
     _WORDS = 2
     _INIT, _WAIT = _rlock_init, _rlock_wait
@@ -400,9 +434,14 @@ class RLock(_Robust):
         if _rlock_unlock(self._p):
             raise RuntimeError("cannot release un-acquired lock")
 
+    def consistent(self) -> None:
+        """Robust: as Mutex.consistent."""
+        check(_rlock_consistent(self._p), "RLock.consistent")
+
     def mark_consistent(self) -> None:
-        """Robust: as Mutex.mark_consistent."""
-        check(_rlock_consistent(self._p), "RLock.mark_consistent")
+        """Deprecated (DeprecationWarning): consistent()."""
+        deprecated("RLock.mark_consistent()", "consistent()")
+        check(_rlock_consistent(self._p), "RLock.consistent")
 
     # threading.Condition's protocol for recursive locks.
     def _is_owned(self) -> bool:
@@ -435,48 +474,88 @@ class RLock(_Robust):
 # ---- RWLock --------------------------------------------------------------------------------
 
 _rw_init = declare("sync_rwlock_init")
-_rw_tryrd = declare("sync_rwlock_tryrdlock")
-_rw_tryrd_first = declare("sync_rwlock_tryrdlock_first")
+_rw_tryrd = declare("sync_rwlock_try_rdlock")
+_rw_tryrd_first = declare("sync_rwlock_try_rdlock_first")
 _rw_rdunlock = declare("sync_rwlock_rdunlock")
 _rw_rdwait = declare("sync_rwlock_rdlock_interruptible", blocking=True)
-_rw_trywr = declare("sync_rwlock_trywrlock")
-_rw_trywr_first = declare("sync_rwlock_trywrlock_first")
+_rw_trywr = declare("sync_rwlock_try_wrlock")
+_rw_trywr_first = declare("sync_rwlock_try_wrlock_first")
 _rw_wrunlock = declare("sync_rwlock_wrunlock")
 _rw_wrwait = declare("sync_rwlock_wrlock_interruptible", blocking=True)
 _rw_downgrade = declare("sync_rwlock_downgrade")
 _rw_waiting = declare("sync_rwlock_waiting_writers", c_uint32)
-_rw_tryup = declare("sync_rwlock_tryuprdlock")
-_rw_tryup_first = declare("sync_rwlock_tryuprdlock_first")
+_rw_tryup = declare("sync_rwlock_try_uprdlock")
+_rw_tryup_first = declare("sync_rwlock_try_uprdlock_first")
 _rw_upunlock = declare("sync_rwlock_uprdunlock")
 _rw_upwait = declare("sync_rwlock_uprdlock_interruptible", blocking=True)
-_rw_tryupgrade = declare("sync_rwlock_tryupgrade")
+_rw_tryupgrade = declare("sync_rwlock_try_upgrade")
 _rw_upgradewait = declare("sync_rwlock_upgrade_interruptible", blocking=True)
 _rw_uprd_downgrade = declare("sync_rwlock_uprd_downgrade")
 _rw_downgrade_to_uprd = declare("sync_rwlock_downgrade_to_uprd")
+_rw_wruntil = declare("sync_rwlock_wrlock_until")     # a passed deadline: one try, EDEADLK, no sleep
+_rw_upuntil = declare("sync_rwlock_uprdlock_until")
+_PAST = c_int64(0)  # a deadline long gone
 _RELEASE_UNLOCKED = "release unlocked lock"  # threading.Lock's message
 
 
-def _rw_bounded(p, try_lock, take, wait_function, what: str, blocking: Any, timeout: Any) -> bool:
+def _owned_wait(code: int, p: c_void_p, wait_function: Callable[..., int], limit: Optional[c_int64], what: str,
+                undo: Optional[Callable[[c_void_p], int]],
+                first_look: Optional[Callable[[c_void_p, c_int64], int]] = None) -> bool:
+    """``acquired`` for a hold known by its thread (the write side, the upgradable read, an
+    upgrade), `undo` giving it back (it returns EPERM, changing nothing, if the caller does not
+    hold it). A signal handler's exception (Ctrl-C's KeyboardInterrupt) is raised as the wait's
+    C call returns, also when that call took the lock: `undo` then gives it back before the
+    exception goes on, so that no lock is left held with nothing to release it. `first_look`,
+    the side's `_until` form called holding the GIL with a passed deadline (one try, no sleep),
+    raises EDEADLK (the caller held it before the wait) outside that guard, so that the undo
+    never releases a hold the caller had (None: the caller has made sure of that)."""
+    if code != EBUSY or limit is None or undo is None:
+        return acquired(code, p, wait_function, limit, what)
+    if first_look is not None:
+        code = first_look(p, _PAST)
+        if code != ETIMEDOUT:
+            return not code or acquired(code, p, wait_function, None, what)
+    try:
+        return wait(wait_function, p, limit, what=what)
+    except LockError:  # the wait's own code: it took nothing
+        raise
+    except BaseException:
+        undo(p)
+        raise
+
+
+def _rw_bounded(p: c_void_p, try_lock: Callable[[c_void_p], int], take: Callable[[c_void_p], int],
+                wait_function: Callable[..., int], what: str, blocking: bool, timeout: float,
+                undo: Optional[Callable[[c_void_p], int]] = None,
+                first_look: Optional[Callable[[c_void_p, c_int64], int]] = None) -> bool:
     """A side's acquire with a timeout or non-blocking. The write holder's own attempt returns
     False at once: its wait could only time out (the C functions say EBUSY or EDEADLK)."""
     try:
-        return acquire(p, try_lock, wait_function, what, blocking, timeout, take)
+        limit = lock_deadline(blocking, timeout)
+        code = (try_lock if limit is None else take)(p)
+        return not code or _owned_wait(code, p, wait_function, limit, what, undo, first_look)
     except DeadlockError:
         return False
 
 
-def _side(name: str, try_lock, take, wait_function, unlock) -> tuple:
+def _side(name: str, try_lock: Callable[[c_void_p], int], take: Callable[[c_void_p], int],
+          wait_function: Callable[..., int], unlock: Callable[[c_void_p], int],
+          first_look: Optional[Callable[[c_void_p, c_int64], int]] = None) -> tuple[_SideAcquire, _SideRelease]:
     """The acquire(p, blocking, timeout) and release(p) of the side `name` of an RWLock; `take`
-    is the first try of a blocking acquire (the `_trylock_first` form of `try_lock`)."""
+    is the first try of a blocking acquire (the `_trylock_first` form of `try_lock`). A side
+    known by its thread has its `_until` form as `first_look`: a wait cut off by a signal
+    handler's exception after it took the side gives it back (``_owned_wait``); plain readers
+    are not tracked."""
     acquiring, releasing = f"RWLock.acquire_{name}", f"RWLock.release_{name}"
+    undo = unlock if first_look is not None else None
 
-    def acquire_side(p, blocking: Any = True, timeout: Any = -1) -> bool:
+    def acquire_side(p: c_void_p, blocking: bool = True, timeout: float = -1) -> bool:
         if timeout == -1 and blocking is True:  # the common call: one C call
             code = take(p)
-            return not code or acquired(code, p, wait_function, FOREVER, acquiring)
-        return _rw_bounded(p, try_lock, take, wait_function, acquiring, blocking, timeout)
+            return not code or _owned_wait(code, p, wait_function, FOREVER, acquiring, undo, first_look)
+        return _rw_bounded(p, try_lock, take, wait_function, acquiring, blocking, timeout, undo, first_look)
 
-    def release_side(p) -> None:
+    def release_side(p: c_void_p) -> None:
         code = unlock(p)
         if code:
             raise error(code, releasing)
@@ -484,28 +563,32 @@ def _side(name: str, try_lock, take, wait_function, unlock) -> tuple:
 
 
 _acquire_read, _release_read = _side("read", _rw_tryrd, _rw_tryrd_first, _rw_rdwait, _rw_rdunlock)
-_acquire_write, _release_write = _side("write", _rw_trywr, _rw_trywr_first, _rw_wrwait, _rw_wrunlock)
-_acquire_upgradable, _release_upgradable = _side("upgradable", _rw_tryup, _rw_tryup_first, _rw_upwait, _rw_upunlock)
+_acquire_write, _release_write = _side("write", _rw_trywr, _rw_trywr_first, _rw_wrwait, _rw_wrunlock,
+                                       _rw_wruntil)
+_acquire_upgradable, _release_upgradable = _side("upgradable", _rw_tryup, _rw_tryup_first, _rw_upwait,
+                                                 _rw_upunlock, _rw_upuntil)
 
 
-def _downgrade(p) -> None:
+def _downgrade(p: c_void_p) -> None:
     check(_rw_downgrade(p), "RWLock.downgrade")
 
 
-def _upgrade(p, blocking: Any = True, timeout: Any = -1) -> bool:
+def _upgrade(p: c_void_p, blocking: bool = True, timeout: float = -1) -> bool:
     limit = lock_deadline(blocking, timeout)
     code = _rw_tryupgrade(p)
     if code == EDEADLK:
         raise DeadlockError("RWLock.upgrade: the calling thread does not hold the upgradable read (a plain "
                             "reader's upgrade would wait for itself; after an upgrade it holds the write side)", code)
-    return not code or acquired(code, p, _rw_upgradewait, limit, "RWLock.upgrade")
+    # The caller is the upgradable reader (else EDEADLK above), not the writer: an interrupted
+    # upgrade that took the write side turns it back into the upgradable read it kept.
+    return not code or _owned_wait(code, p, _rw_upgradewait, limit, "RWLock.upgrade", _rw_downgrade_to_uprd)
 
 
-def _downgrade_upgradable(p) -> None:
+def _downgrade_upgradable(p: c_void_p) -> None:
     check(_rw_uprd_downgrade(p), "RWLock.downgrade_upgradable")
 
 
-def _downgrade_to_upgradable(p) -> None:
+def _downgrade_to_upgradable(p: c_void_p) -> None:
     check(_rw_downgrade_to_uprd(p), "RWLock.downgrade_to_upgradable")
 
 
@@ -675,6 +758,14 @@ class _SideLock:
     """One side of an RWLock as a lock object, taken by _TAKE; it counts the holds taken through
     it in _holds (one item per hold: list append/pop are atomic, so threads may share it)."""
     __slots__ = ("_rwlock", "_p", "_holds")
+    _rwlock: RWLock
+    _p: c_void_p
+    _holds: list[None]
+
+    if TYPE_CHECKING:  # each side's (ReadLock's, WriteLock's)
+        _TAKE: staticmethod[[c_void_p, bool, float], bool]
+
+        def release(self) -> None: ...
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         """Takes the side; arguments and result as threading.Lock.acquire."""
@@ -722,7 +813,7 @@ class WriteLock(_SideLock):
 
     def __init__(self, rwlock: RWLock):
         self._rwlock, self._p = rwlock, rwlock._p
-        self._holds: list = []
+        self._holds = []
 
     def release(self) -> None:
         """Releases the write lock taken through this object; NotOwnerError from another thread."""
@@ -749,8 +840,8 @@ class WriteLock(_SideLock):
 # ---- SpinLock ------------------------------------------------------------------------------
 
 _spin_init = declare("sync_spinlock_init")
-_spin_trylock = declare("sync_spinlock_trylock")
-_spin_trylock_first = declare("sync_spinlock_trylock_first")
+_spin_trylock = declare("sync_spinlock_try_lock")
+_spin_trylock_first = declare("sync_spinlock_try_lock_first")
 _spin_unlock = declare("sync_spinlock_unlock")
 _spin_wait = declare("sync_spinlock_lock_interruptible", blocking=True)
 
@@ -798,7 +889,7 @@ class Once:
     runs f again."""
     __slots__ = ("_word", "_p", "_result")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._word = c_uint32(0)
         self._p = c_void_p(ctypes.addressof(self._word))
         self._result: Any = None

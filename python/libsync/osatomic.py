@@ -30,14 +30,17 @@ from __future__ import annotations
 import ctypes
 import operator
 from ctypes import byref, c_bool, c_int, c_int32, c_int64, c_long, c_size_t, c_uint32, c_void_p
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ._common import declare
 from ._memory import address_of, ref
 
+if TYPE_CHECKING:  # names of the ctypes stubs only
+    from ctypes import _SimpleCData
+
 __all__ = ["ref", "OSSpinLock", "OS_SPINLOCK_INIT", "OSQueueHead", "OSFifoQueueHead"]
 
-_RANGES = {c_int32: (-(1 << 31), 1 << 31), c_int64: (-(1 << 63), 1 << 63),
+_RANGES: dict[type[_SimpleCData[Any]], tuple[int, int]] = {c_int32: (-(1 << 31), 1 << 31), c_int64: (-(1 << 63), 1 << 63),
            c_int: (-(1 << 31), 1 << 31), c_long: (-(1 << 63), 1 << 63),
            c_uint32: (-(1 << 31), 1 << 32),  # masks: any 32-bit pattern
            c_void_p: (0, 1 << 64)}           # addresses (None: NULL)
@@ -47,13 +50,13 @@ _WIDE = (c_int64, c_long)  # operands a bare Python int can't carry (ctypes pass
 # functions leave argtypes unset, check types and ranges in Python, and pass byref(value).
 
 
-def _export(name: str, function: Callable) -> None:
+def _export(name: str, function: Callable[..., object]) -> None:
     function.__name__ = function.__qualname__ = name
     globals()[name] = function
     __all__.append(name)
 
 
-def _wrong_type(name: str, value: Any, ctype: type) -> TypeError:
+def _wrong_type(name: str, value: object, ctype: type[_SimpleCData[Any]]) -> TypeError:
     return TypeError(f"{name}: expected a ctypes.{ctype.__name__} (or a ref() of one), not {type(value).__name__}")
 
 
@@ -66,7 +69,7 @@ def _integer(name: str, operand: Any) -> int:
         raise TypeError(f"{name}: expected an int, not {type(operand).__name__}") from None
 
 
-def _operand(name: str, ctype: type):
+def _operand(name: str, ctype: type[_SimpleCData[int]]) -> None:
     """(amount-or-mask, value) -> int: Add32/64, Or/And/Xor32 and their variants."""
     c = declare(name, c_int64 if ctype is c_int64 else c_int32)
     low, high = _RANGES[ctype]
@@ -84,7 +87,7 @@ def _operand(name: str, ctype: type):
     _export(name, operation)
 
 
-def _unary(name: str, ctype: type):
+def _unary(name: str, ctype: type[_SimpleCData[int]]) -> None:
     """(value) -> int: Increment/Decrement32/64."""
     c = declare(name, ctype)
 
@@ -96,7 +99,7 @@ def _unary(name: str, ctype: type):
     _export(name, operation)
 
 
-def _compare_and_swap(name: str, ctype: type):
+def _compare_and_swap(name: str, ctype: type[_SimpleCData[Any]]) -> None:
     """(old, new, value) -> bool."""
     c = declare(name, c_bool)
     low, high = _RANGES[ctype]
@@ -121,7 +124,7 @@ def _compare_and_swap(name: str, ctype: type):
     _export(name, operation)
 
 
-def _test_and(name: str):
+def _test_and(name: str) -> None:
     """(n, object) -> bool, on any ctypes object; n must lie inside it."""
     c = declare(name, c_bool, ctypes.c_uint32, c_void_p)
 
@@ -136,6 +139,7 @@ def _test_and(name: str):
     _export(name, operation)
 
 
+_ctype: type[_SimpleCData[Any]]
 for _barrier in ("", "Barrier"):
     for _bits, _ctype in (("32", c_int32), ("64", c_int64)):
         _operand(f"OSAtomicAdd{_bits}{_barrier}", _ctype)
@@ -162,7 +166,7 @@ OS_SPINLOCK_INIT = 0
 def _spin(name: str, blocking: bool, doc: str) -> None:
     c = declare(name, c_bool if name == "OSSpinLockTry" else None, blocking=blocking)
 
-    def operation(lock: Any):
+    def operation(lock: c_int32) -> Optional[bool]:
         if lock.__class__ is not c_int32 and not isinstance(lock, c_int32):
             raise _wrong_type(name, lock, c_int32)
         return c(byref(lock))
@@ -181,7 +185,7 @@ _spin("OSSpinLockUnlock", False, "Releases the lock.")
 
 # {address: token of the head holding it} over every head of the process: an element is in at
 # most one queue at a time (a second head would splice its links into the first's).
-_queued: dict = {}
+_queued: dict[int, object] = {}
 
 
 class _AlignedHead:
@@ -192,9 +196,9 @@ class _AlignedHead:
     def __init__(self) -> None:
         self._storage = ctypes.create_string_buffer(self._size + 15)
         self.address = (ctypes.addressof(self._storage) + 15) & ~15
-        self._elements: dict = {}
+        self._elements: dict[int, tuple[object]] = {}
         self._token = object()  # this head in _queued (the head itself there would never be freed)
-        self._link: dict = {}  # {"offset": n} from the first enqueue on (setdefault: atomic)
+        self._link: dict[str, int] = {}  # {"offset": n} from the first enqueue on (setdefault: atomic)
 
     def _match_offset(self, name: str, offset: int, fix: bool) -> bool:
         """Whether the queue's offset is fixed (``fix``: fixes it to `offset` if not yet);
@@ -233,16 +237,16 @@ class OSFifoQueueHead(_AlignedHead):
     _size = 32
 
 
-def _queue(name: str, head_type: type, enqueue: bool) -> None:
+def _queue(name: str, head_type: type[_AlignedHead], enqueue: bool) -> None:
     c = declare(name, None if enqueue else c_void_p,
                 *((c_void_p, c_void_p, c_size_t) if enqueue else (c_void_p, c_size_t)))
 
-    def check_head(head: Any) -> None:
+    def check_head(head: object) -> None:
         if not isinstance(head, head_type):
             raise TypeError(f"{name}: expected {head_type.__name__}, not {type(head).__name__}")
 
     if enqueue:
-        def operation(head: Any, element: Any, offset: int) -> None:
+        def put(head: _AlignedHead, element: Any, offset: int) -> None:
             check_head(head)
             _check_offset(name, offset)
             address = address_of(element, ctypes.alignment(c_void_p))
@@ -256,11 +260,12 @@ def _queue(name: str, head_type: type, enqueue: bool) -> None:
             if head._elements.setdefault(address, entry) is not entry:
                 raise ValueError(f"{name}: the element at {address:#x} is already in the queue")
             c(head.address, address, offset)
-        operation.__doc__ = (f"{name}(head, element, offset): adds a ctypes element whose link field is at "
-                             "offset (the same for every element of the queue); the head keeps it alive until "
-                             "it is dequeued.")
+        put.__doc__ = (f"{name}(head, element, offset): adds a ctypes element whose link field is at "
+                       "offset (the same for every element of the queue); the head keeps it alive until "
+                       "it is dequeued.")
+        _export(name, put)
     else:
-        def operation(head: Any, offset: int) -> Optional[int]:
+        def take(head: _AlignedHead, offset: int) -> Optional[int]:
             check_head(head)
             _check_offset(name, offset)
             if not head._match_offset(name, offset, False):
@@ -273,14 +278,63 @@ def _queue(name: str, head_type: type, enqueue: bool) -> None:
                 head._elements.pop(address, None)
                 _queued.pop(address, None)
             return address
-        operation.__doc__ = (f"{name}(head, offset) -> address or None; `T.from_address(a)` gets the element "
-                             "(keep a reference to it: the head drops its own).")
-    _export(name, operation)
+        take.__doc__ = (f"{name}(head, offset) -> address or None; `T.from_address(a)` gets the element "
+                        "(keep a reference to it: the head drops its own).")
+        _export(name, take)
 
 
 _queue("OSAtomicEnqueue", OSQueueHead, True)
 _queue("OSAtomicDequeue", OSQueueHead, False)
 _queue("OSAtomicFifoEnqueue", OSFifoQueueHead, True)
 _queue("OSAtomicFifoDequeue", OSFifoQueueHead, False)
+
+if TYPE_CHECKING:  # what the loops above export, declared for type checkers (no effect when run)
+    from ctypes import _CData
+
+    def OSAtomicAdd32(operand: int, value: c_int32) -> int: ...
+    def OSAtomicAdd32Barrier(operand: int, value: c_int32) -> int: ...
+    def OSAtomicAdd64(operand: int, value: c_int64) -> int: ...
+    def OSAtomicAdd64Barrier(operand: int, value: c_int64) -> int: ...
+    def OSAtomicIncrement32(value: c_int32) -> int: ...
+    def OSAtomicIncrement32Barrier(value: c_int32) -> int: ...
+    def OSAtomicIncrement64(value: c_int64) -> int: ...
+    def OSAtomicIncrement64Barrier(value: c_int64) -> int: ...
+    def OSAtomicDecrement32(value: c_int32) -> int: ...
+    def OSAtomicDecrement32Barrier(value: c_int32) -> int: ...
+    def OSAtomicDecrement64(value: c_int64) -> int: ...
+    def OSAtomicDecrement64Barrier(value: c_int64) -> int: ...
+    def OSAtomicOr32(operand: int, value: c_uint32) -> int: ...
+    def OSAtomicOr32Barrier(operand: int, value: c_uint32) -> int: ...
+    def OSAtomicOr32Orig(operand: int, value: c_uint32) -> int: ...
+    def OSAtomicOr32OrigBarrier(operand: int, value: c_uint32) -> int: ...
+    def OSAtomicAnd32(operand: int, value: c_uint32) -> int: ...
+    def OSAtomicAnd32Barrier(operand: int, value: c_uint32) -> int: ...
+    def OSAtomicAnd32Orig(operand: int, value: c_uint32) -> int: ...
+    def OSAtomicAnd32OrigBarrier(operand: int, value: c_uint32) -> int: ...
+    def OSAtomicXor32(operand: int, value: c_uint32) -> int: ...
+    def OSAtomicXor32Barrier(operand: int, value: c_uint32) -> int: ...
+    def OSAtomicXor32Orig(operand: int, value: c_uint32) -> int: ...
+    def OSAtomicXor32OrigBarrier(operand: int, value: c_uint32) -> int: ...
+    def OSAtomicCompareAndSwap32(old: int, new: int, value: c_int32) -> bool: ...
+    def OSAtomicCompareAndSwap32Barrier(old: int, new: int, value: c_int32) -> bool: ...
+    def OSAtomicCompareAndSwap64(old: int, new: int, value: c_int64) -> bool: ...
+    def OSAtomicCompareAndSwap64Barrier(old: int, new: int, value: c_int64) -> bool: ...
+    def OSAtomicCompareAndSwapInt(old: int, new: int, value: c_int) -> bool: ...
+    def OSAtomicCompareAndSwapIntBarrier(old: int, new: int, value: c_int) -> bool: ...
+    def OSAtomicCompareAndSwapLong(old: int, new: int, value: c_long) -> bool: ...
+    def OSAtomicCompareAndSwapLongBarrier(old: int, new: int, value: c_long) -> bool: ...
+    def OSAtomicCompareAndSwapPtr(old: Optional[int], new: Optional[int], value: c_void_p) -> bool: ...
+    def OSAtomicCompareAndSwapPtrBarrier(old: Optional[int], new: Optional[int], value: c_void_p) -> bool: ...
+    def OSAtomicTestAndSet(n: int, value: _CData) -> bool: ...
+    def OSAtomicTestAndSetBarrier(n: int, value: _CData) -> bool: ...
+    def OSAtomicTestAndClear(n: int, value: _CData) -> bool: ...
+    def OSAtomicTestAndClearBarrier(n: int, value: _CData) -> bool: ...
+    def OSSpinLockTry(lock: c_int32) -> bool: ...
+    def OSSpinLockLock(lock: c_int32) -> None: ...
+    def OSSpinLockUnlock(lock: c_int32) -> None: ...
+    def OSAtomicEnqueue(head: OSQueueHead, element: _CData, offset: int) -> None: ...
+    def OSAtomicDequeue(head: OSQueueHead, offset: int) -> Optional[int]: ...
+    def OSAtomicFifoEnqueue(head: OSFifoQueueHead, element: _CData, offset: int) -> None: ...
+    def OSAtomicFifoDequeue(head: OSFifoQueueHead, offset: int) -> Optional[int]: ...
 
 del _barrier, _bits, _ctype, _op, _suffix

@@ -44,6 +44,7 @@ __all__ = ["SerialQueue", "ConcurrentQueue", "ThreadExecutor", "IsolatedValue", 
            "set_exception_handler"]
 
 T = TypeVar("T")
+_Self = TypeVar("_Self", bound="_Owner")
 
 
 # Work crosses into C as one trampoline per signature plus an integer key into these tables:
@@ -51,8 +52,8 @@ T = TypeVar("T")
 _WORK = ctypes.CFUNCTYPE(None, c_void_p)
 _VALUE_WORK = ctypes.CFUNCTYPE(None, c_void_p, c_void_p)
 _keys = itertools.count(1)
-_pending: dict = {}   # key -> (callable, owner)
-_calls: dict = {}     # key -> [callable, result, exception]
+_pending: dict[int, tuple[Callable[[], object], object]] = {}   # key -> (callable, owner)
+_calls: dict[int, list[Any]] = {}     # key -> [callable, result, exception]
 _handler: Optional[Callable[[BaseException, Any], object]] = None
 
 
@@ -109,7 +110,8 @@ def _raise_for(code: int, what: str) -> None:
     raise OSError(code, f"{what}: {errno.errorcode.get(code, code)}")
 
 
-def _call_sync(function, handle: Any, work: Callable[[], T], what: str, trampoline: int = 0) -> T:
+def _call_sync(function: Callable[..., int], handle: Optional[int], work: Callable[[], T], what: str,
+               trampoline: Optional[int] = 0) -> T:
     """Runs work through the C function `function(handle, trampoline, key)` and returns its
     result or raises its exception."""
     _callable(work, what)
@@ -123,11 +125,12 @@ def _call_sync(function, handle: Any, work: Callable[[], T], what: str, trampoli
         _raise_for(code, what)
     if cell[2] is not None:
         raise cell[2]
-    return cell[1]
+    result: T = cell[1]
+    return result
 
 
-def _call_async(function, handle: Any, work: Callable[[], object], owner: Any, what: str,
-                trampoline: int = 0) -> None:
+def _call_async(function: Callable[..., int], handle: Optional[int], work: Callable[[], object], owner: Any,
+                what: str, trampoline: Optional[int] = 0) -> None:
     """Submits work through the C function `function(handle, trampoline, key)`; work stays in
     _pending (alive, with its owner) until it has run."""
     _callable(work, what)
@@ -167,6 +170,9 @@ _try_begin_read, _end_read, _try_begin_write, _end_write = (declare(name) for na
 class _Owner:
     """Owns a C object, `_handle` (None once released), which _DESTROY frees when this goes:
     work not yet run keeps its owner alive, so nothing is pending then."""
+
+    _DESTROY: Callable[[Optional[int]], int]  # a C function, not a method (ctypes functions do not bind)
+    _handle: Optional[int]
 
     def __del__(self) -> None:
         if getattr(self, "_handle", None) is not None:
@@ -210,10 +216,10 @@ class _Queue(_Owner):
         handle, self._handle = self._handle, None
         _queue_destroy(handle)
 
-    def __enter__(self):
+    def __enter__(self: _Self) -> _Self:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -271,10 +277,10 @@ class ThreadExecutor(_Owner):
         """Whether the calling thread is the executor's thread."""
         return _executor_is_current(self._handle)
 
-    def __enter__(self):
+    def __enter__(self: _Self) -> _Self:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
 

@@ -84,11 +84,11 @@ _is_routable = declare("sync_signal_is_routable", c_bool, c_int)
 
 _lock = threading.Lock()
 _keys = itertools.count(1)
-_routes: dict = {}   # signo -> the Route holding it
-_by_key: dict = {}   # the C context (a key) -> Route, until its unroute has returned
+_routes: dict[int, Route] = {}   # signo -> the Route holding it
+_by_key: dict[int, Route] = {}   # the C context (a key) -> Route, until its unroute has returned
 
 
-def _deliver(info, key) -> None:
+def _deliver(info: ctypes._Pointer[_CInfo], key: int) -> None:
     holder = _by_key.get(key)
     if holder is None:
         return
@@ -212,14 +212,14 @@ class Route:
     def __enter__(self) -> "Route":
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.unroute()
 
     def __repr__(self) -> str:
         return f"<Route signal {self.signo} -> {self.target!r}{'' if self.routed else ' (unrouted)'}>"
 
 
-def _signal_number(signo) -> int:
+def _signal_number(signo: int) -> int:
     try:
         return int(signo)
     except (TypeError, ValueError):

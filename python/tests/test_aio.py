@@ -387,7 +387,7 @@ def test_owner_died_reaches_the_awaiting_task(shm):
             results.append("ok")
         except OwnerDiedError:
             results.append("died")
-            mutex.mark_consistent()
+            mutex.consistent()
         await asyncio.sleep(0)
         mutex.release()
 

@@ -665,7 +665,7 @@ def test_fork_with_a_held_rlock_and_a_condition_over_it():
         if pid == 0:
             code = 1
             try:
-                assert lock._recursion_count() == 2 and cond._is_owned() and mutex.owned()
+                assert lock._recursion_count() == 2 and cond._is_owned() and mutex.is_owner()
                 refused = []
 
                 def stranger():
@@ -713,7 +713,7 @@ def test_fork_with_a_held_rlock_and_a_condition_over_it():
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
         assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-        assert lock._recursion_count() == 2 and mutex.owned()  # the parent's are untouched
+        assert lock._recursion_count() == 2 and mutex.is_owner()  # the parent's are untouched
     finally:
         shared.release()
         mutex.release()
@@ -800,7 +800,7 @@ def test_a_wait_over_a_robust_lock_reports_a_notifier_that_died_holding_it(make_
     assert cond._is_owned() and queued(cond) == 0
     if make_lock is RLock:
         assert lock._recursion_count() == 2
-    lock.mark_consistent()
+    lock.consistent()
     for _ in range(depth):
         lock.release()
     assert lock.acquire(timeout=60)

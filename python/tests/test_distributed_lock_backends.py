@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_ctrl_c_interrupts
+from conftest import assert_ctrl_c_interrupts, assert_exclusion_between_processes, spawn_holder
 from libsync.distributed_lock import (DistributedLock, FileLock, LockLostError, LockStolenError, NotLockedError,
                                       Timeout)
 
@@ -76,53 +76,8 @@ def make_target(request, backend, tmp_path):
     return make
 
 
-HOLDER = """
-import sys, time
-from libsync.distributed_lock import DistributedLock
-lock = DistributedLock(sys.argv[1])
-lock.try_lock() or sys.exit(3)
-print("holding", lock.token, flush=True)
-time.sleep(600)
-"""
-
-
-def spawn_holder(target: str) -> subprocess.Popen:
-    """A process holding `target` (until killed)."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, target], stdout=subprocess.PIPE, text=True, env=os.environ)
-    line = proc.stdout.readline().split()
-    assert line and line[0] == "holding", line
-    return proc
-
-
-WORKER = """
-import sys
-from libsync.distributed_lock import DistributedLock
-target, log, worker, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-lock = DistributedLock(target, timeout=60, poll_interval=0.002)
-with open(log, "a", buffering=1) as out:
-    for _ in range(rounds):
-        with lock:
-            out.write(f"E {worker} {lock.token}\\n")
-            out.write(f"X {worker} 0\\n")
-"""
-
-
 def test_mutual_exclusion_and_fencing_between_processes(make_target, tmp_path):
-    target, log = make_target(), tmp_path / "log"
-    workers = [subprocess.Popen([sys.executable, "-c", WORKER, target, str(log), str(w), "15"], env=os.environ)
-               for w in range(4)]
-    assert [w.wait(timeout=300) for w in workers] == [0] * 4
-    holder, last, entries = None, 0, 0
-    for line in log.read_text().splitlines():
-        kind, worker, token = line.split()
-        if kind == "E":
-            assert holder is None
-            assert int(token) > last  # the fencing tokens strictly increase from holder to holder
-            holder, last, entries = worker, int(token), entries + 1
-        else:
-            assert holder == worker
-            holder = None
-    assert entries == 60
+    assert_exclusion_between_processes(make_target(), tmp_path / "log", poll_interval=0.002)
 
 
 def test_tokens_holder_and_release_errors(make_target):
@@ -888,3 +843,20 @@ def test_redis_grant_read_after_its_lease_ran_out_is_refused(servers):
         client.kill()
         client.wait()
         redis.close()
+
+
+def test_cancel_check_ends_a_wait_on_every_backend(make_target):
+    """cancel_check is asked inside the core's wait (PostgreSQL: between the slices of its wait in
+    the server): True raises Timeout, and the wait leaves nothing queued behind it."""
+    target = make_target()
+    holder, waiter = DistributedLock(target), FileLock(target)
+    holder.acquire(timeout=30)
+    calls = []
+    with pytest.raises(Timeout):
+        waiter.acquire(timeout=60, poll_interval=0.001, cancel_check=lambda: calls.append(1) or len(calls) >= 3)
+    assert len(calls) == 3 and not waiter.is_locked
+    holder.release()
+    with waiter.acquire(timeout=30):  # the lock goes to whoever asks next, not to the given-up wait
+        assert waiter.is_locked and not holder.try_lock()
+    assert holder.try_lock()
+    holder.release()

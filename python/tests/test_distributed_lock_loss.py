@@ -3,15 +3,12 @@ backend, through real faults: the file system's lock broken by another process w
 is stopped, PostgreSQL's session terminated or its server restarted, Redis's key deleted, its
 lease run out while the holder was stopped, its server stopped (suspended) and resumed. A hold
 released normally is never reported lost. The bounds only guard against a hang."""
-import os
 import queue
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
+from conftest import assert_stopped_holder_learns_of_its_loss
 from libsync.distributed_lock import DistributedLock, FileLock, HoldEvent, LockLostError
 
 from test_distributed_lock_backends import backend, control, make_target, servers  # noqa: F401 (fixtures)
@@ -61,49 +58,18 @@ def test_a_normal_release_is_never_reported(make_target):
     assert events.empty()
 
 
-STOPPED_HOLDER = """
-import os, sys
-from libsync.distributed_lock import DistributedLock
-target = sys.argv[1]
-report = os.fdopen(int(sys.argv[2]), "w", buffering=1)
-lock = DistributedLock(target, on_event=lambda lock, event: report.write(f"{event.name} {int(lock.lost)}\\n"))
-lock.try_lock() or sys.exit(3)
-report.write("holding\\n")
-os.kill(os.getpid(), __import__("signal").SIGSTOP)
-__import__("time").sleep(600)
-"""
-
-
-def spawn_stopped_holder(target):
-    """A process that holds `target`, reports its events on a pipe, and stops itself."""
-    read, write = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-c", STOPPED_HOLDER, target, str(write)], pass_fds=[write], env=os.environ)
-    os.close(write)
-    report = os.fdopen(read)
-    assert report.readline() == "holding\n"
-    _, status = os.waitpid(proc.pid, os.WUNTRACED)
-    assert os.WIFSTOPPED(status)
-    return proc, report
-
-
 @pytest.mark.parametrize("backend", ["file", "redis"], indirect=True)
 def test_a_stopped_holder_learns_of_its_loss_when_it_runs_again(make_target):
     """File: another process breaks the stopped holder's lock and takes it. Redis: the stopped
     holder's lease runs out and another process takes the lock."""
     extra = "&ttl=0.3" if make_target.backend == "redis" else ""
     target = make_target(extra)
-    proc, report = spawn_stopped_holder(target)
-    try:
-        taker = DistributedLock(target)
+
+    def take(taker):
         if make_target.backend == "file":
             taker.break_lock()
         taker.acquire(timeout=HANG)
-        proc.send_signal(signal.SIGCONT)
-        assert report.readline() == "LOST 1\n"  # and `lost` is set before the handler runs
-    finally:
-        proc.kill()
-        proc.wait()
-    taker.release()
+    assert_stopped_holder_learns_of_its_loss(target, take)
 
 
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)

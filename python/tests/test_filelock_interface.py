@@ -400,7 +400,7 @@ def test_filelock_options_without_a_descriptor(tmp_path):
         SoftFileLock(path, preserve_lock_file=True)  # it removes its lock on release, as filelock's
     with pytest.raises(TypeError, match="on_acquired"):
         FileLock(path, on_acquired=lambda fd: None)
-    with pytest.warns(UserWarning, match="lifetime"):
+    with pytest.raises(ValueError, match="lifetime"):
         FileLock(path, lifetime=5)
     with pytest.raises(ValueError):
         FileLock(path, close_error_policy="loud")
@@ -589,3 +589,54 @@ def test_async_rules(tmp_path):
 
     asyncio.run(main())
     assert issubclass(AsyncFileLock, BaseAsyncFileLock) and issubclass(BaseAsyncFileLock, BaseFileLock)
+
+
+def test_targets_follow_the_core_rules(tmp_path, monkeypatch):
+    """URL or path, and a path's one spelling, are the core's rules (sync_distributed_lock_is_url,
+    sync_distributed_lock_canonical), whatever the letters: a scheme of non-ASCII letters is a
+    path, and a trailing slash or a symbolic link in the parent names the same lock."""
+    from libsync._distributed import canonical, is_url
+    assert is_url("redis://127.0.0.1/?lock=a") and is_url("Postgres+x://h/?lock=a")
+    assert not is_url("é://x") and not is_url("rédis://x") and not is_url("/tmp/a://b") and not is_url(b"redis://x")
+    monkeypatch.chdir(tmp_path)
+    lock = FileLock("é://lock")  # a path: its parents are made, as for any path
+    assert lock.lock_file == "é://lock"
+    with lock:
+        assert os.path.isdir(tmp_path / "é:" / "lock")
+    assert str(Timeout("é://lock")) == "The file lock 'é://lock' could not be acquired."
+    real = tmp_path / "réal"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    made = DistributedLock(str(tmp_path / "link" / "dïr.lock") + "/")
+    for spelling in ("link/dïr.lock/", "link/./dïr.lock", str(real / "dïr.lock"), "link/mïssing/../dïr.lock"):
+        assert canonical(spelling) == made.path, spelling
+    one = FileLock("link/dïr.lock/", is_singleton=True)
+    assert FileLock(real / "dïr.lock", is_singleton=True) is one
+    assert canonical("redis://u:secret@h/?lock=a") == "redis://u:secret@h/?lock=a"
+    assert canonical("") == "" and canonical("a/..") == "a/.."  # no lock file: their own keys
+
+
+@pytest.mark.parametrize("lock_type", LOCKS)
+def test_cancel_check_error_ends_the_wait(lock_type, tmp_path):
+    """cancel_check runs inside the core's wait: an error it raises ends the wait and propagates,
+    leaving the lock untouched; the object's other thread's hold is waited for the same way."""
+    holder = lock_type(tmp_path / "a")
+    holder.acquire()
+    with pytest.raises(ZeroDivisionError):
+        lock_type(tmp_path / "a").acquire(timeout=60, cancel_check=lambda: 1 / 0)
+    assert holder.is_locked
+    holder.release()
+    shared = lock_type(tmp_path / "b")
+    shared.acquire()
+    calls = []
+    outcome = []
+    waiter = threading.Thread(target=lambda: outcome.append(
+        shared.acquire(timeout=60, cancel_check=lambda: calls.append(1) or False) and shared.release()))
+    waiter.start()
+    deadline = time.monotonic() + 60
+    while not calls and time.monotonic() < deadline:  # the waiter found it held: asked once at least
+        time.sleep(0.001)
+    assert calls
+    shared.release()
+    waiter.join(timeout=60)
+    assert outcome == [None] and not shared.is_locked

@@ -143,7 +143,7 @@ def test_mutex_owner_checks():
     with pytest.raises(NotOwnerError):
         m.release()
     m.acquire()
-    assert m.owned()
+    assert m.is_owner()
     with pytest.raises(DeadlockError) as e:
         m.acquire()
     assert e.value.errno == 35 and isinstance(e.value, RuntimeError)

@@ -1,5 +1,5 @@
 """Owners of process-shared and robust Mutex/RLock: a thread id the kernel reused, fork, and
-robust mode with holders SIGKILLed (OwnerDiedError with the lock held, mark_consistent,
+robust mode with holders SIGKILLed (OwnerDiedError with the lock held, consistent,
 NotRecoverableError for everyone)."""
 import errno
 import gc
@@ -42,7 +42,7 @@ def test_recycled_thread_id_is_not_the_holder(shm):
     mutex = Mutex(buffer=shm, initialize=True)
     me = threading.get_native_id()
     _set_words(shm, SHARED | me)
-    assert not mutex.owned()
+    assert not mutex.is_owner()
     assert mutex.acquire(timeout=0.02) is False  # waits; no DeadlockError
     with pytest.raises(NotOwnerError):
         mutex.release()
@@ -115,7 +115,7 @@ def test_forked_child_does_not_hold(shm):
     robust.acquire()
     pid = os.fork()
     if pid == 0:
-        ok = not mutex.owned() and not robust.owned() and mutex.acquire(blocking=False) is False
+        ok = not mutex.is_owner() and not robust.is_owner() and mutex.acquire(blocking=False) is False
         ok = ok and robust.acquire(timeout=0.02) is False  # its holder lives
         for lock in (mutex, robust):
             try:
@@ -126,7 +126,7 @@ def test_forked_child_does_not_hold(shm):
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-    assert mutex.owned() and robust.owned()
+    assert mutex.is_owner() and robust.is_owner()
     mutex.release()
     robust.release()
 
@@ -154,13 +154,13 @@ def test_robust_owner_died(shm):
     with pytest.raises(OwnerDiedError) as raised:
         mutex.acquire()
     assert isinstance(raised.value, LockError) and raised.value.errno == errno.EOWNERDEAD
-    assert mutex.owned()  # held despite the error
+    assert mutex.is_owner()  # held despite the error
     with pytest.raises(DeadlockError):
         mutex.acquire()
-    mutex.mark_consistent()
+    mutex.consistent()
     mutex.release()
     with mutex:
-        assert mutex.owned()
+        assert mutex.is_owner()
     child.join()
 
 
@@ -171,7 +171,7 @@ def test_robust_lock_pickled_to_a_spawned_process(shm, kind):
     child = _killed_holder(lock, context=multiprocessing.get_context("spawn"))
     with pytest.raises(OwnerDiedError):
         lock.acquire()
-    lock.mark_consistent()
+    lock.consistent()
     lock.release()
     child.join()
 
@@ -191,7 +191,7 @@ def test_robust_owner_died_with_sleeping_waiters(shm):
             results.append("ok")
         except OwnerDiedError:
             results.append("died")
-            mutex.mark_consistent()
+            mutex.consistent()
         mutex.release()
 
     threads = [threading.Thread(target=waiter) for _ in range(4)]
@@ -228,7 +228,7 @@ def test_robust_release_without_consistent_is_not_recoverable(shm):
         if _word(shm) & WAITERS:
             break
         threading.Event().wait(0.0005)
-    mutex.release()  # without mark_consistent
+    mutex.release()  # without consistent
     thread.join(60)
     assert outcome == ["not recoverable"]
     with pytest.raises(NotRecoverableError):
@@ -250,7 +250,7 @@ def test_robust_rlock_holder_killed_mid_recursion(shm):
     assert rlock._recursion_count() == 1
     rlock.acquire()
     assert rlock._recursion_count() == 2
-    rlock.mark_consistent()
+    rlock.consistent()
     rlock.release()
     rlock.release()
     assert not rlock._is_owned()
@@ -266,20 +266,20 @@ def test_robust_thread_exits_holding():
     thread.join()
     with pytest.raises(OwnerDiedError):
         mutex.acquire(timeout=60)
-    mutex.mark_consistent()
+    mutex.consistent()
     mutex.release()
 
 
 def test_robust_errors(shm):
     with pytest.raises(LockError) as raised:
-        Mutex().mark_consistent()  # not robust
+        Mutex().consistent()  # not robust
     assert raised.value.errno == errno.EINVAL
     with pytest.raises(NotOwnerError):
-        Mutex(robust=True).mark_consistent()
+        Mutex(robust=True).consistent()
     held = Mutex(robust=True)
     held.acquire()
     with pytest.raises(LockError):
-        held.mark_consistent()  # nothing to repair
+        held.consistent()  # nothing to repair
     held.release()
     with pytest.raises(ValueError):
         Mutex(buffer=shm, initialize=True, offset=4, robust=True)  # not 8-aligned

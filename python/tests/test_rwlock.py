@@ -12,18 +12,11 @@ from multiprocessing import shared_memory
 import pytest
 
 import readerwriterlock_adapter as rwlock
+from conftest import wait_until
 from libsync.locks import DeadlockError, LockError, NotOwnerError, ReadLock, RWLock, WriteLock
 
 ALL_TYPES = (rwlock.RWLockRead, rwlock.RWLockWrite, rwlock.RWLockFair,
              rwlock.RWLockReadD, rwlock.RWLockWriteD, rwlock.RWLockFairD)
-
-
-def wait_until(condition, what: str, bound: float = 60.0) -> None:
-    """Polls `condition`; fails after `bound` seconds (a guard against hangs, not a timing)."""
-    end = time.monotonic() + bound
-    while not condition():
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        time.sleep(0.001)
 
 
 # ---- The write holder's own attempts --------------------------------------------------------

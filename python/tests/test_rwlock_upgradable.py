@@ -10,33 +10,8 @@ from multiprocessing import shared_memory
 
 import pytest
 
+from conftest import in_thread, wait_until
 from libsync.locks import DeadlockError, NotOwnerError, RWLock
-
-
-def wait_until(condition, what: str, bound: float = 60.0) -> None:
-    """Polls `condition`; fails after `bound` seconds (a guard against hangs, not a timing)."""
-    end = time.monotonic() + bound
-    while not condition():
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        time.sleep(0.001)
-
-
-def in_thread(body):
-    """Runs `body` in another thread; returns what it returned (or raises what it raised)."""
-    result = {}
-
-    def run():
-        try:
-            result["value"] = body()
-        except BaseException as error:  # noqa: BLE001 - re-raised in the caller
-            result["error"] = error
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join(60)
-    assert not thread.is_alive()
-    if "error" in result:
-        raise result["error"]
-    return result.get("value")
 
 
 def test_misuse_raises():

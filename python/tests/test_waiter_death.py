@@ -17,6 +17,7 @@ from multiprocessing import shared_memory
 import pytest
 
 import libsync
+from conftest import wait_until
 from libsync.locks import Mutex, RWLock
 
 _SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
@@ -25,14 +26,6 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 
 pytestmark = pytest.mark.skipif(_SYS_FUTEX is None, reason="futex syscall number unknown for this machine")
-
-
-def wait_until(condition, what: str, bound: float = 60.0) -> None:
-    """Polls `condition`; the bound only guards against a hang."""
-    deadline = time.monotonic() + bound
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.001)
 
 
 def _word(shm: shared_memory.SharedMemory, offset: int = 0) -> ctypes.c_uint32:

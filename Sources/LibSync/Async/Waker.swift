@@ -2,17 +2,24 @@ import CSyncShim
 import Glibc
 import Synchronization
 
-/// One pending async acquire: a lock word, who waits (a task), until when, and how to tell it.
-/// Completed exactly once, by whoever takes it out of the waker's queue (the waker: granted,
-/// timed out, failed; `AsyncRuntime.cancel`: ECANCELED), always outside the waker's lock.
-package final class AsyncWaiter: @unchecked Sendable {
+/// One pending async acquire: a futex word, who waits (a task or a C handle), until when, and
+/// how to tell it. Completed exactly once, by whoever takes it out of the waker's queue (the
+/// waker: granted, timed out, failed; `AsyncRuntime.cancel`: ECANCELED), always outside the
+/// waker's lock.
+///
+/// This class is the mutex's waiter; the other primitives' waiters (Async/*.swift) subclass it
+/// and override `attempt` (the waker's try), `queued` and `withdrawn` (their waiter counts and
+/// marks), and `inOrder`. Waiters queue by `word`, the futex word the waker sleeps on for them.
+package class AsyncWaiter: @unchecked Sendable {
     enum Phase { case new, queued, done }
 
+    /// The futex word (the queue's key): a mutex's word, or the word another primitive's
+    /// waiters sleep on.
     let word: MutexWord.Word
     let shared: Bool
     let robust: Bool
-    /// The task that will hold the lock (AsyncHold.currentTask()).
-    let task: UInt
+    /// The task (or C handle) that will hold the lock (AsyncHold.currentTask()).
+    package let task: UInt
     /// Monotonic ns; < 0: none.
     let deadline: Int64
     /// What keeps the word's memory alive while the waiter is queued (the lock's LockMemory).
@@ -33,6 +40,7 @@ package final class AsyncWaiter: @unchecked Sendable {
         complete?(result)
     }
 
+    /// A mutex's waiter (`word` a `MutexWord`).
     package init(word: MutexWord.Word, task: UInt, deadline: Int64, keepAlive: AnyObject?) {
         let value = word.pointee.load(ordering: .relaxed)
         self.word = word
@@ -42,6 +50,51 @@ package final class AsyncWaiter: @unchecked Sendable {
         self.deadline = deadline
         self.keepAlive = keepAlive
     }
+
+    /// Another primitive's waiter: the waker sleeps on `word` (in the `shared` namespace) for it.
+    package init(watching word: MutexWord.Word, shared: Bool, task: UInt, deadline: Int64, keepAlive: AnyObject?) {
+        self.word = word
+        self.shared = shared
+        self.robust = false
+        self.task = task
+        self.deadline = deadline
+        self.keepAlive = keepAlive
+    }
+
+    /// Whether the waker's pass tries this kind's queue before the others' (a read-write lock's
+    /// writers go before its readers, as writer preference wants when a release frees it for both).
+    package var goesFirst: Bool { false }
+
+    /// Whether the waiters of this kind are served in order: the waker stops at the first one
+    /// that must wait on (locks: FIFO). False: each is tried (an event's waiters are independent).
+    package var inOrder: Bool { true }
+
+    /// The waker's try for this waiter (under the runtime's lock; it must not block): its result
+    /// (the waiter is then completed with it, and the waiter's counts are its own business), or
+    /// EBUSY, with `observed` set to the value of `word` to sleep on. The mutex: takes it for
+    /// `task`, marking WAITERS.
+    package func attempt(_ runtime: AsyncRuntime, observed: inout UInt32) -> Int32 {
+        let result = AsyncHold.take(word, markWaiters: true, observed: &observed)
+        if result == 0 || result == EOWNERDEAD { granted() }
+        return result
+    }
+
+    /// The mutex's waiter got the lock (taken by `attempt`, or handed over by a release,
+    /// `AsyncRuntime.handOff`): records the hold for `task`.
+    final func granted() { AsyncHold.taken(word, holder: task) }
+
+    /// Whether a release of `word` may hand the lock straight to this waiter: only a mutex's
+    /// own waiter (exactly this class), not a subclass that queues on a mutex word but wants
+    /// more than the mutex (a condition lock's waiter wants its condition too).
+    final var takesHandoff: Bool { type(of: self) == AsyncWaiter.self }
+
+    /// Called once queued (under the runtime's lock; it must not block): a kind that counts its
+    /// waiters in the primitive's words counts this one in.
+    package func queued() {}
+
+    /// Called once when a queued waiter leaves without `attempt` completing it (cancelled, timed
+    /// out), outside the runtime's lock: a kind that counted it in counts it out.
+    package func withdrawn() {}
 }
 
 /// The process's async machinery: the table of async holds and the waker.
@@ -121,6 +174,8 @@ package final class AsyncRuntime: @unchecked Sendable {
         var passOn: [(UInt, Bool)] = []
         var started = false
         var rotation = 0
+        /// How many queued waiters go first (`AsyncWaiter.goesFirst`).
+        var firstCount = 0
     }
 
     /// The most lock words one `futex_waitv` watches (its limit, less the waker's own word).
@@ -199,7 +254,9 @@ package final class AsyncRuntime: @unchecked Sendable {
                     emptied = true
                 }
             }
-            guard let first = queue.first, queue.handoffs < Self.handoffLimit else {
+            // Only a mutex's own waiters take it (another primitive's waiters queued on a mutex
+            // word, a condition lock's, want more than the mutex: the waker tries them).
+            guard let first = queue.first, first.takesHandoff, queue.handoffs < Self.handoffLimit else {
                 queue.handoffs = 0
                 return nil
             }
@@ -210,7 +267,7 @@ package final class AsyncRuntime: @unchecked Sendable {
             return first
         }
         guard let next else { return false }
-        AsyncHold.taken(word, holder: next.task)
+        next.granted()
         next.finish(0)
         if emptied { poke() }
         return true
@@ -218,10 +275,10 @@ package final class AsyncRuntime: @unchecked Sendable {
 
     // MARK: holds
 
-    func addHold(_ word: UInt, task: UInt) { asyncHolds.add(word, holder: task) }
+    package func addHold(_ word: UInt, task: UInt) { asyncHolds.add(word, holder: task) }
 
     /// Removes the hold of `word` if `task` (nonzero) has it; returns whether it did.
-    func removeHold(_ word: UInt, task: UInt) -> Bool { asyncHolds.remove(word, holder: task) }
+    package func removeHold(_ word: UInt, task: UInt) -> Bool { asyncHolds.remove(word, holder: task) }
 
     package func holder(of word: UInt) -> UInt? { asyncHolds.holder(of: word) }
 
@@ -237,6 +294,8 @@ package final class AsyncRuntime: @unchecked Sendable {
             let address = UInt(bitPattern: waiter.word)
             state.queues[address, default: Queue(shared: waiter.shared, robust: waiter.robust)].append(waiter)
             queuedWords.store(state.queues.count, ordering: .relaxed)
+            if waiter.goesFirst { state.firstCount += 1 }
+            waiter.queued()
             let start = !state.started
             state.started = true
             return (true, start)
@@ -270,6 +329,7 @@ package final class AsyncRuntime: @unchecked Sendable {
             }
         }
         if withdrawn {
+            waiter.withdrawn()
             if notify { waiter.finish(ECANCELED) }
             poke()
         }
@@ -304,6 +364,7 @@ package final class AsyncRuntime: @unchecked Sendable {
 
     private func run() -> Never {
         var completions: [(AsyncWaiter, Int32)] = []
+        var expired: [AsyncWaiter] = []
         var watches: [Watch] = []
         var passOn: [(UInt, Bool)] = []
         var addresses = [UnsafeMutablePointer<UInt32>?](repeating: nil, count: Self.windowSize + 1)
@@ -317,38 +378,55 @@ package final class AsyncRuntime: @unchecked Sendable {
                 passOn = state.passOn
                 state.passOn.removeAll()
                 let now = monotonicNow()
-                for address in Array(state.queues.keys) {
+                var keys = Array(state.queues.keys), firstCount = 0
+                if state.firstCount > 0 {  // the queues that go first, first
+                    let first = keys.filter { state.queues[$0]!.first!.goesFirst }
+                    keys = first + keys.filter { !state.queues[$0]!.first!.goesFirst }
+                }
+                for address in keys {
                     var queue = state.queues.removeValue(forKey: address)!  // unique: mutated in place
-                    let word = queue.first!.word
                     // FIFO: the first waiter takes it if it can (also at its deadline: a blocking
                     // waiter's last try); a failure (ENOTRECOVERABLE) fails the next ones too.
                     var granted = false, busy: UInt32? = nil
-                    while let first = queue.first {
-                        var observed: UInt32 = 0
-                        let result = AsyncHold.take(word, markWaiters: true, observed: &observed)
-                        if result == EBUSY {
-                            busy = observed
-                            break
+                    if queue.first!.inOrder {
+                        while let first = queue.first {
+                            var observed: UInt32 = 0
+                            let result = first.attempt(self, observed: &observed)
+                            if result == EBUSY {
+                                busy = observed
+                                break
+                            }
+                            queue.popFirst()
+                            first.phase = .done
+                            first.outcome.store(result, ordering: .releasing)  // known before the lock is left
+                            if result == 0 || result == EOWNERDEAD { granted = true }
+                            completions.append((first, result))
                         }
-                        queue.popFirst()
-                        first.phase = .done
-                        first.outcome.store(result, ordering: .releasing)  // known before the lock is left
-                        if result == 0 || result == EOWNERDEAD {
-                            AsyncHold.taken(word, holder: first.task)
-                            granted = true
-                            queue.handoffs = 0
+                    } else {
+                        queue.remove { waiter in
+                            var observed: UInt32 = 0
+                            let result = waiter.attempt(self, observed: &observed)
+                            if result == EBUSY {
+                                busy = observed
+                                return false
+                            }
+                            waiter.phase = .done
+                            waiter.outcome.store(result, ordering: .releasing)  // known before the lock is left
+                            if result == 0 { granted = true }
+                            completions.append((waiter, result))
+                            return true
                         }
-                        completions.append((first, result))
                     }
                     if queue.timed > 0 {
                         queue.remove { waiter in
                             guard Deadline.hasPassed(waiter.deadline, now: now) else { return false }
                             waiter.phase = .done
                             waiter.outcome.store(ETIMEDOUT, ordering: .releasing)
-                            completions.append((waiter, ETIMEDOUT))
+                            expired.append(waiter)
                             return true
                         }
                     }
+                    if granted { queue.handoffs = 0 }
                     if queue.isEmpty {
                         if !granted { passOn.append((address, queue.shared)) }
                     } else {
@@ -356,9 +434,11 @@ package final class AsyncRuntime: @unchecked Sendable {
                             for waiter in queue.waiters[queue.head...] { deadline = Deadline.earliest(deadline, waiter.deadline) }
                         }
                         watches.append(Watch(address: address, value: busy!, shared: queue.shared, robust: queue.robust))
+                        if queue.first!.goesFirst { firstCount += 1 }
                         state.queues[address] = queue
                     }
                 }
+                state.firstCount = firstCount
                 if watches.count > Self.windowSize {
                     state.rotation = (state.rotation + 1) % watches.count
                     let start = state.rotation
@@ -370,8 +450,13 @@ package final class AsyncRuntime: @unchecked Sendable {
             for (address, isShared) in passOn {
                 Futex.wake(UnsafeMutableRawPointer(bitPattern: address)!, count: 1, shared: isShared)
             }
+            for waiter in expired {
+                waiter.withdrawn()
+                waiter.finish(ETIMEDOUT)
+            }
             for (waiter, result) in completions { waiter.finish(result) }
             completions.removeAll(keepingCapacity: true)
+            expired.removeAll(keepingCapacity: true)
             passOn.removeAll(keepingCapacity: true)
 
             let now = monotonicNow()

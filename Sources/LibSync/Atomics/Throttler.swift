@@ -183,7 +183,7 @@ import Synchronization
 
 // MARK: Swift front
 
-/// Errors of `SyncThrottler.enter(timeout:)`.
+/// Errors of the deprecated `SyncThrottler.enter(timeout:)` (`tryEnter(timeout:)` returns false).
 public enum ThrottlerError: Error, Equatable {
     /// No slot freed before the timeout.
     case timedOut
@@ -211,8 +211,20 @@ public final class SyncThrottler: @unchecked Sendable {
     /// Takes a slot if one is free; never blocks.
     @inlinable public func tryEnter() -> Bool { ThrottlerWord.tryEnter(storage) == 0 }
 
-    /// Takes a slot, waiting up to `timeout` (nil: forever). Throws `ThrottlerError.timedOut`.
-    public func enter(timeout: Duration? = nil) throws {
+    /// Takes a slot, waiting as long as it takes.
+    public func enter() {
+        let code = ThrottlerWord.enter(storage, deadline: Deadline.none, interruptible: false)
+        require(code == 0, "SyncThrottler.enter: error \(code) without a deadline")
+    }
+
+    /// Takes a slot, waiting up to `timeout`: false once it has passed (no slot taken), as every
+    /// timed wait of the library reports a timeout.
+    public func tryEnter(timeout: Duration) -> Bool {
+        ThrottlerWord.enter(storage, deadline: Deadline.after(timeout), interruptible: false) == 0
+    }
+
+    @available(*, deprecated, message: "use enter(), or tryEnter(timeout:), which returns false on timeout")
+    public func enter(timeout: Duration?) throws {
         let deadline = timeout.map { Deadline.after($0) } ?? Deadline.none
         if ThrottlerWord.enter(storage, deadline: deadline, interruptible: false) != 0 { throw ThrottlerError.timedOut }
     }

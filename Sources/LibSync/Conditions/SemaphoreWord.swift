@@ -95,10 +95,7 @@ import Synchronization
             if exchanged { break }
             value = current
         }
-        let waiting = words[1].pointee.load(ordering: .sequentiallyConsistent)
-        if waiting & ~processSharedFlag != 0 {
-            Futex.wake(words.address(0), count: Int32(clamping: count), shared: waiting & processSharedFlag != 0)
-        }
+        words.wake(count: Int32(clamping: count))
         return 0
     }
 

@@ -146,6 +146,7 @@ struct LockDirectory: Sendable {
     let mode: mode_t?
     let makeParents: Bool
     let removeOnRelease: Bool
+    let takeOverPlainFile: Bool
 
     var path: String { (parent == "/" ? "" : parent) + "/" + base }
 
@@ -184,12 +185,7 @@ struct LockDirectory: Sendable {
     /// ENOENT, ENOTDIR, EACCES, EROFS, EEXIST, or an errno).
     static func locate(_ path: String, mode: mode_t?, options: DistributedLock.Options) -> (LockDirectory?, Int32) {
         let makeParents = options.contains(.makeParents)
-        var trimmed = Substring(path)
-        while trimmed.utf8.count > 1 && trimmed.hasSuffix("/") { trimmed.removeLast() }
-        let slash = trimmed.lastIndex(of: "/")
-        let base = String(slash.map { trimmed[trimmed.index(after: $0)...] } ?? trimmed)
-        let given = slash.map { $0 == trimmed.startIndex ? "/" : String(trimmed[..<$0]) } ?? "."
-        if base.isEmpty || base == "." || base == ".." || path.utf8.contains(0) { return (nil, EINVAL) }
+        guard let (given, base) = split(path) else { return (nil, EINVAL) }
         if base.utf8.count > Int(NAME_MAX) { return (nil, ENAMETOOLONG) }
         if makeParents {
             let code = makeDirectories(given)
@@ -209,14 +205,63 @@ struct LockDirectory: Sendable {
             prefix.unicodeScalars.append(scalar)
         }
         let place = LockDirectory(parent: parent, base: base, carrierPrefix: "." + prefix + ".tmp.", mode: mode,
-                                  makeParents: makeParents, removeOnRelease: options.contains(.removeOnRelease))
+                                  makeParents: makeParents, removeOnRelease: options.contains(.removeOnRelease),
+                                  takeOverPlainFile: options.contains(.takeOverPlainFile))
         let code = place.withParent({ $0 }) { dir -> Int32 in
             if fstatat(dir.fd, dir.name(base), &info, AT_SYMLINK_NOFOLLOW) != 0 { return errno == ENOENT ? 0 : errno }
+            if info.st_mode & S_IFMT == S_IFREG && place.takeOverPlainFile { return place.takeOver(dir) }
             if info.st_mode & S_IFMT != S_IFDIR { return EEXIST }
             let (_, code) = place.holderEntry(dir)  // (a lock released meanwhile is free: 0)
             return code
         }
         return code == 0 ? (place, 0) : (nil, code)
+    }
+
+    /// A lock path's parent directory as given ("." for none) and its file name, trailing
+    /// slashes dropped; nil if it names no file (empty, `/`, `.`, `..`) or holds a NUL byte.
+    static func split(_ path: String) -> (parent: String, base: String)? {
+        let (given, base) = lastName(path)
+        if base.isEmpty || base == "." || base == ".." || path.utf8.contains(0) { return nil }
+        return (given, base)
+    }
+
+    /// `path`'s directory ("." for none, "/" for the root) and last name, trailing slashes
+    /// dropped (the root's name is empty).
+    private static func lastName(_ path: String) -> (parent: String, name: String) {
+        var trimmed = Substring(path)
+        while trimmed.utf8.count > 1 && trimmed.hasSuffix("/") { trimmed.removeLast() }
+        let slash = trimmed.lastIndex(of: "/")
+        let name = String(slash.map { trimmed[trimmed.index(after: $0)...] } ?? trimmed)
+        return (slash.map { $0 == trimmed.startIndex ? "/" : String(trimmed[..<$0]) } ?? ".", name)
+    }
+
+    /// The lock path `path` names, as `path` of the lock made for it will read, without touching
+    /// the lock: absolute, trailing slashes dropped, the parent resolved (symbolic links
+    /// followed) as far as it exists, the rest as written less `.` and `..` (so a parent that
+    /// `makeParents` makes later reads the same). nil if `path` names no file (as `split`).
+    static func canonical(_ path: String) -> String? {
+        guard let (given, base) = split(path) else { return nil }
+        let parent = resolved(given)
+        return (parent == "/" ? "" : parent) + "/" + base
+    }
+
+    /// `directory` absolute, symbolic links followed as far as it exists (`realpath`), the
+    /// missing rest appended as written, `.` dropped and `..` taking one name off.
+    private static func resolved(_ directory: String) -> String {
+        if let real = realpath(directory, nil) {
+            defer { free(real) }
+            return String(cString: real)
+        }
+        let (parent, name) = lastName(directory)
+        if name.isEmpty || (parent == "." && name == ".") { return directory }  // (the root, or a working directory gone)
+        let above = resolved(parent)
+        switch name {
+        case ".": return above
+        case "..":
+            guard let cut = above.lastIndex(of: "/") else { return above }
+            return cut == above.startIndex ? "/" : String(above[..<cut])
+        default: return (above == "/" ? "" : above) + "/" + name
+        }
     }
 
     /// The parent directory for the *at calls: absolute names from AT_FDCWD while they fit in
@@ -242,7 +287,7 @@ struct LockDirectory: Sendable {
     }
 
     /// mkdir with the lock's mode (0 or errno).
-    private func makeDirectory(_ dir: Directory, _ name: String) -> Int32 {
+    func makeDirectory(_ dir: Directory, _ name: String) -> Int32 {
         if mkdirat(dir.fd, dir.name(name), 0o777) != 0 { return errno }
         if let mode, fchmodat(dir.fd, dir.name(name), directoryMode(mode), 0) != 0 {
             let code = errno
@@ -278,11 +323,53 @@ struct LockDirectory: Sendable {
                 unlinkat(dir.fd, dir.name(carrier + "/" + entry), AT_REMOVEDIR)
                 switch code {
                 case EEXIST, ENOTEMPTY: return EBUSY
-                case ENOTDIR: return EEXIST  // a non-directory is at `path`
+                case ENOTDIR:  // a non-directory is at `path`: filelock's lock file, left behind?
+                    if !takeOverPlainFile { return EEXIST }
+                    let taken = takeOver(dir)
+                    if taken != 0 { return taken }
                 default: return code
                 }
             }
         }
+    }
+
+    /// Removes the plain file at the lock's path if it is one that filelock's `FileLock` leaves
+    /// behind and nobody uses: a regular file (not a link), empty, on which no process holds a
+    /// `flock` (checked by taking one, held until the file is gone, so a filelock process that
+    /// acquires meanwhile is never robbed). 0 (removed, or gone already); EEXIST with the reason
+    /// recorded (DistributedLockMessage) when it is held, has content, or is something else.
+    func takeOver(_ dir: Directory) -> Int32 {
+        let fd = openat(dir.fd, dir.name(base), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        if fd < 0 {
+            if errno == ENOENT { return 0 }  // gone meanwhile: the caller looks again
+            return DistributedLockMessage.fail(EEXIST, "'\(path)' is a file that libsync cannot open (\(String(cString: strerror(errno)))): remove it; libsync's lock there is a directory")
+        }
+        defer { close(fd) }
+        var opened = stat()
+        if fstat(fd, &opened) != 0 { return errno }
+        if opened.st_mode & S_IFMT == S_IFDIR { return 0 }  // a lock now: the caller looks again
+        if opened.st_mode & S_IFMT != S_IFREG {
+            return DistributedLockMessage.fail(EEXIST, "'\(path)' is not a lock (neither a directory nor a plain file): remove it")
+        }
+        if opened.st_size != 0 {
+            return DistributedLockMessage.fail(EEXIST, "'\(path)' is a file with content (a filelock SoftFileLock's, or data), not a lock: "
+                                               + "remove it once no filelock process uses it; libsync's lock there is a directory")
+        }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            if errno == EWOULDBLOCK || errno == EAGAIN {
+                return DistributedLockMessage.fail(EEXIST, "'\(path)' is a plain lock file held by a filelock process (flock): "
+                                                   + "libsync's lock there is a directory; stop the processes that use filelock on it, "
+                                                   + "then acquire again (libsync takes over a plain file nobody holds)")
+            }
+            return DistributedLockMessage.fail(EEXIST, "'\(path)' is a plain lock file (filelock's) and this file system cannot tell "
+                                               + "whether a process holds it (flock: \(String(cString: strerror(errno)))): remove it once "
+                                               + "no filelock process uses it; libsync's lock there is a directory")
+        }
+        var now = stat()  // still the file we checked? (not replaced meanwhile)
+        if fstatat(dir.fd, dir.name(base), &now, AT_SYMLINK_NOFOLLOW) != 0 { return errno == ENOENT ? 0 : errno }
+        if now.st_dev != opened.st_dev || now.st_ino != opened.st_ino { return takeOver(dir) }
+        if unlinkat(dir.fd, dir.name(base), 0) != 0 && errno != ENOENT { return errno }
+        return 0
     }
 
     /// A cheap early "busy": the lock is a directory with a subdirectory (the holder entry), by
@@ -298,7 +385,7 @@ struct LockDirectory: Sendable {
 
     /// A fresh carrier, made on disk (and the parent too, if it went missing and `makeParents`):
     /// (name, 0) or (nil, errno).
-    private func newCarrier(_ dir: Directory, _ me: ProcessIdentity) -> (String?, Int32) {
+    func newCarrier(_ dir: Directory, _ me: ProcessIdentity) -> (String?, Int32) {
         var remade = false
         while true {
             let carrier = carrierName(me)
@@ -311,7 +398,7 @@ struct LockDirectory: Sendable {
         }
     }
 
-    private func carrierName(_ me: ProcessIdentity) -> String {
+    func carrierName(_ me: ProcessIdentity) -> String {
         carrierPrefix + me.carrierTag + "." + String(ProcessIdentity.nextSerial())
     }
 
@@ -435,7 +522,7 @@ private func makeDirectories(_ path: String) -> Int32 {
     return 0
 }
 
-private func exists(_ dir: LockDirectory.Directory, _ name: String) -> Bool {
+func exists(_ dir: LockDirectory.Directory, _ name: String) -> Bool {
     var info = stat()
     return fstatat(dir.fd, dir.name(name), &info, AT_SYMLINK_NOFOLLOW) == 0
 }
@@ -471,7 +558,7 @@ final class ProcessIdentity: ProcessBound {
 
     private init(pid: Int32) {
         self.pid = pid
-        start = processStatus(pid)?.start ?? 0
+        start = ThreadStat.process(pid)?.start ?? 0
         let boot = readSmallFile("/proc/sys/kernel/random/boot_id")?.filter(\.isHexDigit) ?? ""
         var link = [CChar](repeating: 0, count: 64)
         let n = readlink("/proc/self/ns/pid", &link, link.count - 1)
@@ -505,18 +592,9 @@ final class ProcessIdentity: ProcessBound {
     func isStale(entry: String) -> Bool {
         guard let parsed = parseEntry(entry) else { return false }
         guard !machine.isEmpty, parsed.machine == machine, parsed.host == host else { return false }
-        guard let status = processStatus(parsed.pid) else { return true }
-        return status.state == "Z" || status.state == "X" || status.start != parsed.start
+        guard let status = ThreadStat.process(parsed.pid) else { return true }
+        return status.state == UInt8(ascii: "Z") || status.state == UInt8(ascii: "X") || status.start != parsed.start
     }
-}
-
-/// State letter and start time (clock ticks since boot) from /proc/<pid>/stat; nil if no such process.
-func processStatus(_ pid: Int32) -> (state: Character, start: UInt64)? {
-    guard let stat = readSmallFile("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return nil }
-    // After "pid (comm)" (comm may hold spaces and parentheses): field 3 is the state, 22 the start.
-    let fields = stat[stat.index(after: close)...].split(separator: " ")
-    guard fields.count > 19, let state = fields[0].first, let start = UInt64(fields[19]) else { return nil }
-    return (state, start)
 }
 
 private func readSmallFile(_ path: String) -> String? {

@@ -8,7 +8,7 @@ enum LockIdentity {
     /// database, lock name): the scheme's aliases are one engine; the host is lowercased, and
     /// every spelling of the loopback address (localhost, 127.x.y.z, ::1) is one host; a missing
     /// port or database is the engine's default (PostgreSQL: 5432 and the user's name; Redis:
-    /// 6379 and 0); parameters that do not change the lock (timeouts, ttl, libpq options) are
+    /// 6379 and 0; etcd: 2379); parameters that do not change the lock (timeouts, ttl, libpq options) are
     /// left out. Two spellings of one lock have one identity; two identities are two locks,
     /// unless their names reach one server by different routes (a host by name and by
     /// address), which this does not resolve.
@@ -27,6 +27,8 @@ enum LockIdentity {
         case "redis":
             let database = url.path.isEmpty ? "0" : url.path
             return "redis \(hostKey(url.host)) \(url.port ?? 6379) \(database) \(name)"
+        case "etcd":
+            return "etcd \(hostKey(url.host)) \(url.port ?? 2379) \(name)"
         default:
             return target
         }

@@ -110,6 +110,7 @@ struct PostgresBackend: LockBackend {
     let ioTimeout: Int64
     let libpq: LibPQ
     var waitsInStore: Bool { true }
+    var queuesAsyncWaits: Bool { true }
     var firstPollNanoseconds: Int64? { nil }
 
     /// `postgresql://user[:password]@host[:port]/db?lock=NAME[&connect_timeout=S][&libpq options]`.
@@ -505,15 +506,7 @@ final class PostgresSession: LockSession {
                 let connected = connect(deadline: connectBy, interruptible: interruptible)
                 if connected == ETIMEDOUT && interruptible && !Deadline.hasPassed(deadline) { return EINTR }
                 if connected != 0 { return connected }
-                // One slice: the server answers when the lock is granted, or at the slice's end.
-                let slice = min(Deadline.remaining(deadline, now: now) ?? backend.ioTimeout, backend.ioTimeout)
-                let margin = min(slice / 4, 20_000_000)
-                let milliseconds = max(1, (slice - margin) / 1_000_000)
-                guard let conn, libpq.sendQuery(conn, "SET lock_timeout = \(milliseconds); " + acquireStatement(try: false)) != 0 else {
-                    _ = broken()
-                    continue  // connect again
-                }
-                queued = (Answer(), now + slice)
+                guard sendWait(deadline: deadline, now: now) else { continue }  // (broken: connect again)
             }
             guard var waiting = queued else { continue }
             let answerBy = waiting.answersBy + backend.ioTimeout
@@ -546,6 +539,39 @@ final class PostgresSession: LockSession {
                 if let code = acquired(outcome, "acquire") { return code == EBUSY ? EIO : code }
             }
         }
+    }
+
+    /// Queues a wait request for one slice: the server answers when the lock is granted, or at
+    /// the slice's end (connect_timeout at most). false: the connection broke.
+    private func sendWait(deadline: Int64, now: Int64) -> Bool {
+        let slice = min(Deadline.remaining(deadline, now: now) ?? backend.ioTimeout, backend.ioTimeout)
+        let margin = min(slice / 4, 20_000_000)
+        let milliseconds = max(1, (slice - margin) / 1_000_000)
+        guard let conn, libpq.sendQuery(conn, "SET lock_timeout = \(milliseconds); " + acquireStatement(try: false)) != 0 else {
+            _ = broken()
+            return false
+        }
+        queued = (Answer(), now + slice)
+        return true
+    }
+
+    func queueWait(deadline: Int64) -> Int32 {
+        let now = monotonicNow()
+        if Deadline.hasPassed(deadline, now: now) {
+            withdraw()
+            return ETIMEDOUT
+        }
+        if let waiting = queued, now >= waiting.answersBy + backend.ioTimeout {
+            withdraw()
+            return DistributedLockMessage.fail(EIO, "\(server) did not answer within \(backend.ioTimeout / 1_000_000_000) s (connect_timeout)")
+        }
+        if let code = lookAtQueued(deadline: deadline, keeping: true) { return code }
+        for _ in 0..<2 {  // none queued (or its slice ended): queue one, on a fresh connection if it broke
+            let connected = connect(deadline: deadline, interruptible: false)
+            if connected != 0 { return connected }
+            if sendWait(deadline: deadline, now: now) { return EBUSY }
+        }
+        return DistributedLockMessage.fail(EIO, "acquire: \(server) keeps failing")
     }
 
     func release() -> Int32 {

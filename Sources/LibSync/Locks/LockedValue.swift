@@ -68,16 +68,22 @@ import Synchronization
 extension SyncLockedValue: @unchecked Sendable where Value: Sendable {}
 
 /// A value guarded by a read-write lock (`SyncRWLock`, writer-preferring): many `read`s at
-/// once, or one `write`. A reference: copies share the value and the lock.
+/// once, or one `write`; and beside the `read`s, one `upgradableRead` at a time, which reads
+/// and may then write what it read with no other writer in between (parking_lot's
+/// `upgradable_read`). A reference: copies share the value and the lock.
 ///
 ///     let config = SyncRWLockedValue(["mode": "fast"])
 ///     let mode = config.read { $0["mode"] }
 ///     config.write { $0["mode"] = "safe" }
+///     config.upgradableRead { access in
+///         if access.read({ $0["mode"] }) == nil { access.write { $0["mode"] = "fast" } }
+///     }
 ///
 /// Re-entry on the same thread stops the program with a message (in every build) instead of
-/// waiting for itself: `read` or `write` inside `write`, and `write` or another `read` inside
-/// `read` (a nested read would wait forever once a writer queues). Use one `read` for what
-/// you need, or `write` for a read-modify-write. The value must not escape the body.
+/// waiting for itself: `read`, `write` or `upgradableRead` inside `write`, `read` or
+/// `upgradableRead` (a nested read would wait forever once a writer queues). Use one `read`
+/// for what you need, `write` for a read-modify-write, or `upgradableRead` to check, then
+/// write, while plain readers go on reading. The value must not escape the body.
 @frozen public struct SyncRWLockedValue<Value> {
     @usableFromInline let box: LockBox<Value>
 
@@ -91,31 +97,78 @@ extension SyncLockedValue: @unchecked Sendable where Value: Sendable {}
     /// its result or rethrows its error.
     @inlinable
     public func read<R, E: Error>(_ body: (borrowing Value) throws(E) -> R) throws(E) -> R {
-        try box.withUnsafeMutablePointers { (value, words) throws(E) -> R in
-            let lock = UnsafeMutableRawPointer(words)
-            if sync_thread_reads(lock) != 0 { readerReentered("SyncRWLockedValue.read") }
-            let result = RWLockWords.readLock(lock)
-            if result != 0 { lockedValueFailed(result, "SyncRWLockedValue.read") }
-            sync_thread_reading_push(lock)
-            defer {
-                sync_thread_reading_pop()
-                _ = RWLockWords.readUnlock(lock)
-            }
-            return try body(value.pointee)
-        }
+        try holding("SyncRWLockedValue.read", reading: true, take: { RWLockWords.readLock($0) },
+                    release: { RWLockWords.readUnlock($0) }) { (value, _) throws(E) -> R in try body(value.pointee) }
     }
 
     /// Runs `body` with the value, holding the write lock (alone); returns its result or
     /// rethrows its error.
     @inlinable
     public func write<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
+        try holding("SyncRWLockedValue.write", reading: false, take: { RWLockWords.writeLock($0) },
+                    release: { RWLockWords.writeUnlock($0) }) { (value, _) throws(E) -> R in try body(&value.pointee) }
+    }
+
+    /// Runs `body` holding the upgradable read: plain `read`s run beside it, no writer and no
+    /// other upgradable read does. `body` reads the value through its `access` and may write
+    /// it (`access.write`), each write an upgrade to the write lock with no release in between,
+    /// so that what it read still holds. Returns `body`'s result or rethrows its error.
+    @inlinable
+    public func upgradableRead<R, E: Error>(_ body: (borrowing UpgradableAccess) throws(E) -> R) throws(E) -> R {
+        try holding("SyncRWLockedValue.upgradableRead", reading: true, take: { RWLockWords.upgradableLock($0) },
+                    release: { RWLockWords.upgradableUnlock($0) }) { (value, lock) throws(E) -> R in
+            try body(UpgradableAccess(value: value, lock: lock))
+        }
+    }
+
+    /// What `upgradableRead`'s body holds: the value to read, and `write`, which upgrades to
+    /// the write lock for its own body (waiting for the plain readers to leave, new readers
+    /// waiting meanwhile) and then returns to the upgradable read. It lives only in the body.
+    @frozen public struct UpgradableAccess: ~Copyable {
+        @usableFromInline let value: UnsafeMutablePointer<Value>
+        @usableFromInline let lock: UnsafeMutableRawPointer
+
+        @inlinable init(value: UnsafeMutablePointer<Value>, lock: UnsafeMutableRawPointer) {
+            self.value = value
+            self.lock = lock
+        }
+
+        /// Runs `body` with the value (plain readers may read it at the same time).
+        @inlinable
+        public func read<R, E: Error>(_ body: (borrowing Value) throws(E) -> R) throws(E) -> R {
+            try body(value.pointee)
+        }
+
+        /// Upgrades to the write lock, runs `body` with the value, then turns the write lock
+        /// back into the upgradable read (no writer gets in at either step); returns `body`'s
+        /// result or rethrows its error. Not from inside its own `write` (that stops the program).
+        @inlinable
+        public func write<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
+            let result = RWLockWords.upgrade(lock)
+            if result != 0 { lockedValueFailed(result, "SyncRWLockedValue.UpgradableAccess.write") }
+            defer { _ = RWLockWords.downgradeToUpgradable(lock) }
+            return try body(&value.pointee)
+        }
+    }
+
+    /// Runs `body` with the value and the lock's words, holding what `take` took (stopping the
+    /// program if the caller reads this value already, or if `take` fails), released by
+    /// `release`. `reading`: the caller counts as reading the value meanwhile.
+    @inlinable @inline(__always)
+    func holding<R, E: Error>(_ caller: StaticString, reading: Bool,
+                              take: (UnsafeMutableRawPointer) -> Int32, release: (UnsafeMutableRawPointer) -> Int32,
+                              _ body: (UnsafeMutablePointer<Value>, UnsafeMutableRawPointer) throws(E) -> R) throws(E) -> R {
         try box.withUnsafeMutablePointers { (value, words) throws(E) -> R in
             let lock = UnsafeMutableRawPointer(words)
-            if sync_thread_reads(lock) != 0 { readerReentered("SyncRWLockedValue.write") }
-            let result = RWLockWords.writeLock(lock)
-            if result != 0 { lockedValueFailed(result, "SyncRWLockedValue.write") }
-            defer { _ = RWLockWords.writeUnlock(lock) }
-            return try body(&value.pointee)
+            if sync_thread_reads(lock) != 0 { readerReentered(caller) }
+            let result = take(lock)
+            if result != 0 { lockedValueFailed(result, caller) }
+            if reading { sync_thread_reading_push(lock) }
+            defer {
+                if reading { sync_thread_reading_pop() }
+                _ = release(lock)
+            }
+            return try body(value, lock)
         }
     }
 }

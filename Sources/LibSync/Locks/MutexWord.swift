@@ -14,6 +14,17 @@ import Synchronization
 ///     bit 30     SHARED mode: the futex uses the shared namespace (memory mapped by processes)
 ///     bit 31     WAITERS: some thread may sleep on the word; unlock must wake one
 ///
+/// Why the holder field is 24 bits where the spin lock's (`SpinWord`) is 22: a mutex also
+/// records holders that are no thread. Kernel thread ids are below `threadIDLimit` (2^22); an
+/// async task's hold names its process as `AsyncHold.base + pid` (2^22 ..< 2^24 - 1), and
+/// unowned mode writes `anonymous` (2^24 - 1). A spin lock only ever records thread ids, so its
+/// field is exactly their range and any higher value is a word the library never wrote.
+/// Why SHARED is bit 30 here and in `SpinWord`, but bit 31 in `RWLockWords`: bit 31 is WAITERS,
+/// and each word's SHARED bit is compiled into programs by its static initializer
+/// (SYNC_MUTEX_INIT_SHARED = 0x40000000, SYNC_RWLOCK_INIT_SHARED = 0x80000000), so it cannot
+/// move without breaking the ABI. Nothing assumes a common position: the C ABI and Python take
+/// each word's flags from the core (`sync_layout`, `LockFlags`).
+///
 /// A default mutex is 0, so the fast paths are one CAS each: 0 -> tid to lock, tid -> 0 to
 /// unlock. Any other value (held, waiters, a mode bit) takes the slow path, where the owner
 /// checks (EDEADLK, EPERM) cost nothing on the fast path. Contended, a locker spins (`SpinWait`)
@@ -193,19 +204,7 @@ import Synchronization
         var value = word.pointee.load(ordering: .relaxed)
         let mine = holder(for: value, me: me)
         let isShared = value & shared != 0
-        // Spin (SpinWait) while nobody sleeps, reading before writing.
-        var spin = SpinWait()
-        while true {
-            if value & holderMask == 0 {
-                let (exchanged, now) = word.pointee.compareExchange(
-                    expected: value, desired: value | mine, ordering: .acquiring)
-                if exchanged { return 0 }
-                value = now
-                continue
-            }
-            if value & waiters != 0 || !spin.spin() { break }
-            value = word.pointee.load(ordering: .relaxed)
-        }
+        if spinToTake(word, &value, holders: holderMask, mine: mine) { return 0 }
         // Sleep. A thread that has slept takes the lock with WAITERS set: others may still
         // sleep, and one spurious wake costs less than a lost one.
         while true {
@@ -226,6 +225,29 @@ import Synchronization
             if result.endsWait(interruptible: interruptible) {
                 return takeIfFree(word, me) ? 0 : result.code
             }
+        }
+    }
+
+    /// The spinning phase of a contended lock, shared with `os_unfair_lock`'s word (whose
+    /// WAITERS is bit 31 too): while nobody sleeps on `word`, spins (`SpinWait`), reading before
+    /// writing and after every spin-wait hint, and takes the word once its `holders` bits are
+    /// clear, setting `mine` there.
+    /// True if taken; false once a sleeper is announced or the rounds are spent (the caller
+    /// sleeps), `value` the last state seen.
+    package static func spinToTake(_ word: Word, _ value: inout UInt32, holders: UInt32, mine: UInt32) -> Bool {
+        var spin = SpinWait()
+        while true {
+            if value & holders == 0 {
+                let (exchanged, now) = word.pointee.compareExchange(
+                    expected: value, desired: value | mine, ordering: .acquiring)
+                if exchanged { return true }
+                value = now
+                continue
+            }
+            if value & waiters != 0 || !spin.spin(until: { word.pointee.load(ordering: .relaxed) & holders == 0 }) {
+                return false
+            }
+            value = word.pointee.load(ordering: .relaxed)
         }
     }
 

@@ -9,7 +9,9 @@ import Synchronization
 ///              UPGRADABLE (held by the one upgradable reader), bit 28 WRITER (held for
 ///              writing), bit 29 WRITERS_WAITING (a writer waits: new readers wait too), bit 30
 ///              READERS_PARKED (a reader, plain or upgradable, may sleep on `state`), bit 31
-///              SHARED mode (futexes in the shared namespace)
+///              SHARED mode (futexes in the shared namespace; not bit 30 as in the mutex and
+///              spin words: bits 0-30 were taken, and SYNC_RWLOCK_INIT_SHARED fixes it, see
+///              `MutexWord`)
 ///     wakeups  a sequence writers sleep on (a writer's wake bumps it, so none is lost)
 ///     writer   the kernel thread id of the writer or of the upgradable reader holding it
 ///              (owner checks), else 0
@@ -164,7 +166,14 @@ import Synchronization
             LockOrder.acquired(m, .readLock)
             return 0
         }
-        return LockOrder.waited(m, .readLock) { readLockSlow(m, deadline: deadline, interruptible: interruptible) }
+        return readLockWaiting(m, deadline: deadline, interruptible: interruptible)
+    }
+
+    /// `readLock` past its fast path, in one call in tail position: the fast path then needs no
+    /// stack frame (no register saved and restored around the CAS).
+    @usableFromInline @inline(never)
+    static func readLockWaiting(_ m: Memory, deadline: Int64, interruptible: Bool) -> Int32 {
+        LockOrder.waited(m, .readLock) { readLockSlow(m, deadline: deadline, interruptible: interruptible) }
     }
 
     @usableFromInline @inline(never)
@@ -173,7 +182,8 @@ import Synchronization
         if isImpossible(first) { return EINVAL }
         // The upgradable holder waits for a waiting writer that waits for it: a deadlock.
         let me = threadID()
-        if writtenByCaller(m, first, me) || (first & writersWaiting != 0 && upgradableByCaller(m, first, me)) {
+        if writtenByCaller(m, first, me) || (first & writersWaiting != 0 && upgradableByCaller(m, first, me))
+            || writtenByCallingTask(m, first) {
             return EDEADLK
         }
         return waitAsReader(m, blockers: writer | writersWaiting | upgrading, deadline: deadline,
@@ -276,7 +286,21 @@ import Synchronization
     /// 0, EPERM if no reader holds it (or the caller holds it for writing), or EINVAL.
     @inlinable @inline(__always)
     package static func readUnlock(_ m: Memory) -> Int32 {
+        if _slowPath(sync_lock_order_flag != 0) { return readUnlockHooked(m) }
+        return readRelease(m)
+    }
+
+    /// `readUnlock` while lock-order checking is on: the hook off the fast path, whose frame
+    /// then holds no register across a call.
+    @usableFromInline @inline(never)
+    static func readUnlockHooked(_ m: Memory) -> Int32 {
         LockOrder.releasing(m, .readLock)
+        return readRelease(m)
+    }
+
+    /// Releases a plain read (`readUnlock` past its lock-order hook).
+    @inlinable @inline(__always)
+    static func readRelease(_ m: Memory) -> Int32 {
         var value = state(m).pointee.load(ordering: .relaxed)
         while true {
             if value & readerMask == 0 || value & writer != 0 { return isImpossible(value) ? EINVAL : EPERM }
@@ -288,7 +312,16 @@ import Synchronization
         }
         // The last reader out wakes a waiting writer, the upgrade that waits, or the readers
         // parked behind a writer that left.
-        if value & readerMask == 1 && value & (writersWaiting | readersParked | upgrading) != 0 { wakeAfterRelease(m, value) }
+        if value & readerMask == 1 && value & (writersWaiting | readersParked | upgrading) != 0 {
+            return wokeAfterRelease(m, value)
+        }
+        return 0
+    }
+
+    /// `wakeAfterRelease`, then 0: a call in tail position for the release fast paths.
+    @usableFromInline @inline(never)
+    static func wokeAfterRelease(_ m: Memory, _ value: UInt32) -> Int32 {
+        wakeAfterRelease(m, value)
         return 0
     }
 
@@ -332,7 +365,7 @@ import Synchronization
         let me = threadID()
         let first = state(m).pointee.load(ordering: .relaxed)
         if isImpossible(first) { return EINVAL }
-        if heldByCaller(m, first, me) { return EDEADLK }
+        if heldByCaller(m, first, me) || writtenByCallingTask(m, first) { return EDEADLK }
         countWaiting(m, by: 1)
         let isShared = first & shared != 0
         var spin = SpinWait()
@@ -425,11 +458,28 @@ import Synchronization
         let value = state(m).pointee.load(ordering: .relaxed)
         // Impossible first: the owner word may still name the caller, and EINVAL changes nothing.
         if isImpossible(value) { return EINVAL }
-        if value & writer == 0 || owner(m).pointee.load(ordering: .relaxed) != threadID() { return EPERM }
+        if value & writer == 0 || owner(m).pointee.load(ordering: .relaxed) != threadID() { return notWrittenByCaller(m, value, downgrade: false) }
         if value & shared != 0 { return writeUnlockShared(m) }
         owner(m).pointee.store(0, ordering: .relaxed)
         if state(m).pointee.compareExchange(expected: writer, desired: 0, ordering: .releasing).exchanged { return 0 }
         return writeUnlockSlow(m)
+    }
+
+    /// A write release or downgrade by a thread whose id the lock does not hold: the calling
+    /// task's if it holds the lock with an async form (AsyncRWLock), else EPERM.
+    @usableFromInline @inline(never)
+    static func notWrittenByCaller(_ m: Memory, _ value: UInt32, downgrade: Bool) -> Int32 {
+        guard value & writer != 0, AsyncHold.isAsyncHolder(owner(m).pointee.load(ordering: .relaxed)) else { return EPERM }
+        let task = AsyncHold.currentTask()
+        return downgrade ? AsyncRWLock.downgrade(m, holder: task) : AsyncRWLock.writeUnlock(m, holder: task)
+    }
+
+    /// Whether the calling task holds the write lock with an async form (`value` its state):
+    /// its blocking acquires would wait for itself.
+    @usableFromInline
+    static func writtenByCallingTask(_ m: Memory, _ value: UInt32) -> Bool {
+        value & writer != 0 && AsyncHold.isAsyncHolder(owner(m).pointee.load(ordering: .relaxed))
+            && AsyncRWLock.isWriteLocked(m, by: AsyncHold.currentTask())
     }
 
     /// A SHARED lock whose `writer` holds the caller's id: the caller's only if its list has
@@ -461,7 +511,7 @@ import Synchronization
     @usableFromInline package static func downgrade(_ m: Memory) -> Int32 {
         var value = state(m).pointee.load(ordering: .relaxed)
         if isImpossible(value) { return EINVAL }  // before the owner word and list change
-        if value & writer == 0 || owner(m).pointee.load(ordering: .relaxed) != threadID() { return EPERM }
+        if value & writer == 0 || owner(m).pointee.load(ordering: .relaxed) != threadID() { return notWrittenByCaller(m, value, downgrade: true) }
         if value & shared != 0 && !LockOwner.remove(m) { return EPERM }
         owner(m).pointee.store(0, ordering: .relaxed)
         while true {

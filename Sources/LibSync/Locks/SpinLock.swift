@@ -10,6 +10,9 @@ import Synchronization
 ///     bits 0-21  holder: 0 free, else the holder's kernel thread id (ids fit: pid_max <= 2^22)
 ///     bit 30     SHARED mode: the lock is in memory processes share
 ///
+/// (The mutex word's holder field is wider, and the rwlock's SHARED bit is 31: `MutexWord` says
+/// why.)
+///
 /// Any other bit set is a word the library never writes (EINVAL). A private lock is 0 when
 /// free, so its fast paths are one CAS each (0 -> tid, tid -> 0), and its holder is the
 /// thread whose id it holds. A SHARED word cannot say so alone: the kernel gives a dead

@@ -124,18 +124,8 @@ import Synchronization
             fail(word, "Trying to recursively lock an os_unfair_lock", "os_unfair_lock_lock")
         }
         LockOrder.waiting(word, .mutex)
-        // Spin (SpinWait) while nobody sleeps, reading before writing.
-        var spin = SpinWait()
-        while true {
-            if value == 0 {
-                let (exchanged, now) = word.pointee.compareExchange(expected: 0, desired: me, ordering: .acquiring)
-                if exchanged { return taken(word) }
-                value = now
-                continue
-            }
-            if value & waiters != 0 || !spin.spin() { break }
-            value = word.pointee.load(ordering: .relaxed)
-        }
+        // Spin while nobody sleeps (the mutex's spinning phase: a free word here is 0).
+        if MutexWord.spinToTake(word, &value, holders: ~waiters, mine: me) { return taken(word) }
         // Sleep until the word is free, announcing the sleep with WAITERS.
         while true {
             value = word.pointee.load(ordering: .relaxed)

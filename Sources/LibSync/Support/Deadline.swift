@@ -34,9 +34,18 @@ import Glibc
     package static func after(_ timeout: Duration) -> Int64 {
         let (seconds, attoseconds) = timeout.components
         if seconds < 0 || attoseconds < 0 { return monotonicNow() }
-        let ns = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        if ns.overflow { return Int64.max }
-        return after(nanoseconds: ns.partialValue.addingReportingOverflow(attoseconds / 1_000_000_000))
+        return after(nanoseconds: UInt64(nanoseconds(timeout)))
+    }
+
+    /// `duration` in whole nanoseconds (truncated toward zero), saturating at `Int64.min` and
+    /// `Int64.max`.
+    @inlinable
+    package static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        let whole = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if whole.overflow { return seconds < 0 ? .min : .max }
+        let sum = whole.partialValue.addingReportingOverflow(attoseconds / 1_000_000_000)
+        return sum.overflow ? (seconds < 0 ? .min : .max) : sum.partialValue
     }
 
     /// The deadline `timeout` ns from now (C's unsigned `timeout_ns`).
@@ -50,11 +59,6 @@ import Glibc
     @inlinable
     package static func after(nanoseconds timeout: Int64) -> Int64 {
         timeout < 0 ? none : after(nanoseconds: UInt64(timeout))
-    }
-
-    @inlinable
-    static func after(nanoseconds sum: (partialValue: Int64, overflow: Bool)) -> Int64 {
-        sum.overflow ? Int64.max : after(nanoseconds: UInt64(sum.partialValue))
     }
 
     /// A caller's absolute deadline (C's `deadline_ns`) in the one form the core takes: every

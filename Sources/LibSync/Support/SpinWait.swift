@@ -38,6 +38,25 @@ import Glibc
         return true
     }
 
+    /// `spin()` for a waiter that can look cheaply (one relaxed load of the word it waits on):
+    /// the pause rounds look after every hint and end at once when `ready()` is true, so that
+    /// a word freed for a moment (a holder that takes it again soon) is seen in one hint, not
+    /// at the round's end. The same rounds and the same number of hints at most.
+    @inlinable
+    package mutating func spin(until ready: () -> Bool) -> Bool {
+        if round >= Self.pauseRounds + Self.yieldRounds { return false }
+        round += 1
+        if round <= Self.pauseRounds {
+            for _ in 0..<(1 << round) {
+                sync_cpu_relax()
+                if ready() { break }
+            }
+        } else {
+            sched_yield()
+        }
+        return true
+    }
+
     /// One round of CPU backoff only, false once the pause rounds are spent: for a waiter whose
     /// wait may be long (a writer waiting for readers to leave), which a yield could stretch by
     /// a whole time slice of another runnable thread.

@@ -2,15 +2,27 @@ import CSyncShim
 import Glibc
 import Synchronization
 
-/// What /proc says of threads: their state and start time, and the caller's namespaces.
+/// What /proc says of threads and processes: their state and start time, and the caller's
+/// namespaces. (One parser of the stat files for the whole library.)
 enum ThreadStat {
     /// The state letter and start time (clock ticks since boot, low 32 bits) of thread `tid`
     /// of the caller's pid namespace, from /proc/<tid>/task/<tid>/stat; nil if unreadable.
     static func read(_ tid: UInt32) -> (state: UInt8, start: UInt32)? {
-        let fd = open("/proc/\(tid)/task/\(tid)/stat", O_RDONLY | O_CLOEXEC)
+        guard let found = parse("/proc/\(tid)/task/\(tid)/stat") else { return nil }
+        return (found.state, UInt32(truncatingIfNeeded: found.start))
+    }
+
+    /// The state letter and start time (clock ticks since boot, field 22) of process `pid` of
+    /// the caller's pid namespace, from /proc/<pid>/stat; nil if there is no such process.
+    static func process(_ pid: Int32) -> (state: UInt8, start: UInt64)? { parse("/proc/\(pid)/stat") }
+
+    /// The state letter (field 3) and start time (field 22) of a /proc stat file; nil if it
+    /// cannot be read or parsed.
+    private static func parse(_ path: String) -> (state: UInt8, start: UInt64)? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 { return nil }
         defer { close(fd) }
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { buffer -> (state: UInt8, start: UInt32)? in
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { buffer -> (state: UInt8, start: UInt64)? in
             var length = 0
             while length < buffer.count {
                 let n = Glibc.read(fd, buffer.baseAddress! + length, buffer.count - length)
@@ -33,7 +45,7 @@ enum ThreadStat {
                 start = start &* 10 &+ UInt64(digit)
                 i += 1
             }
-            return (state, UInt32(truncatingIfNeeded: start))
+            return (state, start)
         }
     }
 

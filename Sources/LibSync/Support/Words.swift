@@ -86,6 +86,17 @@ extension Words {
         }
     }
 
+    /// Wakes up to `count` of the sleepers on word 0, if word 1 (a waiter count with
+    /// `processSharedFlag`) counts any. The caller changed word 0 first (sequentially
+    /// consistent), so that a waiter counted in after this read sees the change.
+    @inlinable
+    func wake(count: Int32) {
+        let waiting = self[1].pointee.load(ordering: .sequentiallyConsistent)
+        if waiting & ~processSharedFlag != 0 {
+            Futex.wake(address(0), count: count, shared: waiting & processSharedFlag != 0)
+        }
+    }
+
     /// The waiting room of the primitives whose word 1 counts waiters (with `processSharedFlag`)
     /// and who sleep while word 0 holds `value`: counts the caller in, then sleeps until `ready()`
     /// (which may also take what it waits for) returns true. Returns 0, ETIMEDOUT once the
