@@ -25,8 +25,8 @@ full=; [ ${#parts[@]} -gt 0 ] || { parts=(c swift python); [ -n "$quick" ] || fu
 
 source scripts/setup.sh >/dev/null
 # The peers the Python benchmarks compare with, and matplotlib for the plots, in .venv.
-"$PYTHON" -c "import atomics, readerwriterlock, filelock, matplotlib" 2>/dev/null \
-  || "$PYTHON" -m pip install -q atomics readerwriterlock filelock matplotlib
+"$PYTHON" -c "import atomics, readerwriterlock, filelock, matplotlib, aiorwlock, redis" 2>/dev/null \
+  || "$PYTHON" -m pip install -q atomics readerwriterlock filelock matplotlib aiorwlock redis
 
 rows=$PWD/build/benchmarks/rows
 rm -rf "$rows" && mkdir -p "$rows"

@@ -130,7 +130,8 @@ PAGES = {
             Row("async event wait", ("sync_event_wait_async",), ("SyncEvent",), ()),
             Row("async condition lock", ("sync_condition_lock_lock_async", "sync_condition_lock_lock_when_async",
                                          "sync_async_unlock_with"), ("SyncConditionLock",), ()),
-            Row("async mutex acquire", ("sync_mutex_lock_async", "sync_async_"), ("SyncMutex",), ()),
+            Row("async mutex acquire", ("sync_mutex_lock_async", "sync_mutex_try_lock_async", "sync_mutex_unlock_async",
+                                        "sync_mutex_consistent_async", "sync_async_"), ("SyncMutex",), ()),
         ]),
     "docs/signals.md": Page(
         ("sync/signals.h",), ("Signals/*.swift",), ("libsync.signals",), [

@@ -21,6 +21,11 @@ final class AsyncAcquire: @unchecked Sendable {
     let context: UnsafeMutableRawPointer?
     let result = Atomic<Int32>(EINPROGRESS)
     var waiter: AsyncWaiter?
+    /// The holder the core records for a lock this acquire takes: the caller's owner
+    /// (sync_mutex_lock_async_owner), or the handle itself (its address).
+    private(set) var identity: UInt = 0
+    /// Whether the handle itself is the holder (it must not be freed while it holds the lock).
+    let holdsItself: Bool
     /// A read-write lock's handle that holds a read lock (granted so, or downgraded): read locks
     /// have no owner in the lock, so the handle keeps it.
     let holdsRead = Atomic<Bool>(false)
@@ -28,12 +33,14 @@ final class AsyncAcquire: @unchecked Sendable {
     let detail = Atomic<UInt32>(0)
 
     init(word: UnsafeMutablePointer<Atomic<UInt32>>, kind: Kind = .mutex, eventFD: Int32, callback: AsyncCallback?,
-         context: UnsafeMutableRawPointer?) {
+         context: UnsafeMutableRawPointer?, owner: UInt = 0) {
         self.word = word
         self.kind = kind
         self.eventFD = eventFD
         self.callback = callback
         self.context = context
+        holdsItself = owner == 0
+        identity = owner != 0 ? owner : UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque())
     }
 
     var memory: UnsafeMutableRawPointer { UnsafeMutableRawPointer(word) }
@@ -41,7 +48,7 @@ final class AsyncAcquire: @unchecked Sendable {
     /// Whether the handle holds a lock now (it cannot be freed).
     var holdsLock: Bool {
         switch kind {
-        case .mutex: AsyncRuntime.current.holder(of: UInt(bitPattern: word)) == identity
+        case .mutex: holdsItself && AsyncRuntime.current.holder(of: UInt(bitPattern: word)) == identity
         case .read, .write: holdsRead.load(ordering: .acquiring) || AsyncRWLock.isWriteLocked(memory, by: identity)
         case .semaphore, .event: false
         case .conditionLock: AsyncConditionLock.isHeld(memory, by: identity)
@@ -49,7 +56,6 @@ final class AsyncAcquire: @unchecked Sendable {
     }
 
     var handle: OpaquePointer { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
-    var identity: UInt { UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque()) }
 
     static func from(_ handle: OpaquePointer?) -> AsyncAcquire? {
         handle.map { Unmanaged<AsyncAcquire>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
@@ -71,10 +77,45 @@ final class AsyncAcquire: @unchecked Sendable {
 public func c_sync_mutex_lock_async(_ m: UnsafeMutableRawPointer?, _ deadline: Int64, _ fd: Int32,
                                     _ callback: AsyncCallback?, _ context: UnsafeMutableRawPointer?,
                                     _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+    lockAsync(m, deadline, fd, callback, context, owner: 0, out)
+}
+
+@_cdecl("sync_mutex_lock_async_owner")
+public func c_sync_mutex_lock_async_owner(_ m: UnsafeMutableRawPointer?, _ deadline: Int64, _ fd: Int32,
+                                          _ callback: AsyncCallback?, _ context: UnsafeMutableRawPointer?,
+                                          _ owner: UInt, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+    guard owner != 0 else {
+        out?.pointee = nil
+        return EINVAL
+    }
+    return lockAsync(m, deadline, fd, callback, context, owner: owner, out)
+}
+
+@_cdecl("sync_mutex_try_lock_async")
+public func c_sync_mutex_try_lock_async(_ m: UnsafeMutableRawPointer?, _ owner: UInt) -> Int32 {
+    guard let word = lockWord(m), owner != 0 else { return EINVAL }
+    return AsyncMutex.tryFirst(word, deadline: Deadline.none, holder: owner) ?? EBUSY
+}
+
+@_cdecl("sync_mutex_unlock_async")
+public func c_sync_mutex_unlock_async(_ m: UnsafeMutableRawPointer?, _ owner: UInt) -> Int32 {
+    guard let word = lockWord(m) else { return EINVAL }
+    return AsyncHold.unlock(word, holder: owner)
+}
+
+@_cdecl("sync_mutex_consistent_async")
+public func c_sync_mutex_consistent_async(_ m: UnsafeMutableRawPointer?, _ owner: UInt) -> Int32 {
+    guard let word = lockWord(m) else { return EINVAL }
+    guard word.pointee.load(ordering: .relaxed) & MutexWord.robust != 0 else { return EINVAL }
+    return AsyncHold.consistent(word, holder: owner)
+}
+
+func lockAsync(_ m: UnsafeMutableRawPointer?, _ deadline: Int64, _ fd: Int32, _ callback: AsyncCallback?,
+               _ context: UnsafeMutableRawPointer?, owner: UInt, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
     guard let out else { return EINVAL }
     out.pointee = nil
     guard let word = lockWord(m) else { return EINVAL }
-    let acquire = AsyncAcquire(word: word, eventFD: fd, callback: callback, context: context)
+    let acquire = AsyncAcquire(word: word, eventFD: fd, callback: callback, context: context, owner: owner)
     let retained = Unmanaged.passRetained(acquire)
     if let result = AsyncMutex.tryFirst(word, deadline: Deadline.until(deadline), holder: acquire.identity) {
         guard result == 0 || result == EOWNERDEAD else {
@@ -101,7 +142,14 @@ public func c_sync_async_result(_ handle: OpaquePointer?) -> Int32 {
 @_cdecl("sync_async_cancel")
 public func c_sync_async_cancel(_ handle: OpaquePointer?) -> Int32 {
     guard let acquire = AsyncAcquire.from(handle) else { return EINVAL }
-    guard let waiter = acquire.waiter, AsyncRuntime.current.cancel(waiter, notify: false) else { return EALREADY }
+    guard let waiter = acquire.waiter, AsyncRuntime.current.cancel(waiter, notify: false) else {
+        // Completed: its result is known (the core stored it as the waiter left its queue),
+        // even if its delivery (eventfd, callback) is still under way on another thread.
+        if let outcome = acquire.waiter?.outcome.load(ordering: .acquiring), outcome != EINPROGRESS {
+            _ = acquire.result.compareExchange(expected: EINPROGRESS, desired: outcome, ordering: .acquiringAndReleasing)
+        }
+        return EALREADY
+    }
     acquire.result.store(ECANCELED, ordering: .releasing)
     return 0
 }

@@ -536,6 +536,27 @@ final class AsyncPrimitivesTests: XCTestCase {
         try lock.unlock()
     }
 
+    /// A task's release of a condition lock is not handed straight to a task that waits for
+    /// another condition (a release of a mutex word hands it only to the mutex's own waiters).
+    func testConditionLockReleaseIsNotHandedToAWaiterForAnotherCondition() async throws {
+        let lock = SyncConditionLock(condition: 0)
+        try await lock.lock()
+        let waiting = Task { () async throws -> Bool in
+            try await lock.lock(whenCondition: 1)
+            let wanted = lock.condition == 1
+            try lock.unlock()
+            return wanted
+        }
+        await until { AsyncRuntime.current.pendingCount == 1 }
+        try lock.unlock(withCondition: 2)
+        XCTAssertEqual(AsyncRuntime.current.pendingCount, 1, "granted with the condition 2")
+        try await lock.lock()
+        try lock.unlock(withCondition: 1)
+        let wanted = try await waiting.value
+        XCTAssertTrue(wanted)
+        XCTAssertEqual(AsyncRuntime.current.pendingCount, 0)
+    }
+
     /// Producers (tasks and a thread) put an item when the condition is 0 (empty) and set 1;
     /// consumers (tasks, each acquire in a task cancelled at a random point) take it when 1 and
     /// set 0 (the last sets 1 again: the others see the end). Every item put is taken exactly

@@ -158,11 +158,61 @@ static void test_robust_killed_holder(void) {
     munmap(robust, 4096);
 }
 
+/* The owner forms (LIBSYNC_1.6_AIO): the owner, not the handle, holds; checks are the owner's. */
+static void test_owner_forms(void) {
+    sync_mutex_t m = SYNC_MUTEX_INIT;
+    uintptr_t a = 0x1000, b = 0x2000;
+    CHECK_EQ(sync_mutex_try_lock_async(&m, 0), EINVAL);
+    CHECK_EQ(sync_mutex_try_lock_async(NULL, a), EINVAL);
+    CHECK_EQ(sync_mutex_try_lock_async(&m, a), 0);
+    CHECK_EQ(sync_mutex_try_lock_async(&m, a), EDEADLK);
+    CHECK_EQ(sync_mutex_try_lock_async(&m, b), EBUSY);
+    CHECK_EQ(sync_mutex_unlock(&m), EPERM);
+    CHECK_EQ(sync_mutex_unlock_async(&m, b), EPERM);
+    CHECK_EQ(sync_mutex_consistent_async(&m, a), EINVAL); /* not robust */
+
+    sync_async_t *h = (sync_async_t *)1;
+    CHECK_EQ(sync_mutex_lock_async_owner(&m, -1, -1, NULL, NULL, 0, &h), EINVAL);
+    CHECK(h == NULL);
+    CHECK_EQ(sync_mutex_lock_async_owner(&m, -1, -1, NULL, NULL, a, &h), EDEADLK);
+    CHECK(h == NULL);
+    CHECK_EQ(sync_mutex_lock_async_owner(&m, 0, -1, NULL, NULL, b, &h), ETIMEDOUT);
+
+    int efd = eventfd(0, EFD_CLOEXEC);
+    CHECK(efd >= 0);
+    CHECK_EQ(sync_mutex_lock_async_owner(&m, -1, efd, NULL, NULL, b, &h), EINPROGRESS);
+    CHECK_EQ(sync_async_free(h), EBUSY); /* pending */
+    CHECK_EQ(sync_mutex_unlock_async(&m, a), 0);
+    await_completion(efd);
+    CHECK_EQ(sync_async_result(h), 0);
+    CHECK_EQ(sync_async_free(h), 0); /* the owner holds the lock, not the handle */
+    CHECK_EQ(sync_mutex_unlock_async(&m, a), EPERM);
+    CHECK_EQ(sync_mutex_try_lock_async(&m, b), EDEADLK);
+    CHECK_EQ(sync_mutex_unlock_async(&m, b), 0);
+    CHECK_EQ(sync_mutex_unlock_async(&m, b), EPERM);
+    CHECK_EQ(sync_mutex_is_locked(&m), 0);
+
+    /* Unowned: no owner recorded; anyone releases, sync_mutex_unlock too. */
+    sync_mutex_t u;
+    CHECK_EQ(sync_mutex_init(&u, SYNC_MUTEX_UNOWNED), 0);
+    CHECK_EQ(sync_mutex_try_lock_async(&u, a), 0);
+    CHECK_EQ(sync_mutex_try_lock_async(&u, a), EBUSY);
+    CHECK_EQ(sync_mutex_unlock(&u), 0);
+    CHECK_EQ(sync_mutex_try_lock_async(&u, a), 0);
+    CHECK_EQ(sync_mutex_unlock_async(&u, b), 0);
+    CHECK_EQ(sync_mutex_unlock_async(&u, b), EPERM); /* not held */
+    CHECK_EQ(sync_mutex_lock_async(&u, -1, -1, NULL, NULL, &h), 0);
+    CHECK_EQ(sync_async_unlock(&u, h), 0);
+    CHECK_EQ(sync_async_free(h), 0);
+    close(efd);
+}
+
 int main(void) {
     test_immediate_and_ownership();
     test_bad_input();
     test_pending_eventfd_cancel_timeout();
     test_many_pending_callbacks();
     test_robust_killed_holder();
+    test_owner_forms();
     DONE();
 }

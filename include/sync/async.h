@@ -21,8 +21,13 @@
  * before now one try (ETIMEDOUT at once if the mutex is not free).
  *
  * Thread-safety: every function may be called from any thread. The callback runs on libsync's
- * waker thread: it must not block (a blocked callback delays every pending acquire of the
- * process); it may call the functions of this header. After fork() the child has no pending
+ * waker thread, or on the thread that releases the mutex through an async release
+ * (sync_async_unlock, sync_mutex_unlock_async, a Swift task's unlock; for a
+ * SYNC_MUTEX_UNOWNED mutex any release, sync_mutex_unlock too) when the lock passes straight
+ * to the pending acquire (a non-robust mutex that this process's acquires wait for: no waker
+ * round trip), inside that call. Either way it must not block (a blocked
+ * callback delays every pending acquire of the process, or the releasing thread); it may
+ * call the functions of this header. After fork() the child has no pending
  * acquires (its handles of the parent's pending acquires stay EINPROGRESS forever: free them
  * with sync_async_cancel, then sync_async_free).
  */
@@ -44,7 +49,8 @@ extern "C" {
 typedef struct sync_async sync_async_t;
 
 /**
- * Called once when a pending acquire completes, on the waker thread, with its result (as
+ * Called once when a pending acquire completes, on the waker thread or the releasing thread
+ * (see above), with its result (as
  * sync_async_result returns it) and the `context` given to sync_mutex_lock_async; possibly
  * before sync_mutex_lock_async has returned EINPROGRESS.
  */
@@ -76,7 +82,9 @@ int sync_async_result(const sync_async_t *handle);
 /**
  * Withdraws a pending acquire: 0, and its result is ECANCELED; no completion is delivered (a
  * callback already running may still finish). EALREADY if it had completed (its result stands:
- * if granted, the handle holds the lock). EINVAL for NULL.
+ * if granted, the handle holds the lock); sync_async_result then returns that result at once,
+ * even while its delivery (the eventfd write, the callback) is still under way on libsync's
+ * thread. EINVAL for NULL.
  */
 int sync_async_cancel(sync_async_t *handle);
 
@@ -193,6 +201,51 @@ int sync_condition_lock_lock_when_async(void *condition_lock, int64_t condition,
  * another kind); EINVAL (NULL, impossible words).
  */
 int sync_async_unlock_with(void *condition_lock, sync_async_t *handle, int64_t condition);
+
+/*
+ * Acquires held for an owner (LIBSYNC_1.6_AIO). The holder the core records is the caller's
+ * `owner`, a nonzero value that names who holds the lock: a coroutine, a task, a fiber (for
+ * instance the address of its object, unique while it lives; binding layers such as Python's
+ * asyncio pass their task's). The owner, not a handle, is then checked: an acquire by the owner
+ * that holds the mutex returns EDEADLK, a release by another owner EPERM. The handle of a
+ * pending acquire only carries its completion: free it once completed, whether or not the
+ * lock is held. A mutex created SYNC_MUTEX_UNOWNED records no owner: any caller may release it
+ * (sync_mutex_unlock too), and an owner's second acquire waits, as sync_mutex_lock does.
+ * Thread-safety: as above, every function may be called from any thread.
+ */
+
+/**
+ * Takes `mutex` for `owner` if it is free now; never waits, allocates nothing (the fast path
+ * to try before sync_mutex_lock_async_owner). 0 taken; EOWNERDEAD taken from a dead holder
+ * (robust: repair, sync_mutex_consistent_async); EBUSY held by another; EDEADLK `owner` holds
+ * it already; ENOTRECOVERABLE; EINVAL (NULL or misaligned pointer, `owner` 0, a robust mutex
+ * of another pid namespace).
+ */
+int sync_mutex_try_lock_async(void *mutex, uintptr_t owner);
+
+/**
+ * As sync_mutex_lock_async, the lock being held for `owner` (nonzero) instead of the handle:
+ * returns 0 or EOWNERDEAD (taken at once; *handle is set, free it at once) or EINPROGRESS
+ * (pending: completion as for sync_mutex_lock_async; sync_async_cancel withdraws it), or, with
+ * *handle NULL, ETIMEDOUT, EDEADLK (`owner` holds it already), ENOTRECOVERABLE, EINVAL (also
+ * for `owner` 0). A completed handle may be freed while its owner holds the lock; release
+ * that with sync_mutex_unlock_async (sync_async_unlock also accepts the handle).
+ */
+int sync_mutex_lock_async_owner(void *mutex, int64_t deadline_ns, int event_fd, sync_async_callback_fn callback,
+                                void *context, uintptr_t owner, sync_async_t **handle);
+
+/**
+ * Releases `mutex`, which `owner` holds: 0; EPERM if `owner` does not hold it (an unowned
+ * mutex: if it is not held). A robust lock released with EOWNERDEAD unrepaired becomes not
+ * recoverable. EINVAL for a NULL or misaligned pointer.
+ */
+int sync_mutex_unlock_async(void *mutex, uintptr_t owner);
+
+/**
+ * Robust: marks the state repaired after EOWNERDEAD, for `owner`, which holds `mutex`: 0;
+ * EPERM if it does not hold it; EINVAL if the mutex is not robust or not marked.
+ */
+int sync_mutex_consistent_async(void *mutex, uintptr_t owner);
 
 #ifdef __cplusplus
 }

@@ -85,12 +85,13 @@ for _error_class in (LockError, DeadlockError, NotOwnerError, OwnerDiedError, No
     _error_class.__module__ = "libsync.locks"  # where they are documented and imported from
 
 
-def error(code: int, what: str) -> LockError:
-    """The exception for a lock function's error code."""
+def error(code: int, what: str, caller: str = "thread") -> LockError:
+    """The exception for a lock function's error code (`caller`: who called, in the message:
+    a thread, or an asyncio task)."""
     if code == errno.EDEADLK:
-        return DeadlockError(f"{what}: the calling thread already holds it", code)
+        return DeadlockError(f"{what}: the calling {caller} already holds it", code)
     if code == errno.EPERM:
-        return NotOwnerError(f"{what}: the calling thread does not hold it", code)
+        return NotOwnerError(f"{what}: the calling {caller} does not hold it", code)
     if code == errno.EAGAIN:
         return LockError(f"{what}: count overflow", code)
     if code == errno.EOWNERDEAD:

@@ -49,13 +49,14 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from ctypes import c_int, c_int64, c_uint32, c_uint64, c_void_p
+import errno
+from ctypes import POINTER, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, TypeVar
 
 from ._common import (EBUSY, EDEADLK, ETIMEDOUT, FOREVER, DeadlockError, LockError, NotOwnerError,
                       NotRecoverableError, OwnerDiedError, acquire, acquired, check, declare, deprecated, error, init_error,
                       interruptible, layout, lock_deadline, wait, word, words)
-from . import debug as _debug
+from . import _aio, debug as _debug
 from ._memory import PRIVATE, attach_choice, ref as _ref
 
 if TYPE_CHECKING:
@@ -183,6 +184,23 @@ class _Acquirable(_Memory):
     __enter__ = acquire
 
 
+# The async forms (sync/async.h, docs/async.md): the first try takes the lock for an owner
+# without a handle; only a lock that is held starts a pending acquire (awaited through _aio).
+_mutex_try_lock_async = declare("sync_mutex_try_lock_async", c_int, c_void_p, c_size_t)
+_mutex_lock_async = declare("sync_mutex_lock_async_owner", c_int, c_void_p, c_int64, c_int, c_void_p, c_void_p,
+                            c_size_t, POINTER(c_void_p))
+_mutex_unlock_async = declare("sync_mutex_unlock_async", c_int, c_void_p, c_size_t)
+_mutex_consistent_async = declare("sync_mutex_consistent_async", c_int, c_void_p, c_size_t)
+_EBUSY, _EPERM, _ETIMEDOUT = errno.EBUSY, errno.EPERM, errno.ETIMEDOUT
+_current_task = _aio._current_task
+
+
+def _task_owner() -> int:
+    """The running asyncio task's identity, or 0 outside one (a thread's call)."""
+    task = _current_task()
+    return 0 if task is None else id(task)
+
+
 class Lock(_Acquirable):
     """threading.Lock, from libsync: any thread may release it. 4 bytes of lock state."""
     __slots__ = ()
@@ -220,6 +238,55 @@ class Lock(_Acquirable):
 
     acquire_lock, release_lock, locked_lock = _Acquirable.acquire, release, locked
     _WHAT = "Lock.acquire"
+
+    # ---- asyncio ----
+    # A Lock has no owner: the core records none (any task or thread may release it). The owner
+    # passed to the C functions is then only nonzero.
+
+    def _async_owner(self) -> int:
+        return 1
+
+    async def acquire_async(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Acquires the lock from an asyncio task, suspending the task (not the thread, not the
+        loop) while it is held: as acquire(), the same arguments (timeout in seconds, -1 none,
+        0 one try; threading's errors for the others) and result. Threads, tasks of any loop
+        and other processes take turns on it. Cancelled while waiting, the task is withdrawn
+        and the lock not taken (see docs/async.md); Mutex: as Mutex.acquire, OwnerDiedError
+        and NotRecoverableError, and DeadlockError for the task that holds it."""
+        owner = self._async_owner()
+        limit: Optional[c_int64]
+        if blocking is True and timeout == -1:
+            limit = FOREVER
+        else:
+            limit = lock_deadline(blocking, timeout)
+        code = _mutex_try_lock_async(self._p, owner)
+        if code == _EBUSY and limit is not None:
+            code = await self._wait_async(owner, limit)
+        if not code:
+            return True
+        if code == _EBUSY or code == _ETIMEDOUT:
+            return False
+        raise error(code, self._WHAT + "_async", "task")
+
+    async def _wait_async(self, owner: int, limit: c_int64) -> int:
+        p = self._p
+        code, _ = await _aio.acquire(lambda fd, handle: _mutex_lock_async(p, limit, fd, None, None, owner, handle),
+                                     lambda handle: _mutex_unlock_async(p, owner))
+        return code
+
+    async def __aenter__(self) -> bool:
+        """``async with lock:``: acquire_async() for the block."""
+        owner = self._async_owner()
+        code = _mutex_try_lock_async(self._p, owner)
+        if code == _EBUSY:
+            code = await self._wait_async(owner, FOREVER)
+        if code:
+            raise error(code, self._WHAT + "_async", "task")
+        return True
+
+    async def __aexit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
+        if _mutex_unlock(self._p):
+            raise RuntimeError("release unlocked lock")
 
     def __repr__(self) -> str:
         state = "locked" if self.locked() else "unlocked"
@@ -270,8 +337,13 @@ class Mutex(_Robust, Lock):
     _WHAT = "Mutex.acquire"
 
     def release(self) -> None:
-        """Releases the lock; NotOwnerError if the calling thread does not hold it."""
+        """Releases the lock; NotOwnerError if the caller does not hold it (the calling thread,
+        or for a lock taken with acquire_async the calling task)."""
         code = _mutex_unlock(self._p)
+        if code == _EPERM:  # a task's hold?
+            owner = _task_owner()
+            if owner:
+                code = _mutex_unlock_async(self._p, owner)
         if code:
             raise error(code, "Mutex.release")
 
@@ -284,18 +356,37 @@ class Mutex(_Robust, Lock):
 
     def consistent(self) -> None:
         """Robust: the state the lock guards is repaired after OwnerDiedError, so that release()
-        leaves the lock usable. NotOwnerError if the caller does not hold it; LockError (EINVAL)
-        if the lock is not robust or has nothing to repair."""
-        check(_mutex_consistent(self._p), "Mutex.consistent")
+        leaves the lock usable. NotOwnerError if the caller (thread, or task for a lock taken
+        with acquire_async) does not hold it; LockError (EINVAL) if the lock is not robust or
+        has nothing to repair."""
+        code = _mutex_consistent(self._p)
+        if code == _EPERM:
+            owner = _task_owner()
+            if owner:
+                code = _mutex_consistent_async(self._p, owner)
+        check(code, "Mutex.consistent")
 
     def mark_consistent(self) -> None:
         """Deprecated (DeprecationWarning): consistent()."""
         deprecated("Mutex.mark_consistent()", "consistent()")
-        check(_mutex_consistent(self._p), "Mutex.consistent")
+        self.consistent()
 
     def is_owner(self) -> bool:
         """Whether the calling thread holds it."""
         return bool(_mutex_is_owner(self._p))
+
+    # ---- asyncio: the holder is the task (its identity), as a thread holds the blocking form.
+
+    def _async_owner(self) -> int:
+        task = _current_task()
+        if task is None:
+            raise RuntimeError(f"{self._WHAT}_async must run in an asyncio task")
+        return id(task)
+
+    async def __aexit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
+        code = _mutex_unlock_async(self._p, id(_current_task()))
+        if code:
+            raise error(code, "Mutex.release", "task")
 
     def owned(self) -> bool:
         """Deprecated (DeprecationWarning): is_owner()."""

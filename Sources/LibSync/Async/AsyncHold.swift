@@ -30,8 +30,19 @@ package enum AsyncHold {
 
     /// The calling task's identity (its address), or 0 outside a task. Only compared while the
     /// task lives (a holder lives until it releases).
-    static func currentTask() -> UInt {
-        withUnsafeCurrentTask { task in task.map { unsafeBitCast($0, to: UInt.self) } ?? 0 }
+    @inline(__always) static func currentTask() -> UInt {
+        withUnsafeCurrentTask { task in
+            guard let task else { return 0 }
+            return withUnsafeBytes(of: task) { $0.load(as: UInt.self) }  // read in place: no copy, no retain
+        }
+    }
+
+    /// The calling task's identity (0 outside a task) and whether it is cancelled, in one look.
+    @inline(__always) static func currentTaskAndCancelled() -> (UInt, Bool) {
+        withUnsafeCurrentTask { task in
+            guard let task else { return (0, false) }
+            return (withUnsafeBytes(of: task) { $0.load(as: UInt.self) }, task.isCancelled)
+        }
     }
 
     // MARK: taking and releasing for this process
@@ -118,8 +129,15 @@ package enum AsyncHold {
     /// 0, or EPERM.
     package static func unlock(_ word: MutexWord.Word, holder: UInt) -> Int32 {
         let value = word.pointee.load(ordering: .relaxed)
+        // Unowned mode (threading.Lock): no holder is recorded, anyone may release it, as
+        // sync_mutex_unlock does.
+        if value & MutexWord.unowned != 0 { return MutexWord.unlockSlow(word, 0) }
         guard value & MutexWord.holderMask == token,
-              AsyncRuntime.current.removeHold(UInt(bitPattern: word), task: holder) else { return EPERM }
+              asyncHolds.remove(UInt(bitPattern: word), holder: holder) else { return EPERM }
+        if value & MutexWord.robust == 0, let runtime = AsyncRuntime.existing,
+           runtime.handOff(word) {
+            return 0
+        }
         release(word)
         return 0
     }
@@ -161,7 +179,7 @@ package enum AsyncHold {
     package static func consistent(_ word: MutexWord.Word, holder: UInt) -> Int32 {
         let memory = UnsafeMutableRawPointer(word)
         guard word.pointee.load(ordering: .relaxed) & MutexWord.holderMask == token, holder != 0,
-              AsyncRuntime.current.holder(of: UInt(bitPattern: word)) == holder else { return EPERM }
+              asyncHolds.holder(of: UInt(bitPattern: word)) == holder else { return EPERM }
         let bits = RobustWord.bits(memory)
         var state = bits.pointee.load(ordering: .relaxed)
         while RobustWord.word(of: state) & MutexWord.ownerDied != 0 {
@@ -173,10 +191,19 @@ package enum AsyncHold {
         return EINVAL
     }
 
+    /// Records `holder` as the holder of the mutex at `word`, which this process's async holder
+    /// just took: unowned locks (whose word names no holder) record none.
+    static func taken(_ word: MutexWord.Word, holder: UInt) {
+        if word.pointee.load(ordering: .relaxed) & MutexWord.unowned == 0 {
+            asyncHolds.add(UInt(bitPattern: word), holder: holder)
+        }
+    }
+
     /// Whether the calling task holds the mutex at `word`.
     static func isHeldByCurrentTask(_ word: MutexWord.Word) -> Bool {
         let task = currentTask()
         return task != 0 && word.pointee.load(ordering: .relaxed) & MutexWord.holderMask == token
-            && AsyncRuntime.current.holder(of: UInt(bitPattern: word)) == task
+            && asyncHolds.holder(of: UInt(bitPattern: word)) == task
     }
 }
+

@@ -17,9 +17,7 @@ package enum AsyncMutex {
     /// result, or nil if the task must `wait`.
     @inline(__always)
     package static func start(_ word: MutexWord.Word, deadline: Int64) -> (result: Int32?, task: UInt) {
-        let (task, cancelled) = withUnsafeCurrentTask { task in
-            (task.map { unsafeBitCast($0, to: UInt.self) } ?? 0, task?.isCancelled ?? false)
-        }
+        let (task, cancelled) = AsyncHold.currentTaskAndCancelled()
         if cancelled { return (ECANCELED, task) }
         return (tryFirst(word, deadline: deadline, holder: task), task)
     }
@@ -52,14 +50,13 @@ extension AsyncMutex {
     /// once `deadline` has passed, ENOTRECOVERABLE, EINVAL), or nil if it must wait.
     package static func tryFirst(_ word: MutexWord.Word, deadline: Int64, holder: UInt) -> Int32? {
         let address = UInt(bitPattern: word)
-        let runtime = AsyncRuntime.current
-        if word.pointee.load(ordering: .relaxed) & MutexWord.holderMask == AsyncHold.token && runtime.holder(of: address) == holder {
+        if word.pointee.load(ordering: .relaxed) & MutexWord.holderMask == AsyncHold.token && asyncHolds.holder(of: address) == holder {
             return EDEADLK
         }
         var observed: UInt32 = 0
         let first = AsyncHold.take(word, markWaiters: false, observed: &observed)
         if first == 0 || first == EOWNERDEAD {
-            runtime.addHold(address, task: holder)
+            AsyncHold.taken(word, holder: holder)
             return first
         }
         if first != EBUSY { return first }
@@ -75,7 +72,7 @@ extension SyncMutex {
     /// Takes the lock, suspending the task while it is held. Throws `CancellationError` if the
     /// task is cancelled first (the lock is then not held), `LockError.wouldDeadlock` if the
     /// task holds it already, and robust: `.ownerDied` (holding it), `.notRecoverable`.
-    public func lock() async throws {
+    nonisolated(nonsending) public func lock() async throws {
         var (result, task) = AsyncMutex.start(word, deadline: Deadline.none)
         if result == nil { result = await AsyncMutex.wait(word, deadline: Deadline.none, task: task, keepAlive: memory) }
         if result == ECANCELED { throw CancellationError() }
@@ -84,7 +81,7 @@ extension SyncMutex {
 
     /// Takes the lock unless `timeout` passes first; returns whether it did. A zero or negative
     /// timeout is one try, as for the blocking form. Throws as `lock()`.
-    public func lock(timeout: Duration) async throws -> Bool {
+    nonisolated(nonsending) public func lock(timeout: Duration) async throws -> Bool {
         try await lockAsync(deadline: Deadline.after(timeout))
     }
 
@@ -95,7 +92,7 @@ extension SyncMutex {
     /// releases the lock even if it throws. Throws `CancellationError` if the task is cancelled
     /// before the lock is granted. Traps, as the blocking form, for a task that holds it already
     /// and (robust) a dead previous holder: use `lock()` to handle `.ownerDied`.
-    public func withLock<R>(_ body: () async throws -> R) async throws -> R {
+    nonisolated(nonsending) public func withLock<R>(_ body: nonisolated(nonsending) () async throws -> R) async throws -> R {
         var (result, task) = AsyncMutex.start(word, deadline: Deadline.none)
         if result == nil { result = await AsyncMutex.wait(word, deadline: Deadline.none, task: task, keepAlive: memory) }
         if result == ECANCELED { throw CancellationError() }
@@ -104,7 +101,7 @@ extension SyncMutex {
         return try await body()
     }
 
-    private func lockAsync(deadline: Int64) async throws -> Bool {
+    nonisolated(nonsending) private func lockAsync(deadline: Int64) async throws -> Bool {
         var (result, task) = AsyncMutex.start(word, deadline: deadline)
         if result == nil { result = await AsyncMutex.wait(word, deadline: deadline, task: task, keepAlive: memory) }
         if result == ECANCELED { throw CancellationError() }

@@ -27,7 +27,9 @@ package class AsyncWaiter: @unchecked Sendable {
     /// Guarded by the runtime's lock.
     var phase = Phase.new
     var complete: (@Sendable (Int32) -> Void)?
-    /// The result, stored (releasing) before `complete` is called: a waiter that reads it
+    /// The result, stored (releasing) under the runtime's lock as the waiter leaves the queue
+    /// (so that a cancellation that finds it completed can read it while its delivery, outside
+    /// the lock, is under way) and again before `complete` is called: a waiter that reads it
     /// (acquiring) sees everything the previous holder did before its release, whatever the
     /// completion path orders (ThreadSanitizer sees the edge too).
     package let outcome = Atomic<Int32>(EINPROGRESS)
@@ -73,9 +75,18 @@ package class AsyncWaiter: @unchecked Sendable {
     /// `task`, marking WAITERS.
     package func attempt(_ runtime: AsyncRuntime, observed: inout UInt32) -> Int32 {
         let result = AsyncHold.take(word, markWaiters: true, observed: &observed)
-        if result == 0 || result == EOWNERDEAD { runtime.addHold(UInt(bitPattern: word), task: task) }
+        if result == 0 || result == EOWNERDEAD { granted() }
         return result
     }
+
+    /// The mutex's waiter got the lock (taken by `attempt`, or handed over by a release,
+    /// `AsyncRuntime.handOff`): records the hold for `task`.
+    final func granted() { AsyncHold.taken(word, holder: task) }
+
+    /// Whether a release of `word` may hand the lock straight to this waiter: only a mutex's
+    /// own waiter (exactly this class), not a subclass that queues on a mutex word but wants
+    /// more than the mutex (a condition lock's waiter wants its condition too).
+    final var takesHandoff: Bool { type(of: self) == AsyncWaiter.self }
 
     /// Called once queued (under the runtime's lock; it must not block): a kind that counts its
     /// waiters in the primitive's words counts this one in.
@@ -115,6 +126,9 @@ package final class AsyncRuntime: @unchecked Sendable {
         var robust: Bool
         var waiters: [AsyncWaiter] = []
         var head = 0
+        /// How many times in a row a release handed the word straight to the first waiter
+        /// (`handOff`); the waker's grants reset it.
+        var handoffs = 0
         /// How many of them have a deadline (none: no scan for expired ones).
         var timed = 0
 
@@ -174,8 +188,9 @@ package final class AsyncRuntime: @unchecked Sendable {
     /// The process's start time (as robust words record holders'), read once.
     let processStart: UInt32
     let state = LockedState(State())
-    /// Word address -> the task holding it (this process's async holds).
-    let holds = LockedState([UInt: UInt]())
+    /// How many words have pending acquires (state.queues.count, stored under the lock at each
+    /// change): a release reads it without the lock to skip `handOff` when nothing waits.
+    let queuedWords = Atomic<Int>(0)
     /// The waker's own futex word: bumped (and woken) at every registration and cancellation.
     let signal: UnsafeMutablePointer<Atomic<UInt32>>
 
@@ -202,20 +217,70 @@ package final class AsyncRuntime: @unchecked Sendable {
         return Self.current
     }
 
-    // MARK: holds
-
-    package func addHold(_ word: UInt, task: UInt) { holds.withLock { $0[word] = task } }
-
-    /// Removes the hold of `word` if `task` (nonzero) has it; returns whether it did.
-    package func removeHold(_ word: UInt, task: UInt) -> Bool {
-        task != 0 && holds.withLock { holds in
-            guard holds[word] == task else { return false }
-            holds[word] = nil
-            return true
-        }
+    /// This process's runtime if it has one (no new one made: a process that never waited
+    /// asynchronously has no waiter to hand a lock to).
+    static var existing: AsyncRuntime? {
+        let raw = cell.load(ordering: .acquiring)
+        guard raw != 0 else { return nil }
+        let runtime = Unmanaged<AsyncRuntime>.fromOpaque(UnsafeRawPointer(bitPattern: raw)!).takeUnretainedValue()
+        return runtime.pid == sync_process_id ? runtime : nil
     }
 
-    package func holder(of word: UInt) -> UInt? { holds.withLock { $0[word] } }
+    /// The most releases in a row that hand a word straight to a waiting task before one
+    /// releases it for real (waking a sleeper: a blocked thread or another process takes its
+    /// turn too).
+    static let handoffLimit = 8
+
+    /// A release by this process's async holder of the (non-robust) word at `word`: if a task
+    /// of this process waits for it (queued, whether or not the waker has marked the word's
+    /// WAITERS bit yet), the lock passes straight to it
+    /// (the word stays held, by the same process holder; the waiter is completed here, with no
+    /// waker round trip) and true; false: release it as usual.
+    func handOff(_ word: MutexWord.Word) -> Bool {
+        guard queuedWords.load(ordering: .relaxed) != 0 else { return false }
+        let address = UInt(bitPattern: word)
+        var emptied = false
+        let next: AsyncWaiter? = state.withLock { state in
+            defer { queuedWords.store(state.queues.count, ordering: .relaxed) }
+            guard var queue = state.queues.removeValue(forKey: address) else { return nil }  // unique: mutated in place
+            defer {
+                if !queue.isEmpty {
+                    state.queues[address] = queue
+                } else {
+                    // The waker may still watch the word and take the wakeup of a later
+                    // release, meant for a blocked thread: it passes it on, as for a
+                    // withdrawn last waiter.
+                    state.passOn.append((address, queue.shared))
+                    emptied = true
+                }
+            }
+            // Only a mutex's own waiters take it (another primitive's waiters queued on a mutex
+            // word, a condition lock's, want more than the mutex: the waker tries them).
+            guard let first = queue.first, first.takesHandoff, queue.handoffs < Self.handoffLimit else {
+                queue.handoffs = 0
+                return nil
+            }
+            queue.popFirst()
+            queue.handoffs += 1
+            first.phase = .done
+            first.outcome.store(0, ordering: .releasing)
+            return first
+        }
+        guard let next else { return false }
+        next.granted()
+        next.finish(0)
+        if emptied { poke() }
+        return true
+    }
+
+    // MARK: holds
+
+    package func addHold(_ word: UInt, task: UInt) { asyncHolds.add(word, holder: task) }
+
+    /// Removes the hold of `word` if `task` (nonzero) has it; returns whether it did.
+    package func removeHold(_ word: UInt, task: UInt) -> Bool { asyncHolds.remove(word, holder: task) }
+
+    package func holder(of word: UInt) -> UInt? { asyncHolds.holder(of: word) }
 
     // MARK: waiting
 
@@ -228,6 +293,7 @@ package final class AsyncRuntime: @unchecked Sendable {
             waiter.phase = .queued
             let address = UInt(bitPattern: waiter.word)
             state.queues[address, default: Queue(shared: waiter.shared, robust: waiter.robust)].append(waiter)
+            queuedWords.store(state.queues.count, ordering: .relaxed)
             if waiter.goesFirst { state.firstCount += 1 }
             waiter.queued()
             let start = !state.started
@@ -257,6 +323,7 @@ package final class AsyncRuntime: @unchecked Sendable {
                 if state.queues[address]?.isEmpty == true {
                     state.queues[address] = nil
                     state.passOn.append((address, waiter.shared))
+                    queuedWords.store(state.queues.count, ordering: .relaxed)
                 }
                 return true
             }
@@ -307,6 +374,7 @@ package final class AsyncRuntime: @unchecked Sendable {
             let seen = signal.pointee.load(ordering: .acquiring)
             var deadline = Deadline.none
             let window: Int = state.withLock { state in
+                defer { queuedWords.store(state.queues.count, ordering: .relaxed) }
                 passOn = state.passOn
                 state.passOn.removeAll()
                 let now = monotonicNow()
@@ -330,6 +398,7 @@ package final class AsyncRuntime: @unchecked Sendable {
                             }
                             queue.popFirst()
                             first.phase = .done
+                            first.outcome.store(result, ordering: .releasing)  // known before the lock is left
                             if result == 0 || result == EOWNERDEAD { granted = true }
                             completions.append((first, result))
                         }
@@ -342,6 +411,7 @@ package final class AsyncRuntime: @unchecked Sendable {
                                 return false
                             }
                             waiter.phase = .done
+                            waiter.outcome.store(result, ordering: .releasing)  // known before the lock is left
                             if result == 0 { granted = true }
                             completions.append((waiter, result))
                             return true
@@ -351,10 +421,12 @@ package final class AsyncRuntime: @unchecked Sendable {
                         queue.remove { waiter in
                             guard Deadline.hasPassed(waiter.deadline, now: now) else { return false }
                             waiter.phase = .done
+                            waiter.outcome.store(ETIMEDOUT, ordering: .releasing)
                             expired.append(waiter)
                             return true
                         }
                     }
+                    if granted { queue.handoffs = 0 }
                     if queue.isEmpty {
                         if !granted { passOn.append((address, queue.shared)) }
                     } else {

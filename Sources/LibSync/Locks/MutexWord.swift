@@ -256,6 +256,12 @@ import Synchronization
         var value = word.pointee.load(ordering: .relaxed)
         if AsyncHold.isAsyncHolder(value & holderMask) { return AsyncHold.unlock(word) }  // a task's hold
         if value & robust != 0 { return RobustWord.unlock(UnsafeMutableRawPointer(word), recursive: false) }
+        // Unowned (any caller releases it) and held: a task of this process that waits for it
+        // gets it straight, the word staying held (docs/async.md).
+        if value & unowned != 0 && value & holderMask != 0,
+           let runtime = AsyncRuntime.existing, runtime.handOff(word) {
+            return 0
+        }
         let me = cached != 0 ? cached : threadID()
         let owner = value & holderMask
         if value & unowned == 0 {

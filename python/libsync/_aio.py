@@ -1,0 +1,223 @@
+"""asyncio waits on libsync's locks, through the C event-loop API (sync/async.h).
+
+One eventfd per event loop, registered with ``loop.add_reader``: every pending acquire started
+from that loop names it, libsync's waker thread writes to it when an acquire completes, and the
+loop's reader collects the completed ones and resolves their futures in the loop's own thread
+(Python is never called from the waker thread). Any loop works, and several loops in several
+threads may wait on the same lock: each has its own descriptor.
+
+Every decision (who holds the lock, FIFO order, deadlines, dead holders) is the core's; this
+module converts: a pending handle into a future, a cancellation into ``sync_async_cancel`` (and
+a grant that raced it back into a release), the loop's end and fork() into withdrawals.
+
+``acquire(start, give_back)`` is the one helper every primitive uses: ``start(fd, handle_ref)``
+is a C ``*_lock_async``-shaped start function bound to its lock and deadline (the handle shape
+of ``sync_async_t``), ``give_back(handle)`` releases a grant nobody will use.
+"""
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import sys
+import threading
+import weakref
+from ctypes import byref, c_int, c_void_p
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from ._common import declare
+
+__all__ = ["acquire", "owner"]
+
+EINPROGRESS, EOWNERDEAD = errno.EINPROGRESS, errno.EOWNERDEAD
+_result = declare("sync_async_result", c_int, c_void_p)
+_cancel = declare("sync_async_cancel", c_int, c_void_p)
+_free = declare("sync_async_free", c_int, c_void_p)
+if sys.version_info < (3, 12):
+    # asyncio.current_task there calls get_running_loop, which makes a getpid() system call
+    # each time (a fork check): the costliest part of an uncontended `async with` of a Mutex
+    # (twice). The thread's running loop is cached instead: a loop whose _thread_id is the
+    # calling thread's runs in it (one loop runs in a thread at a time), so it is the one
+    # get_running_loop would return. (The cache is dropped at fork.)
+    from asyncio.events import _get_running_loop
+    from asyncio.tasks import _current_tasks as _tasks  # type: ignore[attr-defined]  # private, not in typeshed
+    _current_tasks: Dict[Any, asyncio.Task[Any]] = _tasks  # loop (or None) -> its running task
+    _running = threading.local()
+    _get_ident = threading.get_ident
+
+    def _current_task() -> Optional[asyncio.Task[Any]]:
+        """The running task, or None (no running loop, or not in a task)."""
+        loop = getattr(_running, "loop", None)
+        if loop is None or getattr(loop, "_thread_id", None) != _get_ident():
+            loop = _running.loop = _get_running_loop()
+        return _current_tasks.get(loop)
+else:  # C, and no error outside a running loop is wanted here
+    def _current_task() -> Optional[asyncio.Task[Any]]:
+        """The running task, or None (no running loop, or not in a task)."""
+        try:
+            return asyncio.current_task()
+        except RuntimeError:
+            return None
+
+
+def owner() -> int:
+    """The calling task's identity, the owner the core records for an owner-checked lock."""
+    task = _current_task()
+    if task is None:
+        raise RuntimeError("an async acquire must run in an asyncio task")
+    return id(task)
+
+
+class _Pending:
+    """One pending acquire: its handle (None once withdrawn for its loop or by fork), its
+    future, and how to release it if it was granted to nobody."""
+    __slots__ = ("handle", "future", "give_back")
+    handle: Optional[c_void_p]
+    future: asyncio.Future[int]
+
+    def __init__(self, handle: c_void_p, future: asyncio.Future[int], give_back: Callable[[c_void_p], Any]):
+        self.handle, self.future, self.give_back = handle, future, give_back
+
+    def withdraw(self) -> None:
+        """Withdraws the acquire for good (its loop is closing, or this is a fork()ed child):
+        cancelled if still pending, released if it was granted; the handle is freed."""
+        handle, self.handle = self.handle, None
+        if handle is None:
+            return
+        if _cancel(handle) != 0 and _result(handle) in (0, EOWNERDEAD):
+            self.give_back(handle)
+        _free(handle)
+
+
+class _LoopWaits:
+    """One event loop's descriptor and pending acquires (handle address -> _Pending)."""
+    __slots__ = ("fd", "pending", "__weakref__")
+
+    def __init__(self) -> None:
+        self.fd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+        self.pending: Dict[int, _Pending] = {}
+
+    def ready(self) -> None:
+        """The loop's reader: resolves the futures of the acquires that completed."""
+        try:
+            os.read(self.fd, 8)
+        except BlockingIOError:
+            pass
+        for key, entry in list(self.pending.items()):
+            code = _result(entry.handle)
+            if code != EINPROGRESS:
+                del self.pending[key]
+                if not entry.future.done():
+                    entry.future.set_result(code)
+
+    def withdraw_all(self) -> None:
+        pending, self.pending = self.pending, {}
+        for entry in pending.values():
+            entry.withdraw()
+
+    def close(self) -> None:
+        self.withdraw_all()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+_loops: Dict[int, _LoopWaits] = {}  # id(loop) -> its waits, while the loop lives and is open
+
+
+def _waits(loop: asyncio.AbstractEventLoop) -> _LoopWaits:
+    waits = _loops.get(id(loop))
+    if waits is None:
+        waits = _LoopWaits()
+        loop.add_reader(waits.fd, waits.ready)
+        key = id(loop)
+        _loops[key] = waits
+
+        def forget(waits: _LoopWaits = waits, key: int = key) -> None:
+            if _loops.get(key) is waits:
+                del _loops[key]
+            waits.close()
+
+        # The loop's end withdraws its waiters: at close() (a loop whose close can be wrapped:
+        # asyncio's own; a loop that cannot, uvloop's, at its collection), and at collection.
+        close = loop.close
+
+        def closing() -> None:
+            if not loop.is_closed():
+                loop.remove_reader(waits.fd)
+            forget()
+            close()
+        try:
+            loop.close = closing  # type: ignore[method-assign]
+        except AttributeError:
+            pass
+        weakref.finalize(loop, forget)
+    return waits
+
+
+def _forget_after_fork() -> None:
+    """In a fork()ed child: the parent's pending acquires are not the child's. Each is withdrawn
+    (the core's child has no waiters; its handles are cancelled and freed); the descriptors are
+    closed, the loops left alone (their epoll set is shared with the parent's)."""
+    loops = list(_loops.values())
+    _loops.clear()
+    if sys.version_info < (3, 12):
+        _running.loop = None
+    for waits in loops:
+        waits.close()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+async def acquire(start: Callable[[int, Any], int], give_back: Callable[[c_void_p], Any],
+                  free_granted: bool = True) -> Tuple[int, Optional[c_void_p]]:
+    """Runs an async acquire: ``start(fd, byref(handle))`` returns 0 or EOWNERDEAD (taken at
+    once), EINPROGRESS (pending: awaited here), or another code. Returns the acquire's code (0,
+    EOWNERDEAD, ETIMEDOUT, or an error) and its handle if it was granted and ``free_granted`` is
+    False (a lock its handle holds: release it through the handle, then free it); every other
+    handle is freed here.
+
+    Cancelled while pending (task.cancel(), asyncio.timeout, wait_for, the coroutine closed):
+    the acquire is withdrawn; a grant that raced the cancellation is given back
+    (``give_back(handle)``) and the cancellation propagates, except EOWNERDEAD on a
+    cancellation: the lock is then held and the code returned, so that the task learns of the
+    dead holder (a release would make the lock not recoverable)."""
+    loop = asyncio.get_running_loop()
+    waits = _waits(loop)
+    handle = c_void_p()
+    code = start(waits.fd, byref(handle))
+    if code != EINPROGRESS:
+        return code, _done(handle, code, free_granted)
+    entry = _Pending(handle, loop.create_future(), give_back)
+    key = handle.value or 0  # set: the acquire is pending
+    waits.pending[key] = entry
+    try:
+        code = await entry.future
+    except BaseException as stop:
+        waits.pending.pop(key, None)
+        if entry.handle is None:  # withdrawn with its loop, or by fork()
+            raise
+        entry.handle = None
+        if _cancel(handle) == 0:
+            _free(handle)
+            raise
+        code = _result(handle)
+        if code == EOWNERDEAD and isinstance(stop, asyncio.CancelledError):
+            return code, _done(handle, code, free_granted)
+        if code in (0, EOWNERDEAD):
+            give_back(handle)
+        _free(handle)
+        raise
+    entry.handle = None
+    return code, _done(handle, code, free_granted)
+
+
+def _done(handle: c_void_p, code: int, free_granted: bool) -> Optional[c_void_p]:
+    """The handle of a completed acquire, for its caller, or None: freed."""
+    if not handle:
+        return None
+    if not free_granted and code in (0, EOWNERDEAD):
+        return handle
+    _free(handle)
+    return None
