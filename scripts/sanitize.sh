@@ -11,8 +11,14 @@
 # and the tests built on fork and killed processes or signals, which TSan does not model
 # (test_attach, test_distributed_*, test_mutex_owners, test_signals, test_waiter_death). The fuzz runs briefly
 # (SYNC_FUZZ_SECONDS, default 0.25 s per primitive and mode here).
+#
+#   scripts/sanitize.sh          builds (what is out of date), then runs the tests
+#   scripts/sanitize.sh build    the three instrumented builds only: test.sh starts them early,
+#                                in the background, while its other stages mostly wait
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+phase=${1:-all}
+case $phase in all|build) ;; *) echo "usage: scripts/sanitize.sh [build]" >&2; exit 2 ;; esac
 
 # The toolchain's clang: its sanitizer runtimes are the ones swiftc's -sanitize links against.
 CLANG="$(dirname "$(readlink -f "$(command -v swift)")")/clang"
@@ -39,7 +45,6 @@ run() {
 
 c_tests() {  # build directory, tests...
   local dir=$1; shift
-  cmake --build "$dir" --target "$@" >/dev/null
   for t in "$@"; do
     # The distributed lock tests' forked children exit without destroying their parent's objects,
     # and a forked child abandons its parent's per-process lock state by design (it may have been
@@ -59,17 +64,26 @@ TSAN_SKIP=" test_attach test_osatomic_threads test_distributed_lock test_distrib
 TSAN=()
 for t in "${ALL[@]}"; do [[ $TSAN_SKIP == *" $t "* ]] || TSAN+=("$t"); done
 
+build() {
+  CC="$CLANG" cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYNC_SANITIZE=address -DSYNC_BUILD_TESTS=ON >/dev/null
+  cmake --build build-asan --target "${ASAN[@]}" >/dev/null
+  # Unoptimized, so that the closures of Mutex.withLock stay frames of their own (tsan.supp).
+  CC="$CLANG" cmake -S . -B build-tsan/c -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSYNC_SANITIZE=thread -DSYNC_BUILD_TESTS=ON >/dev/null
+  cmake --build build-tsan/c --target "${TSAN[@]}" >/dev/null
+  swift build --build-tests --sanitize=thread --scratch-path build-tsan/swiftpm >/dev/null
+}
+
+echo "== sanitizers: the ASan+UBSan and TSan builds (build-asan/, build-tsan/)"
+build
+[ "$phase" = build ] && { echo "== sanitizers: built ($((SECONDS - start)) s)"; exit 0; }
+
 echo "== sanitizers: C tests under ASan+UBSan (build-asan/)"
-CC="$CLANG" cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYNC_SANITIZE=address -DSYNC_BUILD_TESTS=ON >/dev/null
 c_tests build-asan "${ASAN[@]}"
 
-# Unoptimized, so that the closures of Mutex.withLock stay frames of their own (tsan.supp).
 echo "== sanitizers: C tests under TSan, libsync.so built with -sanitize=thread (build-tsan/c)"
-CC="$CLANG" cmake -S . -B build-tsan/c -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSYNC_SANITIZE=thread -DSYNC_BUILD_TESTS=ON >/dev/null
 c_tests build-tsan/c "${TSAN[@]}"
 
 echo "== sanitizers: swift test --sanitize=thread (build-tsan/swiftpm)"
-swift build --build-tests --sanitize=thread --scratch-path build-tsan/swiftpm >/dev/null
 # TSan delivers signals itself and merges real-time signals queued to one thread, which this
 # test counts one by one (it passes without TSan, in the Swift stage above).
 run swift test --skip-build --sanitize=thread --scratch-path build-tsan/swiftpm --disable-swift-testing \

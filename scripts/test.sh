@@ -46,6 +46,16 @@ source scripts/setup.sh
 # leases, killed and stopped processes), so one more than the cores. Each test owns its files,
 # ports and servers; a test that fails beside another is a defect, as a flaky one is.
 jobs=$(( $(nproc) + 1 ))
+
+# The sanitizer stage's three builds start now, in the background and at a lower priority: the
+# stages before it mostly wait (servers, leases, stopped processes), and the builds fill that
+# time. stage_sanitize waits for them (a failed build fails it, with its log).
+sanitize_builds=
+if [[ " ${stages[*]} " == *" sanitize "* ]] && [ "${stages[0]}" != sanitize ]; then
+  setsid nice -n 10 scripts/sanitize.sh build > build/sanitize-build.log 2>&1 &  # (its own process group)
+  sanitize_builds=$!
+  trap '[ -z "$sanitize_builds" ] || kill -- "-$sanitize_builds" 2>/dev/null || true' EXIT
+fi
 case " ${stages[*]} " in
   *" c "*|*" python "*|*" examples "*|*" repeat-c "*)
     scripts/servers.sh install || true ;;  # PostgreSQL and Redis for the distributed lock tests (which skip loudly without)
@@ -133,6 +143,11 @@ stage_warnings() {
 
 stage_sanitize() {
   echo "== Sanitizers (ASan+UBSan and TSan builds of libsync.so and the C tests; swift test under TSan)"
+  if [ -n "$sanitize_builds" ]; then
+    local status=0; wait "$sanitize_builds" || status=$?
+    sanitize_builds=
+    [ $status = 0 ] || { cat build/sanitize-build.log >&2; echo "the sanitizer builds failed ($status)" >&2; exit 1; }
+  fi
   scripts/sanitize.sh
 }
 
