@@ -224,4 +224,3 @@ class DistributedLock:
 
     def __repr__(self) -> str:
         return f"DistributedLock({self.path!r}, is_locked={self.is_locked})"
-

@@ -81,7 +81,7 @@ SKIPS_4 = {
         "test_async_acquire_cancellation_surfaces_a_failed_acquire", "test_async_acquire_cancellation_surfaces_a_failed_release",
         "test_async_release_cancellation_drains_the_release", "test_async_release_cancellation_surfaces_a_failed_release")},
 }
-SKIPS = {**SKIPS_4, 
+SKIPS = {**SKIPS_4,
     "test_on_acquired_*": DESCRIPTOR, "*on_acquired*": DESCRIPTOR, "test_close_*": DESCRIPTOR,
     "test_dual_body_and_close_failure_grouped": DESCRIPTOR, "test_soft_close_*": DESCRIPTOR,
     "test_soft_second_release_does_not_close_reused_descriptor": DESCRIPTOR,

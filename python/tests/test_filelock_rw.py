@@ -213,4 +213,3 @@ def test_async_read_write(tmp_path):
         with pytest.raises(RuntimeError):
             owned.submit(int)
     asyncio.run(main())
-

@@ -206,4 +206,3 @@ package enum AsyncHold {
             && asyncHolds.holder(of: UInt(bitPattern: word)) == task
     }
 }
-
