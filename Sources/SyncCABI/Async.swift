@@ -11,7 +11,7 @@ public typealias AsyncCallback = @convention(c) (OpaquePointer?, Int32, UnsafeMu
 
 final class AsyncAcquire: @unchecked Sendable {
     /// What the handle waits for (AsyncPrimitives.swift has the other kinds' functions).
-    enum Kind { case mutex, read, write, semaphore, event, conditionLock }
+    enum Kind { case mutex, read, write, semaphore, event }
 
     /// The primitive's memory (for the mutex, its word).
     let word: UnsafeMutablePointer<Atomic<UInt32>>
@@ -51,7 +51,6 @@ final class AsyncAcquire: @unchecked Sendable {
         case .mutex: holdsItself && AsyncRuntime.current.holder(of: UInt(bitPattern: word)) == identity
         case .read, .write: holdsRead.load(ordering: .acquiring) || AsyncRWLock.isWriteLocked(memory, by: identity)
         case .semaphore, .event: false
-        case .conditionLock: AsyncConditionLock.isHeld(memory, by: identity)
         }
     }
 
@@ -161,7 +160,6 @@ public func c_sync_async_unlock(_ m: UnsafeMutableRawPointer?, _ handle: OpaqueP
     case .mutex: return AsyncHold.unlock(word, holder: acquire.identity)
     case .read, .write: return releaseRWLock(acquire, m!)
     case .semaphore, .event: return EPERM
-    case .conditionLock: return AsyncConditionLock.unlock(m!, holder: acquire.identity, condition: nil)
     }
 }
 

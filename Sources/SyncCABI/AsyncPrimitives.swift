@@ -109,38 +109,3 @@ public func c_sync_event_wait_async(_ event: UnsafeMutableRawPointer?, _ deadlin
                           AsyncEvent.Waiter($0.memory, mark: mark, task: $0.identity, deadline: $1, keepAlive: nil)
                       })
 }
-
-// MARK: condition lock
-
-/// sync_condition_lock_lock_async and sync_condition_lock_lock_when_async.
-func conditionLockAsync(_ lock: UnsafeMutableRawPointer?, wanted: Int64?, _ deadline: Int64, _ fd: Int32,
-                        _ callback: AsyncCallback?, _ context: UnsafeMutableRawPointer?,
-                        _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
-    startAsync(lock, kind: .conditionLock, deadline: deadline, fd: fd, callback: callback, context: context, out: out,
-               first: { AsyncConditionLock.tryFirst($0.memory, wanted: wanted, deadline: $1, holder: $0.identity) },
-               makeWaiter: {
-                   AsyncConditionLock.Waiter($0.memory, wanted: wanted, task: $0.identity, deadline: $1, keepAlive: nil)
-               })
-}
-
-@_cdecl("sync_condition_lock_lock_async")
-public func c_sync_condition_lock_lock_async(_ lock: UnsafeMutableRawPointer?, _ deadline: Int64, _ fd: Int32,
-                                             _ callback: AsyncCallback?, _ context: UnsafeMutableRawPointer?,
-                                             _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
-    conditionLockAsync(lock, wanted: nil, deadline, fd, callback, context, out)
-}
-
-@_cdecl("sync_condition_lock_lock_when_async")
-public func c_sync_condition_lock_lock_when_async(_ lock: UnsafeMutableRawPointer?, _ condition: Int64, _ deadline: Int64,
-                                                  _ fd: Int32, _ callback: AsyncCallback?,
-                                                  _ context: UnsafeMutableRawPointer?,
-                                                  _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
-    conditionLockAsync(lock, wanted: condition, deadline, fd, callback, context, out)
-}
-
-@_cdecl("sync_async_unlock_with")
-public func c_sync_async_unlock_with(_ lock: UnsafeMutableRawPointer?, _ handle: OpaquePointer?, _ condition: Int64) -> Int32 {
-    guard let base = lockMemory(lock), let acquire = AsyncAcquire.from(handle) else { return EINVAL }
-    guard acquire.kind == .conditionLock, acquire.memory == base else { return EPERM }
-    return AsyncConditionLock.unlock(base, holder: acquire.identity, condition: condition)
-}

@@ -175,33 +175,6 @@ int sync_semaphore_wait_async(void *semaphore, int64_t deadline_ns, int event_fd
 int sync_event_wait_async(void *event, int64_t deadline_ns, int event_fd, sync_async_callback_fn callback,
                           void *context, sync_async_t **handle);
 
-/**
- * Starts taking `condition_lock` (a sync_condition_lock_t, 4-aligned) whatever its condition,
- * until `deadline_ns`. Returns, with *handle set: 0 (taken at once: the handle holds it),
- * EINPROGRESS; or, with *handle NULL: ETIMEDOUT (held and the deadline passed: one try), EINVAL
- * (NULL or misaligned pointer, impossible words). Completed results: 0, ETIMEDOUT, ECANCELED,
- * EINVAL. The handle, not a thread, holds the lock: sync_condition_lock_unlock returns EPERM
- * for it; release it with sync_async_unlock (condition unchanged) or sync_async_unlock_with.
- */
-int sync_condition_lock_lock_async(void *condition_lock, int64_t deadline_ns, int event_fd,
-                                   sync_async_callback_fn callback, void *context, sync_async_t **handle);
-
-/**
- * As sync_condition_lock_lock_async, once the lock's condition equals `condition` (as
- * sync_condition_lock_lock_when): a pending acquire looks again at every release of the lock,
- * and is granted holding the lock with the condition it waited for. ETIMEDOUT at a passed
- * deadline also when the lock is free but the condition differs.
- */
-int sync_condition_lock_lock_when_async(void *condition_lock, int64_t condition, int64_t deadline_ns, int event_fd,
-                                        sync_async_callback_fn callback, void *context, sync_async_t **handle);
-
-/**
- * Sets the condition of `condition_lock`, which `handle` holds, and releases it (the waiters,
- * blocked or pending, look again): 0; EPERM if `handle` does not hold it (also a handle of
- * another kind); EINVAL (NULL, impossible words).
- */
-int sync_async_unlock_with(void *condition_lock, sync_async_t *handle, int64_t condition);
-
 /*
  * Acquires held for an owner (LIBSYNC_1.6_AIO). The holder the core records is the caller's
  * `owner`, a nonzero value that names who holds the lock: a coroutine, a task, a fiber (for
