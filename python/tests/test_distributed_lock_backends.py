@@ -399,9 +399,16 @@ def test_postgres_server_probes_a_silent_holder_within_connect_timeout(servers):
              f"WHERE l.locktype = 'advisory' AND a.application_name LIKE 'libsync {os.getpid()} %'"],
             check=True, capture_output=True, text=True).stdout.split()
         assert len(client_port) == 1, client_port
-        sockets = subprocess.run(["ss", "-tnoH", "state", "established", f"( sport = :{port} and dport = :{client_port[0]} )"],
-                                 check=True, capture_output=True, text=True).stdout
-    timer = re.search(r"timer:\(keepalive,([\d.]+)(ms|sec|min)", sockets)
+        # The socket shows its keepalive timer while idle; while a reply is in flight (the hold's
+        # own checks), it shows the retransmission timer instead: read it again then.
+        deadline = time.monotonic() + 30  # (only a bound against a hang)
+        while True:
+            sockets = subprocess.run(["ss", "-tnoH", "state", "established", f"( sport = :{port} and dport = :{client_port[0]} )"],
+                                     check=True, capture_output=True, text=True).stdout
+            timer = re.search(r"timer:\(keepalive,([\d.]+)(ms|sec|min)", sockets)
+            if timer or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
     assert timer, sockets
     seconds = float(timer.group(1)) * {"ms": 0.001, "sec": 1, "min": 60}[timer.group(2)]
     assert seconds <= 7, sockets
