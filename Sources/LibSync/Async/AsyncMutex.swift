@@ -24,23 +24,10 @@ package enum AsyncMutex {
 
     /// `lock`'s waiting part, after `start` returned nil.
     package static func wait(_ word: MutexWord.Word, deadline: Int64, task: UInt, keepAlive: AnyObject?) async -> Int32 {
-        let runtime = AsyncRuntime.current
         let waiter = AsyncWaiter(word: word, task: task, deadline: deadline, keepAlive: keepAlive)
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                runtime.register(waiter) { _ in continuation.resume() }
-            }
-        } onCancel: {
-            runtime.cancel(waiter)
-        }
-        let result = waiter.outcome.load(ordering: .acquiring)
-        if result == 0 && Task.isCancelled {
-            // Granted as the task was cancelled: pass it on. (EOWNERDEAD is kept: the task must
-            // learn of the dead holder, and a release would make the lock not recoverable.)
-            _ = AsyncHold.unlock(word, holder: task)
-            return ECANCELED
-        }
-        return result
+        // A grant as the task is cancelled is passed on. (EOWNERDEAD is kept: the task must
+        // learn of the dead holder, and a release would make the lock not recoverable.)
+        return await AsyncWait.suspend(waiter) { _ = AsyncHold.unlock(word, holder: task) }
     }
 }
 

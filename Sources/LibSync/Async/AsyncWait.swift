@@ -1,14 +1,13 @@
 import Glibc
 
-/// What every async wait but the mutex's shares (the mutex's own is `AsyncMutex`): who asks, and
-/// the suspension with its cancellation rule.
+/// What every async wait shares (the mutex's too): who asks, and the suspension with its
+/// cancellation rule.
 package enum AsyncWait {
     /// The calling task's identity (its address, 0 outside a task) and whether it is cancelled.
     @inline(__always)
     package static func currentTask() -> (task: UInt, cancelled: Bool) {
-        withUnsafeCurrentTask { task in
-            (task.map { unsafeBitCast($0, to: UInt.self) } ?? 0, task?.isCancelled ?? false)
-        }
+        let (task, cancelled) = AsyncHold.currentTaskAndCancelled()
+        return (task, cancelled)
     }
 
     /// Queues `waiter` with the waker and suspends the task (no thread waits) until it
