@@ -706,12 +706,6 @@ def test_shared_with_a_second_process(kind, shm):
         assert units(primitive) == 1
 
 
-def _hold_until_killed(primitive, ready):
-    primitive.acquire()
-    ready.set()
-    threading.Event().wait()
-
-
 def test_shared_semaphore_wait_from_another_process():
     """A task waits for a unit that another process releases (the waker sees the shared word)."""
     memory = shared_memory.SharedMemory(create=True, size=64)
