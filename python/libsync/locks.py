@@ -621,7 +621,6 @@ _acquire_upgradable, _release_upgradable = _side("upgradable", _rw_tryup, _rw_tr
                                                  _rw_upunlock, _rw_upuntil)
 
 
-
 def _upgrade(p: c_void_p, blocking: bool = True, timeout: float = -1) -> bool:
     limit = lock_deadline(blocking, timeout)
     code = _rw_tryupgrade(p)
