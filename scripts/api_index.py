@@ -124,7 +124,8 @@ PAGES = {
         ]),
     "docs/async.md": Page(
         ("sync/async.h",), ("Async/*.swift",), (), [
-            Row("async read-write lock", ("sync_rwlock_rdlock_async", "sync_rwlock_wrlock_async", "sync_async_downgrade"),
+            Row("async read-write lock", ("sync_rwlock_rdlock_async", "sync_rwlock_wrlock_async", "sync_async_downgrade",
+                                          "sync_rwlock_wrunlock_async", "sync_rwlock_downgrade_async"),
                 ("SyncRWLock",), ()),
             Row("async semaphore wait", ("sync_semaphore_wait_async",), ("SyncSemaphore",), ()),
             Row("async event wait", ("sync_event_wait_async",), ("SyncEvent",), ()),

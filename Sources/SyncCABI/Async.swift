@@ -27,7 +27,8 @@ final class AsyncAcquire: @unchecked Sendable {
     /// Whether the handle itself is the holder (it must not be freed while it holds the lock).
     let holdsItself: Bool
     /// A read-write lock's handle that holds a read lock (granted so, or downgraded): read locks
-    /// have no owner in the lock, so the handle keeps it.
+    /// have no owner in the lock, so the handle keeps it. Never set for an owner's acquire
+    /// (sync_rwlock_rdlock_async_owner): its read lock is nobody's, as a blocking reader's.
     let holdsRead = Atomic<Bool>(false)
     /// What a completed wait returns beside its result (the barrier's arrival index).
     let detail = Atomic<UInt32>(0)
@@ -49,7 +50,8 @@ final class AsyncAcquire: @unchecked Sendable {
     var holdsLock: Bool {
         switch kind {
         case .mutex: holdsItself && AsyncRuntime.current.holder(of: UInt(bitPattern: word)) == identity
-        case .read, .write: holdsRead.load(ordering: .acquiring) || AsyncRWLock.isWriteLocked(memory, by: identity)
+        case .read, .write:
+            holdsItself && (holdsRead.load(ordering: .acquiring) || AsyncRWLock.isWriteLocked(memory, by: identity))
         case .semaphore, .event: false
         }
     }
@@ -62,7 +64,7 @@ final class AsyncAcquire: @unchecked Sendable {
 
     /// Delivers a completion: the result, then the descriptor, then the callback.
     func completed(_ code: Int32) {
-        if code == 0 && kind == .read { holdsRead.store(true, ordering: .relaxed) }
+        if code == 0 && kind == .read && holdsItself { holdsRead.store(true, ordering: .relaxed) }
         result.store(code, ordering: .releasing)
         if eventFD >= 0 {
             var one: UInt64 = 1

@@ -11,14 +11,15 @@ import Synchronization
 /// (Deadline.until). Sets *out and returns as sync_mutex_lock_async does; `keeps` says which
 /// immediate results leave the handle to the caller (the others free it).
 func startAsync(_ primitive: UnsafeMutableRawPointer?, kind: AsyncAcquire.Kind, deadline: Int64, fd: Int32,
-                callback: AsyncCallback?, context: UnsafeMutableRawPointer?,
+                callback: AsyncCallback?, context: UnsafeMutableRawPointer?, owner: UInt = 0,
                 out: UnsafeMutablePointer<OpaquePointer?>?, keeps: (Int32) -> Bool = { $0 == 0 },
                 first: (AsyncAcquire, Int64) -> Int32?, makeWaiter: (AsyncAcquire, Int64) -> AsyncWaiter) -> Int32 {
     guard let out else { return EINVAL }
     out.pointee = nil
     guard let word = lockWord(primitive) else { return EINVAL }
     let until = Deadline.until(deadline)
-    let acquire = AsyncAcquire(word: word, kind: kind, eventFD: fd, callback: callback, context: context)
+    let acquire = AsyncAcquire(word: word, kind: kind, eventFD: fd, callback: callback, context: context,
+                               owner: owner)
     let retained = Unmanaged.passRetained(acquire)
     if let first = first(acquire, until) {
         guard keeps(first) else {
@@ -39,7 +40,7 @@ func startAsync(_ primitive: UnsafeMutableRawPointer?, kind: AsyncAcquire.Kind, 
 extension AsyncAcquire {
     /// The result of an acquire that did not wait (no completion is delivered).
     func completedAtOnce(_ code: Int32) {
-        if code == 0 && kind == .read { holdsRead.store(true, ordering: .relaxed) }
+        if code == 0 && kind == .read && holdsItself { holdsRead.store(true, ordering: .relaxed) }
         result.store(code, ordering: .releasing)
     }
 }
@@ -71,6 +72,52 @@ public func c_sync_async_downgrade(_ rw: UnsafeMutableRawPointer?, _ handle: Opa
     let result = AsyncRWLock.downgrade(m, holder: acquire.identity)
     if result == 0 { acquire.holdsRead.store(true, ordering: .releasing) }
     return result
+}
+
+// Held for an owner (LIBSYNC_1.7_PYAIO), as sync_mutex_lock_async_owner: the write lock is the
+// owner's (a task's identity), a read lock nobody's (released with sync_rwlock_rdunlock); the
+// handle only carries the completion.
+
+@_cdecl("sync_rwlock_rdlock_async_owner")
+public func c_sync_rwlock_rdlock_async_owner(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64, _ fd: Int32,
+                                             _ callback: AsyncCallback?, _ context: UnsafeMutableRawPointer?,
+                                             _ owner: UInt, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+    guard owner != 0 else {
+        out?.pointee = nil
+        return EINVAL
+    }
+    return startAsync(rw, kind: .read, deadline: deadline, fd: fd, callback: callback, context: context, owner: owner,
+                      out: out,
+                      first: { AsyncRWLock.tryReadFirst($0.memory, deadline: $1, holder: $0.identity) },
+                      makeWaiter: { AsyncRWLock.ReadWaiter($0.memory, task: $0.identity, deadline: $1, keepAlive: nil) })
+}
+
+@_cdecl("sync_rwlock_wrlock_async_owner")
+public func c_sync_rwlock_wrlock_async_owner(_ rw: UnsafeMutableRawPointer?, _ deadline: Int64, _ fd: Int32,
+                                             _ callback: AsyncCallback?, _ context: UnsafeMutableRawPointer?,
+                                             _ owner: UInt, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+    guard owner != 0 else {
+        out?.pointee = nil
+        return EINVAL
+    }
+    return startAsync(rw, kind: .write, deadline: deadline, fd: fd, callback: callback, context: context, owner: owner,
+                      out: out,
+                      first: { AsyncRWLock.tryWriteFirst($0.memory, deadline: $1, holder: $0.identity) },
+                      makeWaiter: { AsyncRWLock.WriteWaiter($0.memory, task: $0.identity, deadline: $1, keepAlive: nil) })
+}
+
+@_cdecl("sync_rwlock_wrunlock_async")
+public func c_sync_rwlock_wrunlock_async(_ rw: UnsafeMutableRawPointer?, _ owner: UInt) -> Int32 {
+    guard let m = lockMemory(rw) else { return EINVAL }
+    guard owner != 0 else { return EPERM }
+    return AsyncRWLock.writeUnlock(m, holder: owner)
+}
+
+@_cdecl("sync_rwlock_downgrade_async")
+public func c_sync_rwlock_downgrade_async(_ rw: UnsafeMutableRawPointer?, _ owner: UInt) -> Int32 {
+    guard let m = lockMemory(rw) else { return EINVAL }
+    guard owner != 0 else { return EPERM }
+    return AsyncRWLock.downgrade(m, holder: owner)
 }
 
 /// sync_async_unlock for a read-write lock's handle: the write lock it holds, else its read lock.

@@ -72,6 +72,61 @@ static void test_rwlock_bad_input(void) {
     CHECK_EQ(bad._state, (1u << 28) | 1u);
 }
 
+/* Held for an owner (sync_rwlock_*_async_owner): the write lock is the owner's, checked on
+ * release and downgrade (EPERM for another owner, a thread, a handle), EDEADLK for its own
+ * second acquire of either side; a read lock is nobody's (sync_rwlock_rdunlock releases it);
+ * every handle may be freed once completed. */
+static void test_rwlock_owner_forms(void) {
+    sync_rwlock_t rw = SYNC_RWLOCK_INIT;
+    const uintptr_t a = 0x1000, b = 0x2000;
+    sync_async_t *h = (sync_async_t *)1, *r = NULL;
+    int efd = eventfd(0, EFD_CLOEXEC);
+    CHECK_EQ(sync_rwlock_wrlock_async_owner(&rw, -1, -1, NULL, NULL, 0, &h), EINVAL);
+    CHECK(h == NULL);
+    CHECK_EQ(sync_rwlock_rdlock_async_owner(&rw, -1, -1, NULL, NULL, 0, &h), EINVAL);
+    CHECK_EQ(sync_rwlock_rdlock_async_owner(NULL, -1, -1, NULL, NULL, a, &h), EINVAL);
+    CHECK_EQ(sync_rwlock_wrunlock_async(NULL, a), EINVAL);
+    CHECK_EQ(sync_rwlock_downgrade_async((char *)&rw + 1, a), EINVAL);
+
+    CHECK_EQ(sync_rwlock_wrlock_async_owner(&rw, -1, -1, NULL, NULL, a, &h), 0);
+    CHECK_EQ(sync_async_free(h), 0);                      /* the owner holds it, not the handle */
+    CHECK_EQ(sync_rwlock_wrlock_async_owner(&rw, -1, -1, NULL, NULL, a, &h), EDEADLK);
+    CHECK(h == NULL);
+    CHECK_EQ(sync_rwlock_rdlock_async_owner(&rw, -1, -1, NULL, NULL, a, &h), EDEADLK);
+    CHECK_EQ(sync_rwlock_wrlock_async_owner(&rw, 0, -1, NULL, NULL, b, &h), ETIMEDOUT);
+    CHECK_EQ(sync_rwlock_wrunlock_async(&rw, b), EPERM);
+    CHECK_EQ(sync_rwlock_downgrade_async(&rw, b), EPERM);
+    CHECK_EQ(sync_rwlock_wrunlock(&rw), EPERM);           /* a thread is not the holder */
+    /* A reader of another owner waits; the downgrade lets it in beside the owner's read lock. */
+    CHECK_EQ(sync_rwlock_rdlock_async_owner(&rw, -1, efd, NULL, NULL, b, &r), EINPROGRESS);
+    CHECK_EQ(sync_rwlock_downgrade_async(&rw, a), 0);
+    CHECK_EQ(sync_rwlock_downgrade_async(&rw, a), EPERM);
+    CHECK_EQ(sync_rwlock_wrunlock_async(&rw, a), EPERM);
+    await_completion(efd);
+    CHECK_EQ(sync_async_result(r), 0);
+    CHECK_EQ(sync_async_unlock(&rw, r), EPERM);           /* the handle holds nothing */
+    CHECK_EQ(sync_async_free(r), 0);
+    CHECK_EQ(sync_rwlock_try_wrlock(&rw), EBUSY);         /* two readers */
+    CHECK_EQ(sync_rwlock_rdunlock(&rw), 0);
+    CHECK_EQ(sync_rwlock_rdunlock(&rw), 0);
+    CHECK_EQ(sync_rwlock_rdunlock(&rw), EPERM);           /* no reader left */
+    /* A pending writer of an owner, granted at a thread's release, released by its owner. */
+    CHECK_EQ(sync_rwlock_wrlock(&rw), 0);
+    CHECK_EQ(sync_rwlock_wrlock_async_owner(&rw, -1, efd, NULL, NULL, b, &h), EINPROGRESS);
+    CHECK_EQ(sync_async_free(h), EBUSY);                  /* pending */
+    CHECK_EQ(sync_rwlock_wrunlock(&rw), 0);
+    await_completion(efd);
+    CHECK_EQ(sync_async_result(h), 0);
+    CHECK_EQ(sync_async_free(h), 0);
+    CHECK_EQ(sync_rwlock_try_rdlock(&rw), EBUSY);
+    CHECK_EQ(sync_rwlock_wrunlock_async(&rw, a), EPERM);
+    CHECK_EQ(sync_rwlock_wrunlock_async(&rw, b), 0);
+    CHECK_EQ(sync_rwlock_wrunlock_async(&rw, b), EPERM);
+    CHECK_EQ(sync_rwlock_try_wrlock(&rw), 0);             /* nothing left held */
+    CHECK_EQ(sync_rwlock_wrunlock(&rw), 0);
+    close(efd);
+}
+
 /* A pending writer goes before pending readers (writer preference), and new readers wait
  * behind it; its release lets the readers in. */
 static void test_rwlock_pending_writer_then_readers(void) {
@@ -359,6 +414,7 @@ static void test_event_set_clear_cancel_timeout(void) {
 int main(void) {
     test_rwlock_immediate_and_ownership();
     test_rwlock_bad_input();
+    test_rwlock_owner_forms();
     test_rwlock_pending_writer_then_readers();
     test_rwlock_cancel_and_timeout();
     test_rwlock_downgrade_lets_readers_in();

@@ -220,6 +220,44 @@ int sync_mutex_unlock_async(void *mutex, uintptr_t owner);
  */
 int sync_mutex_consistent_async(void *mutex, uintptr_t owner);
 
+/*
+ * A read-write lock held for an owner (LIBSYNC_1.7_PYAIO), as the mutex above: the write lock
+ * is the caller's `owner`'s (nonzero: a task, a coroutine), checked by the functions below; a
+ * read lock is nobody's, as a blocking reader's (release it with sync_rwlock_rdunlock, from
+ * anywhere). The handle only carries the completion: free it once completed, whatever is held.
+ * Thread-safety: as above.
+ */
+
+/**
+ * As sync_rwlock_rdlock_async, for `owner`: EDEADLK (with *handle NULL) if `owner` holds the
+ * write lock; EINVAL also for `owner` 0. The read lock taken (at once or on completion) is
+ * released with sync_rwlock_rdunlock.
+ */
+int sync_rwlock_rdlock_async_owner(void *rwlock, int64_t deadline_ns, int event_fd, sync_async_callback_fn callback,
+                                   void *context, uintptr_t owner, sync_async_t **handle);
+
+/**
+ * As sync_rwlock_wrlock_async, the write lock being held for `owner`: EDEADLK (with *handle
+ * NULL) if `owner` holds it already; EINVAL also for `owner` 0. Release it with
+ * sync_rwlock_wrunlock_async (sync_rwlock_wrunlock returns EPERM for it, from any thread), or
+ * turn it into a read lock with sync_rwlock_downgrade_async.
+ */
+int sync_rwlock_wrlock_async_owner(void *rwlock, int64_t deadline_ns, int event_fd, sync_async_callback_fn callback,
+                                   void *context, uintptr_t owner, sync_async_t **handle);
+
+/**
+ * Releases the write lock of `rwlock` that `owner` holds: 0; EPERM if `owner` does not hold it
+ * (a thread's write lock included); EINVAL for a NULL or misaligned pointer, impossible words.
+ */
+int sync_rwlock_wrunlock_async(void *rwlock, uintptr_t owner);
+
+/**
+ * Turns the write lock `owner` holds into a read lock in one step (no writer gets in between;
+ * readers parked behind it join unless a writer waits): 0; EPERM if `owner` does not hold the
+ * write lock; EINVAL. The read lock is nobody's: sync_rwlock_rdunlock releases it.
+ */
+int sync_rwlock_downgrade_async(void *rwlock, uintptr_t owner);
+
 #ifdef __cplusplus
 }
 #endif

@@ -98,17 +98,30 @@ class _LoopWaits:
         self.pending: Dict[int, _Pending] = {}
 
     def ready(self) -> None:
-        """The loop's reader: resolves the futures of the acquires that completed."""
+        """The loop's reader: resolves the futures of the acquires that completed.
+
+        The descriptor's count says how many completions were delivered since the last read
+        (each writes 1 once its result is stored): the scan, oldest acquire first, stops once it
+        has found that many completed, so that a wake costs O(completed) rather than O(pending)
+        when the oldest complete first (one lock's FIFO). A completion found before its write
+        (its write then comes, and wakes this reader again) leaves that later wake one to find:
+        every completion is still found. No count (a wake without one): every pending acquire
+        is looked at."""
         try:
-            os.read(self.fd, 8)
+            wanted = int.from_bytes(os.read(self.fd, 8), sys.byteorder) or len(self.pending)
         except BlockingIOError:
-            pass
-        for key, entry in list(self.pending.items()):
+            wanted = len(self.pending)
+        done = []
+        for key, entry in self.pending.items():
             code = _result(entry.handle)
             if code != EINPROGRESS:
-                del self.pending[key]
-                if not entry.future.done():
-                    entry.future.set_result(code)
+                done.append((key, entry, code))
+                if len(done) >= wanted:
+                    break
+        for key, entry, code in done:
+            del self.pending[key]
+            if not entry.future.done():
+                entry.future.set_result(code)
 
     def withdraw_all(self) -> None:
         pending, self.pending = self.pending, {}

@@ -30,14 +30,14 @@ import functools
 import os
 import threading
 import time
-from ctypes import byref, c_bool, c_int, c_int64, c_uint32, c_uint64
+from ctypes import POINTER, byref, c_bool, c_int, c_int64, c_uint32, c_uint64, c_void_p
 from typing import Any, Callable, Optional, Union
 
 from ._common import (ETIMEDOUT, check, deadline as _deadline, declare, error, init_error, interruptible, layout,
                       lock_deadline, wait, word, words as _words)
 from ._common import NotOwnerError  # noqa: F401 (what ConditionLock raises, importable here)
 from ._memory import PRIVATE, attach_choice
-from . import debug as _debug
+from . import _aio, debug as _debug
 from .locks import Lock, Mutex, RLock, _Memory, _qualname
 
 __all__ = ["Condition", "ConditionLock", "Semaphore", "BoundedSemaphore", "Event", "Barrier",
@@ -382,6 +382,9 @@ _sem_wait = declare("sync_semaphore_wait_interruptible", blocking=True)
 _sem_signal = declare("sync_semaphore_signal")
 _sem_value = declare("sync_semaphore_value", c_uint32)
 _SEMAPHORE_LIMIT = word(layout.semaphore_limit_offset)
+# The async wait (sync/async.h): a unit taken is the caller's, the handle holds nothing.
+_sem_wait_async = declare("sync_semaphore_wait_async", c_int, c_void_p, c_int64, c_int, c_void_p, c_void_p,
+                          POINTER(c_void_p))
 
 
 class Semaphore(_Memory):
@@ -421,6 +424,38 @@ class Semaphore(_Memory):
 
     __enter__ = acquire
 
+    async def acquire_async(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
+        """Takes a unit from an asyncio task, suspending the task (not the loop) while there is
+        none: as acquire(), the same arguments (threading's rules: None waits without end, 0 or
+        less one try, NaN waits) and result. Tasks of any loop, threads and other processes
+        share the units; this process's waiting tasks are served oldest first. Cancelled while
+        waiting, the task takes nothing (a unit granted as it was cancelled is released)."""
+        if not blocking and timeout is not None:
+            raise ValueError("can't specify timeout for non-blocking acquire")
+        p = self._p
+        code = _sem_trywait(p)
+        if not code:
+            return True
+        if code != errno.EAGAIN:
+            raise error(code, "Semaphore.acquire_async", "task")
+        if not blocking:
+            return False
+        limit = _deadline(timeout, True)
+        code, _ = await _aio.acquire(lambda fd, handle: _sem_wait_async(p, limit, fd, None, None, handle),
+                                     lambda handle: _sem_signal(p, c_uint32(1)))
+        if not code:
+            return True
+        if code == ETIMEDOUT:
+            return False
+        raise error(code, "Semaphore.acquire_async", "task")
+
+    async def __aenter__(self) -> bool:
+        """``async with semaphore:``: acquire_async() for the block, release() at its end."""
+        return await self.acquire_async()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.release()
+
     def release(self, n: int = 1) -> None:
         """Adds n units, waking as many waiters (a BoundedSemaphore: ValueError, adding none, if
         that would pass its initial value)."""
@@ -457,6 +492,8 @@ _event_set = declare("sync_event_set")
 _event_clear = declare("sync_event_clear")
 _event_wait_since = declare("sync_event_wait_since_interruptible", blocking=True)
 _EVENT_STATE, _EVENT_FLAG = word(layout.event_state_offset), layout.event_flag
+_event_wait_async = declare("sync_event_wait_async", c_int, c_void_p, c_int64, c_int, c_void_p, c_void_p,
+                            POINTER(c_void_p))
 
 
 class Event(_Memory):
@@ -498,6 +535,22 @@ class Event(_Memory):
         if mark & _EVENT_FLAG:
             return True
         return wait(_event_wait_since, self._p, c_uint32(mark), _deadline(timeout), what="Event.wait")
+
+    async def wait_async(self, timeout: Optional[float] = None) -> bool:
+        """wait() from an asyncio task, suspending the task (not the loop): True once the flag
+        is set (even if cleared again since), False if the timeout passed; the same timeout
+        rules as wait() (None waits without end, 0 or less or NaN one look). Cancelled while
+        waiting, the wait is withdrawn."""
+        if self._state[0] & _EVENT_FLAG:
+            return True
+        p, limit = self._p, _deadline(timeout)
+        code, _ = await _aio.acquire(lambda fd, handle: _event_wait_async(p, limit, fd, None, None, handle),
+                                     lambda handle: None)
+        if not code:
+            return True
+        if code == ETIMEDOUT:
+            return False
+        raise error(code, "Event.wait_async", "task")
 
     def _at_fork_reinit(self) -> None:
         """After fork, in the child: forgets the parent's waiting threads, keeps the flag

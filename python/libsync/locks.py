@@ -496,6 +496,58 @@ _rw_wruntil = declare("sync_rwlock_wrlock_until")     # a passed deadline: one t
 _rw_upuntil = declare("sync_rwlock_uprdlock_until")
 _PAST = c_int64(0)  # a deadline long gone
 _RELEASE_UNLOCKED = "release unlocked lock"  # threading.Lock's message
+# The async forms (sync/async.h): held for the task (its identity), as the Mutex's; a read lock
+# is nobody's (sync_rwlock_rdunlock releases it), the write lock the task's.
+_rw_rdlock_async = declare("sync_rwlock_rdlock_async_owner", c_int, c_void_p, c_int64, c_int, c_void_p, c_void_p,
+                           c_size_t, POINTER(c_void_p))
+_rw_wrlock_async = declare("sync_rwlock_wrlock_async_owner", c_int, c_void_p, c_int64, c_int, c_void_p, c_void_p,
+                           c_size_t, POINTER(c_void_p))
+_rw_wrunlock_async = declare("sync_rwlock_wrunlock_async", c_int, c_void_p, c_size_t)
+_rw_downgrade_async = declare("sync_rwlock_downgrade_async", c_int, c_void_p, c_size_t)
+
+
+async def _rw_acquire_async(p: c_void_p, write: bool, blocking: bool, timeout: float) -> bool:
+    """A side's acquire from an asyncio task, as the blocking side's (arguments, result, the
+    write holder's own acquire: False when bounded, DeadlockError when not)."""
+    bounded = not (blocking is True and timeout == -1)
+    limit = lock_deadline(blocking, timeout) if bounded else FOREVER
+    owner = _aio.owner()
+    start = _rw_wrlock_async if write else _rw_rdlock_async
+    deadline = _PAST if limit is None else limit  # not blocking: one try
+    if write:
+        def give_back(handle: c_void_p) -> Any:
+            return _rw_wrunlock_async(p, owner)
+    else:
+        def give_back(handle: c_void_p) -> Any:
+            return _rw_rdunlock(p)
+    code, _ = await _aio.acquire(lambda fd, handle: start(p, deadline, fd, None, None, owner, handle), give_back)
+    if not code:
+        return True
+    if code == ETIMEDOUT or (code == EDEADLK and bounded):
+        return False
+    raise error(code, f"RWLock.acquire_{'write' if write else 'read'}_async", "task")
+
+
+def _release_write(p: c_void_p) -> None:
+    """Releases the write side that the calling thread holds, or else the calling task."""
+    code, owner = _rw_wrunlock(p), 0
+    if code == _EPERM:  # a task's hold?
+        owner = _task_owner()
+        if owner:
+            code = _rw_wrunlock_async(p, owner)
+    if code:
+        raise error(code, "RWLock.release_write", "task" if owner else "thread")
+
+
+def _downgrade(p: c_void_p) -> None:
+    """Downgrades the write side that the calling thread holds, or else the calling task."""
+    code, owner = _rw_downgrade(p), 0
+    if code == _EPERM:
+        owner = _task_owner()
+        if owner:
+            code = _rw_downgrade_async(p, owner)
+    if code:
+        raise error(code, "RWLock.downgrade", "task" if owner else "thread")
 
 
 def _owned_wait(code: int, p: c_void_p, wait_function: Callable[..., int], limit: Optional[c_int64], what: str,
@@ -563,14 +615,10 @@ def _side(name: str, try_lock: Callable[[c_void_p], int], take: Callable[[c_void
 
 
 _acquire_read, _release_read = _side("read", _rw_tryrd, _rw_tryrd_first, _rw_rdwait, _rw_rdunlock)
-_acquire_write, _release_write = _side("write", _rw_trywr, _rw_trywr_first, _rw_wrwait, _rw_wrunlock,
-                                       _rw_wruntil)
+_acquire_write, _release_thread_write = _side("write", _rw_trywr, _rw_trywr_first, _rw_wrwait, _rw_wrunlock,
+                                              _rw_wruntil)
 _acquire_upgradable, _release_upgradable = _side("upgradable", _rw_tryup, _rw_tryup_first, _rw_upwait,
                                                  _rw_upunlock, _rw_upuntil)
-
-
-def _downgrade(p: c_void_p) -> None:
-    check(_rw_downgrade(p), "RWLock.downgrade")
 
 
 def _upgrade(p: c_void_p, blocking: bool = True, timeout: float = -1) -> bool:
@@ -631,18 +679,33 @@ class UpgradableRead:
 
 
 class _Side:
-    """A context manager for one side of an RWLock: ``with rw.read():``. It holds the lock's
-    memory, not the lock (no reference cycle keeps a shared buffer exported)."""
-    __slots__ = ("_cells", "_p", "_acquire", "_release")
+    """A context manager for one side of an RWLock: ``with rw.read():`` in a thread,
+    ``async with rw.read():`` in an asyncio task. It holds the lock's memory, not the lock (no
+    reference cycle keeps a shared buffer exported)."""
+    __slots__ = ("_cells", "_p", "_acquire", "_release", "_write")
 
-    def __init__(self, cells: Any, p: c_void_p, acquire: Callable[..., bool], release: Callable[[Any], None]):
-        self._cells, self._p, self._acquire, self._release = cells, p, acquire, release
+    def __init__(self, cells: Any, p: c_void_p, acquire: Callable[..., bool], release: Callable[[Any], None],
+                 write: bool):
+        self._cells, self._p, self._acquire, self._release, self._write = cells, p, acquire, release, write
 
     def __enter__(self) -> None:
         self._acquire(self._p)
 
     def __exit__(self, *exc: Any) -> None:
         self._release(self._p)
+
+    async def __aenter__(self) -> None:
+        await _rw_acquire_async(self._p, self._write, True, -1)
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if not self._write:
+            code = _rw_rdunlock(self._p)
+            if code:
+                raise error(code, "RWLock.release_read")
+            return
+        code = _rw_wrunlock_async(self._p, _task_owner())
+        if code:
+            raise error(code, "RWLock.release_write", "task")
 
 
 class RWLock(_Memory):
@@ -676,8 +739,8 @@ class RWLock(_Memory):
         initialize = attach_choice(buffer, initialize, "RWLock")
         if initialize:
             _init(_rw_init, self._p, 1 if shared else 0, "RWLock")
-        self._read = _Side(self._cells, self._p, _acquire_read, _release_read)
-        self._write = _Side(self._cells, self._p, _acquire_write, _release_write)
+        self._read = _Side(self._cells, self._p, _acquire_read, _release_read, False)
+        self._write = _Side(self._cells, self._p, _acquire_write, _release_thread_write, True)
         _debug.name_lock(self, name)
 
     def acquire_read(self, blocking: bool = True, timeout: float = -1) -> bool:
@@ -693,14 +756,31 @@ class RWLock(_Memory):
         return _acquire_write(self._p, blocking, timeout)
 
     def release_write(self) -> None:
-        """Releases the write side; NotOwnerError if the caller does not hold it."""
+        """Releases the write side; NotOwnerError if the caller (the calling thread, or for a
+        side taken with acquire_write_async the calling task) does not hold it."""
         _release_write(self._p)
 
     def downgrade(self) -> None:
-        """Turns the caller's write side into a read side atomically: no writer gets in between,
-        and waiting readers may join unless a writer waits. Release it with ``release_read()``.
-        NotOwnerError if the caller does not hold the write side."""
+        """Turns the caller's write side (the calling thread's, or the calling task's) into a
+        read side atomically: no writer gets in between, and waiting readers may join unless a
+        writer waits. Release it with ``release_read()``. NotOwnerError if the caller does not
+        hold the write side."""
         _downgrade(self._p)
+
+    # ---- asyncio (docs/async.md): the write side is held by the task, a read side by nobody.
+
+    async def acquire_read_async(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Takes the read side from an asyncio task, suspending the task (not the loop) while a
+        writer holds or waits: as acquire_read() (arguments, result, errors), the task's own
+        write side included. Release it with ``release_read()``. Cancelled while waiting, the
+        task is withdrawn holding nothing."""
+        return await _rw_acquire_async(self._p, False, blocking, timeout)
+
+    async def acquire_write_async(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Takes the write side from an asyncio task, as acquire_write(): the task holds it (it
+        releases it with ``release_write()`` or ``downgrade()``s it, on any thread; anyone else
+        gets NotOwnerError). Cancelled while waiting, the task is withdrawn holding nothing."""
+        return await _rw_acquire_async(self._p, True, blocking, timeout)
 
     def acquire_upgradable(self, blocking: bool = True, timeout: float = -1) -> bool:
         """Takes the upgradable read: waits while a writer holds or waits, or another thread
@@ -734,11 +814,13 @@ class RWLock(_Memory):
         return UpgradableRead(self._cells, self._p)
 
     def read(self) -> _Side:
-        """``with rw.read():`` holds the read side for the block."""
+        """``with rw.read():`` holds the read side for the block; ``async with rw.read():`` in
+        an asyncio task."""
         return self._read
 
     def write(self) -> _Side:
-        """``with rw.write():`` holds the write side for the block."""
+        """``with rw.write():`` holds the write side for the block; ``async with rw.write():``
+        in an asyncio task (held by the task)."""
         return self._write
 
     def gen_rlock(self) -> ReadLock:
