@@ -9,8 +9,9 @@ import Glibc
 //                                that holds the lock, or the one that waits for the readers to
 //                                leave (its claim)
 //   R = libsync:rw:NAME:readers  a sorted set: one member per reader, its entry, scored by when
-//                                its lease ends (the server's clock, ms); the key itself lives
-//                                as long as its longest lease
+//                                its lease ends (the server's clock, ms); every read acquire and
+//                                renewal sets the key's own time to live to the lease, so it
+//                                outlives every member's lease (the latest of those steps set it)
 //   F = libsync:rw:NAME:fence    the fencing counter of both sides
 //
 // Every step is one Lua script (atomic on the server):
@@ -26,8 +27,9 @@ import Glibc
 //   renew          every ttl/3, by the process's lease renewer (as the exclusive lock's): W's
 //                  time to live (if still mine), or my member's score (if its lease has not
 //                  ended); one that finds its lease gone reports the hold lost
-//   read release   remove my member: released if it was there with its lease running, else
-//                  ESTALE (the lease had ended)
+//   read release   ZREM my member: released if it was there (a member whose lease ended but
+//                  that nobody removed yet never let a writer in: every acquire removes those
+//                  first), else ESTALE (its lease ended and it was removed, or it was broken)
 //   write release  delete W if it is still mine (else ESTALE, or EBUSY if another writer has it)
 //   recovery       a holder's lease ends within ttl + ttl/3 after it dies and is then ignored (a
 //                  writer's claim or hold by expiry, a reader's member by the next acquirer's
@@ -50,7 +52,7 @@ enum RedisReadWriteScripts {
         local lease = tonumber(ARGV[2])
         redis.call('zremrangebyscore', KEYS[2], '-inf', now)
         redis.call('zadd', KEYS[2], now + lease, ARGV[1])
-        if redis.call('pttl', KEYS[2]) < lease then redis.call('pexpire', KEYS[2], lease) end
+        redis.call('pexpire', KEYS[2], lease)
         local token = math.max(tonumber(redis.call('get', KEYS[3]) or '0') + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
         redis.call('set', KEYS[3], string.format('%.0f', token))
         return token
@@ -70,15 +72,6 @@ enum RedisReadWriteScripts {
         redis.call('set', KEYS[3], string.format('%.0f', token))
         return token
         """
-    /// KEYS: R; ARGV: entry. 1 released; 0 its lease had ended (or it was removed).
-    static let readRelease = """
-        local s = redis.call('zscore', KEYS[1], ARGV[1])
-        if not s then return 0 end
-        redis.call('zrem', KEYS[1], ARGV[1])
-        local t = redis.call('time')
-        if tonumber(s) < tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then return 0 end
-        return 1
-        """
     /// KEYS: R; ARGV: entry, lease ms. 1 renewed, 0 lost (its lease had ended).
     static let renewShare = """
         local s = redis.call('zscore', KEYS[1], ARGV[1])
@@ -88,7 +81,7 @@ enum RedisReadWriteScripts {
         if tonumber(s) < now then redis.call('zrem', KEYS[1], ARGV[1]) return 0 end
         local lease = tonumber(ARGV[2])
         redis.call('zadd', KEYS[1], 'XX', now + lease, ARGV[1])
-        if redis.call('pttl', KEYS[1]) < lease then redis.call('pexpire', KEYS[1], lease) end
+        redis.call('pexpire', KEYS[1], lease)
         return 1
         """
     /// KEYS: R; ARGV: entry. 1 if its lease runs, else 0.
@@ -222,7 +215,7 @@ final class RedisReadWriteSession: LockSession {
     func release() -> Int32 {
         guard let mine = entry else { return EPERM }
         let outcome = backend.reading
-            ? connection.eval(RedisReadWriteScripts.readRelease, keys: [backend.shares], arguments: [mine], deadline: ioDeadline)
+            ? connection.run(["ZREM", backend.shares, mine], deadline: ioDeadline)
             : connection.eval(RedisScripts.release, keys: [base.key], arguments: [mine], deadline: ioDeadline)
         switch outcome {
         case .success(.integer(let result)):
