@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "check.h"
 #include "distributed_support.h"
@@ -188,6 +189,63 @@ static void test_stopped_reader_lease_ends(const char *base) {
     sync_distributed_rwlock_destroy(lock);
 }
 
+/* Processes take the lock for reading or writing in turns and count who is inside in shared
+ * memory: a writer inside with anyone else is a violation; a writer's token must exceed every
+ * token drawn before it (readers' and writers'), and a reader's every writer's before it. */
+struct shared { atomic_int readers, writers, violations; atomic_uint_fast64_t last_write, max_read; };
+
+static void hammer(const char *url, struct shared *s, unsigned seed, int rounds) {
+    sync_distributed_rwlock_t *lock = NULL;
+    if (sync_distributed_rwlock_create(url, 0, -1, &lock) != 0) _exit(2);
+    for (int i = 0; i < rounds; i++) {
+        seed = seed * 1103515245u + 12345u;
+        int kind = (seed >> 16) % 4 == 0 ? WRITE : READ;
+        if (sync_distributed_rwlock_lock(lock, kind, -1, 1000000) != 0) _exit(3);
+        uint64_t t = 0;
+        sync_distributed_rwlock_token(lock, &t);
+        if (kind == WRITE) {
+            if (atomic_fetch_add(&s->writers, 1) != 0 || atomic_load(&s->readers) != 0) atomic_fetch_add(&s->violations, 1);
+            if (t <= atomic_load(&s->last_write) || t <= atomic_load(&s->max_read)) atomic_fetch_add(&s->violations, 1);
+            atomic_store(&s->last_write, t);
+            usleep(200);
+            atomic_fetch_sub(&s->writers, 1);
+        } else {
+            atomic_fetch_add(&s->readers, 1);
+            if (atomic_load(&s->writers) != 0) atomic_fetch_add(&s->violations, 1);
+            if (t <= atomic_load(&s->last_write)) atomic_fetch_add(&s->violations, 1);
+            uint_fast64_t seen = atomic_load(&s->max_read);
+            while (seen < t && !atomic_compare_exchange_weak(&s->max_read, &seen, t)) {}
+            usleep(200);
+            atomic_fetch_sub(&s->readers, 1);
+        }
+        if (sync_distributed_rwlock_unlock(lock) != 0) _exit(4);
+    }
+    sync_distributed_rwlock_destroy(lock);
+}
+
+static void test_processes_never_overlap_a_writer(const char *base) {
+    char url[512];
+    fresh(url, sizeof url, base, "");
+    struct shared *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(s != MAP_FAILED);
+    memset(s, 0, sizeof *s);
+    enum { N = 4 };
+    pid_t children[N];
+    for (int i = 0; i < N; i++) {
+        children[i] = fork();
+        CHECK(children[i] >= 0);
+        if (children[i] == 0) {
+            alarm(300);
+            hammer(url, s, 7u + (unsigned)i, 40);
+            _exit(0);
+        }
+    }
+    for (int i = 0; i < N; i++) wait_ok(children[i]);
+    CHECK_EQ(atomic_load(&s->violations), 0);
+    CHECK(atomic_load(&s->last_write) > 0 && atomic_load(&s->max_read) > 0);  /* both sides were taken */
+    munmap(s, sizeof *s);
+}
+
 static atomic_int events_lost;
 
 static void on_event(sync_distributed_rwlock_t *lock, int event, void *context) {
@@ -317,6 +375,7 @@ int main(void) {
         fprintf(stderr, "== %s\n", files[i]);
         test_share_exclude_tokens(base);
         test_writer_preference(base);
+        test_processes_never_overlap_a_writer(base);
         test_killed_holders(base);
         if (strncmp(base, "postgres", 8) != 0) test_stopped_reader_lease_ends(base);  /* (PostgreSQL: no lease) */
         test_loss_notification(base, READ);
