@@ -360,13 +360,16 @@ final class EtcdSession: LockSession {
             let (lease, code) = self.lease(deadline: by)
             if code != 0 { return code }
             let key = newKey(lease)
+            // (a reader also reads its key back: a retried put keeps the key's first create revision)
             let request = EtcdRequest.txn(compare: [rangeIsEmpty],
-                                          success: [EtcdRequest.op("request_put", EtcdRequest.put(key, me.newEntry(), lease: lease))],
+                                          success: [EtcdRequest.op("request_put", EtcdRequest.put(key, me.newEntry(), lease: lease))]
+                                            + (backend.side == .read ? [EtcdRequest.op("request_range", EtcdRequest.range(key))] : []),
                                           failure: [rangeFirst] + (backend.side == .read ? [EtcdRequest.op("request_range", EtcdRequest.range(key))] : []))
             switch client.call("/v3/kv/txn", request, deadline: by) {
             case .success(let answer):
                 if answer.succeeded {
-                    mine = (key, answer.revision, lease)
+                    let created = backend.side == .read ? answer.txnRanges.last?.first?.createRevision : nil
+                    mine = (key, created ?? answer.revision, lease)
                     took()
                     return 0
                 }
