@@ -106,3 +106,8 @@ public func c_sync_distributed_rwlock_hold_state(_ lock: OpaquePointer?) -> Int3
 public func c_sync_distributed_rwlock_lost(_ lock: OpaquePointer?) -> Bool {
     lock.map { object($0).isLost } ?? false
 }
+
+@_cdecl("sync_distributed_rwlock_path")
+public func c_sync_distributed_rwlock_path(_ lock: OpaquePointer?) -> UnsafePointer<CChar>? {
+    lock.map { UnsafePointer(object($0).cPath) }
+}

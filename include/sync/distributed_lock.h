@@ -510,6 +510,10 @@ int sync_distributed_rwlock_create(const char *path, unsigned flags, int mode, s
 /** Destroys the object (NULL: nothing); a hold of this process through it is released first. */
 void sync_distributed_rwlock_destroy(sync_distributed_rwlock_t *lock);
 
+/** The lock's target: an absolute path, or the URL without its password (valid until destroy;
+ *  NULL for a NULL object). Since 1.7. */
+const char *sync_distributed_rwlock_path(const sync_distributed_rwlock_t *lock);
+
 /**
  * One try to acquire `kind` (SYNC_DISTRIBUTED_RWLOCK_READ or _WRITE).
  * Returns 0; EBUSY (another holds it, or a writer waits for it); EDEADLK (this object holds the

@@ -17,7 +17,7 @@ import pathlib
 import threading
 from concurrent.futures import Executor, ThreadPoolExecutor
 from ctypes import POINTER, byref, c_char_p, c_int, c_int64, c_uint, c_uint64, c_void_p
-from typing import Any, AsyncIterator, Callable, Iterator, Optional, TypeVar, Union
+from typing import Any, AsyncIterator, Callable, Iterator, Optional, TypeVar, Union, cast
 from weakref import WeakValueDictionary
 
 from ._common import deadline_ns, declare, interruptible
@@ -46,6 +46,7 @@ _break = declare("sync_distributed_rwlock_break", c_int, c_void_p, blocking=True
 _set_event_handler = declare("sync_distributed_rwlock_set_event_handler", c_int, c_void_p, _EVENT_FN, c_void_p,
                              blocking=True)
 _hold_state = declare("sync_distributed_rwlock_hold_state", c_int, c_void_p)
+_path = declare("sync_distributed_rwlock_path", c_char_p, c_void_p)
 
 
 class _RWHandle:
@@ -163,6 +164,8 @@ class ReadWriteLock(metaclass=_ReadWriteLockMeta):
         flags = _MAKE_PARENTS | (_PROCESS_OWNED if _process_owned else 0)
         handler = _event_handler(self, on_event)
         self._core: Optional[_RWHandle] = _RWHandle(self.lock_file, flags)
+        if is_url(self.lock_file):  # a server's lock is shown without its password
+            self.lock_file = os.fsdecode(cast(bytes, _path(self._core.value)))  # (NULL only for a NULL object)
         if handler is not None:
             self._core.set_event_handler(handler)
 

@@ -170,6 +170,16 @@ def test_singleton_per_url(url):
     assert ReadWriteLock(url) is ReadWriteLock(url)
 
 
+def test_shown_without_password(url):
+    lock = make(url)
+    assert "secret" not in lock.lock_file and "secret" not in repr(lock)
+    lock.acquire_write()
+    with pytest.raises(Timeout) as raised:
+        make(url).acquire_read(blocking=False)
+    assert "secret" not in str(raised.value)
+    lock.release()
+
+
 def test_file_lock_has_no_detector(tmp_path):
     with pytest.raises(ValueError, match="server"):
         ReadWriteLock(tmp_path / "lock", is_singleton=False, on_event=lambda lock, event: None)

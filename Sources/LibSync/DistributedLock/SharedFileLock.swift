@@ -155,6 +155,8 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
 
     /// The lock's path: absolute, its parent directory resolved.
     public let path: String
+    /// `path` as a C string, for the C API (immutable; freed with the object).
+    package let cPath: UnsafeMutablePointer<CChar>
     /// The file system's lock (nil: a server's).
     private let disk: LockDirectory?
     private var directory: LockDirectory { disk! }
@@ -219,6 +221,7 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
         self.server = server
         self.processOwned = processOwned
         self.path = path
+        cPath = strdup(path)!
         pthread_mutex_init(guardLock, nil)
     }
 
@@ -230,6 +233,7 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
         }
         pthread_mutex_destroy(guardLock)
         guardLock.deallocate()
+        free(cPath)
     }
 
     private func guarded<R>(_ body: () -> R) -> R {
