@@ -471,9 +471,11 @@ int sync_distributed_lock_hold_state(const sync_distributed_lock_t *lock);
 /** sync_distributed_lock_hold_state(lock) == SYNC_DISTRIBUTED_LOCK_LOST (false for NULL). Since 0.2. */
 bool sync_distributed_lock_lost(const sync_distributed_lock_t *lock);
 
-/* ---- Read/write lock on the file system (shared/exclusive) --------------------------------- *
+/* ---- Read/write lock (shared/exclusive): file system, PostgreSQL, Redis, etcd -------------- *
  * Many readers or one writer, across processes and hosts sharing a file system (filelock's
- * ReadWriteLock). The protocol (docs/distributed_lock.md, "Read/write lock"): the lock's
+ * ReadWriteLock), or a PostgreSQL, Redis or etcd server (a URL, as sync_distributed_lock_create's:
+ * shared/exclusive advisory locks; a writer key and a readers' set on leases; etcd's RWMutex
+ * recipe; docs/distributed_lock.md, "On the servers"). The file system's protocol (docs/distributed_lock.md, "Read/write lock"): the lock's
  * directory at `path` is a gate that a reader holds only while it registers its share in
  * `.<name>.readers/` beside it, and that a writer keeps while it waits for the readers to leave,
  * so new readers wait behind a writer (writer-preferring). Every token, a reader's or a
