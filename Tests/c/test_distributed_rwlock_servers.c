@@ -172,20 +172,21 @@ static void test_killed_holders(const char *base) {
     sync_distributed_rwlock_destroy(lock);
 }
 
-/* A stopped reader (alive on this host, so not stale: a holder on another host that died, as
- * far as the others can tell) keeps its share only for its lease (Redis, etcd: ttl=1): a
- * writer gets the lock when the lease ends, and the reader's own renewals then find it gone. */
-static void test_stopped_reader_lease_ends(const char *base) {
+/* A stopped holder (alive on this host, so not stale: a holder on another host that died, as
+ * far as the others can tell) keeps its share or its write hold only for its lease (Redis,
+ * etcd: ttl=1): the other side gets the lock when the lease ends. */
+static void test_stopped_holder_lease_ends(const char *base, int kind) {
     char url[512];
     fresh(url, sizeof url, base, "&ttl=1");
     sync_distributed_rwlock_t *lock = make_rw(url);
-    pid_t reader = spawn_rw_holder(url, READ);
-    CHECK_EQ(kill(reader, SIGSTOP), 0);
-    CHECK_EQ(sync_distributed_rwlock_try_lock(lock, WRITE), EBUSY);
-    CHECK_EQ(sync_distributed_rwlock_lock(lock, WRITE, 60000000000LL, 1000000), 0);
+    int other = kind == READ ? WRITE : READ;
+    pid_t holder = spawn_rw_holder(url, kind);
+    CHECK_EQ(kill(holder, SIGSTOP), 0);
+    CHECK_EQ(sync_distributed_rwlock_try_lock(lock, other), EBUSY);
+    CHECK_EQ(sync_distributed_rwlock_lock(lock, other, 60000000000LL, 1000000), 0);
     CHECK_EQ(sync_distributed_rwlock_unlock(lock), 0);
-    CHECK_EQ(kill(reader, SIGKILL), 0);
-    CHECK_EQ(waitpid(reader, NULL, 0), reader);
+    CHECK_EQ(kill(holder, SIGKILL), 0);
+    CHECK_EQ(waitpid(holder, NULL, 0), holder);
     sync_distributed_rwlock_destroy(lock);
 }
 
@@ -377,7 +378,10 @@ int main(void) {
         test_writer_preference(base);
         test_processes_never_overlap_a_writer(base);
         test_killed_holders(base);
-        if (strncmp(base, "postgres", 8) != 0) test_stopped_reader_lease_ends(base);  /* (PostgreSQL: no lease) */
+        if (strncmp(base, "postgres", 8) != 0) {  /* (PostgreSQL: no lease) */
+            test_stopped_holder_lease_ends(base, READ);
+            test_stopped_holder_lease_ends(base, WRITE);
+        }
         test_loss_notification(base, READ);
         test_loss_notification(base, WRITE);
         test_bad_input(base);
