@@ -137,8 +137,9 @@ extension LockDirectory {
     }
 }
 
-/// A shared/exclusive lock on the file system (see the top of this file for the protocol):
-/// many readers or one writer, across processes and hosts sharing the file system.
+/// A shared/exclusive lock on the file system (see the top of this file for the protocol), or
+/// for a `postgresql://`, `redis://` or `etcd://` URL on that server (ServerReadWriteLock.swift):
+/// many readers or one writer, writer-preferring, a fencing token on both sides.
 ///
 /// One object is one holder: its read hold is re-entered by any of its threads (counted), its
 /// write hold only by the thread that took it (any thread, with `.processOwned`); asking for the other kind while it holds is
