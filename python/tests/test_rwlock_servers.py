@@ -44,6 +44,7 @@ def servers():
         yield directory
     finally:
         subprocess.run([str(SERVERS_SCRIPT), "stop", str(directory)])
+        subprocess.run(["rm", "-rf", str(directory)])
 
 
 @pytest.fixture(params=list(FILES))
