@@ -105,7 +105,7 @@ PAGES = {
         ("sync/distributed_lock.h",), ("DistributedLock/*.swift",), ("libsync.distributed_lock",), [
             Row("distributed lock", ("sync_distributed_lock_",), ("DistributedLock",), ("DistributedLock",)),
             Row("holder", ("sync_distributed_lock_holder",), ("DistributedLockHolder",), ("Holder",)),
-            Row("read/write lock (file system)", ("sync_distributed_rwlock_", "SYNC_DISTRIBUTED_RWLOCK"),
+            Row("read/write lock (file system, servers)", ("sync_distributed_rwlock_", "SYNC_DISTRIBUTED_RWLOCK"),
                 ("DistributedReadWriteLock",),
                 ("ReadWriteLock", "AsyncReadWriteLock", "SoftReadWriteLock", "AsyncSoftReadWriteLock",
                  "AcquireReadWriteReturnProxy", "AsyncAcquireReadWriteReturnProxy")),

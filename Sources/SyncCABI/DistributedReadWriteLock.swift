@@ -82,3 +82,32 @@ public func c_sync_distributed_rwlock_token(_ lock: OpaquePointer?, _ out: Unsaf
 public func c_sync_distributed_rwlock_break(_ lock: OpaquePointer?) -> Int32 {
     lock.map { object($0).breakCode() } ?? EINVAL
 }
+
+/// An event handler of a read/write lock: (lock, event, context).
+public typealias CReadWriteEventHandler = @convention(c) (OpaquePointer?, Int32, UnsafeMutableRawPointer?) -> Void
+
+@_cdecl("sync_distributed_rwlock_set_event_handler")
+public func c_sync_distributed_rwlock_set_event_handler(_ lock: OpaquePointer?, _ handler: CReadWriteEventHandler?,
+                                                        _ context: UnsafeMutableRawPointer?) -> Int32 {
+    guard let lock else { return EINVAL }
+    guard let handler else { return object(lock).setEventHandlerCode(nil) }
+    let address = UInt(bitPattern: context)  // (a Sendable form of the caller's pointer)
+    return object(lock).setEventHandlerCode { held, event in
+        handler(OpaquePointer(Unmanaged.passUnretained(held).toOpaque()), event.rawValue, UnsafeMutableRawPointer(bitPattern: address))
+    }
+}
+
+@_cdecl("sync_distributed_rwlock_hold_state")
+public func c_sync_distributed_rwlock_hold_state(_ lock: OpaquePointer?) -> Int32 {
+    lock.map { object($0).holdStateCode() } ?? 0
+}
+
+@_cdecl("sync_distributed_rwlock_lost")
+public func c_sync_distributed_rwlock_lost(_ lock: OpaquePointer?) -> Bool {
+    lock.map { object($0).isLost } ?? false
+}
+
+@_cdecl("sync_distributed_rwlock_path")
+public func c_sync_distributed_rwlock_path(_ lock: OpaquePointer?) -> UnsafePointer<CChar>? {
+    lock.map { UnsafePointer(object($0).cPath) }
+}

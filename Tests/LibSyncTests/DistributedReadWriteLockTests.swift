@@ -121,7 +121,7 @@ final class DistributedReadWriteLockTests: XCTestCase {
     }
 
     func testBadInput() throws {
-        XCTAssertThrowsError(try DistributedReadWriteLock(path: "redis://127.0.0.1?lock=x")) {
+        XCTAssertThrowsError(try DistributedReadWriteLock(path: "ftp://127.0.0.1?lock=x")) {
             guard case .invalidTarget = $0 as? DistributedLockError else { return XCTFail("\($0)") }
         }
         XCTAssertThrowsError(try DistributedReadWriteLock(path: directory + "/missing/x"))

@@ -32,3 +32,4 @@ print("\nLock-order checking (Swift):"); if !lockOrderDemo() { fatalError("the i
 print("\nApple locks (Swift):"); if !appleLocksDemo() { fatalError("the cache or the counter lost an update") }
 print("\nDistributed lock (Swift):"); if try !distributedLockDemo() { fatalError("the distributed lock did not behave as documented") }
 print("\nLoss notification (Swift):"); if try !lossNotificationDemo() { fatalError("the holder was not told its hold was lost") }
+print("\nRead/write distributed lock (Swift):"); if try !distributedReadWriteLockDemo() { fatalError("the read/write lock did not behave as documented") }

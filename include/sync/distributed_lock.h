@@ -471,9 +471,11 @@ int sync_distributed_lock_hold_state(const sync_distributed_lock_t *lock);
 /** sync_distributed_lock_hold_state(lock) == SYNC_DISTRIBUTED_LOCK_LOST (false for NULL). Since 0.2. */
 bool sync_distributed_lock_lost(const sync_distributed_lock_t *lock);
 
-/* ---- Read/write lock on the file system (shared/exclusive) --------------------------------- *
+/* ---- Read/write lock (shared/exclusive): file system, PostgreSQL, Redis, etcd -------------- *
  * Many readers or one writer, across processes and hosts sharing a file system (filelock's
- * ReadWriteLock). The protocol (docs/distributed_lock.md, "Read/write lock"): the lock's
+ * ReadWriteLock), or a PostgreSQL, Redis or etcd server (a URL, as sync_distributed_lock_create's:
+ * shared/exclusive advisory locks; a writer key and a readers' set on leases; etcd's RWMutex
+ * recipe; docs/distributed_lock.md, "On the servers"). The file system's protocol (docs/distributed_lock.md, "Read/write lock"): the lock's
  * directory at `path` is a gate that a reader holds only while it registers its share in
  * `.<name>.readers/` beside it, and that a writer keeps while it waits for the readers to leave,
  * so new readers wait behind a writer (writer-preferring). Every token, a reader's or a
@@ -493,17 +495,26 @@ typedef struct sync_distributed_rwlock sync_distributed_rwlock_t;
 
 /**
  * Makes a read/write lock object for the file-system `path` (UTF-8), stored in *lock; nothing is
- * made on disk until the first acquire (but missing parents, with MAKE_PARENTS). flags: 0 or
+ * made on disk until the first acquire (but missing parents, with MAKE_PARENTS). A
+ * `postgresql://`, `redis://` or `etcd://` URL (sync_distributed_lock_create_with's grammar)
+ * makes the lock on that server instead, and connects now (mode must be -1; MAKE_PARENTS is
+ * ignored): PostgreSQL shared/exclusive advisory locks, Redis and etcd as docs/distributed_lock.md
+ * describes; a waiting writer stops new readers there too, and a dead holder's share or hold is
+ * recovered within its lease (PostgreSQL: when its session ends). Since 1.7 for URLs. flags: 0 or
  * SYNC_DISTRIBUTED_LOCK_MAKE_PARENTS and SYNC_DISTRIBUTED_LOCK_PROCESS_OWNED (the write hold is
  * the process's: any of its threads re-enters or releases it, and continues or cancels a waiting
  * write claim); mode as sync_distributed_lock_create_with's.
- * Returns 0, or sync_distributed_lock_create_with's creation errors (EINVAL also for a URL,
- * another flag, or mode outside -1...0777).
+ * Returns 0, or sync_distributed_lock_create_with's creation errors (EINVAL also for another
+ * flag, or mode outside -1...0777, or a mode with a URL).
  */
 int sync_distributed_rwlock_create(const char *path, unsigned flags, int mode, sync_distributed_rwlock_t **lock);
 
 /** Destroys the object (NULL: nothing); a hold of this process through it is released first. */
 void sync_distributed_rwlock_destroy(sync_distributed_rwlock_t *lock);
+
+/** The lock's target: an absolute path, or the URL without its password (valid until destroy;
+ *  NULL for a NULL object). Since 1.7. */
+const char *sync_distributed_rwlock_path(const sync_distributed_rwlock_t *lock);
 
 /**
  * One try to acquire `kind` (SYNC_DISTRIBUTED_RWLOCK_READ or _WRITE).
@@ -553,6 +564,28 @@ int sync_distributed_rwlock_token(sync_distributed_rwlock_t *lock, uint64_t *tok
 
 /** Removes the lock whoever holds it (the gate's holder and every reader). Returns 0 or an errno. */
 int sync_distributed_rwlock_break(sync_distributed_rwlock_t *lock);
+
+/** An event handler of a read/write lock: `lock` is the object, `event` SUSPENDED, RESUMED or
+ *  LOST (SYNC_DISTRIBUTED_LOCK_*), `context` the pointer given to the setter. */
+typedef void (*sync_distributed_rwlock_event_fn)(sync_distributed_rwlock_t *lock, int event, void *context);
+
+/**
+ * Loss notification for a server's read/write lock (postgresql://, redis://, etcd://): calls
+ * handler(lock, event, context) for what this process learns of the object's holds, read or
+ * write, after acquiring them, as sync_distributed_lock_set_event_handler (same thread, same
+ * rules); NULL handler: none. Returns 0; ENOTSUP for a file-system lock (it has no detector: its
+ * unlock says ESTALE); EINVAL (lock is NULL). Since 1.7.
+ */
+int sync_distributed_rwlock_set_event_handler(sync_distributed_rwlock_t *lock, sync_distributed_rwlock_event_fn handler,
+                                              void *context);
+
+/** The state of the object's latest hold: 0 (in place, released, none; always for a file-system
+ *  lock), SYNC_DISTRIBUTED_LOCK_SUSPENDED or SYNC_DISTRIBUTED_LOCK_LOST. One atomic load per side.
+ *  Since 1.7. */
+int sync_distributed_rwlock_hold_state(const sync_distributed_rwlock_t *lock);
+
+/** sync_distributed_rwlock_hold_state(lock) == SYNC_DISTRIBUTED_LOCK_LOST (false for NULL). Since 1.7. */
+bool sync_distributed_rwlock_lost(const sync_distributed_rwlock_t *lock);
 
 #ifdef __cplusplus
 }

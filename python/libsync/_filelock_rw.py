@@ -17,12 +17,13 @@ import pathlib
 import threading
 from concurrent.futures import Executor, ThreadPoolExecutor
 from ctypes import POINTER, byref, c_char_p, c_int, c_int64, c_uint, c_uint64, c_void_p
-from typing import Any, AsyncIterator, Callable, Iterator, Optional, TypeVar, Union
+from typing import Any, AsyncIterator, Callable, Iterator, Optional, TypeVar, Union, cast
 from weakref import WeakValueDictionary
 
 from ._common import deadline_ns, declare, interruptible
-from ._distributed import (_MAKE_PARENTS, _PROCESS_OWNED, LockBrokenError, LockStolenError, Timeout, _detail, _os_error, _poll_ns,
-                           _seconds_to_ns)
+from ._distributed import (_EVENT_FN, _MAKE_PARENTS, _PROCESS_OWNED, HoldEvent, LockBrokenError, LockStolenError, Timeout,
+                           _detail, _event_handler, _handler_keys, _handlers, _os_error, _poll_ns, _seconds_to_ns,
+                           _trampoline, is_url)
 
 __all__ = ["ReadWriteLock", "AsyncReadWriteLock", "SoftReadWriteLock", "AsyncSoftReadWriteLock",
            "AcquireReadWriteReturnProxy", "AsyncAcquireReadWriteReturnProxy"]
@@ -41,14 +42,20 @@ _kind = declare("sync_distributed_rwlock_kind", c_int, c_void_p)
 _count = declare("sync_distributed_rwlock_count", c_int, c_void_p)
 _token = declare("sync_distributed_rwlock_token", c_int, c_void_p, POINTER(c_uint64))
 _break = declare("sync_distributed_rwlock_break", c_int, c_void_p, blocking=True)
+# (blocking: it waits for a running handler, which may need the GIL)
+_set_event_handler = declare("sync_distributed_rwlock_set_event_handler", c_int, c_void_p, _EVENT_FN, c_void_p,
+                             blocking=True)
+_hold_state = declare("sync_distributed_rwlock_hold_state", c_int, c_void_p)
+_path = declare("sync_distributed_rwlock_path", c_char_p, c_void_p)
 
 
 class _RWHandle:
     """One core read/write lock object, destroyed with this (which releases a hold of this process)."""
-    __slots__ = ("value", "__weakref__")
+    __slots__ = ("value", "handler_key", "__weakref__")
 
     def __init__(self, path: str, flags: int) -> None:
         self.value: Optional[int] = None  # the C object (None: NULL)
+        self.handler_key: Optional[int] = None
         encoded = os.fsencode(path)
         if b"\0" in encoded:
             raise ValueError("embedded null byte")
@@ -60,16 +67,35 @@ class _RWHandle:
             raise _os_error(code, "cannot make a read/write lock there", path)
         self.value = handle.value
 
+    def set_event_handler(self, handler: Callable[[HoldEvent], None]) -> None:
+        """Calls ``handler(event)`` on libsync's notifier thread (a server's lock only)."""
+        key = next(_handler_keys)
+        _handlers[key] = handler
+        code = _set_event_handler(self.value, _trampoline, key)
+        if code:
+            _handlers.pop(key, None)
+            if code == errno.ENOTSUP:
+                raise ValueError(f"on_event is for a server's read/write lock: {_detail()}")
+            raise _os_error(code, "set the event handler", "")
+        self.handler_key = key
+
     def __del__(self) -> None:
         handle, self.value = self.value, None
         if handle is not None:
-            _destroy(handle)
+            _destroy(handle)  # (after which the handler is not running, and never called again)
+        if self.handler_key is not None:
+            _handlers.pop(self.handler_key, None)
+
+
+def _singleton_key(lock_file: Union[str, os.PathLike[str]]) -> Union[pathlib.Path, str]:
+    """A URL as given (a server's lock), a path resolved."""
+    return lock_file if is_url(lock_file) else pathlib.Path(lock_file).resolve()
 
 
 class _ReadWriteLockMeta(type):
     """is_singleton=True (the default, as filelock's) returns the live instance for the resolved path."""
 
-    _instances: WeakValueDictionary[pathlib.Path, ReadWriteLock]  # (each class's, set by ReadWriteLock)
+    _instances: WeakValueDictionary[Union[pathlib.Path, str], ReadWriteLock]  # (each class's, set by ReadWriteLock)
     _instances_lock: threading.RLock
 
     def __call__(cls, lock_file: Union[str, os.PathLike[str]], timeout: float = -1, *, blocking: bool = True,
@@ -78,7 +104,7 @@ class _ReadWriteLockMeta(type):
         if not is_singleton:
             made = super().__call__(lock_file, timeout, blocking=blocking, is_singleton=False, **kwargs)
             return made
-        key = pathlib.Path(lock_file).resolve()
+        key = _singleton_key(lock_file)
         with cls._instances_lock:
             instance = cls._instances.get(key)
             if instance is None:
@@ -111,7 +137,7 @@ class ReadWriteLock(metaclass=_ReadWriteLockMeta):
     while this object holds raises RuntimeError (no upgrade, no downgrade); the write hold is the
     thread's that took it. Waiting writers stop new readers."""
 
-    _instances: WeakValueDictionary[pathlib.Path, ReadWriteLock] = WeakValueDictionary()
+    _instances: WeakValueDictionary[Union[pathlib.Path, str], ReadWriteLock] = WeakValueDictionary()
     _instances_lock = threading.RLock()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -119,11 +145,16 @@ class ReadWriteLock(metaclass=_ReadWriteLockMeta):
         cls._instances, cls._instances_lock = WeakValueDictionary(), threading.RLock()
 
     def __init__(self, lock_file: Union[str, os.PathLike[str]], timeout: float = -1, *, blocking: bool = True,
-                 is_singleton: bool = True, poll_interval: float = 0.05, _process_owned: bool = False) -> None:
-        """``lock_file``: the lock's path (its missing parents are made); ``timeout``: the
-        acquires' default, seconds (< 0: forever); ``blocking``: their default;
-        ``is_singleton``: one object per resolved path and class; ``poll_interval``: seconds
-        between tries while others hold it (libsync's)."""
+                 is_singleton: bool = True, poll_interval: float = 0.05, _process_owned: bool = False,
+                 on_event: Optional[Callable[["ReadWriteLock", HoldEvent], object]] = None) -> None:
+        """``lock_file``: the lock's path (its missing parents are made), or a ``postgresql://``,
+        ``redis://`` or ``etcd://`` URL (libsync's: the lock on that server, connected now);
+        ``timeout``: the acquires' default, seconds (< 0: forever); ``blocking``: their default;
+        ``is_singleton``: one object per resolved path (or URL) and class; ``poll_interval``:
+        seconds between tries while others hold it (libsync's); ``on_event(lock, event)``
+        (libsync's, a server's lock only): called when this process learns that a hold, read
+        or write, was lost (HoldEvent.LOST) or is in doubt and back (SUSPENDED, RESUMED), as
+        DistributedLock's."""
         self.lock_file = os.fspath(lock_file)
         _seconds_to_ns(timeout, "timeout")
         self.timeout, self.blocking = timeout, bool(blocking)
@@ -131,7 +162,12 @@ class ReadWriteLock(metaclass=_ReadWriteLockMeta):
             raise ValueError(f"poll_interval must be positive, got {poll_interval!r}")
         self._poll = _poll_ns(poll_interval)
         flags = _MAKE_PARENTS | (_PROCESS_OWNED if _process_owned else 0)
+        handler = _event_handler(self, on_event)
         self._core: Optional[_RWHandle] = _RWHandle(self.lock_file, flags)
+        if is_url(self.lock_file):  # a server's lock is shown without its password
+            self.lock_file = os.fsdecode(cast(bytes, _path(self._core.value)))  # (NULL only for a NULL object)
+        if handler is not None:
+            self._core.set_event_handler(handler)
 
     @classmethod
     def get_lock(cls, lock_file: Union[str, os.PathLike[str]], timeout: float = -1, *,
@@ -241,6 +277,12 @@ class ReadWriteLock(metaclass=_ReadWriteLockMeta):
         """"read", "write", or None: what this object holds (libsync's)."""
         kind = 0 if self._core is None else _kind(self._core.value)
         return {_READ: "read", _WRITE: "write"}.get(kind)
+
+    @property
+    def lost(self) -> bool:
+        """Whether the latest hold of this object was lost, as far as this process has learned
+        (libsync's; a server's lock: no store access; always False for a file-system lock)."""
+        return self._core is not None and _hold_state(self._core.value) == HoldEvent.LOST
 
     @property
     def token(self) -> Optional[int]:

@@ -75,8 +75,8 @@ def test_singletons_and_bad_input(tmp_path):
     with pytest.raises(ValueError, match="cannot be changed"):
         ReadWriteLock(path, timeout=5)
     assert ReadWriteLock(path, is_singleton=False) is not kept
-    with pytest.raises(ValueError, match="not a URL"):
-        ReadWriteLock("redis://127.0.0.1/?lock=x")
+    with pytest.raises(ValueError, match="unsupported lock URL scheme"):
+        ReadWriteLock("ftp://127.0.0.1/?lock=x")
     with pytest.raises(ValueError, match="poll_interval must be positive"):
         ReadWriteLock(tmp_path / "x", is_singleton=False, poll_interval=0)
     (tmp_path / "file").write_text("data")

@@ -164,6 +164,14 @@ public final class DistributedLock: Sendable {
         return opened == 0 ? (lock, 0) : (nil, opened)
     }
 
+    /// A lock on `backend` (a read/write lock's side: ServerReadWriteLock.swift), connected:
+    /// (lock, 0) or (nil, an errno).
+    static func make(backend: any LockBackend, options: Options) -> (DistributedLock?, Int32) {
+        let lock = DistributedLock(backend, options)
+        let opened = lock.open()
+        return opened == 0 ? (lock, 0) : (nil, opened)
+    }
+
     private static func backend(_ path: String, options: UInt32, mode: Int32) -> ((any LockBackend)?, Int32) {
         DistributedLockMessage.clear()
         if options & ~Options.all.rawValue != 0 || mode < -1 || mode > 0o777 { return (nil, EINVAL) }
@@ -565,6 +573,14 @@ public final class DistributedLock: Sendable {
     package func countHeldByCaller() -> Int {
         guard let side = sides.ifCurrent() else { return 0 }
         return side.state.withLock { s in heldByCaller(s) ? s.depth : 0 }
+    }
+
+    /// Whether any thread of this process holds the lock through this object (its bookkeeping
+    /// only), and how many acquisitions that hold counts (0: none).
+    package var isHeldInProcess: Bool { depthInProcess > 0 }
+    package var depthInProcess: Int {
+        guard let side = sides.ifCurrent() else { return 0 }
+        return side.state.withLock { s in s.held ? s.depth : 0 }
     }
 
     // MARK: The Swift API

@@ -196,6 +196,8 @@ struct EtcdBackend: LockBackend {
     let prefix: String, rangeEnd: String
     /// The ttl the URL gives: a holder stopped for less than this keeps the lock.
     let ttlNanoseconds: Int64
+    /// Which side of a read/write lock this is (EtcdReadWrite.swift), or the exclusive lock.
+    var side: EtcdLockSide = .exclusive
     var waitsInStore: Bool { true }
     var firstPollNanoseconds: Int64? { nil }
     /// How often the lease is kept alive: every ttl/3.
@@ -263,7 +265,9 @@ final class EtcdSession: LockSession {
     private var held = false
     var token: UInt64 = 0
     /// The try's compare (no key of the range exists) and its read of the holder's key.
-    private lazy var rangeIsEmpty = EtcdRequest.createRevision(backend.prefix, end: backend.rangeEnd, is: 0)
+    private lazy var rangeIsEmpty = backend.side == .read
+        ? EtcdRequest.createRevision(backend.writersPrefix, end: backend.writersEnd, is: 0)  // (a reader: no writer holds or waits)
+        : EtcdRequest.createRevision(backend.prefix, end: backend.rangeEnd, is: 0)
     private lazy var rangeFirst = EtcdRequest.op("request_range", EtcdRequest.range(backend.prefix, end: backend.rangeEnd, limit: 1))
 
     init(_ backend: EtcdBackend, _ me: ProcessIdentity) {
@@ -323,7 +327,7 @@ final class EtcdSession: LockSession {
     /// range compare walks them all: a new key per acquisition would make each acquisition
     /// slower than the last), and a new one after an attempt was abandoned (`abandon`).
     private func newKey(_ lease: Int64) -> String {
-        backend.prefix + String(UInt64(bitPattern: lease), radix: 16) + "-" + String(holdID) + "." + String(keyGeneration)
+        backend.prefix + backend.side.keyPrefix + String(UInt64(bitPattern: lease), radix: 16) + "-" + String(holdID) + "." + String(keyGeneration)
     }
     /// Bumped when a key is abandoned: its deletion in the background never meets a later attempt.
     private var keyGeneration = 0
@@ -356,18 +360,27 @@ final class EtcdSession: LockSession {
             let (lease, code) = self.lease(deadline: by)
             if code != 0 { return code }
             let key = newKey(lease)
+            // (a reader also reads its key back: a retried put keeps the key's first create revision)
             let request = EtcdRequest.txn(compare: [rangeIsEmpty],
-                                          success: [EtcdRequest.op("request_put", EtcdRequest.put(key, me.newEntry(), lease: lease))],
-                                          failure: [rangeFirst])
+                                          success: [EtcdRequest.op("request_put", EtcdRequest.put(key, me.newEntry(), lease: lease))]
+                                            + (backend.side == .read ? [EtcdRequest.op("request_range", EtcdRequest.range(key))] : []),
+                                          failure: [rangeFirst] + (backend.side == .read ? [EtcdRequest.op("request_range", EtcdRequest.range(key))] : []))
             switch client.call("/v3/kv/txn", request, deadline: by) {
             case .success(let answer):
                 if answer.succeeded {
-                    mine = (key, answer.revision, lease)
+                    let created = backend.side == .read ? answer.txnRanges.last?.first?.createRevision : nil
+                    mine = (key, created ?? answer.revision, lease)
                     took()
                     return 0
                 }
                 if let first = answer.txnRanges.first?.first, first.key == key {  // (a retry of a request that took it)
                     mine = (key, first.createRevision, lease)
+                    took()
+                    return 0
+                }
+                if backend.side == .read, let put = answer.txnRanges.dropFirst().first?.first {
+                    // (a retry of a read request that took it: a writer's key came after it, and waits)
+                    mine = (key, put.createRevision, lease)
                     took()
                     return 0
                 }
@@ -397,8 +410,10 @@ final class EtcdSession: LockSession {
         guard let mine else { return .failure(EINVAL) }
         let request = EtcdRequest.txn(compare: [], success: [
             EtcdRequest.op("request_range", EtcdRequest.range(backend.prefix, end: backend.rangeEnd, limit: 1)),
-            EtcdRequest.op("request_range", EtcdRequest.range(backend.prefix, end: backend.rangeEnd, descending: true, limit: 1,
-                                                              maxCreate: mine.revision - 1)),
+            // (a reader waits for the last writer before it; a writer for the last key of any kind)
+            EtcdRequest.op("request_range", EtcdRequest.range(backend.side == .read ? backend.writersPrefix : backend.prefix,
+                                                              end: backend.side == .read ? backend.writersEnd : backend.rangeEnd,
+                                                              descending: true, limit: 1, maxCreate: mine.revision - 1)),
             EtcdRequest.op("request_range", EtcdRequest.range(mine.key)),
         ])
         switch client.call("/v3/kv/txn", request, deadline: deadline) {
@@ -407,7 +422,8 @@ final class EtcdSession: LockSession {
             let ranges = answer.txnRanges
             guard ranges.count == 3 else { return .failure(DistributedLockMessage.fail(EIO, "acquire: \(server) answered a txn without its ranges")) }
             let gone = ranges[2].first?.createRevision != mine.revision
-            return .success(Look(first: !gone && ranges[0].first?.key == mine.key, mineGone: gone,
+            let first = backend.side == .read ? ranges[1].isEmpty : ranges[0].first?.key == mine.key
+            return .success(Look(first: !gone && first, mineGone: gone,
                                  predecessor: ranges[1].first, revision: answer.revision))
         }
     }
@@ -584,6 +600,11 @@ final class EtcdSession: LockSession {
     }
 
     func breakLock() -> Int32 {
+        if backend.side != .exclusive {  // a read/write lock: every reader's and writer's key
+            let request = "{\"key\":\"\(Base64.encode(backend.prefix))\",\"range_end\":\"\(Base64.encode(backend.rangeEnd))\"}"
+            if case .failure(let fault) = client.call("/v3/kv/deleterange", request, deadline: ioDeadline) { return failure(fault, "break") }
+            return 0
+        }
         let (holding, code) = first("break")
         guard let holding else { return code }
         return deleteKey(holding, deadline: -1)

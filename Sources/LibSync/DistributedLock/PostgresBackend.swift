@@ -109,6 +109,11 @@ struct PostgresBackend: LockBackend {
     /// How long connecting, or waiting for any answer, may take (the URL's connect_timeout).
     let ioTimeout: Int64
     let libpq: LibPQ
+    /// Shared mode (the read side of DistributedReadWriteLock): `pg_advisory_lock_shared` on the
+    /// same key, which every exclusive lock of it excludes.
+    var shared = false
+    /// The advisory lock functions' suffix for `shared`.
+    var modeSuffix: String { shared ? "_shared" : "" }
     var waitsInStore: Bool { true }
     var queuesAsyncWaits: Bool { true }
     var firstPollNanoseconds: Int64? { nil }
@@ -368,11 +373,11 @@ final class PostgresSession: LockSession {
 
     /// The host name as application_name carries it (letters, digits, '.', '-', '_').
     private lazy var hostForName = me.host.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == "_") }
-    private lazy var tryStatement = "SELECT CASE WHEN pg_try_advisory_lock(\(backend.key)) THEN nextval('\(tokenSequence)') END, "
+    private lazy var tryStatement = "SELECT CASE WHEN pg_try_advisory_lock\(backend.modeSuffix)(\(backend.key)) THEN nextval('\(tokenSequence)') END, "
     // (a subquery with a volatile target list is evaluated first, never flattened)
     private lazy var waitStatement = "SELECT nextval('\(tokenSequence)'), "
-    private lazy var waitStatementEnd = " FROM (SELECT pg_advisory_lock(\(backend.key))) AS granted"
-    private lazy var releaseStatement = "SELECT pg_advisory_unlock(\(backend.key))"
+    private lazy var waitStatementEnd = " FROM (SELECT pg_advisory_lock\(backend.modeSuffix)(\(backend.key))) AS granted"
+    private lazy var releaseStatement = "SELECT pg_advisory_unlock\(backend.modeSuffix)(\(backend.key))"
 
     /// Sets this process as the holder's application_name: `libsync <pid> <start> <acquired ms>
     /// <host>` (63 bytes at most).

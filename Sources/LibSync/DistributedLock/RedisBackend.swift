@@ -617,6 +617,9 @@ struct Lease {
     let backend: RedisBackend
     let entry: String
     var ticket: HoldTicket?
+    /// A read/write lock's reader: the readers' sorted set holding `entry` (RedisReadWrite.swift);
+    /// nil: the lease is `backend.key`'s.
+    var shares: String? = nil
 }
 
 /// The process's lease renewers, one per server (address, database and login): a server that
@@ -761,7 +764,8 @@ final class LeaseRenewer: @unchecked Sendable {
         pthread_mutex_unlock(mutex)
         for lease in cancelling {
             let backend = lease.backend
-            let outcome = connection.eval(RedisScripts.cancel, keys: [backend.key, backend.abandonedKey(lease.entry)],
+            let outcome = connection.eval(lease.shares == nil ? RedisScripts.cancel : RedisReadWriteScripts.cancelShare,
+                                          keys: [lease.shares ?? backend.key, backend.abandonedKey(lease.entry)],
                                           arguments: [lease.entry, String(backend.abandonedMilliseconds)],
                                           deadline: Deadline.after(nanoseconds: backend.address.ioTimeout))
             if case .success(.integer) = outcome {
@@ -773,7 +777,8 @@ final class LeaseRenewer: @unchecked Sendable {
         for (holder, item) in due {
             let backend = item.lease.backend
             let deadline = Deadline.after(nanoseconds: min(backend.address.ioTimeout, Self.interval(item.lease)))
-            let outcome = connection.eval(RedisScripts.renew, keys: [backend.key], arguments: [item.lease.entry, String(backend.leaseMilliseconds)],
+            let outcome = connection.eval(item.lease.shares == nil ? RedisScripts.renew : RedisReadWriteScripts.renewShare,
+                                          keys: [item.lease.shares ?? backend.key], arguments: [item.lease.entry, String(backend.leaseMilliseconds)],
                                           deadline: deadline)
             leaseRenewed(item.lease, of: holder, outcome)
             // (a failed exchange is retried at the next interval: the server may be restarting)

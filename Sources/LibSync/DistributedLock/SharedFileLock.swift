@@ -137,8 +137,9 @@ extension LockDirectory {
     }
 }
 
-/// A shared/exclusive lock on the file system (see the top of this file for the protocol):
-/// many readers or one writer, across processes and hosts sharing the file system.
+/// A shared/exclusive lock on the file system (see the top of this file for the protocol), or
+/// for a `postgresql://`, `redis://` or `etcd://` URL on that server (ServerReadWriteLock.swift):
+/// many readers or one writer, writer-preferring, a fencing token on both sides.
 ///
 /// One object is one holder: its read hold is re-entered by any of its threads (counted), its
 /// write hold only by the thread that took it (any thread, with `.processOwned`); asking for the other kind while it holds is
@@ -155,7 +156,13 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
 
     /// The lock's path: absolute, its parent directory resolved.
     public let path: String
-    private let directory: LockDirectory
+    /// `path` as a C string, for the C API (immutable; freed with the object).
+    package let cPath: UnsafeMutablePointer<CChar>
+    /// The file system's lock (nil: a server's).
+    private let disk: LockDirectory?
+    private var directory: LockDirectory { disk! }
+    /// A server's lock (ServerReadWriteLock.swift), for a URL.
+    private let server: ServerReadWriteLock?
     /// `.processOwned`: the write hold is the process's, not the thread's.
     private let processOwned: Bool
     private let guardLock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
@@ -169,48 +176,65 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
     private var token: UInt64 = 0
     private var pid = getpid()
 
-    /// Validates `path` as DistributedLock does (file-system paths only; options: `.makeParents`,
-    /// and `.processOwned`: any thread of the process re-enters and releases the write hold, and
-    /// continues or cancels a waiting write claim; `mode` as DistributedLock's).
+    /// Validates `path` as DistributedLock does (options: `.makeParents`, and `.processOwned`: any
+    /// thread of the process re-enters and releases the write hold, and continues or cancels a
+    /// waiting write claim; `mode` as DistributedLock's). A `postgresql://`, `redis://` or
+    /// `etcd://` URL (the grammar of DistributedLock's) makes the lock on that server, and
+    /// connects to it now (`.makeParents` and `mode` are the file system's: ignored, and refused).
     public convenience init(path: String, options: DistributedLock.Options = [], mode: UInt32? = nil) throws(DistributedLockError) {
-        let (place, code) = Self.place(path, options: options, mode: mode)
-        guard let place else {
+        let (lock, code) = Self.make(path, options: options, mode: mode)
+        guard let lock else {
             throw DistributedLockError(code: code, operation: .create, path: path, detail: DistributedLockMessage.detail)
         }
-        self.init(place, processOwned: options.contains(.processOwned))
+        self.init(lock.disk, lock.server, path: lock.path, processOwned: options.contains(.processOwned))
+    }
+
+    /// As `init(path:options:mode:)`.
+    public convenience init(_ target: String, options: DistributedLock.Options = []) throws(DistributedLockError) {
+        try self.init(path: target, options: options)
     }
 
     /// (lock, 0) or (nil, EINVAL / a creation errno): the C ABI's create.
     package static func make(_ path: String, options: DistributedLock.Options, mode: UInt32?) -> (DistributedReadWriteLock?, Int32) {
+        DistributedLockMessage.clear()
+        if !options.isSubset(of: [.makeParents, .processOwned]) { return (nil, EINVAL) }
+        if DistributedLock.isURL(path) {
+            if mode != nil {
+                return (nil, DistributedLockMessage.fail(EINVAL, "a permission mode is for a file-system lock, not the URL '\(LockURL.redacted(path))'"))
+            }
+            let (server, code) = ServerReadWriteLock.make(url: path, processOwned: options.contains(.processOwned))
+            return (server.map { DistributedReadWriteLock(nil, $0, path: $0.name, processOwned: options.contains(.processOwned)) }, code)
+        }
         let (place, code) = Self.place(path, options: options, mode: mode)
-        return (place.map { DistributedReadWriteLock($0, processOwned: options.contains(.processOwned)) }, code)
+        return (place.map { DistributedReadWriteLock($0, nil, path: $0.path, processOwned: options.contains(.processOwned)) }, code)
     }
 
     private static func place(_ path: String, options: DistributedLock.Options, mode: UInt32?) -> (LockDirectory?, Int32) {
-        DistributedLockMessage.clear()
         if path.contains("://") {
-            return (nil, DistributedLockMessage.fail(EINVAL, "the read/write lock takes a file-system path, not a URL: '\(path)'"))
+            return (nil, DistributedLockMessage.fail(EINVAL, "'\(path)' is neither a path nor a postgresql://, redis:// or etcd:// URL"))
         }
-        if !options.isSubset(of: [.makeParents, .processOwned]) { return (nil, EINVAL) }
         if let mode, mode > 0o777 { return (nil, EINVAL) }
         return LockDirectory.locate(path, mode: mode.map { mode_t($0) }, options: options)
     }
 
-    private init(_ directory: LockDirectory, processOwned: Bool) {
-        self.directory = directory
+    private init(_ disk: LockDirectory?, _ server: ServerReadWriteLock?, path: String, processOwned: Bool) {
+        self.disk = disk
+        self.server = server
         self.processOwned = processOwned
-        path = directory.path
+        self.path = path
+        cPath = strdup(path)!
         pthread_mutex_init(guardLock, nil)
     }
 
     deinit {
-        if pid == getpid() {
+        if disk != nil && pid == getpid() {
             if level > 0 { level = 1; _ = releaseHeld() }
             giveUpClaim()
             if let carrier = hold.carrier { directory.removeCarrier(carrier) }
         }
         pthread_mutex_destroy(guardLock)
         guardLock.deallocate()
+        free(cPath)
     }
 
     private func guarded<R>(_ body: () -> R) -> R {
@@ -306,6 +330,7 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
     /// claim kept for the next call (or `cancel()`). Returns 0, ETIMEDOUT, EINTR, EDEADLK,
     /// EAGAIN, EINVAL (poll ≤ 0), EEXIST or an errno.
     package func lockCode(_ wanted: Kind, deadline: Int64, pollNanoseconds: Int64, interruptible: Bool = false) -> Int32 {
+        if let server { return server.lockCode(wanted, deadline: deadline, pollNanoseconds: pollNanoseconds, interruptible: interruptible) }
         if pollNanoseconds <= 0 { return EINVAL }
         DistributedLockMessage.clear()
         var slept: Int64 = 0
@@ -329,16 +354,21 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
 
     /// One try: 0, EBUSY (held by others, or a writer waits for it), or lockCode's errors.
     package func tryLockCode(_ wanted: Kind) -> Int32 {
+        if let server { return server.tryLockCode(wanted) }
         let code = lockCode(wanted, deadline: 0, pollNanoseconds: 1)
         return code == ETIMEDOUT ? EBUSY : code
     }
 
     /// Gives up this thread's write claim that waits for readers (after an interrupted wait).
-    package func cancel() { guarded { if isWriter() { giveUpClaim() } } }
+    package func cancel() {
+        if let server { return server.cancel() }
+        guarded { if isWriter() { giveUpClaim() } }
+    }
 
     /// Ends one acquisition (the last releases): 0, EPERM (not held through this object by the
     /// caller), ESTALE / EBUSY (the hold was broken meanwhile; it is released), or an errno.
     package func unlockCode(all: Bool = false) -> Int32 {
+        if let server { return server.unlockCode(all: all) }
         DistributedLockMessage.clear()
         return guarded {
             if level == 0 || (kind == .write && !isWriter()) { return EPERM }
@@ -349,14 +379,15 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
     }
 
     /// The caller's hold: its kind (nil: none) and count.
-    package var state: (kind: Kind?, count: Int) { guarded { (kind, level) } }
+    package var state: (kind: Kind?, count: Int) { server?.state ?? guarded { (kind, level) } }
 
     /// The token of the hold: (token, 0) or (0, EPERM) when not held.
-    package func tokenCode() -> (UInt64, Int32) { guarded { level > 0 ? (token, 0) : (0, EPERM) } }
+    package func tokenCode() -> (UInt64, Int32) { server?.tokenCode() ?? guarded { level > 0 ? (token, 0) : (0, EPERM) } }
 
     /// Removes the lock whoever holds it (its gate holder and every share): 0 or an errno.
     package func breakCode() -> Int32 {
         DistributedLockMessage.clear()
+        if let server { return server.breakCode() }
         let code = directory.breakLock()
         return code != 0 ? code : directory.breakShares()
     }
@@ -400,6 +431,37 @@ public final class DistributedReadWriteLock: @unchecked Sendable {
 
     /// Removes the lock whoever holds it.
     public func breakLock() throws(DistributedLockError) { try check(breakCode(), .breakLock) }
+
+    // MARK: Loss notification (servers)
+
+    /// Tells `handler` what this process learns of the object's holds, read or write, after
+    /// acquiring them: `.lost` (the lease ended, the session broke, the lock was broken),
+    /// `.suspended` and `.resumed`, as `DistributedLock.setEventHandler` (its notifier thread,
+    /// its rules); nil stops. For a server's lock; a file-system lock throws `.system(ENOTSUP)`
+    /// (it has no detector: its release says ESTALE).
+    public func setEventHandler(_ handler: (@Sendable (DistributedReadWriteLock, DistributedLockEvent) -> Void)?) throws(DistributedLockError) {
+        try check(setEventHandlerCode(handler), .lock)
+    }
+
+    /// 0, or ENOTSUP for a file-system lock.
+    package func setEventHandlerCode(_ handler: (@Sendable (DistributedReadWriteLock, DistributedLockEvent) -> Void)?) -> Int32 {
+        DistributedLockMessage.clear()
+        guard let server else {
+            return DistributedLockMessage.fail(ENOTSUP, "loss notification is for a server's read/write lock; the file system's has none")
+        }
+        var forward: (@Sendable (DistributedLockEvent) -> Void)?
+        if let handler { forward = { [weak self] event in if let self { handler(self, event) } } }
+        server.setEventHandler(forward)
+        return 0
+    }
+
+    /// The state of the object's latest hold in this process: 0 (in place, released, none; always
+    /// for a file-system lock), `DistributedLockEvent.suspended` or `.lost` (raw values).
+    package func holdStateCode() -> Int32 { server?.holdStateCode() ?? 0 }
+
+    /// Whether the object's latest hold (read or write) was lost, as far as this process has
+    /// learned (a server's lock; false for a file-system one). Reset by the next acquisition.
+    public var isLost: Bool { holdStateCode() == DistributedLockEvent.lost.rawValue }
 
     private func check(_ code: Int32, _ operation: DistributedLockOperation) throws(DistributedLockError) {
         if code != 0 { throw DistributedLockError(code: code, operation: operation, path: path, detail: DistributedLockMessage.detail) }
