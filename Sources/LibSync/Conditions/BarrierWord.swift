@@ -3,10 +3,12 @@ import Synchronization
 
 /// A cyclic barrier with the semantics of Python's `threading.Barrier`, in eight words of
 /// caller memory (32 bytes):
-///   word 0: a `LockWord` guarding the rest;       words 1-2: a `ConditionWord`;
+///   word 0: a `LockWord` guarding the rest;       words 1-2: a `ConditionWord` (process-
+///           private, its word 1 is the pending async waits' generation: `Parts.asyncWord`);
 ///   word 3: parties;  word 4: threads inside `wait`;  word 5: the state (`BarrierState`);
 ///   word 6: bit 0 "has an action" (the last arriver runs it before the others are released);
-///   word 7: the kernel id of the thread running the action, 0 when none is.
+///   word 7: the kernel id of the thread running the action (an async party's: its process's
+///           `AsyncHold.token`), 0 when none is.
 /// States cycle filling -> (action ->) draining -> filling; `abort` breaks the barrier, `reset`
 /// breaks it for the threads inside and then refills it. Words no barrier can hold (a lock word
 /// above 2, no parties, more threads inside than parties, an unknown state or flag) make every
