@@ -11,7 +11,7 @@ public typealias AsyncCallback = @convention(c) (OpaquePointer?, Int32, UnsafeMu
 
 final class AsyncAcquire: @unchecked Sendable {
     /// What the handle waits for (AsyncPrimitives.swift has the other kinds' functions).
-    enum Kind { case mutex, read, write, semaphore, event }
+    enum Kind { case mutex, read, write, semaphore, event, conditionLock, barrier }
 
     /// The primitive's memory (for the mutex, its word).
     let word: UnsafeMutablePointer<Atomic<UInt32>>
@@ -52,7 +52,8 @@ final class AsyncAcquire: @unchecked Sendable {
         case .mutex: holdsItself && AsyncRuntime.current.holder(of: UInt(bitPattern: word)) == identity
         case .read, .write:
             holdsItself && (holdsRead.load(ordering: .acquiring) || AsyncRWLock.isWriteLocked(memory, by: identity))
-        case .semaphore, .event: false
+        case .semaphore, .event, .barrier: false
+        case .conditionLock: holdsItself && AsyncConditionLock.isHeld(memory, by: identity)
         }
     }
 
@@ -151,6 +152,12 @@ public func c_sync_async_cancel(_ handle: OpaquePointer?) -> Int32 {
         }
         return EALREADY
     }
+    // A barrier's party that gave up after its cycle tripped has passed (AsyncBarrier).
+    if let party = waiter as? AsyncBarrier.Waiter, party.passed {
+        acquire.detail.store(party.index, ordering: .relaxed)
+        acquire.result.store(0, ordering: .releasing)
+        return 0
+    }
     acquire.result.store(ECANCELED, ordering: .releasing)
     return 0
 }
@@ -161,7 +168,8 @@ public func c_sync_async_unlock(_ m: UnsafeMutableRawPointer?, _ handle: OpaqueP
     switch acquire.kind {
     case .mutex: return AsyncHold.unlock(word, holder: acquire.identity)
     case .read, .write: return releaseRWLock(acquire, m!)
-    case .semaphore, .event: return EPERM
+    case .semaphore, .event, .barrier: return EPERM
+    case .conditionLock: return AsyncConditionLock.unlock(m!, holder: acquire.identity, condition: nil)
     }
 }
 

@@ -487,4 +487,348 @@ final class AsyncPrimitivesTests: XCTestCase {
         }
         XCTAssertEqual(waiters(event.memory), 0)
     }
+
+    // MARK: condition lock
+
+    static func blockingLock(_ lock: SyncConditionLock) throws { try lock.lock() }
+
+    func testConditionLockOwnershipDeadlockAndTimeouts() async throws {
+        let lock = SyncConditionLock(condition: 0)
+        try await lock.lock()
+        XCTAssertTrue(lock.isHeldByCurrentTask)
+        XCTAssertFalse(lock.tryLock())
+        do { try await lock.lock(whenCondition: 0); XCTFail("a second lock by the holding task returned") }
+        catch let error as LockError { XCTAssertEqual(error, .wouldDeadlock) }
+        XCTAssertThrowsError(try Self.blockingLock(lock)) { XCTAssertEqual($0 as? LockError, .wouldDeadlock) }
+        let other = await Task.detached { () -> LockError? in
+            do { try lock.unlock(); return nil } catch { return error as? LockError }
+        }.value
+        XCTAssertEqual(other, .notOwner)
+        let seen = Slot<LockError>()
+        JoinableThread { do { try lock.unlock(withCondition: 3) } catch { seen.value = error as? LockError } }.join()
+        XCTAssertEqual(seen.value, .notOwner)
+        XCTAssertEqual(lock.condition, 0)
+        try lock.unlock(withCondition: 2)
+        XCTAssertFalse(lock.isHeldByCurrentTask)
+        XCTAssertEqual(lock.condition, 2)
+        for timeout: Duration in [.zero, .nanoseconds(-1), .seconds(-5), .milliseconds(20)] {
+            let taken = try await lock.lock(whenCondition: 1, timeout: timeout)   // free, but 2
+            XCTAssertFalse(taken, "timeout \(timeout)")
+            XCTAssertEqual(AsyncRuntime.current.pendingCount, 0)
+        }
+        let now = try await lock.lock(whenCondition: 2, timeout: .zero)
+        XCTAssertTrue(now)
+        try lock.unlock()
+        let value = try await lock.withLock(whenCondition: 2) { () async -> (result: Int, condition: Int?) in
+            await Task.yield()
+            XCTAssertTrue(lock.isHeldByCurrentTask)
+            return (5, 7)
+        }
+        XCTAssertEqual(value, 5)
+        XCTAssertEqual(lock.condition, 7)
+        XCTAssertTrue(lock.tryLock())
+        try lock.unlock()
+        let waiting = Task { try await lock.lock(whenCondition: 100) }
+        await until { AsyncRuntime.current.pendingCount == 1 }
+        waiting.cancel()
+        do { try await waiting.value; XCTFail("a cancelled acquire returned") } catch is CancellationError {}
+        XCTAssertTrue(lock.tryLock())
+        try lock.unlock()
+    }
+
+    /// A task's release of a condition lock is not handed straight to a task that waits for
+    /// another condition (a release of a mutex word hands it only to the mutex's own waiters).
+    func testConditionLockReleaseIsNotHandedToAWaiterForAnotherCondition() async throws {
+        let lock = SyncConditionLock(condition: 0)
+        try await lock.lock()
+        let waiting = Task { () async throws -> Bool in
+            try await lock.lock(whenCondition: 1)
+            let wanted = lock.condition == 1
+            try lock.unlock()
+            return wanted
+        }
+        await until { AsyncRuntime.current.pendingCount == 1 }
+        try lock.unlock(withCondition: 2)
+        XCTAssertEqual(AsyncRuntime.current.pendingCount, 1, "granted with the condition 2")
+        try await lock.lock()
+        try lock.unlock(withCondition: 1)
+        let wanted = try await waiting.value
+        XCTAssertTrue(wanted)
+        XCTAssertEqual(AsyncRuntime.current.pendingCount, 0)
+    }
+
+    /// Producers (tasks and a thread) put an item when the condition is 0 (empty) and set 1;
+    /// consumers (tasks, each acquire in a task cancelled at a random point) take it when 1 and
+    /// set 0 (the last sets 1 again: the others see the end). Every item put is taken exactly
+    /// once; the lock ends free.
+    func testConditionLockProducerConsumerWithCancellation() async throws {
+        let lock = SyncConditionLock(condition: 0)
+        let produced = Counter(), consumed = Counter()
+        let items = 4_000, threadItems = 1_000
+        let producer = JoinableThread {
+            for _ in 0..<threadItems {
+                try! lock.lock(whenCondition: 0)
+                produced.value += 1
+                try! lock.unlock(withCondition: 1)
+            }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for _ in 0..<(items - threadItems) {
+                    try await lock.lock(whenCondition: 0)
+                    produced.value += 1
+                    try lock.unlock(withCondition: 1)
+                }
+            }
+            for _ in 0..<4 {
+                group.addTask {
+                    while true {
+                        let attempt = Task { () -> Bool in
+                            try await lock.withLock(whenCondition: 1) { () async -> (result: Bool, condition: Int?) in
+                                if consumed.value == items { return (true, 1) }   // all taken: pass the end on
+                                consumed.value += 1
+                                if Int.random(in: 0..<4) == 0 { await Task.yield() }
+                                return consumed.value == items ? (true, 1) : (false, 0)
+                            }
+                        }
+                        if Int.random(in: 0..<3) == 0 { await Task.yield(); attempt.cancel() }
+                        if (try? await attempt.value) == true { break }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        producer.join()
+        XCTAssertEqual(produced.value, items)
+        XCTAssertEqual(consumed.value, items)
+        XCTAssertEqual(lock.condition, 1)   // the end, passed on
+        XCTAssertTrue(lock.tryLock())
+        try lock.unlock()
+        XCTAssertEqual(AsyncRuntime.current.pendingCount, 0)
+    }
+
+    /// 1,000 tasks wait for one condition of a held condition lock: at most 2 threads more than
+    /// before; setting the condition at the release serves them all, one holder at a time.
+    func testConditionLockManyWaitingTasksCostNoThreads() async throws {
+        try await warmUp()
+        let lock = SyncConditionLock(condition: 0)
+        let inside = Tally(), served = Tally()
+        let n = 1_000
+        try await lock.lock()
+        let before = threadCount()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<n {
+                group.addTask {
+                    try await lock.lock(whenCondition: 1)
+                    XCTAssertEqual(inside.value.add(1, ordering: .relaxed).newValue, 1)
+                    served.value.add(1, ordering: .relaxed)
+                    inside.value.subtract(1, ordering: .relaxed)
+                    try lock.unlock(withCondition: 1)
+                }
+            }
+            await until { AsyncRuntime.current.pendingCount == n }
+            let during = threadCount()
+            XCTAssertLessThanOrEqual(during - before, 2, "threads: \(before) before, \(during) with \(n) tasks waiting")
+            try lock.unlock(withCondition: 1)
+            try await group.waitForAll()
+        }
+        XCTAssertEqual(served.value.load(ordering: .relaxed), n)
+        XCTAssertTrue(lock.tryLock(whenCondition: 1))
+        try lock.unlock()
+    }
+
+    // MARK: barrier
+
+    /// A barrier in its process-shared mode (the condition variable's sequence as the async
+    /// futex word) or its private one (the barrier's own generation word).
+    func makeBarrier(parties: Int, shared: Bool, action: (@Sendable () throws -> Void)? = nil) -> SyncBarrier {
+        let barrier = SyncBarrier(parties: parties, action: action)
+        if shared {
+            XCTAssertEqual(BarrierWord.initialize(barrier.memory.raw, parties: UInt32(parties), hasAction: action != nil,
+                                                  shared: true), 0)
+        }
+        return barrier
+    }
+
+    /// Two threads (blocking waits) and two tasks (async waits) meet in one barrier with an
+    /// action, 300 cycles: every cycle hands out each index once, and runs the action once.
+    func testBarrierThreadsAndTasksMeetCycleAfterCycle() async throws {
+        for shared in [false, true] {
+            let cycles = 300, parties = 4
+            let actions = Tally()
+            let barrier = makeBarrier(parties: parties, shared: shared) { actions.value.add(1, ordering: .relaxed) }
+            let seen = (0..<(cycles * parties)).map { _ in Tally() }
+            let threads = (0..<2).map { _ in
+                JoinableThread {
+                    for cycle in 0..<cycles {
+                        let index = try! barrier.wait()
+                        seen[cycle * parties + index].value.add(1, ordering: .relaxed)
+                    }
+                }
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<2 {
+                    group.addTask {
+                        for cycle in 0..<cycles {
+                            let index = try await barrier.wait()
+                            seen[cycle * parties + index].value.add(1, ordering: .relaxed)
+                            if Bool.random() { await Task.yield() }
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            threads.forEach { $0.join() }
+            XCTAssertEqual(seen.filter { $0.value.load(ordering: .relaxed) != 1 }.count, 0, "shared \(shared)")
+            XCTAssertEqual(actions.value.load(ordering: .relaxed), cycles)
+            XCTAssertFalse(barrier.isBroken)
+            XCTAssertEqual(barrier.waiting, 0)
+            XCTAssertEqual(AsyncRuntime.current.pendingCount, 0)
+        }
+    }
+
+    /// A cancelled party breaks the barrier (the others, a thread among them, get .broken);
+    /// reset makes it usable again.
+    func testBarrierCancelledPartyBreaksIt() async throws {
+        for shared in [false, true] {
+            let barrier = makeBarrier(parties: 4, shared: shared)
+            let thread = Slot<BarrierError>()
+            let blocked = JoinableThread {
+                do { _ = try barrier.wait(); XCTFail("passed a broken barrier") } catch { thread.value = error as? BarrierError }
+            }
+            let other = Task { () -> BarrierError? in
+                do { _ = try await barrier.wait(); return nil } catch { return error as? BarrierError }
+            }
+            let cancelled = Task { try await barrier.wait() }
+            await until { AsyncRuntime.current.pendingCount == 2 && barrier.waiting == 3 }
+            cancelled.cancel()
+            do { _ = try await cancelled.value; XCTFail("a cancelled party passed") } catch is CancellationError {}
+            let otherError = await other.value
+            XCTAssertEqual(otherError, .broken)
+            blocked.join()
+            XCTAssertEqual(thread.value, .broken)
+            XCTAssertTrue(barrier.isBroken)
+            do { _ = try await barrier.wait(); XCTFail("waited on a broken barrier") } catch let error as BarrierError {
+                XCTAssertEqual(error, .broken)
+            }
+            barrier.reset()
+            XCTAssertFalse(barrier.isBroken)
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<4 { group.addTask { try await barrier.wait() } }
+                var indices: [Int] = []
+                for try await index in group { indices.append(index) }
+                XCTAssertEqual(indices.sorted(), [0, 1, 2, 3], "shared \(shared)")
+            }
+            XCTAssertEqual(AsyncRuntime.current.pendingCount, 0)
+        }
+    }
+
+    /// A party cancelled while it waits to enter (the previous cycle's action still runs)
+    /// leaves the barrier alone: that cycle and the next complete.
+    func testBarrierPartyCancelledBeforeItEntersChangesNothing() async throws {
+        let release = SyncEvent()
+        let barrier = SyncBarrier(parties: 2) { release.wait() }
+        let first = JoinableThread { _ = try! barrier.wait() }
+        let second = JoinableThread { _ = try! barrier.wait() }  // one of the two runs the action
+        await until { barrier.waiting == 0 && !barrier.isBroken && BarrierWord.Parts(barrier.memory.raw).state == .action }
+        let early = Task { try await barrier.wait() }
+        await until { AsyncRuntime.current.pendingCount == 1 }
+        early.cancel()
+        do { _ = try await early.value; XCTFail("a cancelled party passed") } catch is CancellationError {}
+        release.set()
+        first.join()
+        second.join()
+        XCTAssertFalse(barrier.isBroken)
+        let next = Task { try await barrier.wait() }
+        let blocking = Slot<Int>()
+        JoinableThread { blocking.value = try? barrier.wait() }.join()
+        let other = try await next.value
+        XCTAssertEqual([blocking.value ?? -1, other].sorted(), [0, 1])
+    }
+
+    /// Timeouts follow the blocking form: zero or negative is one try (the barrier breaks
+    /// unless this party is the last); a timeout that runs out breaks it for the others.
+    func testBarrierTimeoutsFollowTheBlockingForm() async throws {
+        for shared in [false, true] {
+            let barrier = makeBarrier(parties: 2, shared: shared)
+            for timeout: Duration in [.zero, .nanoseconds(-1), .seconds(-5)] {
+                do { _ = try await barrier.wait(timeout: timeout); XCTFail("passed alone") } catch let error as BarrierError {
+                    XCTAssertEqual(error, .timedOut)
+                }
+                XCTAssertTrue(barrier.isBroken)
+                barrier.reset()
+            }
+            let waiting = Task { try await barrier.wait() }
+            await until { barrier.waiting == 1 }
+            let last = try await barrier.wait(timeout: .zero)  // the last party: one try is enough
+            let firstIndex = try await waiting.value
+            XCTAssertEqual([firstIndex, last].sorted(), [0, 1])
+            let left = Task { () -> BarrierError? in
+                do { _ = try await barrier.wait(); return nil } catch { return error as? BarrierError }
+            }
+            await until { barrier.waiting == 1 }
+            _ = try await barrier.wait(timeout: .milliseconds(20))  // the last party: it passes
+            let leftError = await left.value
+            XCTAssertNil(leftError)
+            let alone = Task { () -> BarrierError? in
+                do { _ = try await barrier.wait(timeout: .milliseconds(20)); return nil } catch { return error as? BarrierError }
+            }
+            let aloneError = await alone.value
+            XCTAssertEqual(aloneError, .timedOut, "shared \(shared)")
+            XCTAssertTrue(barrier.isBroken)
+            barrier.reset()
+            XCTAssertEqual(AsyncRuntime.current.pendingCount, 0)
+        }
+    }
+
+    /// Cancellations at random points in cycles of three tasks: each cycle either passes for
+    /// all three (distinct indices) or for none; reset between cycles; nothing hangs.
+    func testBarrierCancellationStorm() async throws {
+        for shared in [false, true] {
+            let barrier = makeBarrier(parties: 3, shared: shared)
+            var passedCycles = 0
+            for _ in 0..<300 {
+                let parties = (0..<3).map { _ in Task { try await barrier.wait() } }
+                let victim = parties[Int.random(in: 0..<3)]
+                switch Int.random(in: 0..<4) {
+                case 0: victim.cancel()
+                case 1: await Task.yield(); victim.cancel()
+                case 2: for _ in 0..<Int.random(in: 1...3) { await Task.yield() }; victim.cancel()
+                default: break
+                }
+                // A victim cancelled before it entered left the barrier alone: the other two
+                // would wait for a third party; abort frees them (a cycle passed by none).
+                if case .failure = await victim.result, !barrier.isBroken { barrier.abort() }
+                var indices: [Int] = []
+                for party in parties { if let index = try? await party.value { indices.append(index) } }
+                XCTAssertTrue(indices.isEmpty || indices.sorted() == [0, 1, 2], "indices \(indices)")
+                if indices.count == 3 { passedCycles += 1 }
+                XCTAssertEqual(barrier.waiting, 0)
+                barrier.reset()
+            }
+            XCTAssertEqual(AsyncRuntime.current.pendingCount, 0)
+            XCTAssertGreaterThan(passedCycles, 0)
+        }
+    }
+
+    /// 1,000 tasks wait in a barrier for 1,001 parties: at most 2 threads more than before;
+    /// the last party (this task) releases them all, each index once.
+    func testBarrierManyWaitingTasksCostNoThreads() async throws {
+        try await warmUp()
+        let n = 1_000
+        let barrier = SyncBarrier(parties: n + 1)
+        let before = threadCount()
+        let seen = (0...n).map { _ in Tally() }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<n {
+                group.addTask { seen[try await barrier.wait()].value.add(1, ordering: .relaxed) }
+            }
+            await until { barrier.waiting == n && AsyncRuntime.current.pendingCount == n }
+            let during = threadCount()
+            XCTAssertLessThanOrEqual(during - before, 2, "threads: \(before) before, \(during) with \(n) tasks waiting")
+            seen[try await barrier.wait()].value.add(1, ordering: .relaxed)
+            try await group.waitForAll()
+        }
+        XCTAssertEqual(seen.filter { $0.value.load(ordering: .relaxed) != 1 }.count, 0)
+    }
 }

@@ -411,6 +411,277 @@ static void test_event_set_clear_cancel_timeout(void) {
     close(cfd);
 }
 
+/* ---- condition lock ---- */
+
+static void test_condition_lock_immediate_and_ownership(void) {
+    sync_condition_lock_t cl = SYNC_CONDITION_LOCK_INIT(0);
+    sync_async_t *h = (sync_async_t *)1, *other = NULL, *m = NULL;
+    CHECK_EQ(sync_condition_lock_lock_async(NULL, -1, -1, NULL, NULL, &h), EINVAL);
+    CHECK(h == NULL);
+    CHECK_EQ(sync_condition_lock_lock_when_async((char *)&cl + 1, 0, -1, -1, NULL, NULL, &h), EINVAL);
+    CHECK_EQ(sync_condition_lock_lock_async(&cl, -1, -1, NULL, NULL, NULL), EINVAL);
+    CHECK_EQ(sync_condition_lock_lock_when_async(&cl, 1, 0, -1, NULL, NULL, &h), ETIMEDOUT);  /* free, condition 0 */
+    CHECK_EQ(sync_condition_lock_lock_when_async(&cl, 0, -1, -1, NULL, NULL, &h), 0);
+    CHECK_EQ(sync_condition_lock_unlock(&cl), EPERM);              /* a thread is not the holder */
+    CHECK_EQ(sync_condition_lock_try_lock(&cl), EBUSY);
+    CHECK_EQ(sync_condition_lock_lock_async(&cl, 0, -1, NULL, NULL, &other), ETIMEDOUT);
+    CHECK_EQ(sync_async_free(h), EBUSY);
+    CHECK_EQ(sync_async_downgrade(&cl, h), EPERM);
+    CHECK_EQ(sync_async_unlock_with(&cl, h, 5), 0);
+    CHECK_EQ(sync_condition_lock_condition(&cl), 5);
+    CHECK_EQ(sync_async_unlock_with(&cl, h, 6), EPERM);            /* released already */
+    CHECK_EQ(sync_async_unlock(&cl, h), EPERM);
+    CHECK_EQ(sync_async_free(h), 0);
+    CHECK_EQ(sync_condition_lock_lock_async(&cl, -1, -1, NULL, NULL, &h), 0);
+    CHECK_EQ(sync_async_unlock(&cl, h), 0);                        /* condition unchanged */
+    CHECK_EQ(sync_condition_lock_condition(&cl), 5);
+    CHECK_EQ(sync_async_free(h), 0);
+    sync_mutex_t mutex = SYNC_MUTEX_INIT;                          /* another kind's handle */
+    CHECK_EQ(sync_mutex_lock_async(&mutex, -1, -1, NULL, NULL, &m), 0);
+    CHECK_EQ(sync_async_unlock_with(&mutex, m, 1), EPERM);
+    CHECK_EQ(sync_async_unlock(&mutex, m), 0);
+    CHECK_EQ(sync_async_free(m), 0);
+    CHECK_EQ(sync_condition_lock_try_lock(&cl), 0);
+    CHECK_EQ(sync_condition_lock_unlock(&cl), 0);
+}
+
+/* A pending acquire for a value is granted at the release that sets it, not before; cancel and
+ * timeout leave the lock alone. */
+static void test_condition_lock_pending_when(void) {
+    sync_condition_lock_t cl = SYNC_CONDITION_LOCK_INIT(0);  /* zeroed before a shared init */
+    CHECK_EQ(sync_condition_lock_init(&cl, 0, SYNC_PROCESS_SHARED), 0);
+    int efd = eventfd(0, EFD_CLOEXEC), cfd = eventfd(0, EFD_CLOEXEC);
+    sync_async_t *h = NULL, *c = NULL;
+    CHECK_EQ(sync_condition_lock_lock_when_async(&cl, 1, -1, efd, NULL, NULL, &h), EINPROGRESS);
+    CHECK_EQ(sync_condition_lock_lock_when_async(&cl, 9, -1, cfd, NULL, NULL, &c), EINPROGRESS);
+    CHECK_EQ(sync_condition_lock_lock(&cl), 0);                    /* threads still take it */
+    CHECK_EQ(sync_condition_lock_unlock_with(&cl, 2), 0);
+    CHECK_EQ(sync_async_result(h), EINPROGRESS);                   /* never granted with 2 */
+    CHECK_EQ(sync_condition_lock_lock(&cl), 0);
+    CHECK_EQ(sync_condition_lock_unlock_with(&cl, 1), 0);
+    await_completion(efd);
+    CHECK_EQ(sync_async_result(h), 0);
+    CHECK_EQ(sync_condition_lock_condition(&cl), 1);
+    CHECK_EQ(sync_condition_lock_try_lock(&cl), EBUSY);
+    CHECK_EQ(sync_async_cancel(c), 0);
+    CHECK_EQ(sync_async_result(c), ECANCELED);
+    CHECK_EQ(sync_async_unlock_with(&cl, h, 9), 0);                /* c, withdrawn, takes nothing */
+    CHECK(!readable(cfd));
+    CHECK_EQ(sync_condition_lock_try_lock_when(&cl, 9), 0);
+    CHECK_EQ(sync_condition_lock_unlock(&cl), 0);
+    CHECK_EQ(sync_async_free(h), 0);
+    CHECK_EQ(sync_async_free(c), 0);
+
+    CHECK_EQ(sync_condition_lock_lock_when_async(&cl, 3, now_ns() + 20000000, efd, NULL, NULL, &h), EINPROGRESS);
+    await_completion(efd);
+    CHECK_EQ(sync_async_result(h), ETIMEDOUT);
+    CHECK_EQ(sync_async_free(h), 0);
+    CHECK_EQ(sync_condition_lock_try_lock(&cl), 0);
+    CHECK_EQ(sync_condition_lock_unlock(&cl), 0);
+    close(efd);
+    close(cfd);
+}
+
+/* A thread blocked in sync_condition_lock_lock_when and a pending acquire, each waiting for a
+ * value the other sets: they alternate, ROUNDS times each. */
+enum { ROUNDS = 200 };
+static sync_condition_lock_t ping_pong;
+static int pong_fd;
+static atomic_int pongs;
+
+static void *ping_thread(void *arg) {
+    (void)arg;
+    for (int i = 0; i < ROUNDS; i++) {
+        CHECK_EQ(sync_condition_lock_lock_when(&ping_pong, 0), 0);
+        CHECK_EQ(sync_condition_lock_unlock_with(&ping_pong, 1), 0);
+    }
+    return NULL;
+}
+
+static void pong(sync_async_t *h, int result, void *context) {
+    (void)context;
+    CHECK_EQ(result, 0);
+    CHECK_EQ(sync_condition_lock_condition(&ping_pong), 1);
+    CHECK_EQ(sync_async_unlock_with(&ping_pong, h, 0), 0);
+    atomic_fetch_add(&pongs, 1);
+    uint64_t one = 1;
+    CHECK_EQ(write(pong_fd, &one, 8), 8);
+}
+
+static void test_condition_lock_with_a_blocked_thread(void) {
+    CHECK_EQ(sync_condition_lock_init(&ping_pong, 0, 0), 0);
+    pong_fd = eventfd(0, EFD_CLOEXEC);
+    pthread_t thread;
+    CHECK_EQ(pthread_create(&thread, NULL, ping_thread, NULL), 0);
+    for (int i = 0; i < ROUNDS; i++) {
+        sync_async_t *h = NULL;
+        int rc = sync_condition_lock_lock_when_async(&ping_pong, 1, -1, -1, pong, NULL, &h);
+        if (rc == 0) pong(h, 0, NULL);                              /* taken at once: no callback */
+        else CHECK_EQ(rc, EINPROGRESS);
+        await_completion(pong_fd);
+        CHECK_EQ(sync_async_free(h), 0);
+    }
+    CHECK_EQ(pthread_join(thread, NULL), 0);
+    CHECK_EQ(atomic_load(&pongs), ROUNDS);
+    CHECK_EQ(sync_condition_lock_condition(&ping_pong), 0);
+    close(pong_fd);
+}
+
+/* The owner forms: the owner, not a handle, holds the lock; EDEADLK for the owner, EPERM for
+ * another; a pending acquire for a condition is granted at the release that sets it. */
+static void test_condition_lock_owner_forms(void) {
+    sync_condition_lock_t cl = SYNC_CONDITION_LOCK_INIT(0);
+    int64_t one = 1, two = 2;
+    sync_async_t *h = NULL;
+    uintptr_t a = 0x1000, b = 0x2000;
+    CHECK_EQ(sync_condition_lock_try_lock_async(&cl, &one, a), EBUSY);      /* free, but 0 */
+    CHECK_EQ(sync_condition_lock_try_lock_async(&cl, NULL, 0), EINVAL);
+    CHECK_EQ(sync_condition_lock_lock_async_owner(&cl, NULL, -1, -1, NULL, NULL, 0, &h), EINVAL);
+    CHECK(h == NULL);
+    CHECK_EQ(sync_condition_lock_try_lock_async(&cl, NULL, a), 0);
+    CHECK_EQ(sync_condition_lock_try_lock_async(&cl, NULL, a), EDEADLK);
+    CHECK_EQ(sync_condition_lock_lock_async_owner(&cl, NULL, -1, -1, NULL, NULL, a, &h), EDEADLK);
+    CHECK_EQ(sync_condition_lock_unlock_async(&cl, b, NULL), EPERM);
+    CHECK_EQ(sync_condition_lock_unlock(&cl), EPERM);
+    int efd = eventfd(0, EFD_CLOEXEC);
+    CHECK_EQ(sync_condition_lock_lock_async_owner(&cl, &two, -1, efd, NULL, NULL, b, &h), EINPROGRESS);
+    CHECK_EQ(sync_condition_lock_unlock_async(&cl, a, &one), 0);           /* 1: not b's */
+    CHECK_EQ(sync_async_result(h), EINPROGRESS);
+    CHECK_EQ(sync_condition_lock_lock(&cl), 0);
+    CHECK_EQ(sync_condition_lock_unlock_with(&cl, 2), 0);
+    await_completion(efd);
+    CHECK_EQ(sync_async_result(h), 0);
+    CHECK_EQ(sync_async_free(h), 0);                                        /* the owner holds it */
+    CHECK_EQ(sync_condition_lock_condition(&cl), 2);
+    CHECK_EQ(sync_condition_lock_unlock_async(&cl, b, NULL), 0);
+    CHECK_EQ(sync_condition_lock_try_lock(&cl), 0);
+    CHECK_EQ(sync_condition_lock_unlock(&cl), 0);
+    close(efd);
+}
+
+/* ---- barrier ---- */
+
+static void test_barrier_immediate_bad_input_and_timeouts(void) {
+    sync_barrier_t b = SYNC_BARRIER_INIT(1), two = SYNC_BARRIER_INIT(2);
+    sync_async_t *h = (sync_async_t *)1;
+    uint32_t index = 7;
+    CHECK_EQ(sync_barrier_wait_async(NULL, -1, -1, NULL, NULL, &h), EINVAL);
+    CHECK(h == NULL);
+    CHECK_EQ(sync_barrier_wait_async((char *)&b + 1, -1, -1, NULL, NULL, &h), EINVAL);
+    CHECK_EQ(sync_barrier_wait_async(&b, -1, -1, NULL, NULL, NULL), EINVAL);
+    CHECK_EQ(sync_async_index(NULL, &index), EINVAL);
+    CHECK_EQ(sync_barrier_wait_async(&b, -1, -1, NULL, NULL, &h), 0);    /* one party: trips at once */
+    CHECK_EQ(sync_async_index(h, &index), 0);
+    CHECK_EQ(index, 0u);
+    CHECK_EQ(sync_async_unlock(&b, h), EPERM);                            /* holds nothing */
+    CHECK_EQ(sync_async_free(h), 0);
+    /* A passed deadline: one try, and not the last party: the barrier breaks. */
+    CHECK_EQ(sync_barrier_wait_async(&two, 0, -1, NULL, NULL, &h), ETIMEDOUT);
+    CHECK(h == NULL);
+    bool broken = false;
+    CHECK_EQ(sync_barrier_status(&two, NULL, NULL, &broken), 0);
+    CHECK(broken);
+    CHECK_EQ(sync_barrier_wait_async(&two, -1, -1, NULL, NULL, &h), ECANCELED);
+    CHECK_EQ(sync_barrier_reset(&two), 0);
+    /* A deadline that runs out while pending: ETIMEDOUT, broken for the others. */
+    int efd = eventfd(0, EFD_CLOEXEC);
+    CHECK_EQ(sync_barrier_wait_async(&two, now_ns() + 20000000, efd, NULL, NULL, &h), EINPROGRESS);
+    CHECK_EQ(sync_async_index(h, &index), EPERM);                         /* pending */
+    await_completion(efd);
+    CHECK_EQ(sync_async_result(h), ETIMEDOUT);
+    CHECK_EQ(sync_async_index(h, &index), EPERM);
+    CHECK_EQ(sync_async_free(h), 0);
+    CHECK_EQ(sync_barrier_wait(&two, NULL), ECANCELED);
+    CHECK_EQ(sync_barrier_reset(&two), 0);
+    close(efd);
+}
+
+/* A pending wait and a thread meet; a cancelled party breaks the barrier for a blocked thread. */
+static sync_barrier_t meet;
+static void *meet_thread(void *arg) {
+    uint32_t index = 99;
+    *(int *)arg = sync_barrier_wait(&meet, &index);
+    return NULL;
+}
+
+static void test_barrier_pending_with_threads_and_cancel(void) {
+    for (int shared = 0; shared < 2; shared++) {
+        sync_barrier_t zero = {0};
+        meet = zero;
+        CHECK_EQ(sync_barrier_init(&meet, 2, shared ? SYNC_PROCESS_SHARED : 0), 0);
+        int efd = eventfd(0, EFD_CLOEXEC);
+        sync_async_t *h = NULL;
+        uint32_t index = 9;
+        CHECK_EQ(sync_barrier_wait_async(&meet, -1, efd, NULL, NULL, &h), EINPROGRESS);
+        int rc = -1;
+        pthread_t thread;
+        CHECK_EQ(pthread_create(&thread, NULL, meet_thread, &rc), 0);
+        await_completion(efd);
+        CHECK_EQ(pthread_join(thread, NULL), 0);
+        CHECK_EQ(rc, 0);
+        CHECK_EQ(sync_async_result(h), 0);
+        CHECK_EQ(sync_async_index(h, &index), 0);
+        CHECK_EQ(index, 0u);                                              /* it arrived first */
+        CHECK_EQ(sync_async_cancel(h), EALREADY);
+        CHECK_EQ(sync_async_free(h), 0);
+
+        /* A thread waits; a pending party is cancelled: the barrier breaks, the thread fails. */
+        CHECK_EQ(pthread_create(&thread, NULL, meet_thread, &rc), 0);
+        uint32_t waiting = 0;
+        do {
+            CHECK_EQ(sync_barrier_status(&meet, NULL, &waiting, NULL), 0);
+        } while (waiting != 1);
+        CHECK_EQ(sync_barrier_wait_async(&meet, -1, efd, NULL, NULL, &h), 0);  /* the last: trips */
+        CHECK_EQ(pthread_join(thread, NULL), 0);
+        CHECK_EQ(rc, 0);
+        CHECK_EQ(sync_async_free(h), 0);
+        CHECK_EQ(sync_barrier_wait_async(&meet, -1, efd, NULL, NULL, &h), EINPROGRESS);
+        CHECK_EQ(sync_async_cancel(h), 0);
+        CHECK_EQ(sync_async_result(h), ECANCELED);
+        CHECK_EQ(sync_async_index(h, &index), EPERM);
+        CHECK(!readable(efd));
+        CHECK_EQ(sync_async_free(h), 0);
+        bool broken = false;
+        CHECK_EQ(sync_barrier_status(&meet, NULL, NULL, &broken), 0);
+        CHECK(broken);
+        CHECK_EQ(sync_barrier_wait(&meet, NULL), ECANCELED);
+        CHECK_EQ(sync_barrier_reset(&meet), 0);
+        close(efd);
+    }
+}
+
+/* With an action: the handle that arrives last runs it and ends it from another thread. */
+static sync_barrier_t acting;
+static void *end_action(void *arg) {
+    (void)arg;
+    CHECK_EQ(sync_barrier_action_done(&acting, true), 0);
+    return NULL;
+}
+
+static void test_barrier_action_of_a_handle(void) {
+    CHECK_EQ(sync_barrier_init(&acting, 2, SYNC_BARRIER_ACTION), 0);
+    int efd = eventfd(0, EFD_CLOEXEC);
+    sync_async_t *first = NULL, *last = NULL;
+    uint32_t index = 9;
+    CHECK_EQ(sync_barrier_wait_async(&acting, -1, efd, NULL, NULL, &first), EINPROGRESS);
+    CHECK_EQ(sync_barrier_wait_async(&acting, -1, -1, NULL, NULL, &last), 0);
+    CHECK_EQ(sync_async_index(last, &index), 0);
+    CHECK_EQ(index, 1u);                                                  /* runs the action */
+    CHECK_EQ(sync_async_result(first), EINPROGRESS);                      /* until it ends */
+    CHECK(!readable(efd));
+    pthread_t thread;
+    CHECK_EQ(pthread_create(&thread, NULL, end_action, NULL), 0);
+    CHECK_EQ(pthread_join(thread, NULL), 0);
+    await_completion(efd);
+    CHECK_EQ(sync_async_result(first), 0);
+    CHECK_EQ(sync_async_index(first, &index), 0);
+    CHECK_EQ(index, 0u);
+    CHECK_EQ(sync_barrier_action_done(&acting, true), EPERM);             /* ended already */
+    CHECK_EQ(sync_async_free(first), 0);
+    CHECK_EQ(sync_async_free(last), 0);
+    close(efd);
+}
+
 int main(void) {
     test_rwlock_immediate_and_ownership();
     test_rwlock_bad_input();
@@ -422,5 +693,12 @@ int main(void) {
     test_semaphore_pending_in_order_cancel_timeout();
     test_semaphore_threads_and_callbacks();
     test_event_set_clear_cancel_timeout();
+    test_condition_lock_immediate_and_ownership();
+    test_condition_lock_pending_when();
+    test_condition_lock_with_a_blocked_thread();
+    test_condition_lock_owner_forms();
+    test_barrier_immediate_bad_input_and_timeouts();
+    test_barrier_pending_with_threads_and_cancel();
+    test_barrier_action_of_a_handle();
     DONE();
 }

@@ -258,6 +258,92 @@ int sync_rwlock_wrunlock_async(void *rwlock, uintptr_t owner);
  */
 int sync_rwlock_downgrade_async(void *rwlock, uintptr_t owner);
 
+/*
+ * The condition lock and the barrier (LIBSYNC_1.7_CONDASYNC). Same shape and handles as above.
+ */
+
+/**
+ * Starts taking `condition_lock` (a sync_condition_lock_t, 4-aligned) whatever its condition,
+ * until `deadline_ns`. Returns, with *handle set: 0 (taken at once: the handle holds it),
+ * EINPROGRESS; or, with *handle NULL: ETIMEDOUT (held and the deadline passed: one try), EINVAL
+ * (NULL or misaligned pointer, impossible words). Completed results: 0, ETIMEDOUT, ECANCELED,
+ * EINVAL. The handle, not a thread, holds the lock: sync_condition_lock_unlock returns EPERM
+ * for it; release it with sync_async_unlock (condition unchanged) or sync_async_unlock_with.
+ * Threads blocked in sync_condition_lock_lock_when and pending acquires (of any process, for a
+ * shared lock) take turns on the same lock.
+ */
+int sync_condition_lock_lock_async(void *condition_lock, int64_t deadline_ns, int event_fd,
+                                   sync_async_callback_fn callback, void *context, sync_async_t **handle);
+
+/**
+ * As sync_condition_lock_lock_async, once the lock's condition equals `condition` (as
+ * sync_condition_lock_lock_when): a pending acquire looks again at every release of the lock,
+ * and is granted holding the lock with the condition it waited for. ETIMEDOUT at a passed
+ * deadline also when the lock is free but the condition differs.
+ */
+int sync_condition_lock_lock_when_async(void *condition_lock, int64_t condition, int64_t deadline_ns, int event_fd,
+                                        sync_async_callback_fn callback, void *context, sync_async_t **handle);
+
+/**
+ * Sets the condition of `condition_lock`, which `handle` holds, and releases it (the waiters,
+ * blocked or pending, look again): 0; EPERM if `handle` does not hold it (also a handle of
+ * another kind); EINVAL (NULL, impossible words).
+ */
+int sync_async_unlock_with(void *condition_lock, sync_async_t *handle, int64_t condition);
+
+/**
+ * The condition lock held for an `owner` (nonzero), as sync_mutex_lock_async_owner: takes
+ * `condition_lock` once its condition equals *condition (NULL: whatever it is). Returns 0
+ * (taken at once; *handle set, free it), EINPROGRESS (pending), or, with *handle NULL,
+ * ETIMEDOUT, EDEADLK (`owner` holds it already), EINVAL (also for `owner` 0). Release it with
+ * sync_condition_lock_unlock_async.
+ */
+int sync_condition_lock_lock_async_owner(void *condition_lock, const int64_t *condition, int64_t deadline_ns,
+                                         int event_fd, sync_async_callback_fn callback, void *context,
+                                         uintptr_t owner, sync_async_t **handle);
+
+/**
+ * One try for `owner`, never pending: 0 (taken), EBUSY (held, or the condition is not
+ * *condition), EDEADLK (`owner` holds it), EINVAL.
+ */
+int sync_condition_lock_try_lock_async(void *condition_lock, const int64_t *condition, uintptr_t owner);
+
+/**
+ * Sets the condition to *condition (NULL: unchanged) and releases `condition_lock`, which
+ * `owner` holds: 0; EPERM if `owner` does not hold it; EINVAL.
+ */
+int sync_condition_lock_unlock_async(void *condition_lock, uintptr_t owner, const int64_t *condition);
+
+/**
+ * Starts a wait of `barrier` (a sync_barrier_t, 4-aligned) until `deadline_ns`, as
+ * sync_barrier_wait_until: the party is counted in once the previous cycle has drained, and the
+ * wait completes when the barrier trips (the last party arrives), breaks or is reset. Threads
+ * in sync_barrier_wait and pending waits (of any process, for a shared barrier) meet in it
+ * alike. Returns, with *handle set: 0 (this party was the last: the barrier tripped at once),
+ * EINPROGRESS; or, with *handle NULL: ETIMEDOUT (a passed deadline and not the last party: the
+ * barrier breaks, as a blocking wait's timeout does), ECANCELED (broken), EINVAL. Completed
+ * results: 0, ETIMEDOUT (the deadline passed: the barrier broke), ECANCELED (broken or reset, or
+ * the handle was cancelled), EINVAL. Read the arrival index with sync_async_index.
+ *
+ * Giving up: a wait cancelled (sync_async_cancel) or timed out after its party was counted in
+ * breaks the barrier (the other parties get ECANCELED), as Python's threading.Barrier does on
+ * a timeout: a party that left cannot be waited for. If the barrier had tripped first, the trip
+ * stands: sync_async_cancel then returns 0 with the result 0 and the index set (the party
+ * passed). A wait cancelled before its party was counted in (the previous cycle still
+ * draining, or its action running) changes nothing. With SYNC_BARRIER_ACTION, the handle that
+ * gets index parties - 1 must run the action and call sync_barrier_action_done, from any thread
+ * of the process (the action is the process's, not a thread's). The handle holds nothing.
+ */
+int sync_barrier_wait_async(void *barrier, int64_t deadline_ns, int event_fd, sync_async_callback_fn callback,
+                            void *context, sync_async_t **handle);
+
+/**
+ * The arrival index of a completed barrier wait (0 .. parties - 1): 0, storing it in *index;
+ * EPERM if `handle` is not a barrier wait's, or its party did not pass (pending, broken, timed
+ * out, cancelled); EINVAL (NULL).
+ */
+int sync_async_index(sync_async_t *handle, uint32_t *index);
+
 #ifdef __cplusplus
 }
 #endif

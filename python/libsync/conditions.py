@@ -30,7 +30,7 @@ import functools
 import os
 import threading
 import time
-from ctypes import POINTER, byref, c_bool, c_int, c_int64, c_uint32, c_uint64, c_void_p
+from ctypes import POINTER, byref, c_bool, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
 from typing import Any, Callable, Optional, Union
 
 from ._common import (ETIMEDOUT, check, deadline as _deadline, declare, error, init_error, interruptible, layout,
@@ -278,6 +278,12 @@ _cl_condition = declare("sync_condition_lock_condition", c_int64)
 # The first try of a blocking acquire (lock-order checking counts a lock taken there as a lock).
 _cl_take = declare("sync_condition_lock_try_lock_first")
 _cl_take_when = declare("sync_condition_lock_try_lock_when_first")
+# The async forms (sync/async.h, docs/async.md): held for the task (its id() is the owner).
+_cl_try_async = declare("sync_condition_lock_try_lock_async", c_int, c_void_p, POINTER(c_int64), c_size_t)
+_cl_lock_async = declare("sync_condition_lock_lock_async_owner", c_int, c_void_p, POINTER(c_int64), c_int64, c_int,
+                         c_void_p, c_void_p, c_size_t, POINTER(c_void_p))
+_cl_unlock_async = declare("sync_condition_lock_unlock_async", c_int, c_void_p, c_size_t, POINTER(c_int64))
+_EBUSY, _EPERM = errno.EBUSY, errno.EPERM
 
 
 class ConditionLock(_Memory):
@@ -339,16 +345,70 @@ class ConditionLock(_Memory):
         return self._take(wanted, limit)
 
     def release(self) -> None:
-        """Releases the lock, keeping the condition (unlock); NotOwnerError if the caller does not
-        hold it."""
+        """Releases the lock, keeping the condition (unlock); NotOwnerError if the caller (the
+        thread, or the asyncio task that took it with an async form) does not hold it."""
         code = _cl_unlock(self._p)
+        if code == _EPERM:
+            code = self._release_task(None)
         if code:
             raise error(code, "ConditionLock.release")
 
     def release_with(self, condition: int) -> None:
         """Sets the condition and releases the lock (unlockWithCondition:); NotOwnerError (and no
-        change) if the caller does not hold it."""
-        check(_cl_unlock_with(self._p, _int64(condition, "ConditionLock condition")), "ConditionLock.release_with")
+        change) if the caller (thread, or task) does not hold it."""
+        value = _int64(condition, "ConditionLock condition")
+        code = _cl_unlock_with(self._p, value)
+        if code == _EPERM:
+            code = self._release_task(value)
+        check(code, "ConditionLock.release_with")
+
+    def _release_task(self, condition: Optional[c_int64]) -> int:
+        """The release by the running asyncio task, if it holds the lock: EPERM outside a task."""
+        task = _aio._current_task()
+        if task is None:
+            return _EPERM
+        return _cl_unlock_async(self._p, id(task), None if condition is None else byref(condition))
+
+    # ---- asyncio ----
+
+    async def acquire_async(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
+        """acquire() from an asyncio task, suspending the task (not the thread, not the loop)
+        until the lock is free: the same arguments, rules and result. The task holds the lock
+        (release it from the task); threads, tasks of any loop and other processes take turns on
+        it. Cancelled while waiting, the task is withdrawn and nothing is taken; DeadlockError
+        for the task that holds it."""
+        return await self._acquire_async(None, blocking, timeout, "ConditionLock.acquire_async")
+
+    async def acquire_when_async(self, condition: int, blocking: bool = True, timeout: Optional[float] = None) -> bool:
+        """acquire_when() from an asyncio task: takes the lock once the condition equals
+        `condition`, suspending the task meanwhile (as acquire_async)."""
+        wanted = _int64(condition, "ConditionLock condition")
+        return await self._acquire_async(wanted, blocking, timeout, "ConditionLock.acquire_when_async")
+
+    async def _acquire_async(self, wanted: Optional[c_int64], blocking: bool, timeout: Optional[float],
+                             what: str) -> bool:
+        limit = lock_deadline(blocking, -1 if timeout is None else timeout)
+        owner = _aio.owner()
+        p, pointer = self._p, None if wanted is None else byref(wanted)
+        code = _cl_try_async(p, pointer, owner)
+        if code == _EBUSY and limit is not None:
+            code, _ = await _aio.acquire(
+                lambda fd, handle: _cl_lock_async(p, pointer, limit, fd, None, None, owner, handle),
+                lambda handle: _cl_unlock_async(p, owner, None))
+        if not code:
+            return True
+        if code == _EBUSY or code == ETIMEDOUT:
+            return False
+        raise error(code, what, "task")
+
+    async def __aenter__(self) -> bool:
+        """``async with lock:``: acquire_async() for the block (release_with() inside it sets a
+        condition and releases; the block's end then finds it released: do not release twice,
+        leave the block instead, or use acquire_async/release_with)."""
+        return await self.acquire_async()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.release()
 
     # Foundation's names.
     lock = acquire
@@ -570,6 +630,10 @@ _barrier_action_done = declare("sync_barrier_action_done")
 _barrier_reset = declare("sync_barrier_reset")
 _barrier_abort = declare("sync_barrier_abort")
 _barrier_status = declare("sync_barrier_status")
+_barrier_wait_async = declare("sync_barrier_wait_async", c_int, c_void_p, c_int64, c_int, c_void_p, c_void_p,
+                              POINTER(c_void_p))
+_async_index = declare("sync_async_index", c_int, c_void_p, POINTER(c_uint32))
+_async_free = declare("sync_async_free", c_int, c_void_p)
 
 
 class Barrier(_Memory):
@@ -617,6 +681,45 @@ class Barrier(_Memory):
                 _barrier_action_done(self._p, c_bool(False))
                 raise
             _barrier_action_done(self._p, c_bool(True))
+        return index.value
+
+    async def wait_async(self, timeout: Optional[float] = None) -> int:
+        """wait() from an asyncio task, suspending the task (not the thread, not the loop):
+        the same timeout rules (the barrier's by default; zero or negative: one try; NaN: none),
+        result and errors. Threads, tasks of any loop and other processes meet in it alike.
+        Cancelled (task.cancel(), asyncio.timeout) after it was counted in, the task breaks the
+        barrier, as a timeout does: the other parties get BrokenBarrierError (a party that left
+        cannot be waited for); if the barrier had tripped first, the trip stands for the others.
+        Cancelled while the previous cycle still drains, it leaves the barrier alone."""
+        p = self._p
+        limit = _deadline(self._timeout if timeout is None else timeout, True)
+        runner = self._action is not None
+
+        def give_back(handle: c_void_p) -> None:
+            # A grant that raced the cancellation: the action (if this party runs it) will not
+            # run, which breaks the barrier as a failed action does.
+            index = c_uint32()
+            if runner and _async_index(handle, byref(index)) == 0 and index.value == self.parties - 1:
+                _barrier_action_done(p, c_bool(False))
+
+        code, handle = await _aio.acquire(lambda fd, h: _barrier_wait_async(p, limit, fd, None, None, h), give_back,
+                                          free_granted=False)
+        if code == errno.EINVAL:
+            raise error(code, "Barrier.wait_async")
+        if code:
+            raise BrokenBarrierError
+        index = c_uint32()
+        try:
+            check(_async_index(handle, byref(index)), "Barrier.wait_async")
+        finally:
+            _async_free(handle)
+        if self._action is not None and index.value == self.parties - 1:
+            try:
+                self._action()
+            except BaseException:
+                _barrier_action_done(p, c_bool(False))
+                raise
+            _barrier_action_done(p, c_bool(True))
         return index.value
 
     def reset(self) -> None:

@@ -88,6 +88,13 @@ package class AsyncWaiter: @unchecked Sendable {
     /// more than the mutex (a condition lock's waiter wants its condition too).
     final var takesHandoff: Bool { type(of: self) == AsyncWaiter.self }
 
+    /// Called once after the waker's pass has tried the waiters of an unordered queue (`inOrder`
+    /// false), on the queue's first waiter tried, under the runtime's lock: a kind whose tries
+    /// share one look at the primitive (the condition lock's: the mutex taken once for the whole
+    /// queue) ends it here and returns the value of `word` to sleep on; nil: the tries' own
+    /// `observed` stands.
+    package func settle(_ runtime: AsyncRuntime) -> UInt32? { nil }
+
     /// Called once queued (under the runtime's lock; it must not block): a kind that counts its
     /// waiters in the primitive's words counts this one in.
     package func queued() {}
@@ -191,6 +198,11 @@ package final class AsyncRuntime: @unchecked Sendable {
     /// How many words have pending acquires (state.queues.count, stored under the lock at each
     /// change): a release reads it without the lock to skip `handOff` when nothing waits.
     let queuedWords = Atomic<Int>(0)
+    /// The looks of the waker's pass (`AsyncWaiter.attempt` and `settle`, on the waker's
+    /// thread under the runtime's lock), per condition lock's mutex word: the condition read
+    /// with the mutex taken for the pass (AsyncConditionLock), or, if it was held, the value
+    /// every waiter of the pass sleeps on.
+    package var looks: [UInt: AsyncConditionLock.Look] = [:]
     /// The waker's own futex word: bumped (and woken) at every registration and cancellation.
     let signal: UnsafeMutablePointer<Atomic<UInt32>>
 
@@ -403,11 +415,15 @@ package final class AsyncRuntime: @unchecked Sendable {
                             completions.append((first, result))
                         }
                     } else {
+                        // Each waiter is tried; the word to sleep on is the value the FIRST
+                        // busy try saw: a change after it (a try of a later waiter may have seen
+                        // the new state, not the earlier ones) then ends the sleep at once.
+                        let looker = queue.first!
                         queue.remove { waiter in
                             var observed: UInt32 = 0
                             let result = waiter.attempt(self, observed: &observed)
                             if result == EBUSY {
-                                busy = observed
+                                if busy == nil { busy = observed }
                                 return false
                             }
                             waiter.phase = .done
@@ -416,6 +432,7 @@ package final class AsyncRuntime: @unchecked Sendable {
                             completions.append((waiter, result))
                             return true
                         }
+                        if let settled = looker.settle(self) { busy = settled }
                     }
                     if queue.timed > 0 {
                         queue.remove { waiter in

@@ -3,21 +3,23 @@ import Synchronization
 
 /// A cyclic barrier with the semantics of Python's `threading.Barrier`, in eight words of
 /// caller memory (32 bytes):
-///   word 0: a `LockWord` guarding the rest;       words 1-2: a `ConditionWord`;
+///   word 0: a `LockWord` guarding the rest;       words 1-2: a `ConditionWord` (process-
+///           private, its word 1 is the pending async waits' generation: `Parts.asyncWord`);
 ///   word 3: parties;  word 4: threads inside `wait`;  word 5: the state (`BarrierState`);
 ///   word 6: bit 0 "has an action" (the last arriver runs it before the others are released);
-///   word 7: the kernel id of the thread running the action, 0 when none is.
+///   word 7: the kernel id of the thread running the action (an async party's: its process's
+///           `AsyncHold.token`), 0 when none is.
 /// States cycle filling -> (action ->) draining -> filling; `abort` breaks the barrier, `reset`
 /// breaks it for the threads inside and then refills it. Words no barrier can hold (a lock word
 /// above 2, no parties, more threads inside than parties, an unknown state or flag) make every
 /// operation but `initialize` return EINVAL and change nothing.
 @usableFromInline package enum BarrierWord {
-    @usableFromInline enum State: UInt32 { case filling, draining, action, resetting, broken }
+    package enum State: UInt32 { case filling, draining, action, resetting, broken }
 
-    @usableFromInline struct Parts {
+    package struct Parts {
         let words: Words
         let shared: Bool
-        init(_ base: UnsafeMutableRawPointer) {
+        package init(_ base: UnsafeMutableRawPointer) {
             words = Words(base)
             shared = words[2].pointee.load(ordering: .relaxed) & processSharedFlag != 0
         }
@@ -58,7 +60,32 @@ import Synchronization
             ConditionWord.wait(condition, deadline: deadline, interruptible: interruptible,
                                unlock: unlock, relock: { LockWord.lock(lockWord, shared: shared); return 0 })
         }
-        func wakeAll() { ConditionWord.broadcast(condition) }
+        /// The word pending async waits sleep on (AsyncBarrier): the condition variable's
+        /// word 0. Process-shared, it is the variable's sequence (a pending wait is counted as
+        /// a waiter of the variable, so every broadcast moves it and wakes its sleepers);
+        /// process-private, the variable does not use it, and it is the barrier's own: a
+        /// generation (bits 0-30) and `asyncSleepers` (bit 31), which the waker sets before it
+        /// sleeps on the word; `wakeAll` then moves the generation and wakes. Both under the lock.
+        var asyncWord: UnsafeMutablePointer<Atomic<UInt32>> { words[1] }
+        static let asyncSleepers: UInt32 = 1 << 31
+        /// The value of `asyncWord` a pending async wait sleeps on (the lock held): marked first
+        /// in private mode, so that the next `wakeAll` moves it.
+        func asyncMark() -> UInt32 {
+            if shared { return asyncWord.pointee.load(ordering: .sequentiallyConsistent) }
+            let value = asyncWord.pointee.load(ordering: .relaxed) | Self.asyncSleepers
+            asyncWord.pointee.store(value, ordering: .relaxed)
+            return value
+        }
+        func wakeAll() {
+            ConditionWord.broadcast(condition)
+            if !shared {
+                let value = asyncWord.pointee.load(ordering: .relaxed)
+                if value & Self.asyncSleepers != 0 {
+                    asyncWord.pointee.store((value &+ 1) & ~Self.asyncSleepers, ordering: .releasing)
+                    Futex.wake(asyncWord, count: Int32.max, shared: false)
+                }
+            }
+        }
         /// The last thread out of a drain or a reset refills the barrier.
         func leave() {
             if count > 0 { count -= 1 }
@@ -141,7 +168,8 @@ import Synchronization
         let b = Parts(base)
         guard b.lock() else { return EINVAL }
         defer { b.unlock() }
-        guard b.actionRunner != 0 && b.actionRunner == threadID() else { return EPERM }
+        // An async party's action (AsyncBarrier) is this process's: it may end on any thread.
+        guard b.actionRunner != 0 && (b.actionRunner == threadID() || b.actionRunner == AsyncHold.token) else { return EPERM }
         b.actionRunner = 0
         if b.state == .action { b.state = succeeded ? .draining : .broken }
         b.wakeAll()

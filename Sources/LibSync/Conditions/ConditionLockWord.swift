@@ -82,11 +82,18 @@ import Synchronization
     @inlinable
     package static func unlock(_ base: UnsafeMutableRawPointer, condition newValue: Int64?) -> Int32 {
         guard isPossible(base) else { return EINVAL }
-        guard MutexWord.isOwnedByCaller(mutex(base)) else { return EPERM }
+        guard MutexWord.isOwnedByCaller(mutex(base)) else { return unlockNotOwned(base, condition: newValue) }
         if let newValue { value(base).pointee.store(newValue, ordering: .relaxed) }
         let result = MutexWord.unlock(mutex(base))
         ConditionWord.broadcast(condition(base))
         return result
+    }
+
+    /// An unlock by a thread that does not hold the lock: the calling task's if it holds it with
+    /// an async form (AsyncConditionLock), else EPERM.
+    @usableFromInline @inline(never)
+    static func unlockNotOwned(_ base: UnsafeMutableRawPointer, condition newValue: Int64?) -> Int32 {
+        AsyncConditionLock.unlock(base, holder: AsyncHold.currentTask(), condition: newValue)
     }
 
     /// The condition now (a snapshot).

@@ -222,14 +222,19 @@ public final class SyncBarrier: @unchecked Sendable {
         let (result, index) = BarrierWord.wait(memory.raw, deadline: deadlineNanoseconds, interruptible: false)
         if result == ETIMEDOUT { throw BarrierError.timedOut }
         if result != 0 { throw BarrierError.broken }
-        if let action, Int(index) == parties - 1 {
-            do { try action() } catch {
-                _ = BarrierWord.actionDone(memory.raw, succeeded: false)
-                throw error
-            }
-            _ = BarrierWord.actionDone(memory.raw, succeeded: true)
-        }
+        try runAction(index: index)
         return Int(index)
+    }
+
+    /// The last party's action, for the party with `index` (blocking or async): runs it and
+    /// ends it (a throw breaks the barrier and is rethrown).
+    func runAction(index: UInt32) throws {
+        guard let action, Int(index) == parties - 1 else { return }
+        do { try action() } catch {
+            _ = BarrierWord.actionDone(memory.raw, succeeded: false)
+            throw error
+        }
+        _ = BarrierWord.actionDone(memory.raw, succeeded: true)
     }
 
     /// Empties the barrier; threads waiting in it throw `BarrierError.broken`.
