@@ -48,7 +48,14 @@ private func nanoseconds() -> Double {
 }
 
 /// The delay loops for ~20 ns inside and ~50 ns outside the lock.
+/// BENCH_DELAY_LOOPS=INSIDE,OUTSIDE sets the counts instead (to count instructions under
+/// valgrind, where a calibration would give other counts in every run).
 func calibrateDelay() -> (inside: Int, outside: Int) {
+    if let given = getenv("BENCH_DELAY_LOOPS").map({ String(cString: $0).split(separator: ",").compactMap { Int($0) } }),
+       given.count == 2 {
+        print("\ndelay loops given: inside \(given[0]), outside \(given[1])")
+        return (given[0], given[1])
+    }
     let loops = 50_000_000
     let begin = nanoseconds()
     delay(loops)
