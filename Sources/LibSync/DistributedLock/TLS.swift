@@ -100,7 +100,7 @@ final class OpenSSL: @unchecked Sendable {
         while case let code = errGet(), code != 0 {
             var text = [CChar](repeating: 0, count: 256)
             errText(code, &text, text.count)
-            texts.append(String(cString: text))
+            texts.append(text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
         }
         return texts.joined(separator: "; ")
     }
