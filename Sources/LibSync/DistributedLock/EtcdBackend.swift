@@ -241,6 +241,9 @@ struct EtcdBackend: LockBackend {
                 }
             }
             tls = TLSOptions(caFile: ca, certFile: cert, keyFile: key)
+            if let fault = TLSSession.check(tls!) {  // ELIBACC, or EINVAL: a file libssl cannot use
+                return (nil, DistributedLockMessage.fail(fault.code, "\(fault.message) (in '\(shown)')"))
+            }
         }
         var ttl: Int64 = 10_000_000_000, timeout: Int64 = 5_000_000_000
         if let text = parsed.value("ttl") {

@@ -138,17 +138,17 @@ final class TLSSession {
     /// writable, or the server closed the session, or it failed (the message).
     enum Step { case done(Int), wait(writable: Bool), closed, failed(String) }
 
-    /// A session for `host` (its certificate must name it: a DNS name, or the IP address) over
-    /// `fd`, not yet shaken hands: the options' files are read here. Faults: ELIBACC (no libssl),
-    /// EINVAL (a file that is not a CA certificate, a certificate or its key).
-    static func make(_ options: TLSOptions, fd: Int32, host: String) -> Result<TLSSession, HTTPConnection.Fault> {
+    /// A context with the options' files read: the CA certificates, the client certificate
+    /// and its key. Faults: ELIBACC (no libssl), EINVAL (a file that is not a CA certificate, a
+    /// certificate or its key).
+    private static func context(_ options: TLSOptions) -> Result<(OpenSSL, OpaquePointer), HTTPConnection.Fault> {
         let openssl: OpenSSL
         switch OpenSSL.loaded {
         case .failure(let fault): return .failure(fault)
         case .success(let loaded): openssl = loaded
         }
         openssl.errClear()
-        func bad(_ what: String) -> Result<TLSSession, HTTPConnection.Fault> {
+        func bad(_ what: String) -> Result<(OpenSSL, OpaquePointer), HTTPConnection.Fault> {
             .failure(HTTPConnection.Fault(code: EINVAL, message: "\(what): \(openssl.errors())"))
         }
         guard let context = openssl.ctxNew(openssl.method()) else { return bad("TLS: cannot make a context") }
@@ -169,7 +169,33 @@ final class TLSSession {
             }
             if openssl.ctxCheckKey(context) != 1 { return bad("key=\(key) is not the key of cert=\(cert)") }
         }
-        guard let ssl = openssl.sslNew(context) else { return bad("TLS: cannot make a session") }
+        ok = true
+        return .success((openssl, context))
+    }
+
+    /// Whether the options' files can be used (a lock's creation checks them before connecting):
+    /// nil, or the fault `make` would give.
+    static func check(_ options: TLSOptions) -> HTTPConnection.Fault? {
+        switch context(options) {
+        case .failure(let fault): return fault
+        case .success(let (openssl, context)):
+            openssl.ctxFree(context)
+            return nil
+        }
+    }
+
+    /// A session for `host` (its certificate must name it: a DNS name, or the IP address) over
+    /// `fd`, not yet shaken hands: the options' files are read here. Faults: `context`'s.
+    static func make(_ options: TLSOptions, fd: Int32, host: String) -> Result<TLSSession, HTTPConnection.Fault> {
+        let (openssl, context): (OpenSSL, OpaquePointer)
+        switch Self.context(options) {
+        case .failure(let fault): return .failure(fault)
+        case .success(let made): (openssl, context) = made
+        }
+        guard let ssl = openssl.sslNew(context) else {
+            openssl.ctxFree(context)
+            return .failure(HTTPConnection.Fault(code: EINVAL, message: "TLS: cannot make a session: \(openssl.errors())"))
+        }
         var address = in6_addr()
         let isIP = inet_pton(AF_INET, host, &address) == 1 || inet_pton(AF_INET6, host, &address) == 1
         if isIP {
@@ -179,7 +205,6 @@ final class TLSSession {
             _ = host.withCString { openssl.ctrl(ssl, 55, 0, UnsafeMutableRawPointer(mutating: $0)) }  // SNI
         }
         _ = openssl.setFD(ssl, fd)
-        ok = true
         return .success(TLSSession(openssl: openssl, context: context, ssl: ssl))
     }
 
