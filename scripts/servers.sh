@@ -13,6 +13,11 @@
 #   scripts/servers.sh start-etcd DIR        installs etcd-server and etcd-client if need be, starts
 #                                            a private etcd (auth on: user root, password "secret");
 #                                            writes DIR/etcd.url (not part of `start`)
+#   scripts/servers.sh start-etcd-tls DIR    the same over TLS, with client certificates and no
+#                                            password: makes a throwaway CA, a server certificate
+#                                            (127.0.0.1) and a client one with openssl in DIR/tls
+#                                            (ca.pem, client.pem, client-key.pem), writes
+#                                            DIR/etcd.url (etcds://127.0.0.1:PORT, no options)
 #   scripts/servers.sh stop DIR              stops all it started there (idempotent)
 #   scripts/servers.sh pause|resume|restart|kill postgres|redis|etcd DIR
 #                                            faults: SIGSTOP/SIGCONT every process of the server,
@@ -110,17 +115,47 @@ start_etcd() {
   echo "etcd://root:secret@127.0.0.1:$(cat "$dir/etcd.port")" > "$dir/etcd.url"
 }
 
+start_etcd_tls() {
+  local dir=$1 tls=$1/tls
+  command -v openssl >/dev/null || { echo "etcd TLS: openssl is missing" >&2; return 1; }
+  mkdir -p "$dir/etcd" "$tls"
+  free_port > "$dir/etcd.port"
+  free_port > "$dir/etcd.peer-port"
+  # A throwaway CA, and the server's and a client's certificates signed by it (the server's also for
+  # client use: etcd's JSON gateway connects to its own gRPC port with it).
+  { openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=libsync-test-ca \
+      -keyout "$tls/ca-key.pem" -out "$tls/ca.pem" &&
+    openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$tls/server-key.pem" -out "$tls/server.csr" &&
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n' > "$tls/server.ext" &&
+    openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca-key.pem" -CAcreateserial -days 2 \
+      -extfile "$tls/server.ext" -out "$tls/server.pem" &&
+    openssl req -newkey rsa:2048 -nodes -subj /CN=libsync-client -keyout "$tls/client-key.pem" -out "$tls/client.csr" &&
+    printf 'extendedKeyUsage=clientAuth\n' > "$tls/client.ext" &&
+    openssl x509 -req -in "$tls/client.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca-key.pem" -CAcreateserial -days 2 \
+      -extfile "$tls/client.ext" -out "$tls/client.pem"; } >>"$dir/etcd.log" 2>&1 \
+    || { echo "etcd TLS: openssl could not make the certificates (see $dir/etcd.log)" >&2; return 1; }
+  etcd_start "$dir"
+  echo "etcds://127.0.0.1:$(cat "$dir/etcd.port")" > "$dir/etcd.url"
+}
+
 etcd_start() {
-  local dir=$1 port peer; port=$(cat "$dir/etcd.port"); peer=$(cat "$dir/etcd.peer-port")
+  local dir=$1 port peer scheme=http tls=(); port=$(cat "$dir/etcd.port"); peer=$(cat "$dir/etcd.peer-port")
+  if [ -f "$dir/tls/server.pem" ]; then  # start-etcd-tls's: TLS, client certificates required
+    scheme=https
+    tls=(--cert-file "$dir/tls/server.pem" --key-file "$dir/tls/server-key.pem" --trusted-ca-file "$dir/tls/ca.pem"
+         --client-cert-auth)
+  fi
   # (setsid: the server outlives this script, in a session of its own)
-  setsid etcd --name libsync --data-dir "$dir/etcd/data" \
-    --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+  setsid etcd --name libsync --data-dir "$dir/etcd/data" "${tls[@]}" \
+    --listen-client-urls "$scheme://127.0.0.1:$port" --advertise-client-urls "$scheme://127.0.0.1:$port" \
     --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
     --initial-cluster "libsync=http://127.0.0.1:$peer" >>"$dir/etcd.log" 2>&1 </dev/null &
   echo $! > "$dir/etcd/etcd.pid"
+  local client=()
+  [ "$scheme" = https ] && client=(--cacert "$dir/tls/ca.pem" --cert "$dir/tls/client.pem" --key "$dir/tls/client-key.pem")
   for _ in $(seq 400); do
     # (before its auth is on, and after: a restart)
-    ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$port" --command-timeout=1s endpoint health >/dev/null 2>&1 && return 0
+    ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$port" "${client[@]}" --command-timeout=1s endpoint health >/dev/null 2>&1 && return 0
     ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$port" --command-timeout=1s --user root:secret endpoint health >/dev/null 2>&1 && return 0
     kill -0 "$(cat "$dir/etcd/etcd.pid")" 2>/dev/null || break
     sleep 0.05
@@ -177,6 +212,10 @@ case "$command" in
     dir=$2; install_etcd || exit 3
     mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
     start_etcd "$dir" ;;
+  start-etcd-tls)
+    dir=$2; install_etcd || exit 3
+    mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
+    start_etcd_tls "$dir" ;;
   stop) [ -d "$2" ] && { dir=$(cd "$2" && pwd); stop_one postgres "$dir"; stop_one redis "$dir"; stop_one etcd "$dir"; } ;;
   pause|resume|restart|kill)
     what=$2 dir=$(cd "$3" && pwd)
@@ -194,5 +233,5 @@ case "$command" in
     trap '"$here/servers.sh" stop "$dir"; rm -rf "$dir"' EXIT
     if "$here/servers.sh" start "$dir"; then export LIBSYNC_TEST_SERVERS=$dir; fi
     "$@" ;;
-  *) sed -n '2,24p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,29p' "$0" >&2; exit 2 ;;
 esac

@@ -126,16 +126,21 @@ stage_examples() {
   "$PYTHON" scripts/snippets.py --swift-modules .build/debug/Modules README.md docs/*.md python/README.md
   for src in examples/python/*.py; do run_clean "$src" "$PYTHON" -X dev -W error "$src"; done
   for product in sync-demo quickstart; do run_clean "$product (Swift)" ".build/debug/$product"; done
-  # The distributed lock's usage examples take a TARGET (default: a path): each server too.
+  # The distributed lock's usage examples take a TARGET (default: a path): each server too (etcd
+  # is started here: `run` starts PostgreSQL and Redis only).
   scripts/servers.sh run -- bash -c '
     [ -n "${LIBSYNC_TEST_SERVERS:-}" ] || { echo "  usage examples on servers: SKIPPED (no servers)"; exit 0; }
-    for backend in postgres redis; do
+    backends="postgres redis"
+    if scripts/servers.sh start-etcd "$LIBSYNC_TEST_SERVERS"; then backends="$backends etcd"
+    else echo "  usage examples on etcd: SKIPPED (no etcd)"; fi
+    for backend in $backends; do
       url="$(cat "$LIBSYNC_TEST_SERVERS/$backend.url")?lock=usage"
       "$PYTHON" -X dev -W error examples/python/distributed_lock_usage.py "$url" >/dev/null || exit 1
       build/examples/example_c_distributed_lock_usage "$url" >/dev/null || exit 1
       "$PYTHON" -X dev -W error examples/python/distributed_rwlock.py "$url-rw" >/dev/null || exit 1
       build/examples/example_c_distributed_rwlock "$url-rw" >/dev/null || exit 1
-      echo "  distributed_lock_usage, distributed_rwlock (C, Python) on $backend: clean"
+      .build/debug/sync-demo "$url" >/dev/null || exit 1
+      echo "  distributed_lock_usage, distributed_rwlock (C, Python) and sync-demo (Swift) on $backend: clean"
     done' || { echo "a distributed lock usage example failed on a server" >&2; exit 1; }
 }
 

@@ -88,6 +88,9 @@ __thread uint64_t sync_thread_counter_cache[SYNC_COUNTER_CACHE_WORDS] __attribut
 __thread uint32_t sync_thread_ancestor_ids[SYNC_ANCESTOR_IDS] __attribute__((tls_model("initial-exec")));
 __thread const void *sync_thread_reading[SYNC_READING_MAX] __attribute__((tls_model("initial-exec")));
 __thread uint32_t sync_thread_reading_depth __attribute__((tls_model("initial-exec")));
+__thread const void *sync_thread_upgradable[SYNC_UPGRADABLE_MAX] __attribute__((tls_model("initial-exec")));
+__thread intptr_t sync_thread_upgradable_reads[SYNC_UPGRADABLE_MAX] __attribute__((tls_model("initial-exec")));
+__thread uint32_t sync_thread_upgradable_depth __attribute__((tls_model("initial-exec")));
 uint32_t sync_process_id;
 unsigned char sync_wait_buckets[SYNC_WAIT_BUCKETS * SYNC_WAIT_BUCKET_SIZE] __attribute__((aligned(64)));
 

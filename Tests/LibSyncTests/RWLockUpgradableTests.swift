@@ -162,6 +162,76 @@ final class RWLockUpgradableTests: XCTestCase {
         try rw.writeUnlock()
     }
 
+    // MARK: a body that releases the hold itself stops the program
+
+    /// A thread that takes a plain read of `rw` and leaves it held (another reader's hold, which
+    /// no release of the caller's may take away).
+    func leaveAnotherReader(_ rw: SyncRWLock) {
+        onOtherThread { XCTAssertTrue(rw.tryReadLock()) }
+    }
+
+    func expectStop(_ name: String, file: StaticString = #filePath, line: UInt = #line) {
+        let (status, text) = ChildTest.run("RWLockUpgradableTests", name)
+        XCTAssertTrue(ChildTest.trapped(status), "status \(status): \(text)", file: file, line: line)
+        XCTAssertTrue(text.contains("SyncRWLock.withUpgradableReadLock: the body released the lock itself"), text,
+                      file: file, line: line)
+    }
+
+    /// Releasing the upgradable read, the write lock after an upgrade, or the read lock after a
+    /// downgrade inside the body: the block's end would release another reader's hold (or
+    /// nothing); it stops the program instead.
+    func testBodyThatReleasesTheHoldStopsTheProgram() {
+        expectStop("testChildReleasesUpgradable")
+        expectStop("testChildReleasesWriteAfterUpgrade")
+        expectStop("testChildReleasesDowngradedRead")
+    }
+
+    func testChildReleasesUpgradable() {
+        guard ChildTest.isChild("testChildReleasesUpgradable") else { return }
+        let rw = SyncRWLock()
+        leaveAnotherReader(rw)
+        rw.withUpgradableReadLock { try! rw.upgradableReadUnlock() }
+    }
+
+    func testChildReleasesWriteAfterUpgrade() {
+        guard ChildTest.isChild("testChildReleasesWriteAfterUpgrade") else { return }
+        let rw = SyncRWLock()
+        rw.withUpgradableReadLock { try! rw.upgrade(); try! rw.writeUnlock() }
+    }
+
+    func testChildReleasesDowngradedRead() {
+        guard ChildTest.isChild("testChildReleasesDowngradedRead") else { return }
+        let rw = SyncRWLock()
+        leaveAnotherReader(rw)
+        rw.withUpgradableReadLock { try! rw.downgradeUpgradableRead(); try! rw.readUnlock() }
+    }
+
+    /// The reads a body takes and releases itself are its own: the block's end releases the
+    /// one hold it took (here a read, after a downgrade, a release and a new read), and another
+    /// reader's hold stays. Nested blocks, on two locks or on the same one, keep their counts
+    /// apart.
+    func testBodyReadsAreCountedPerLock() throws {
+        let rw = SyncRWLock(), other = SyncRWLock()
+        leaveAnotherReader(rw)
+        rw.withUpgradableReadLock {
+            try! rw.downgradeUpgradableRead()
+            try! rw.readUnlock()
+            try! rw.readLock()
+            other.withUpgradableReadLock {
+                try! other.readLock()          // a read of its own beside the upgradable read
+                try! other.readUnlock()
+                try! rw.readLock()             // the outer lock's: released below, in the body
+                try! rw.readUnlock()
+            }
+            // Holding a read, the thread may take the upgradable read again in a nested block:
+            // that block releases its own hold, the outer one its read.
+            rw.withUpgradableReadLock { try! rw.downgradeUpgradableRead() }
+        }
+        XCTAssertFalse(rw.tryWriteLock())      // the other reader still holds it
+        XCTAssertEqual(RWLockWords.state(rw.memory.raw).pointee.load(ordering: .relaxed), 1)
+        XCTAssertEqual(RWLockWords.state(other.memory.raw).pointee.load(ordering: .relaxed), 0)
+    }
+
     /// Process-shared, in memory a forked child shares: the child is not the parent's upgradable
     /// reader (misuse codes), reads beside it, then waits for it and upgrades after it.
     func testAcrossProcesses() throws {

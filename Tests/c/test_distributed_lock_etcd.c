@@ -349,9 +349,16 @@ static void test_bad_targets(void) {
     CHECK_EQ(create_error("etcd://127.0.0.1?lock=x&ttl=0.5"), EINVAL);       /* ttl below 1 s */
     CHECK_EQ(create_error("etcd://127.0.0.1?lock=x&color=red"), EINVAL);
     CHECK(strstr(sync_distributed_lock_error_message(), "color") != NULL);
-    CHECK_EQ(create_error("etcd://127.0.0.1?lock=x&cacert=/etc/ca.pem"), EINVAL);  /* TLS: refused, said so */
+    CHECK_EQ(create_error("etcd://127.0.0.1?lock=x&cacert=/etc/ca.pem"), EINVAL);  /* TLS options: etcds:// */
     printf("TLS option: %s\n", sync_distributed_lock_error_message());
-    CHECK(strstr(sync_distributed_lock_error_message(), "TLS") != NULL);
+    CHECK(strstr(sync_distributed_lock_error_message(), "etcds://") != NULL);
+    /* etcds://'s bad options, before any connection (nothing listens on port 1) */
+    CHECK_EQ(create_error("etcds://127.0.0.1:1?lock=x&cert=/etc/hostname"), EINVAL);
+    CHECK(strstr(sync_distributed_lock_error_message(), "cert= without key=") != NULL);
+    CHECK_EQ(create_error("etcds://127.0.0.1:1?lock=x&cacert=/nonexistent/ca.pem"), EINVAL);
+    CHECK(strstr(sync_distributed_lock_error_message(), "cacert=/nonexistent/ca.pem") != NULL);
+    CHECK_EQ(create_error("etcds://127.0.0.1:1?lock=x&cacert=/etc/hostname"), EINVAL);  /* no certificate in it */
+    CHECK(strstr(sync_distributed_lock_error_message(), "holds no CA certificate") != NULL);
     snprintf(t, sizeof t, "%s", base);
     char *secret = strstr(t, "secret");
     CHECK(secret != NULL);

@@ -4,7 +4,8 @@ import Glibc
 // released together, take the median over several runs of wall time / total operations, and
 // print rows beside a baseline measured in the same run. Environment, as the C harness's:
 // BENCH_ROWS, a file to which each row is also appended as a JSON line (benchmarks/report.py);
-// BENCH_QUICK, a smoke run (3 runs of a tenth of the iterations); BENCH_ROW_ONLY (see `table`).
+// BENCH_QUICK, a smoke run (3 runs of a tenth of the iterations); BENCH_ONLY and BENCH_ROW_ONLY
+// (see `table`).
 
 let quick = getenv("BENCH_QUICK") != nil
 let repeats = quick ? 3 : 7
@@ -60,7 +61,9 @@ func sample(threads: Int, iterations: Int, _ body: @escaping @Sendable (Int) -> 
 /// Measures each row and prints ns/op, Mops/s and the ratio to rows[baseline].
 /// BENCH_ROW_ONLY, a substring of row names, keeps only those rows (to profile one row alone,
 /// with perf stat for instance); the first row kept is then the baseline.
+/// BENCH_ONLY, a substring of table titles, keeps only those tables (as the C harness's).
 func table(_ title: String, threads: Int, iterations: Int, baseline: Int = 0, _ rows: [Row]) {
+    if let only = getenv("BENCH_ONLY").map({ String(cString: $0) }), !title.contains(only) { return }
     var rows = rows, baseline = baseline
     if let only = getenv("BENCH_ROW_ONLY").map({ String(cString: $0) }) {
         rows = rows.filter { $0.name.contains(only) }

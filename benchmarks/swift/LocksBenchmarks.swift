@@ -4,8 +4,9 @@ import Synchronization
 
 // SyncMutex, SyncRecursiveLock and SyncRWLock beside Synchronization.Mutex, NSLock and
 // NSRecursiveLock: uncontended, and contended at 2 and 8 threads (a short critical section);
-// then the workload of benchmarks/c/bench_locks.c from Swift: ~20 ns of work inside the lock,
-// ~50 ns outside it, at 2 and 8 threads.
+// then the workloads of benchmarks/c/bench_locks.c from Swift: ~20 ns of work inside the lock,
+// ~50 ns outside it, at 2 and 8 threads, for a mutex and for a read-write lock (90% reads, 8%
+// upgradable reads, 2% writes).
 
 /// A short critical section: a few dependent operations on the guarded counter.
 @inline(never) func work(_ value: inout Int) { for _ in 0..<8 { value = value &* 31 &+ 1 } }
@@ -48,7 +49,14 @@ private func nanoseconds() -> Double {
 }
 
 /// The delay loops for ~20 ns inside and ~50 ns outside the lock.
+/// BENCH_DELAY_LOOPS=INSIDE,OUTSIDE sets the counts instead (to count instructions under
+/// valgrind, where a calibration would give other counts in every run).
 func calibrateDelay() -> (inside: Int, outside: Int) {
+    if let given = getenv("BENCH_DELAY_LOOPS").map({ String(cString: $0).split(separator: ",").compactMap { Int($0) } }),
+       given.count == 2 {
+        print("\ndelay loops given: inside \(given[0]), outside \(given[1])")
+        return (given[0], given[1])
+    }
     let loops = 50_000_000
     let begin = nanoseconds()
     delay(loops)
@@ -60,23 +68,35 @@ func calibrateDelay() -> (inside: Int, outside: Int) {
 
 /// A counter in memory of its own (a cache line), bumped inside the lock as the C benchmark's
 /// `guarded++` (no class property, so no exclusivity check is measured beside the lock), and a
-/// pthread mutex in memory of its own.
+/// pthread mutex and rwlock in memory of their own.
 struct ContendedMemory: @unchecked Sendable {
     let counter: UnsafeMutablePointer<Int>
     let pthread: UnsafeMutablePointer<pthread_mutex_t>
+    let pthreadRW: UnsafeMutablePointer<pthread_rwlock_t>
     init() {
         counter = UnsafeMutableRawPointer.allocate(byteCount: 128, alignment: 64)
             .initializeMemory(as: Int.self, repeating: 0, count: 16)
         pthread = UnsafeMutableRawPointer.allocate(byteCount: 128, alignment: 64)
             .bindMemory(to: pthread_mutex_t.self, capacity: 1)
         pthread_mutex_init(pthread, nil)
+        pthreadRW = UnsafeMutableRawPointer.allocate(byteCount: 128, alignment: 64)
+            .bindMemory(to: pthread_rwlock_t.self, capacity: 1)
+        pthread_rwlock_init(pthreadRW, nil)
     }
+}
+
+/// A per-thread xorshift: which operation each iteration does (the C benchmark's `seed`).
+struct Picks {
+    var seed: UInt64
+    init() { seed = 0x9E37_79B9_7F4A_7C15 &* UInt64(truncatingIfNeeded: Int(bitPattern: pthread_self()) | 1) }
+    mutating func next() -> UInt64 { seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17; return seed % 100 }
 }
 
 /// ~20 ns inside the lock, ~50 ns outside (bench_locks.c's workload), at 2 and 8 threads.
 func contendedWorkloadBenchmarks() {
     let (inside, outside) = calibrateDelay()
     let stdMutex = Mutex<Int>(0)
+    let stdVoid = Mutex<Void>(())
     let syncMutex = SyncMutex()
     let locked = SyncLockedValue(0)
     let unfair = OSAllocatedUnfairLock(initialState: 0)
@@ -92,6 +112,11 @@ func contendedWorkloadBenchmarks() {
             Row(name: "libsync SyncMutex.withLock") { n in
                 for _ in 0..<n { syncMutex.withLock { memory.counter.pointee += 1; delay(inside) }; delay(outside) }
             },
+            // SyncMutex guards no value: its counter is on a line of its own, a second line that
+            // moves between the cores with each hold. The same for Synchronization.Mutex:
+            Row(name: "Synchronization.Mutex, counter apart") { n in
+                for _ in 0..<n { stdVoid.withLock { _ in memory.counter.pointee += 1; delay(inside) }; delay(outside) }
+            },
             Row(name: "libsync SyncLockedValue.withLock") { n in
                 for _ in 0..<n { locked.withLock { $0 += 1; delay(inside) }; delay(outside) }
             },
@@ -106,6 +131,82 @@ func contendedWorkloadBenchmarks() {
             },
             Row(name: "no lock (ceiling: the delays alone)") { n in
                 for _ in 0..<n { delay(inside); delay(outside) }
+            },
+        ])
+    }
+    upgradableWorkloadBenchmarks(inside: inside, outside: outside, only: only)
+}
+
+/// bench_locks.c's "90% reads, 8% upgradable, 2% writes" from Swift: each iteration reads
+/// (~20 ns inside), or checks with the upgradable read and writes one time in four (read,
+/// upgrade, write), or writes; ~50 ns outside. pthread_rwlock cannot upgrade: its check takes
+/// the write lock for the whole check.
+func upgradableWorkloadBenchmarks(inside: Int, outside: Int, only: Int?) {
+    let rw = SyncRWLock()
+    let value = SyncRWLockedValue(0)
+    let memory = ContendedMemory()
+    for threads in [2, 8] where only == nil || only == threads {
+        let iterations = 400_000 / threads
+        table("Read-write lock from Swift, 90% reads, 8% upgradable, 2% writes", threads: threads, iterations: iterations, [
+            Row(name: "pthread_rwlock (write lock for the check)") { n in
+                var picks = Picks()
+                for _ in 0..<n {
+                    let pick = picks.next()
+                    if pick < 10 {
+                        pthread_rwlock_wrlock(memory.pthreadRW); _ = memory.counter.pointee; delay(inside)
+                        if pick < 4 { memory.counter.pointee += 1 }
+                        pthread_rwlock_unlock(memory.pthreadRW)
+                    } else {
+                        pthread_rwlock_rdlock(memory.pthreadRW); _ = memory.counter.pointee; delay(inside); pthread_rwlock_unlock(memory.pthreadRW)
+                    }
+                    delay(outside)
+                }
+            },
+            Row(name: "libsync SyncRWLock (upgradable read)") { n in
+                var picks = Picks()
+                for _ in 0..<n {
+                    let pick = picks.next()
+                    if pick < 2 {
+                        rw.withWriteLock { memory.counter.pointee += 1; delay(inside) }
+                    } else if pick < 10 {
+                        rw.withUpgradableReadLock {
+                            _ = memory.counter.pointee; delay(inside)
+                            if pick < 4 { try! rw.upgrade(); memory.counter.pointee += 1 }
+                        }
+                    } else {
+                        rw.withReadLock { _ = memory.counter.pointee; delay(inside) }
+                    }
+                    delay(outside)
+                }
+            },
+            Row(name: "libsync SyncRWLockedValue.upgradableRead") { n in
+                var picks = Picks()
+                for _ in 0..<n {
+                    let pick = picks.next()
+                    if pick < 2 {
+                        value.write { $0 += 1; delay(inside) }
+                    } else if pick < 10 {
+                        value.upgradableRead { access in
+                            _ = access.read { $0 }; delay(inside)
+                            if pick < 4 { access.write { $0 += 1 } }
+                        }
+                    } else {
+                        value.read { _ = $0; delay(inside) }
+                    }
+                    delay(outside)
+                }
+            },
+            Row(name: "libsync SyncRWLock (write lock for the check)") { n in
+                var picks = Picks()
+                for _ in 0..<n {
+                    let pick = picks.next()
+                    if pick < 10 {
+                        rw.withWriteLock { _ = memory.counter.pointee; delay(inside); if pick < 4 { memory.counter.pointee += 1 } }
+                    } else {
+                        rw.withReadLock { _ = memory.counter.pointee; delay(inside) }
+                    }
+                    delay(outside)
+                }
             },
         ])
     }

@@ -1,5 +1,6 @@
 /* The distributed lock's calls from C: on a path in a temporary directory, or on the TARGET
- * given (a path, postgresql://user:pw@host:port/db?lock=NAME or redis://:pw@host:port/db?lock=NAME).
+ * given (a path, postgresql://user:pw@host:port/db?lock=NAME, redis://:pw@host:port/db?lock=NAME
+ * or etcd://user:pw@host:port?lock=NAME).
  *   distributed_lock_usage [TARGET] */
 #define _GNU_SOURCE
 #include <sync.h>

@@ -1,6 +1,7 @@
 """libsync.distributed_lock.DistributedLock, NSDistributedLock's shape (not recursive, strict about
 misuse), on a path in a temporary directory or on the TARGET given: a path,
-postgresql://user:pw@host:port/db?lock=NAME or redis://:pw@host:port/db?lock=NAME&ttl=10.
+postgresql://user:pw@host:port/db?lock=NAME, redis://:pw@host:port/db?lock=NAME&ttl=10 or
+etcd://user:pw@host:port?lock=NAME.
 
     python3 examples/python/distributed_lock_usage.py [TARGET]
 """

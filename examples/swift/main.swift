@@ -1,6 +1,12 @@
-// The seeds' listings from Swift, on libsync. `swift run sync-demo`.
+// The seeds' listings from Swift, on libsync. `swift run sync-demo`; `sync-demo TARGET` runs the
+// distributed lock's calls on that server URL alone (serverLockDemo, DistributedLock.swift).
 import Foundation
 import LibSync
+
+if CommandLine.arguments.count > 1 {
+    if try !serverLockDemo(CommandLine.arguments[1]) { fatalError("the server lock did not behave as documented") }
+    exit(0)
+}
 
 func show(_ step: String, _ value: Int32, _ wanted: Int32) -> Bool {
     print(step.padding(toLength: 48, withPad: " ", startingAt: 0), "theValue =", value, value == wanted ? "(as Apple says)" : "(WRONG)")

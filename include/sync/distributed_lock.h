@@ -45,8 +45,14 @@
  *                       reaches the server late never leaves a lease held by nobody. Waits poll
  *                       with backoff (1 ms, doubling, up to the poll interval).
  *   etcd://[user:password@]host[:port]?lock=NAME[&ttl=S][&connect_timeout=S]
- *                       etcd 3.4+ over its v3 JSON gateway (plain HTTP/1.1: no client library,
- *                       no TLS; a TLS parameter is EINVAL, saying so). Each object puts its key
+ *   etcds://...?lock=NAME[&cacert=PEM][&cert=PEM&key=PEM]
+ *                       etcd 3.4+ over its v3 JSON gateway (HTTP/1.1: no client library;
+ *                       etcds:// over TLS with OpenSSL's libssl.so.3, loaded when first used
+ *                       (ELIBACC without it): cacert= the CA certificates the server's must
+ *                       chain to (default: the system's), cert= and key= a client certificate;
+ *                       an unreadable file, a file libssl cannot read, cert= without key= or a
+ *                       TLS option on etcd:// is EINVAL, saying so; a server certificate that
+ *                       does not verify for the host is ECONNREFUSED). Each object puts its key
  *                       libsync/lock/NAME/<lease>-<serial> (a '/' or '%' in NAME escaped) on
  *                       its process's lease, granted with ttl + ttl/3 whole seconds (ttl:
  *                       1...86400, default 10) and kept alive every ttl/3 by one thread per

@@ -24,7 +24,8 @@ connection ends), ``redis://:password@host:port/db?lock=NAME&ttl=10`` (a lease r
 held: a holder stopped for less than ``ttl`` seconds keeps the lock, wherever the stop falls;
 a holder on another host that dies leaves it held for more than ``ttl`` and at most
 ``ttl`` + ``ttl``/3 seconds), or ``etcd://user:password@host:port?lock=NAME&ttl=10`` (a key on a
-lease kept alive while held, waiters queued and watching; plain HTTP, no TLS). The URLs take
+lease kept alive while held, waiters queued and watching; ``etcds://...&cacert=CA.pem&cert=C.pem&key=K.pem``
+over TLS). The URLs take
 ``connect_timeout=SECONDS`` (default 5). ``lock.token`` is the fencing
 token of the caller's hold: larger than every earlier acquisition's, so a resource that refuses
 smaller tokens is safe from a holder that lost the lock (see docs/distributed_lock.md).
@@ -108,7 +109,7 @@ class DistributedLock:
     def __init__(self, path: LockPath, timeout: float = -1,
                  poll_interval: float = 0.05, *,
                  on_event: Optional[Callable[["DistributedLock", HoldEvent], None]] = None) -> None:
-        """``path``: a path, or a postgresql:// / redis:// / etcd:// URL (the server is connected to now).
+        """``path``: a path, or a postgresql:// / redis:// / etcd:// / etcds:// URL (the server is connected to now).
         ``on_event(lock, event)`` is called when this process learns that a hold acquired through
         this object was lost (HoldEvent.LOST), or (Redis) is in doubt and back (SUSPENDED,
         RESUMED): on libsync's notifier thread, one call at a time; it may call this object

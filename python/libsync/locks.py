@@ -50,6 +50,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import errno
+import threading
 from ctypes import POINTER, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, TypeVar
 
@@ -640,20 +641,52 @@ def _downgrade_to_upgradable(p: c_void_p) -> None:
     check(_rw_downgrade_to_uprd(p), "RWLock.downgrade_to_upgradable")
 
 
+# The ``with rw.upgradable()`` blocks the calling thread is in, innermost last: [lock address,
+# plain reads the thread took on that lock inside the block less those it released there, never
+# below 0]. Plain readers are counted, not tracked per thread, so the block's end cannot ask the
+# lock whether the caller still holds the read side its block downgraded to; it counts instead
+# (RWLock's own read calls), as Swift's withUpgradableReadLock does.
+_upgradable_blocks = threading.local()
+
+
+def _count_read(p: c_void_p, delta: int) -> None:
+    """Counts a plain read taken (+1) or released (-1) on the lock at `p` in the calling
+    thread's innermost ``with rw.upgradable()`` block on it, if it is in one."""
+    blocks: Optional[list[list[int]]] = getattr(_upgradable_blocks, "blocks", None)
+    if blocks:
+        for block in reversed(blocks):
+            if block[0] == p.value:
+                block[1] = max(0, block[1] + delta)
+                return
+
+
+_RELEASED_INSIDE = ("RWLock.upgradable: the block released the lock itself (the caller holds neither the "
+                    "upgradable read nor the write side, nor a read side it downgraded to); release nothing "
+                    "inside the block, its end releases whichever side the caller holds")
+
+
 class UpgradableRead:
     """``with rw.upgradable() as guard:`` holds the upgradable read of ``rw`` for the block;
     ``guard.upgrade()`` turns it into the write side with no release in between,
     ``guard.downgrade()`` into a plain read side, ``guard.downgrade_to_upgradable()`` a write
     side back; the block's end releases the side held then (``guard.mode``: "upgradable",
-    "write" or "read"). One thread's: the holder is known by its thread."""
-    __slots__ = ("_cells", "_p", "mode")
+    "write" or "read"). One thread's: the holder is known by its thread. A block that released
+    the side itself raises NotOwnerError at its end, releasing nothing (a release of the read
+    side would take another reader's away)."""
+    __slots__ = ("_cells", "_p", "mode", "_block")
 
     def __init__(self, cells: Any, p: c_void_p):
         self._cells, self._p, self.mode = cells, p, ""
+        self._block: list[int] = []
 
     def __enter__(self) -> UpgradableRead:
         _acquire_upgradable(self._p)
         self.mode = "upgradable"
+        self._block = [self._p.value or 0, 0]
+        blocks: Optional[list[list[int]]] = getattr(_upgradable_blocks, "blocks", None)
+        if blocks is None:
+            blocks = _upgradable_blocks.blocks = []
+        blocks.append(self._block)
         return self
 
     def upgrade(self, blocking: bool = True, timeout: float = -1) -> bool:
@@ -667,6 +700,7 @@ class UpgradableRead:
         """The upgradable read, or the write side, becomes a plain read side atomically."""
         (_downgrade_upgradable if self.mode == "upgradable" else _downgrade)(self._p)
         self.mode = "read"
+        self._block[1] += 1
 
     def downgrade_to_upgradable(self) -> None:
         """The write side (after ``upgrade()``) becomes the upgradable read atomically."""
@@ -675,7 +709,22 @@ class UpgradableRead:
 
     def __exit__(self, *exc: Any) -> None:
         mode, self.mode = self.mode, ""
-        {"upgradable": _release_upgradable, "write": _release_write, "read": _release_read}[mode](self._p)
+        blocks: list[list[int]] = _upgradable_blocks.blocks
+        blocks.remove(self._block)
+        if mode == "read":
+            if self._block[1] == 0:
+                raise NotOwnerError(_RELEASED_INSIDE, _EPERM)
+            _release_read(self._p)
+            return
+        try:
+            (_release_upgradable if mode == "upgradable" else _release_write)(self._p)
+        except NotOwnerError:
+            # The block changed the side through the lock's own calls: a read side it
+            # downgraded to is released; else it released the side itself.
+            if mode == "upgradable" and self._block[1] > 0:
+                _release_read(self._p)
+                return
+            raise NotOwnerError(_RELEASED_INSIDE, _EPERM) from None
 
 
 class _Side:
@@ -745,11 +794,15 @@ class RWLock(_Memory):
 
     def acquire_read(self, blocking: bool = True, timeout: float = -1) -> bool:
         """Takes the read side; arguments and result as threading.Lock.acquire."""
-        return _acquire_read(self._p, blocking, timeout)
+        taken = _acquire_read(self._p, blocking, timeout)
+        if taken:
+            _count_read(self._p, 1)
+        return taken
 
     def release_read(self) -> None:
         """Releases the read side; NotOwnerError if no reader holds it."""
         _release_read(self._p)
+        _count_read(self._p, -1)
 
     def acquire_write(self, blocking: bool = True, timeout: float = -1) -> bool:
         """Takes the write side; arguments and result as threading.Lock.acquire."""
@@ -766,6 +819,7 @@ class RWLock(_Memory):
         writer waits. Release it with ``release_read()``. NotOwnerError if the caller does not
         hold the write side."""
         _downgrade(self._p)
+        _count_read(self._p, 1)
 
     # ---- asyncio (docs/async.md): the write side is held by the task, a read side by nobody.
 
@@ -802,6 +856,7 @@ class RWLock(_Memory):
         """Turns the caller's upgradable read into a plain read side atomically (another
         thread may then take the upgradable read). NotOwnerError if it does not hold it."""
         _downgrade_upgradable(self._p)
+        _count_read(self._p, 1)
 
     def downgrade_to_upgradable(self) -> None:
         """Turns the caller's write side into the upgradable read atomically (no writer gets in

@@ -198,3 +198,63 @@ def test_across_processes():
     finally:
         shm.close()
         shm.unlink()
+
+
+def _other_reader(lock):
+    """Another thread takes a plain read of `lock` and leaves it held."""
+    assert in_thread(lambda: lock.acquire_read(blocking=False))
+
+
+@pytest.mark.parametrize("release_inside", ["upgradable", "write after upgrade", "read after downgrade",
+                                            "read after the lock's downgrade"])
+def test_block_that_releases_the_side_itself_raises_and_releases_nothing(release_inside):
+    """A block that released its side itself: its end raises NotOwnerError and releases
+    nothing (a release of the read side would take the other reader's away)."""
+    lock = RWLock()
+    _other_reader(lock)
+    with pytest.raises(NotOwnerError, match="the block released the lock itself"):
+        with lock.upgradable() as guard:
+            if release_inside == "upgradable":
+                lock.release_upgradable()
+            elif release_inside == "write after upgrade":
+                lock.release_read()  # the other reader's, so that the upgrade does not wait
+                guard.upgrade()
+                lock.release_write()
+                _other_reader(lock)
+            elif release_inside == "read after downgrade":
+                guard.downgrade()
+                lock.release_read()
+            else:
+                lock.downgrade_upgradable()
+                lock.release_read()
+    assert lock.acquire_write(blocking=False) is False  # the other reader still holds it
+    lock.release_read()
+    assert lock.acquire_write(blocking=False) is True
+    lock.release_write()
+
+
+def test_block_reads_are_counted_per_lock():
+    """Reads the block takes and releases itself are its own: its end releases the one side it
+    holds (here a read, after a downgrade, a release and a new read) and the other reader's
+    stays; blocks nested on two locks, or on the same one, keep their counts apart."""
+    lock, other = RWLock(), RWLock()
+    _other_reader(lock)
+    with lock.upgradable() as guard:
+        guard.downgrade()
+        lock.release_read()
+        lock.acquire_read()
+        with other.upgradable():
+            other.acquire_read()
+            other.release_read()
+            lock.acquire_read()
+            lock.release_read()
+        with lock.upgradable() as inner:  # holding a read, the upgradable read again
+            inner.downgrade()
+    with lock.upgradable():  # the block's own calls on the lock: a downgrade it releases
+        lock.downgrade_upgradable()
+    assert lock.acquire_write(blocking=False) is False  # the other reader still holds it
+    assert other.acquire_write(blocking=False) is True
+    other.release_write()
+    lock.release_read()
+    assert lock.acquire_write(blocking=False) is True
+    lock.release_write()

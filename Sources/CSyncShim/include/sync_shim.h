@@ -208,6 +208,16 @@ static inline void sync_thread_reading_push(const void *lock) {
 }
 static inline void sync_thread_reading_pop(void) { sync_thread_reading_depth -= 1; }
 
+/// The SyncRWLock.withUpgradableReadLock blocks the calling thread is in (LibSync's
+/// `UpgradableScopes`), outermost first: sync_thread_upgradable_depth of them, the first
+/// SYNC_UPGRADABLE_MAX recorded (deeper ones are counted only). For each, its lock's memory and
+/// the plain reads the thread took on that lock inside the block less those it released there
+/// (never below 0): what the block's end may release after the body downgraded.
+#define SYNC_UPGRADABLE_MAX 8
+extern __thread const void *sync_thread_upgradable[SYNC_UPGRADABLE_MAX] SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
+extern __thread intptr_t sync_thread_upgradable_reads[SYNC_UPGRADABLE_MAX] SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
+extern __thread uint32_t sync_thread_upgradable_depth SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
+
 #ifdef __cplusplus
 }
 #endif

@@ -181,9 +181,9 @@ public final class DistributedLock: Sendable {
         switch scheme {
         case "postgresql", "postgres": return PostgresBackend.make(url: path)
         case "redis": return RedisBackend.make(url: path)
-        case "etcd": return EtcdBackend.make(url: path)
+        case "etcd", "etcds": return EtcdBackend.make(url: path)
         default:
-            return (nil, DistributedLockMessage.fail(EINVAL, "unsupported lock URL scheme '\(scheme)://' (use a path, postgresql://, postgres://, redis:// or etcd://)"))
+            return (nil, DistributedLockMessage.fail(EINVAL, "unsupported lock URL scheme '\(scheme)://' (use a path, postgresql://, postgres://, redis://, etcd:// or etcds://)"))
         }
     }
 

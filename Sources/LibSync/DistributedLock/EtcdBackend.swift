@@ -36,6 +36,8 @@ struct EtcdAddress: Hashable, Sendable {
     let host: String, port: Int32, user: String?, password: String?
     /// The connect and answer timeout.
     let ioTimeout: Int64
+    /// TLS (`etcds://`), or nil: plain HTTP.
+    var tls: TLSOptions? = nil
     var server: String { "the etcd server at \(host.contains(":") ? "[\(host)]" : host):\(port)" }
 }
 
@@ -56,7 +58,7 @@ final class EtcdClient {
 
     init(_ address: EtcdAddress) {
         self.address = address
-        connection = HTTPConnection(host: address.host, port: address.port, server: address.server)
+        connection = HTTPConnection(host: address.host, port: address.port, server: address.server, tls: address.tls)
     }
 
     var server: String { address.server }
@@ -205,7 +207,8 @@ struct EtcdBackend: LockBackend {
     /// The lease's TTL in whole seconds: ttl + ttl/3, rounded up.
     var leaseSeconds: Int64 { (ttlNanoseconds + ttlNanoseconds / 3 + 999_999_999) / 1_000_000_000 }
 
-    /// `etcd://[user:password@]host[:port]?lock=NAME[&ttl=S][&connect_timeout=S]`.
+    /// `etcd://[user:password@]host[:port]?lock=NAME[&ttl=S][&connect_timeout=S]`, or `etcds://`
+    /// (TLS) with `[&cacert=PEM][&cert=PEM&key=PEM]`.
     static func make(url: String) -> ((any LockBackend)?, Int32) {
         let shown = LockURL.redacted(url)
         let (parsed, why) = LockURL.parse(url)
@@ -213,11 +216,36 @@ struct EtcdBackend: LockBackend {
         guard let name = parsed.value("lock"), !name.isEmpty else {
             return (nil, DistributedLockMessage.fail(EINVAL, "the etcd URL '\(shown)' names no lock: add ?lock=NAME"))
         }
-        let known = ["lock", "ttl", "connect_timeout"]
+        let isTLS = parsed.scheme.lowercased() == "etcds"
+        let tlsFiles = ["cacert", "cert", "key"]
+        let known = ["lock", "ttl", "connect_timeout"] + tlsFiles
         for parameter in parsed.query where !known.contains(parameter.name) {
-            let tls = ["tls", "ssl", "sslmode", "cacert", "cert", "key", "ca", "tls_ca", "tls_cert", "tls_key"].contains(parameter.name.lowercased())
+            let tls = ["tls", "ssl", "sslmode", "ca", "tls_ca", "tls_cert", "tls_key", "sslrootcert", "sslcert", "sslkey"]
+                .contains(parameter.name.lowercased())
             return (nil, DistributedLockMessage.fail(EINVAL, "unknown parameter '\(parameter.name)' in the etcd URL '\(shown)' (known: \(known.joined(separator: ", ")))"
-                                                     + (tls ? "; libsync's etcd backend speaks plain HTTP only, without TLS" : "")))
+                                                     + (tls ? "; for TLS use etcds:// with cacert=, cert= and key= (PEM files)" : "")))
+        }
+        var tls: TLSOptions?
+        let given = tlsFiles.filter { parsed.value($0) != nil }
+        if !isTLS && !given.isEmpty {
+            return (nil, DistributedLockMessage.fail(EINVAL, "\(given.map { $0 + "=" }.joined(separator: ", ")) in '\(shown)' are TLS options: use etcds:// (etcd:// speaks plain HTTP)"))
+        }
+        if isTLS {
+            let (ca, cert, key) = (parsed.value("cacert"), parsed.value("cert"), parsed.value("key"))
+            if (cert == nil) != (key == nil) {
+                return (nil, DistributedLockMessage.fail(EINVAL, "'\(shown)' gives \(cert == nil ? "key= without cert=" : "cert= without key="): a client certificate needs both (PEM files)"))
+            }
+            for (name, file) in [("cacert", ca), ("cert", cert), ("key", key)] {
+                guard let file else { continue }
+                if file.isEmpty || access(file, R_OK) != 0 {
+                    let why = file.isEmpty ? "empty" : String(cString: strerror(errno))
+                    return (nil, DistributedLockMessage.fail(EINVAL, "\(name)=\(file) in '\(shown)': cannot read the file (\(why))"))
+                }
+            }
+            tls = TLSOptions(caFile: ca, certFile: cert, keyFile: key)
+            if let fault = TLSSession.check(tls!) {  // ELIBACC, or EINVAL: a file libssl cannot use
+                return (nil, DistributedLockMessage.fail(fault.code, "\(fault.message) (in '\(shown)')"))
+            }
         }
         var ttl: Int64 = 10_000_000_000, timeout: Int64 = 5_000_000_000
         if let text = parsed.value("ttl") {
@@ -242,7 +270,7 @@ struct EtcdBackend: LockBackend {
         let escaped = name.replacing("%", with: "%25").replacing("/", with: "%2F")
         let prefix = "libsync/lock/" + escaped + "/"
         let address = EtcdAddress(host: parsed.host, port: Int32(parsed.port ?? 2379), user: parsed.user,
-                                  password: parsed.password, ioTimeout: timeout)
+                                  password: parsed.password, ioTimeout: timeout, tls: tls)
         return (EtcdBackend(name: shown, address: address, prefix: prefix, rangeEnd: "libsync/lock/" + escaped + "0",
                             ttlNanoseconds: ttl), 0)
     }
@@ -502,7 +530,8 @@ final class EtcdSession: LockSession {
                     }
                     continue
                 }
-                let connection = HTTPConnection(host: backend.address.host, port: backend.address.port, server: server)
+                let connection = HTTPConnection(host: backend.address.host, port: backend.address.port, server: server,
+                                                tls: backend.address.tls)
                 let body = "{\"create_request\":{\"key\":\"\(Base64.encode(predecessor.key))\",\"start_revision\":\"\(look.revision + 1)\","
                     + "\"filters\":[\"NOPUT\"]}}"
                 switch connection.startStream("/v3/watch", body, headers: client.authorization, deadline: by) {

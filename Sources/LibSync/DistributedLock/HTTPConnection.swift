@@ -235,7 +235,11 @@ final class HTTPConnection {
     let host: String, port: Int32
     /// How the server is named in messages ("the etcd server at host:port").
     let server: String
+    /// TLS (`etcds://`), or nil: plain HTTP.
+    let tls: TLSOptions?
     private(set) var fd: Int32 = -1
+    /// The TLS session over `fd`, with `tls`.
+    private var session: TLSSession?
     /// Bytes read past the last answer (or the stream's last line).
     private var buffer: [UInt8] = []
     /// While a streamed (chunked) answer is being read: the bytes left of the current chunk
@@ -248,10 +252,11 @@ final class HTTPConnection {
 
     struct Fault: Error { let code: Int32, message: String }
 
-    init(host: String, port: Int32, server: String) {
+    init(host: String, port: Int32, server: String, tls: TLSOptions? = nil) {
         self.host = host
         self.port = port
         self.server = server
+        self.tls = tls
     }
 
     deinit { disconnect() }
@@ -259,6 +264,7 @@ final class HTTPConnection {
     var isConnected: Bool { fd >= 0 }
 
     func disconnect() {
+        session = nil
         if fd >= 0 { close(fd) }
         fd = -1
         buffer = []
@@ -267,9 +273,42 @@ final class HTTPConnection {
     }
 
     /// Connects unless connected, by the monotonic `deadline`: 0; ECONNREFUSED (refused,
-    /// unknown host, unreachable); ETIMEDOUT (no answer by `deadline`); EINTR (a signal handler
-    /// ran during an interruptible call). The message is recorded in the fault's text.
+    /// unknown host, unreachable; with TLS: a failed handshake, such as a server certificate
+    /// that does not verify); ETIMEDOUT (no answer by `deadline`); EINTR (a signal handler ran
+    /// during an interruptible call); with TLS, ELIBACC (no libssl) and EINVAL (an options file
+    /// libssl cannot read). The message is recorded in the fault's text.
     func connect(deadline: Int64) -> Fault? {
+        if fd >= 0 { return nil }
+        if let fault = connectSocket(deadline: deadline) { return fault }
+        guard let tls else { return nil }
+        switch TLSSession.make(tls, fd: fd, host: host) {
+        case .failure(let fault):
+            disconnect()
+            return fault
+        case .success(let made): session = made
+        }
+        while true {
+            switch session!.handshake() {
+            case .done: return nil
+            case .wait(let writable):
+                let ready = waitForSocket(fd, writable: writable, deadline: deadline, interruptible: InterruptibleCall.isActive)
+                if ready == 0 { continue }
+                disconnect()
+                if ready == EINTR { return Fault(code: EINTR, message: "interrupted connecting to \(server)") }
+                if ready == ETIMEDOUT { return Fault(code: ETIMEDOUT, message: "\(server) did not answer in time (TLS handshake)") }
+                return Fault(code: ECONNREFUSED, message: "cannot connect to \(server): \(String(cString: strerror(ready)))")
+            case .failed(let why):
+                disconnect()
+                return Fault(code: ECONNREFUSED, message: "cannot connect to \(server): \(why)")
+            case .closed:  // (handshake() reports a close as a failure)
+                disconnect()
+                return Fault(code: ECONNREFUSED, message: "cannot connect to \(server): the TLS handshake failed")
+            }
+        }
+    }
+
+    /// The TCP connection of `connect`.
+    private func connectSocket(deadline: Int64) -> Fault? {
         if fd >= 0 { return nil }
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
@@ -399,6 +438,19 @@ final class HTTPConnection {
 
     private func send(_ bytes: [UInt8], deadline: Int64) -> Fault? {
         var sent = 0
+        if let session {
+            while sent < bytes.count {
+                switch bytes.withUnsafeBytes({ session.write(UnsafeRawBufferPointer(rebasing: $0[sent...])) }) {
+                case .done(let n): sent += n
+                case .wait(let writable):
+                    let ready = waitForSocket(fd, writable: writable, deadline: deadline, interruptible: InterruptibleCall.isActive)
+                    if ready != 0 { return unanswered(ready) }
+                case .closed: return broken("closed")
+                case .failed(let why): return broken(why)
+                }
+            }
+            return nil
+        }
         while sent < bytes.count {
             let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
             if n > 0 { sent += n; continue }
@@ -434,6 +486,18 @@ final class HTTPConnection {
     /// the end of the stream when `eofOK` (else a fault).
     private func fill(deadline: Int64, eofOK: Bool = false, keepOnTimeout: Bool = false,
                       interruptible: Bool = InterruptibleCall.isActive) -> Result<Bool, Fault> {
+        if let session {
+            while true {
+                switch scratch.withUnsafeMutableBytes({ session.read($0) }) {
+                case .done(let n): buffer += scratch[..<n]; return .success(true)
+                case .closed: return eofOK ? .success(false) : .failure(broken("closed by the server"))
+                case .failed(let why): return .failure(broken(why))
+                case .wait(let writable):
+                    let ready = waitForSocket(fd, writable: writable, deadline: deadline, interruptible: interruptible)
+                    if ready != 0 { return .failure(unanswered(ready, keep: keepOnTimeout)) }
+                }
+            }
+        }
         while true {
             let n = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n > 0 { buffer += scratch[..<n]; return .success(true) }

@@ -878,12 +878,20 @@ public final class SyncRWLock: @unchecked Sendable {
 
     public init() {}
 
-    @inlinable public func readLock() throws(LockError) { _ = try taken(RWLockWords.readLock(memory.raw)) }
-    @inlinable public func tryReadLock() -> Bool { RWLockWords.tryReadLock(memory.raw) == 0 }
-    @inlinable public func readLock(timeout: Duration) throws(LockError) -> Bool {
-        try taken(RWLockWords.readLock(memory.raw, deadline: Deadline.after(timeout)))
+    // The plain-read calls count the reads taken and released inside a withUpgradableReadLock
+    // block (`UpgradableScopes`), one thread-local load when in none.
+    @inlinable public func readLock() throws(LockError) {
+        _ = try taken(UpgradableScopes.counted(memory.raw, +1, RWLockWords.readLock(memory.raw)))
     }
-    @inlinable public func readUnlock() throws(LockError) { _ = try taken(RWLockWords.readUnlock(memory.raw)) }
+    @inlinable public func tryReadLock() -> Bool {
+        UpgradableScopes.counted(memory.raw, +1, RWLockWords.tryReadLock(memory.raw)) == 0
+    }
+    @inlinable public func readLock(timeout: Duration) throws(LockError) -> Bool {
+        try taken(UpgradableScopes.counted(memory.raw, +1, RWLockWords.readLock(memory.raw, deadline: Deadline.after(timeout))))
+    }
+    @inlinable public func readUnlock() throws(LockError) {
+        _ = try taken(UpgradableScopes.counted(memory.raw, -1, RWLockWords.readUnlock(memory.raw)))
+    }
 
     @inlinable public func writeLock() throws(LockError) { _ = try taken(RWLockWords.writeLock(memory.raw)) }
     @inlinable public func tryWriteLock() -> Bool { RWLockWords.tryWriteLock(memory.raw) == 0 }
@@ -894,7 +902,9 @@ public final class SyncRWLock: @unchecked Sendable {
 
     /// Turns the caller's write lock into a read lock atomically (no writer gets in between);
     /// release it with `readUnlock()`. Throws `notOwner` if the caller does not hold the write lock.
-    @inlinable public func downgrade() throws(LockError) { _ = try taken(RWLockWords.downgrade(memory.raw)) }
+    @inlinable public func downgrade() throws(LockError) {
+        _ = try taken(UpgradableScopes.counted(memory.raw, +1, RWLockWords.downgrade(memory.raw)))
+    }
 
     // The upgradable read: one holder at a time, beside plain readers; it can upgrade to the
     // write lock with no release in between (see `RWLockWords` and docs/locks.md).
@@ -931,7 +941,7 @@ public final class SyncRWLock: @unchecked Sendable {
     /// then take the upgradable read); release it with `readUnlock()`. Throws `notOwner` if the
     /// caller is not the upgradable reader.
     @inlinable public func downgradeUpgradableRead() throws(LockError) {
-        _ = try taken(RWLockWords.downgradeUpgradable(memory.raw))
+        _ = try taken(UpgradableScopes.counted(memory.raw, +1, RWLockWords.downgradeUpgradable(memory.raw)))
     }
     /// Turns the caller's write lock into the upgradable read atomically (no writer gets in
     /// between). Throws `notOwner` if the caller does not hold the write lock.
@@ -941,17 +951,14 @@ public final class SyncRWLock: @unchecked Sendable {
 
     /// Runs `body` holding the upgradable read; `body` may `upgrade()` (and downgrade) on this
     /// lock, and whichever hold the caller has at its end is released. Traps if the caller
-    /// already holds the write lock or the upgradable read (a deadlock).
+    /// already holds the write lock or the upgradable read (a deadlock), and if `body` released
+    /// the hold itself (the block's end would release another reader's read lock).
     @inlinable
     public func withUpgradableReadLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         let result = RWLockWords.upgradableLock(memory.raw)
         require(result == 0, "SyncRWLock.withUpgradableReadLock: \(LockError(code: result))")
-        defer {
-            let m = memory.raw
-            if RWLockWords.isWriteLockedByCaller(m) { _ = RWLockWords.writeUnlock(m) }
-            else if RWLockWords.isUpgradableByCaller(m) { _ = RWLockWords.upgradableUnlock(m) }
-            else { _ = RWLockWords.readUnlock(m) }  // downgraded to a plain read
-        }
+        UpgradableScopes.enter(memory.raw)
+        defer { UpgradableScopes.leave(memory.raw) }
         return try body()
     }
 
@@ -971,5 +978,75 @@ public final class SyncRWLock: @unchecked Sendable {
         require(result == 0, "SyncRWLock.withWriteLock: the calling thread already holds the write lock")
         defer { _ = RWLockWords.writeUnlock(memory.raw) }
         return try body()
+    }
+}
+
+/// The withUpgradableReadLock blocks of the calling thread (the thread-local arrays of
+/// sync_shim.h). Plain read locks are counted, not tracked per thread, so a block's end cannot
+/// ask the lock whether the caller still holds the read lock its body downgraded to: it counts
+/// the plain reads the thread takes and releases on that lock inside the block (through
+/// `SyncRWLock`'s methods) instead. At the end it releases the write lock or the upgradable read
+/// if the caller holds one, else a read if the count says the caller holds one; else the body
+/// released the hold itself, and a release would take another reader's read lock away: it
+/// stops the program. Blocks nested deeper than SYNC_UPGRADABLE_MAX are not counted and release
+/// a read as before.
+@usableFromInline package enum UpgradableScopes {
+    /// `result`, after adding `delta` to the innermost block's count for `m` if it is 0 (the
+    /// call took, or released, a plain read) and the thread is in a block.
+    @inlinable @inline(__always)
+    package static func counted(_ m: UnsafeMutableRawPointer, _ delta: Int, _ result: Int32) -> Int32 {
+        if _slowPath(sync_thread_upgradable_depth != 0) && result == 0 { count(m, delta) }
+        return result
+    }
+
+    @usableFromInline @inline(never)
+    static func count(_ m: UnsafeMutableRawPointer, _ delta: Int) {
+        let depth = min(Int(sync_thread_upgradable_depth), Int(SYNC_UPGRADABLE_MAX))
+        withUnsafeMutablePointer(to: &sync_thread_upgradable) { locks in
+            locks.withMemoryRebound(to: UnsafeRawPointer?.self, capacity: depth) { locks in
+                withUnsafeMutablePointer(to: &sync_thread_upgradable_reads) { reads in
+                    reads.withMemoryRebound(to: Int.self, capacity: depth) { reads in
+                        for index in stride(from: depth - 1, through: 0, by: -1) where locks[index] == UnsafeRawPointer(m) {
+                            reads[index] = max(0, reads[index] + delta)
+                            return
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A block on `m` begins (the caller holds its upgradable read).
+    @usableFromInline @inline(never)
+    static func enter(_ m: UnsafeMutableRawPointer) {
+        let depth = Int(sync_thread_upgradable_depth)
+        if depth < Int(SYNC_UPGRADABLE_MAX) {
+            withUnsafeMutablePointer(to: &sync_thread_upgradable) { locks in
+                locks.withMemoryRebound(to: UnsafeRawPointer?.self, capacity: depth + 1) { $0[depth] = UnsafeRawPointer(m) }
+            }
+            withUnsafeMutablePointer(to: &sync_thread_upgradable_reads) { reads in
+                reads.withMemoryRebound(to: Int.self, capacity: depth + 1) { $0[depth] = 0 }
+            }
+        }
+        sync_thread_upgradable_depth = UInt32(depth + 1)
+    }
+
+    /// The block on `m` ends: releases the hold the caller has, or stops the program if it has
+    /// none (see the type).
+    @usableFromInline @inline(never)
+    static func leave(_ m: UnsafeMutableRawPointer) {
+        let depth = Int(sync_thread_upgradable_depth) - 1
+        sync_thread_upgradable_depth = UInt32(depth)
+        if RWLockWords.isWriteLockedByCaller(m) { _ = RWLockWords.writeUnlock(m); return }
+        if RWLockWords.isUpgradableByCaller(m) { _ = RWLockWords.upgradableUnlock(m); return }
+        let reads = depth < Int(SYNC_UPGRADABLE_MAX)
+            ? withUnsafeMutablePointer(to: &sync_thread_upgradable_reads) { reads in
+                reads.withMemoryRebound(to: Int.self, capacity: depth + 1) { $0[depth] }
+            }
+            : 1  // not counted: as before, the read it downgraded to
+        require(reads > 0, "SyncRWLock.withUpgradableReadLock: the body released the lock itself (the caller holds "
+                + "neither the upgradable read nor the write lock, nor a read lock it downgraded to); release "
+                + "nothing inside the body, the block's end releases whichever hold the caller has")
+        _ = RWLockWords.readUnlock(m)
     }
 }
