@@ -186,10 +186,13 @@ class _Acquirable(_Memory):
 
 # The async forms (sync/async.h, docs/async.md): the first try takes the lock for an owner
 # without a handle; only a lock that is held starts a pending acquire (awaited through _aio).
-_mutex_try_lock_async = declare("sync_mutex_try_lock_async", c_int, c_void_p, c_size_t)
+# The two calls of an uncontended `async with` take no argtypes: their callers pass ctypes
+# objects (the lock's c_void_p, the owner as c_size_t), whose conversion costs less.
+_mutex_try_lock_async = declare("sync_mutex_try_lock_async")
 _mutex_lock_async = declare("sync_mutex_lock_async_owner", c_int, c_void_p, c_int64, c_int, c_void_p, c_void_p,
                             c_size_t, POINTER(c_void_p))
-_mutex_unlock_async = declare("sync_mutex_unlock_async", c_int, c_void_p, c_size_t)
+_mutex_unlock_async = declare("sync_mutex_unlock_async")
+_ANY_OWNER = c_size_t(1)  # a Lock's: it records none, any nonzero one will do
 _mutex_consistent_async = declare("sync_mutex_consistent_async", c_int, c_void_p, c_size_t)
 _EBUSY, _EPERM, _ETIMEDOUT = errno.EBUSY, errno.EPERM, errno.ETIMEDOUT
 _current_task = _aio._current_task
@@ -263,7 +266,7 @@ class Lock(_Acquirable):
             limit = FOREVER
         else:
             limit = lock_deadline(blocking, timeout)
-        code = _mutex_try_lock_async(self._p, owner)
+        code = _mutex_try_lock_async(self._p, c_size_t(owner))
         if code == _EBUSY and limit is not None:
             code = await self._wait_async(owner, limit)
         if not code:
@@ -275,12 +278,12 @@ class Lock(_Acquirable):
     async def _wait_async(self, owner: int, limit: c_int64) -> int:
         p = self._p
         code, _ = await _aio.acquire(lambda fd, handle: _mutex_lock_async(p, limit, fd, None, None, owner, handle),
-                                     lambda handle: _mutex_unlock_async(p, owner))
+                                     lambda handle: _mutex_unlock_async(p, c_size_t(owner)))
         return code
 
     async def __aenter__(self) -> bool:
         """``async with lock:``: acquire_async() for the block."""
-        code = _mutex_try_lock_async(self._p, 1)  # no owner: any nonzero one
+        code = _mutex_try_lock_async(self._p, _ANY_OWNER)
         if code == _EBUSY:
             code = await self._wait_async(1, FOREVER)
         if code:
@@ -348,7 +351,7 @@ class Mutex(_Robust, Lock):
             owner = _task_owner()
             if owner:
                 waits = _running_waits()
-                code = _mutex_unlock_async(self._p, owner) if waits is None else _unlock_local(self._p, owner, waits)
+                code = _mutex_unlock_async(self._p, c_size_t(owner)) if waits is None else _unlock_local(self._p, owner, waits)
         if code:
             raise error(code, "Mutex.release")
 
@@ -394,7 +397,7 @@ class Mutex(_Robust, Lock):
         if task is None:
             raise RuntimeError(f"{self._WHAT}_async must run in an asyncio task")
         owner = id(task)
-        code = _mutex_try_lock_async(self._p, owner)
+        code = _mutex_try_lock_async(self._p, c_size_t(owner))
         if code == _EBUSY:
             code = await self._wait_async(owner, FOREVER)
         if code:
@@ -404,7 +407,7 @@ class Mutex(_Robust, Lock):
     async def __aexit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
         waits = _running_waits() if _aio_loops else None
         owner = id(_current_task())
-        code = _mutex_unlock_async(self._p, owner) if waits is None else _unlock_local(self._p, owner, waits)
+        code = _mutex_unlock_async(self._p, c_size_t(owner)) if waits is None else _unlock_local(self._p, owner, waits)
         if code:
             raise error(code, "Mutex.release", "task")
 
