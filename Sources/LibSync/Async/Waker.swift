@@ -37,6 +37,8 @@ package class AsyncWaiter: @unchecked Sendable {
     /// Completes the waiter with `result` (once; outside the runtime's lock).
     func finish(_ result: Int32) {
         outcome.store(result, ordering: .releasing)
+        let complete = self.complete
+        self.complete = nil  // it may hold what holds this waiter (a C handle): no cycle left
         complete?(result)
     }
 
@@ -239,7 +241,6 @@ package final class AsyncRuntime: @unchecked Sendable {
     func handOff(_ word: MutexWord.Word) -> Bool {
         guard queuedWords.load(ordering: .relaxed) != 0 else { return false }
         let address = UInt(bitPattern: word)
-        var emptied = false
         let next: AsyncWaiter? = state.withLock { state in
             defer { queuedWords.store(state.queues.count, ordering: .relaxed) }
             guard var queue = state.queues.removeValue(forKey: address) else { return nil }  // unique: mutated in place
@@ -249,9 +250,10 @@ package final class AsyncRuntime: @unchecked Sendable {
                 } else {
                     // The waker may still watch the word and take the wakeup of a later
                     // release, meant for a blocked thread: it passes it on, as for a
-                    // withdrawn last waiter.
+                    // withdrawn last waiter, when that wakeup (or any other) wakes it. It is
+                    // not woken for this now: a wake would cost the releasing thread a system
+                    // call, and often the CPU, at every handoff to the last waiting task.
                     state.passOn.append((address, queue.shared))
-                    emptied = true
                 }
             }
             // Only a mutex's own waiters take it (another primitive's waiters queued on a mutex
@@ -269,7 +271,6 @@ package final class AsyncRuntime: @unchecked Sendable {
         guard let next else { return false }
         next.granted()
         next.finish(0)
-        if emptied { poke() }
         return true
     }
 
