@@ -331,7 +331,13 @@ package final class AsyncRuntime: @unchecked Sendable {
         }
         if withdrawn {
             waiter.withdrawn()
-            if notify { waiter.finish(ECANCELED) }
+            if notify {
+                waiter.finish(ECANCELED)
+            } else {
+                // Never called now: dropped, as `finish` drops it (a C handle's completion holds
+                // the handle, which holds this waiter: kept, the two would never be freed).
+                waiter.complete = nil
+            }
             poke()
         }
         return withdrawn
