@@ -128,7 +128,7 @@ PAGES = {
                 ("SyncRWLock",), ()),
             Row("async semaphore wait", ("sync_semaphore_wait_async",), ("SyncSemaphore",), ()),
             Row("async event wait", ("sync_event_wait_async",), ("SyncEvent",), ()),
-            Row("async mutex acquire", ("sync_mutex_lock_async", "sync_mutex_try_lock_async", "sync_mutex_unlock_async",
+            Row("async mutex acquire", ("sync_mutex_lock_async", "sync_mutex_try_lock_async", "sync_mutex_unlock_async", "sync_mutex_unlock_local",
                                         "sync_mutex_consistent_async", "sync_async_"), ("SyncMutex",), ()),
         ]),
     "docs/signals.md": Page(
