@@ -49,12 +49,7 @@ c_tests() {  # build directory, tests...
     # The distributed lock tests' forked children exit without destroying their parent's objects,
     # and a forked child abandons its parent's per-process lock state by design (it may have been
     # in use by a parent thread at the fork): leaks by intent, so no leak check there.
-    # test_async, test_async_primitives: OPEN (issue 27). Found and fixed: a cancelled C acquire's
-    # handle and waiter were never freed (the waiter kept its completion, which held the handle,
-    # which held the waiter). Still reported at exit, unexplained: 1-3 arrays of capacity one
-    # (40 bytes) allocated by the waker thread (AsyncRuntime.run), referenced from nowhere, whose
-    # element is a waiter of a cancelled or timed-out wait. Their leak check is off until then.
-    if [[ $t == test_distributed_* || $t == test_async || $t == test_async_primitives ]]; then ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" run "$dir/Tests/c/$t"
+    if [[ $t == test_distributed_* ]]; then ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" run "$dir/Tests/c/$t"
     else run "$dir/Tests/c/$t"; fi
   done
 }

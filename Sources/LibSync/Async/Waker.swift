@@ -425,12 +425,16 @@ package final class AsyncRuntime: @unchecked Sendable {
                         }
                     }
                     if queue.timed > 0 {
-                        queue.remove { waiter in
-                            guard Deadline.hasPassed(waiter.deadline, now: now) else { return false }
-                            waiter.phase = .done
-                            waiter.outcome.store(ETIMEDOUT, ordering: .releasing)
-                            expired.append(waiter)
-                            return true
+                        // Collected here, not appended to `expired` from inside remove's closure:
+                        // LeakSanitizer found the arrays so appended leaked, waiters included.
+                        let due = queue.waiters[queue.head...].filter { Deadline.hasPassed($0.deadline, now: now) }
+                        if !due.isEmpty {
+                            queue.remove { waiter in due.contains { $0 === waiter } }
+                            for waiter in due {
+                                waiter.phase = .done
+                                waiter.outcome.store(ETIMEDOUT, ordering: .releasing)
+                            }
+                            expired.append(contentsOf: due)
                         }
                     }
                     if granted { queue.handoffs = 0 }
