@@ -90,15 +90,16 @@ def plot(program: str, title: str, rows: list[dict], out: Path) -> None:
 
     counts = sorted({row["threads"] for row in rows})
     names = list(OrderedDict.fromkeys(row["row"] for row in rows))
+    tasks = rows[0].get("axis") == "tasks"  # ns per operation against the number of tasks
     figure, axes = plt.subplots(figsize=(7.5, 4.2))
     for name in names:
-        points = sorted((row["threads"], 1e3 / row["ns"]) for row in rows if row["row"] == name)
+        points = sorted((row["threads"], row["ns"] if tasks else 1e3 / row["ns"]) for row in rows if row["row"] == name)
         axes.plot([counts.index(t) for t, _ in points], [mops for _, mops in points],
                   marker="o", linewidth=2.2 if is_ours(name) else 1.3,
                   linestyle="-" if is_ours(name) else "--", label=name)
     axes.set_xticks(range(len(counts)), [str(c) for c in counts])
-    axes.set_xlabel("threads")
-    axes.set_ylabel("throughput, million operations/s (all threads)")
+    axes.set_xlabel("tasks on one lock" if tasks else "threads")
+    axes.set_ylabel("ns per operation (wall time, lower is better)" if tasks else "throughput, million operations/s (all threads)")
     axes.set_ylim(bottom=0)
     language = program.split("_")[0]
     axes.set_title(f"{language.capitalize() if language != 'c' else 'C'}: {title}", fontsize=10)
@@ -174,7 +175,8 @@ def main() -> None:
              "row's run over the baseline's run in the same round); min/max is the fewest operations any thread made over the",
              "most (1: fair, 0: a thread starved). libsync's rows are in bold. Tables measured at",
              "several thread counts are drawn as throughput against threads: libsync's rows solid,",
-             "their peers dashed.", ""]
+             "their peers dashed. Tables measured at several numbers of tasks (Swift async) are in",
+             "wall time, drawn as ns per operation against the number of tasks.", ""]
     for program, tables in programs.items():
         language = program.split("_")[0]
         heading = LANGUAGES.get(language, language)
@@ -184,9 +186,11 @@ def main() -> None:
             if len(counts) > 1:
                 name = f"{program}-{slug(title)}.svg"
                 plot(program, title, rows, plots_dir / name)
-                text += [f"![{title}: throughput against threads](results/{name})", ""]
+                what = "ns per operation against tasks" if rows[0].get("axis") == "tasks" else "throughput against threads"
+                text += [f"![{title}: {what}](results/{name})", ""]
             for threads in counts:
-                text += [f"**{title}** — {threads} thread{'s' if threads != 1 else ''}", ""]
+                unit = "task" if rows[0].get("axis") == "tasks" else "thread"
+                text += [f"**{title}** — {threads} {unit}{'s' if threads != 1 else ''}", ""]
                 text += markdown_table([row for row in rows if row["threads"] == threads]) + [""]
     text += history()
     (args.out / "RESULTS.md").write_text("\n".join(text), encoding="utf-8")

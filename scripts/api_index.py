@@ -133,7 +133,7 @@ PAGES = {
                                          "sync_async_unlock_with", "sync_condition_lock_try_lock_async",
                                          "sync_condition_lock_unlock_async"), ("SyncConditionLock",), ()),
             Row("async barrier wait", ("sync_barrier_wait_async", "sync_async_index"), ("SyncBarrier",), ()),
-            Row("async mutex acquire", ("sync_mutex_lock_async", "sync_mutex_try_lock_async", "sync_mutex_unlock_async",
+            Row("async mutex acquire", ("sync_mutex_lock_async", "sync_mutex_try_lock_async", "sync_mutex_unlock_async", "sync_mutex_unlock_local",
                                         "sync_mutex_consistent_async", "sync_async_"), ("SyncMutex",), ()),
         ]),
     "docs/signals.md": Page(

@@ -49,10 +49,7 @@ c_tests() {  # build directory, tests...
     # The distributed lock tests' forked children exit without destroying their parent's objects,
     # and a forked child abandons its parent's per-process lock state by design (it may have been
     # in use by a parent thread at the fork): leaks by intent, so no leak check there.
-    # test_async, test_async_primitives: OPEN (issue 27): at exit LeakSanitizer reports an array
-    # of AsyncWaiters made by the waker thread (AsyncRuntime.run), unexplained yet; their leak
-    # check is off until it is.
-    if [[ $t == test_distributed_* || $t == test_async || $t == test_async_primitives ]]; then ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" run "$dir/Tests/c/$t"
+    if [[ $t == test_distributed_* ]]; then ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" run "$dir/Tests/c/$t"
     else run "$dir/Tests/c/$t"; fi
   done
 }

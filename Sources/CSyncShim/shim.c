@@ -86,6 +86,8 @@ __thread intptr_t sync_thread_hazard_depth __attribute__((tls_model("initial-exe
 __thread uint64_t sync_thread_counter_cache[SYNC_COUNTER_CACHE_WORDS] __attribute__((tls_model("initial-exec"), aligned(64)));
 
 __thread uint32_t sync_thread_ancestor_ids[SYNC_ANCESTOR_IDS] __attribute__((tls_model("initial-exec")));
+__thread int sync_async_local_fd __attribute__((tls_model("initial-exec")));
+__thread void *sync_async_local_granted __attribute__((tls_model("initial-exec")));
 __thread const void *sync_thread_reading[SYNC_READING_MAX] __attribute__((tls_model("initial-exec")));
 __thread uint32_t sync_thread_reading_depth __attribute__((tls_model("initial-exec")));
 __thread const void *sync_thread_upgradable[SYNC_UPGRADABLE_MAX] __attribute__((tls_model("initial-exec")));

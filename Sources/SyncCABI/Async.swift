@@ -68,8 +68,14 @@ final class AsyncAcquire: @unchecked Sendable {
         if code == 0 && kind == .read && holdsItself { holdsRead.store(true, ordering: .relaxed) }
         result.store(code, ordering: .releasing)
         if eventFD >= 0 {
-            var one: UInt64 = 1
-            while write(eventFD, &one, 8) < 0 && errno == EINTR {}
+            if eventFD &+ 1 == sync_async_local_fd && sync_async_local_granted == nil {
+                // Completed inside sync_mutex_unlock_local by a release of the loop this
+                // eventfd belongs to: that caller delivers it.
+                sync_async_local_granted = UnsafeMutableRawPointer(handle)
+            } else {
+                var one: UInt64 = 1
+                while write(eventFD, &one, 8) < 0 && errno == EINTR {}
+            }
         }
         callback?(handle, code, context)
     }
@@ -103,6 +109,23 @@ public func c_sync_mutex_try_lock_async(_ m: UnsafeMutableRawPointer?, _ owner: 
 public func c_sync_mutex_unlock_async(_ m: UnsafeMutableRawPointer?, _ owner: UInt) -> Int32 {
     guard let word = lockWord(m) else { return EINVAL }
     return AsyncHold.unlock(word, holder: owner)
+}
+
+@_cdecl("sync_mutex_unlock_local")
+public func c_sync_mutex_unlock_local(_ m: UnsafeMutableRawPointer?, _ owner: UInt, _ fd: Int32,
+                                      _ granted: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+    granted?.pointee = nil
+    guard let granted, lockWord(m) != nil else { return EINVAL }
+    guard fd >= 0 else { return owner == 0 ? c_sync_mutex_unlock(m) : c_sync_mutex_unlock_async(m, owner) }
+    // The release decides who gets the lock; a pending acquire of `fd` that it completes (a
+    // handoff, in this thread) leaves its handle here instead of writing to `fd`.
+    sync_async_local_fd = fd &+ 1
+    sync_async_local_granted = nil
+    let code = owner == 0 ? c_sync_mutex_unlock(m) : c_sync_mutex_unlock_async(m, owner)
+    granted.pointee = OpaquePointer(sync_async_local_granted)
+    sync_async_local_fd = 0
+    sync_async_local_granted = nil
+    return code
 }
 
 @_cdecl("sync_mutex_consistent_async")

@@ -207,6 +207,55 @@ static void test_owner_forms(void) {
     close(efd);
 }
 
+/* sync_mutex_unlock_local (LIBSYNC_1.7_AIOSPEED): a release that hands the lock to a pending
+ * acquire of the caller's own eventfd reports its handle instead of writing to the eventfd (the
+ * caller delivers it); one of another eventfd is signalled as usual. */
+static void test_unlock_local(void) {
+    uintptr_t a = 0x1000, b = 0x2000, c = 0x3000;
+    int mine = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), other = eventfd(0, EFD_CLOEXEC);
+    CHECK(mine >= 0 && other >= 0);
+    sync_async_t *granted = (sync_async_t *)1, *hb = NULL, *hc = NULL;
+    sync_mutex_t m = SYNC_MUTEX_INIT;
+    CHECK_EQ(sync_mutex_unlock_local(NULL, a, mine, &granted), EINVAL);
+    CHECK(granted == NULL);
+    CHECK_EQ(sync_mutex_try_lock_async(&m, a), 0);
+    CHECK_EQ(sync_mutex_unlock_local(&m, a, mine, NULL), EINVAL);
+    CHECK_EQ(sync_mutex_unlock_local(&m, b, mine, &granted), EPERM); /* b does not hold it */
+    CHECK(granted == NULL);
+    CHECK_EQ(sync_mutex_lock_async_owner(&m, -1, mine, NULL, NULL, b, &hb), EINPROGRESS);
+    CHECK_EQ(sync_mutex_lock_async_owner(&m, -1, other, NULL, NULL, c, &hc), EINPROGRESS);
+    CHECK_EQ(sync_mutex_unlock_local(&m, a, mine, &granted), 0);
+    CHECK(granted == hb);             /* the oldest waiter, of the caller's eventfd */
+    CHECK_EQ(sync_async_result(hb), 0);
+    CHECK(!readable(mine));           /* not signalled: the caller delivers it */
+    CHECK_EQ(sync_mutex_try_lock_async(&m, b), EDEADLK); /* b holds it */
+    CHECK_EQ(sync_mutex_unlock_local(&m, b, mine, &granted), 0);
+    CHECK(granted == NULL);           /* c's acquire is another eventfd's: signalled */
+    await_completion(other);
+    CHECK_EQ(sync_async_result(hc), 0);
+    CHECK_EQ(sync_mutex_unlock_local(&m, c, -1, &granted), 0); /* no eventfd: a plain release */
+    CHECK(granted == NULL);
+    CHECK_EQ(sync_mutex_is_locked(&m), 0);
+    CHECK_EQ(sync_async_free(hb), 0);
+    CHECK_EQ(sync_async_free(hc), 0);
+
+    /* Owner 0: as sync_mutex_unlock; an unowned mutex that a thread holds passes to the task. */
+    sync_mutex_t u;
+    CHECK_EQ(sync_mutex_init(&u, SYNC_MUTEX_UNOWNED), 0);
+    CHECK_EQ(sync_mutex_try_lock(&u), 0);
+    CHECK_EQ(sync_mutex_lock_async(&u, -1, mine, NULL, NULL, &hb), EINPROGRESS);
+    CHECK_EQ(sync_mutex_unlock_local(&u, 0, mine, &granted), 0);
+    CHECK(granted == hb);
+    CHECK_EQ(sync_async_result(hb), 0);
+    CHECK(!readable(mine));
+    CHECK_EQ(sync_mutex_is_locked(&u), 1);
+    CHECK_EQ(sync_async_unlock(&u, hb), 0);
+    CHECK_EQ(sync_async_free(hb), 0);
+    CHECK_EQ(sync_mutex_is_locked(&u), 0);
+    close(mine);
+    close(other);
+}
+
 int main(void) {
     test_immediate_and_ownership();
     test_bad_input();
@@ -214,5 +263,6 @@ int main(void) {
     test_many_pending_callbacks();
     test_robust_killed_holder();
     test_owner_forms();
+    test_unlock_local();
     DONE();
 }

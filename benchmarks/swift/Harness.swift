@@ -37,7 +37,8 @@ private final class Run: @unchecked Sendable {
 /// One run: wall time / (threads * iterations), in ns; with one thread, the process's CPU time
 /// over that span / iterations (what other processes of a shared machine run meanwhile is not
 /// counted; the main thread sleeps in the barrier and the join).
-func sample(threads: Int, iterations: Int, _ body: @escaping @Sendable (Int) -> Void) -> Double {
+/// `wall`: wall time even with one thread (a body that runs tasks, whose waits are the point).
+func sample(threads: Int, iterations: Int, wall: Bool = false, _ body: @escaping @Sendable (Int) -> Void) -> Double {
     let run = Run(threads: threads, iterations: iterations, body: body)
     var handles: [pthread_t] = []
     for _ in 0..<threads {
@@ -51,7 +52,7 @@ func sample(threads: Int, iterations: Int, _ body: @escaping @Sendable (Int) -> 
         }, context)
         handles.append(handle)
     }
-    let clock = threads == 1 ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC
+    let clock = threads == 1 && !wall ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC
     let start = now(clock)
     pthread_barrier_wait(&run.barrier)
     for handle in handles { pthread_join(handle, nil) }
@@ -62,7 +63,9 @@ func sample(threads: Int, iterations: Int, _ body: @escaping @Sendable (Int) -> 
 /// BENCH_ROW_ONLY, a substring of row names, keeps only those rows (to profile one row alone,
 /// with perf stat for instance); the first row kept is then the baseline.
 /// BENCH_ONLY, a substring of table titles, keeps only those tables (as the C harness's).
-func table(_ title: String, threads: Int, iterations: Int, baseline: Int = 0, _ rows: [Row]) {
+/// `tasks`: the rows run that many tasks (one thread starts them): measured in wall time, and
+/// reported (and plotted, benchmarks/report.py) against the number of tasks, as ns per operation.
+func table(_ title: String, threads: Int, tasks: Int? = nil, iterations: Int, baseline: Int = 0, _ rows: [Row]) {
     if let only = getenv("BENCH_ONLY").map({ String(cString: $0) }), !title.contains(only) { return }
     var rows = rows, baseline = baseline
     if let only = getenv("BENCH_ROW_ONLY").map({ String(cString: $0) }) {
@@ -75,11 +78,12 @@ func table(_ title: String, threads: Int, iterations: Int, baseline: Int = 0, _ 
     var samples = [[Double]](repeating: [], count: rows.count)
     for _ in 0..<repeats {
         for (index, row) in rows.enumerated() {
-            samples[index].append(sample(threads: threads, iterations: iterations, row.body))
+            samples[index].append(sample(threads: threads, iterations: iterations, wall: tasks != nil, row.body))
         }
     }
     let results = samples.map { $0.sorted()[repeats / 2] }
-    print("\n\(title) — \(threads) thread\(threads == 1 ? "" : "s"), median of \(repeats) runs")
+    let who = tasks.map { "\($0) task\($0 == 1 ? "" : "s")" } ?? "\(threads) thread\(threads == 1 ? "" : "s")"
+    print("\n\(title) — \(who), median of \(repeats) runs")
     print("  " + "".padding(44) + "ns/op".padded(10) + "Mops/s".padded(10) + "ratio".padded(10) + "ratio range".padded(14))
     for (index, (row, ns)) in zip(rows, results).enumerated() {
         let ratio = ns / results[baseline]
@@ -89,18 +93,19 @@ func table(_ title: String, threads: Int, iterations: Int, baseline: Int = 0, _ 
         print("  " + row.name.padding(44) + fixed(ns, 2).padded(10) + fixed(1e3 / ns, 1).padded(10)
               + (fixed(ratio, 2) + "x").padded(10) + (fixed(spread.0, 2) + "-" + fixed(spread.1, 2)).padded(14)
               + (row.name == rows[baseline].name ? "  (baseline)" : ""))
-        emit(title, threads: threads, row: row.name, ns: ns, ratio: ratio, spread: spread,
-             baseline: row.name == rows[baseline].name)
+        emit(title, threads: tasks ?? threads, row: row.name, ns: ns, ratio: ratio, spread: spread,
+             baseline: row.name == rows[baseline].name, axis: tasks == nil ? nil : "tasks")
     }
 }
 
 /// Appends one row as a JSON line to $BENCH_ROWS, if set.
 private func emit(_ title: String, threads: Int, row: String, ns: Double, ratio: Double, spread: (Double, Double),
-                  baseline: Bool) {
+                  baseline: Bool, axis: String? = nil) {
     guard let path = getenv("BENCH_ROWS"), let file = fopen(path, "a") else { return }
     defer { fclose(file) }
     let line = "{\"table\": \(json(title)), \"threads\": \(threads), \"row\": \(json(row)), \"ns\": \(ns), "
-        + "\"ratio\": \(ratio), \"spread\": [\(spread.0), \(spread.1)], \"baseline\": \(baseline), \"fairness\": null}\n"
+        + "\"ratio\": \(ratio), \"spread\": [\(spread.0), \(spread.1)], \"baseline\": \(baseline), \"fairness\": null"
+        + (axis.map { ", \"axis\": \(json($0))" } ?? "") + "}\n"
     fputs(line, file)
 }
 

@@ -215,6 +215,19 @@ int sync_mutex_lock_async_owner(void *mutex, int64_t deadline_ns, int event_fd, 
 int sync_mutex_unlock_async(void *mutex, uintptr_t owner);
 
 /**
+ * Releases `mutex` as sync_mutex_unlock (`owner` 0: the calling thread's hold, or any caller's
+ * of a SYNC_MUTEX_UNOWNED mutex) or sync_mutex_unlock_async (`owner`), for an event loop that
+ * runs its own waiting acquires: when the release hands the lock straight to a pending acquire
+ * whose eventfd is `event_fd` (the caller's loop), the acquire is completed (its result 0) but
+ * nothing is written to `event_fd`, and *granted is set to its handle: the caller delivers the
+ * completion itself, with no eventfd round trip (its callback, if any, is still called). Else
+ * *granted is NULL, and an acquire of another eventfd is signalled as usual. Which acquire gets
+ * the lock is decided as for any release. Returns what the plain release returns; EINVAL for a
+ * NULL or misaligned `mutex` or a NULL `granted`. `event_fd` < 0: a plain release.
+ */
+int sync_mutex_unlock_local(void *mutex, uintptr_t owner, int event_fd, sync_async_t **granted);
+
+/**
  * Robust: marks the state repaired after EOWNERDEAD, for `owner`, which holds `mutex`: 0;
  * EPERM if it does not hold it; EINVAL if the mutex is not robust or not marked.
  */

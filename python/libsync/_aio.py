@@ -22,12 +22,12 @@ import os
 import sys
 import threading
 import weakref
-from ctypes import byref, c_int, c_void_p
+from ctypes import POINTER, byref, c_int, c_size_t, c_void_p
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from ._common import declare
 
-__all__ = ["acquire", "owner"]
+__all__ = ["acquire", "owner", "running_waits", "unlock_local"]
 
 EINPROGRESS, EOWNERDEAD = errno.EINPROGRESS, errno.EOWNERDEAD
 _result = declare("sync_async_result", c_int, c_void_p)
@@ -45,6 +45,13 @@ if sys.version_info < (3, 12):
     _running = threading.local()
     _get_ident = threading.get_ident
 
+    def _running_loop() -> Optional[asyncio.AbstractEventLoop]:
+        """The loop running in this thread, or None."""
+        loop = getattr(_running, "loop", None)
+        if loop is None or getattr(loop, "_thread_id", None) != _get_ident():
+            loop = _running.loop = _get_running_loop()
+        return loop
+
     def _current_task() -> Optional[asyncio.Task[Any]]:
         """The running task, or None (no running loop, or not in a task)."""
         loop = getattr(_running, "loop", None)
@@ -52,6 +59,8 @@ if sys.version_info < (3, 12):
             loop = _running.loop = _get_running_loop()
         return _current_tasks.get(loop)
 else:  # C, and no error outside a running loop is wanted here
+    from asyncio import _get_running_loop as _running_loop
+
     def _current_task() -> Optional[asyncio.Task[Any]]:
         """The running task, or None (no running loop, or not in a task)."""
         try:
@@ -123,6 +132,15 @@ class _LoopWaits:
             if not entry.future.done():
                 entry.future.set_result(code)
 
+    def granted(self, key: int) -> None:
+        """A release in this loop's thread handed the lock to the pending acquire `key` of this
+        loop and left its delivery to the caller (sync_mutex_unlock_local): resolves its future
+        here, as the reader would, without the eventfd's round trip. (Not pending any more: its
+        task is being cancelled, and the cancellation finds the grant and gives it back.)"""
+        entry = self.pending.pop(key, None)
+        if entry is not None and not entry.future.done():
+            entry.future.set_result(_result(entry.handle))
+
     def withdraw_all(self) -> None:
         pending, self.pending = self.pending, {}
         for entry in pending.values():
@@ -166,6 +184,29 @@ def _waits(loop: asyncio.AbstractEventLoop) -> _LoopWaits:
             pass
         weakref.finalize(loop, forget)
     return waits
+
+
+def running_waits() -> Optional[_LoopWaits]:
+    """The running loop's waits if acquires of it are pending (a release may then hand the lock
+    to one of them: `unlock_local`), else None. Cheap when no loop ever waited."""
+    if not _loops:
+        return None
+    waits = _loops.get(id(_running_loop()))
+    return waits if waits is not None and waits.pending else None
+
+
+_unlock_local = declare("sync_mutex_unlock_local", c_int, c_void_p, c_size_t, c_int, POINTER(c_void_p))
+
+
+def unlock_local(p: Any, owner: int, waits: _LoopWaits) -> int:
+    """Releases the mutex at `p` as sync_mutex_unlock (owner 0) or sync_mutex_unlock_async
+    (owner): the core decides who gets it next; if it hands it to a pending acquire of the
+    running loop (`waits`), its future is resolved here, with no eventfd round trip."""
+    granted = c_void_p()
+    code = _unlock_local(p, owner, waits.fd, byref(granted))
+    if granted.value:
+        waits.granted(granted.value)
+    return code
 
 
 def _forget_after_fork() -> None:

@@ -187,13 +187,17 @@ class _Acquirable(_Memory):
 
 # The async forms (sync/async.h, docs/async.md): the first try takes the lock for an owner
 # without a handle; only a lock that is held starts a pending acquire (awaited through _aio).
-_mutex_try_lock_async = declare("sync_mutex_try_lock_async", c_int, c_void_p, c_size_t)
+# The two calls of an uncontended `async with` take no argtypes: their callers pass ctypes
+# objects (the lock's c_void_p, the owner as c_size_t), whose conversion costs less.
+_mutex_try_lock_async = declare("sync_mutex_try_lock_async")
 _mutex_lock_async = declare("sync_mutex_lock_async_owner", c_int, c_void_p, c_int64, c_int, c_void_p, c_void_p,
                             c_size_t, POINTER(c_void_p))
-_mutex_unlock_async = declare("sync_mutex_unlock_async", c_int, c_void_p, c_size_t)
+_mutex_unlock_async = declare("sync_mutex_unlock_async")
+_ANY_OWNER = c_size_t(1)  # a Lock's: it records none, any nonzero one will do
 _mutex_consistent_async = declare("sync_mutex_consistent_async", c_int, c_void_p, c_size_t)
 _EBUSY, _EPERM, _ETIMEDOUT = errno.EBUSY, errno.EPERM, errno.ETIMEDOUT
 _current_task = _aio._current_task
+_aio_loops, _running_waits, _unlock_local = _aio._loops, _aio.running_waits, _aio.unlock_local
 
 
 def _task_owner() -> int:
@@ -219,7 +223,10 @@ class Lock(_Acquirable):
 
     def release(self) -> None:
         """Releases the lock; RuntimeError if it is not locked."""
-        if _mutex_unlock(self._p):
+        # A task of the running loop waiting for it is handed it without the eventfd's round
+        # trip (_aio.unlock_local); otherwise one C call.
+        waits = _running_waits() if _aio_loops else None
+        if _mutex_unlock(self._p) if waits is None else _unlock_local(self._p, 0, waits):
             raise RuntimeError("release unlocked lock")
 
     def locked(self) -> bool:
@@ -260,7 +267,7 @@ class Lock(_Acquirable):
             limit = FOREVER
         else:
             limit = lock_deadline(blocking, timeout)
-        code = _mutex_try_lock_async(self._p, owner)
+        code = _mutex_try_lock_async(self._p, c_size_t(owner))
         if code == _EBUSY and limit is not None:
             code = await self._wait_async(owner, limit)
         if not code:
@@ -272,21 +279,21 @@ class Lock(_Acquirable):
     async def _wait_async(self, owner: int, limit: c_int64) -> int:
         p = self._p
         code, _ = await _aio.acquire(lambda fd, handle: _mutex_lock_async(p, limit, fd, None, None, owner, handle),
-                                     lambda handle: _mutex_unlock_async(p, owner))
+                                     lambda handle: _mutex_unlock_async(p, c_size_t(owner)))
         return code
 
     async def __aenter__(self) -> bool:
         """``async with lock:``: acquire_async() for the block."""
-        owner = self._async_owner()
-        code = _mutex_try_lock_async(self._p, owner)
+        code = _mutex_try_lock_async(self._p, _ANY_OWNER)
         if code == _EBUSY:
-            code = await self._wait_async(owner, FOREVER)
+            code = await self._wait_async(1, FOREVER)
         if code:
             raise error(code, self._WHAT + "_async", "task")
         return True
 
     async def __aexit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
-        if _mutex_unlock(self._p):
+        waits = _running_waits() if _aio_loops else None
+        if _mutex_unlock(self._p) if waits is None else _unlock_local(self._p, 0, waits):
             raise RuntimeError("release unlocked lock")
 
     def __repr__(self) -> str:
@@ -344,7 +351,8 @@ class Mutex(_Robust, Lock):
         if code == _EPERM:  # a task's hold?
             owner = _task_owner()
             if owner:
-                code = _mutex_unlock_async(self._p, owner)
+                waits = _running_waits()
+                code = _mutex_unlock_async(self._p, c_size_t(owner)) if waits is None else _unlock_local(self._p, owner, waits)
         if code:
             raise error(code, "Mutex.release")
 
@@ -384,8 +392,23 @@ class Mutex(_Robust, Lock):
             raise RuntimeError(f"{self._WHAT}_async must run in an asyncio task")
         return id(task)
 
+    async def __aenter__(self) -> bool:
+        """``async with mutex:``: acquire_async() for the block, held by the task."""
+        task = _current_task()
+        if task is None:
+            raise RuntimeError(f"{self._WHAT}_async must run in an asyncio task")
+        owner = id(task)
+        code = _mutex_try_lock_async(self._p, c_size_t(owner))
+        if code == _EBUSY:
+            code = await self._wait_async(owner, FOREVER)
+        if code:
+            raise error(code, self._WHAT + "_async", "task")
+        return True
+
     async def __aexit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
-        code = _mutex_unlock_async(self._p, id(_current_task()))
+        waits = _running_waits() if _aio_loops else None
+        owner = id(_current_task())
+        code = _mutex_unlock_async(self._p, c_size_t(owner)) if waits is None else _unlock_local(self._p, owner, waits)
         if code:
             raise error(code, "Mutex.release", "task")
 

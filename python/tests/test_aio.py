@@ -165,6 +165,38 @@ def test_tasks_take_turns(kind):
     assert counter[0] == 1000 and not lock.locked()
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("how", ["release()", "async with"])
+def test_release_hands_the_lock_to_a_waiting_task_of_its_loop(kind, how):
+    """A release in the loop's thread that the core hands to a waiting task of the same loop
+    resolves that task's wait in the release itself (no eventfd round trip): the task is no
+    longer pending, the lock stays held for it, and it runs before a task that asks later."""
+    lock, order = kind(), []
+
+    async def waiter(name):
+        async with lock:
+            order.append(name)
+
+    async def main():
+        if how == "release()":
+            await lock.acquire_async()
+        else:
+            await lock.__aenter__()
+        first = asyncio.create_task(waiter("first"))
+        await until_async(lambda: pending() == 1)
+        if how == "release()":
+            lock.release()
+        else:
+            await lock.__aexit__(None, None, None)
+        assert pending() == 0  # resolved by the release
+        assert lock.locked()   # held for the waiting task
+        late = asyncio.create_task(waiter("late"))
+        await asyncio.gather(first, late)
+        assert order == ["first", "late"] and not lock.locked()
+
+    asyncio.run(main())
+
+
 # ---- cancellation ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -69,6 +69,23 @@ extern __thread uint32_t sync_thread_ancestor_ids[SYNC_ANCESTOR_IDS] SYNC_SWIFT_
 /// The process's id (its main thread's kernel id), kept current across fork().
 extern uint32_t sync_process_id SYNC_SWIFT_NONISOLATED_UNSAFE;
 
+/// The running Swift task (its address; NULL outside a task) and whether it is cancelled, through
+/// the concurrency runtime's exported entry points (swiftcall), called from C: Swift's own
+/// `withUnsafeCurrentTask` retains and releases the task around its body, which cost an async
+/// acquire+release more than its lock (and declaring these with @_silgen_name in Swift clashes
+/// with _Concurrency's own declarations). Only the address is used: no reference is taken.
+void *swift_task_getCurrent(void) __attribute__((swiftcall));
+_Bool swift_task_isCancelled(void *task) __attribute__((swiftcall));
+static inline uintptr_t sync_current_task(void) { return (uintptr_t)swift_task_getCurrent(); }
+static inline int sync_task_is_cancelled(uintptr_t task) { return swift_task_isCancelled((void *)task); }
+
+/// sync_mutex_unlock_local's delivery slot, per thread (storage only): while the thread releases
+/// through that function, its event loop's eventfd + 1 (0: none), and the handle of an acquire
+/// of that eventfd that the release completed, which the caller then delivers (nothing is
+/// written to the eventfd).
+extern __thread int sync_async_local_fd SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
+extern __thread void *sync_async_local_granted SYNC_SWIFT_NONISOLATED_UNSAFE __attribute__((tls_model("initial-exec")));
+
 /// Whether `id` (nonzero) is one of the calling thread's ancestor ids.
 static inline int sync_thread_is_ancestor(uint32_t id) {
     for (int i = 0; i < SYNC_ANCESTOR_IDS; i++) {

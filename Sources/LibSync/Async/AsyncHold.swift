@@ -29,20 +29,14 @@ package enum AsyncHold {
     @inline(__always) static func process(of holder: UInt32) -> UInt32 { holder &- base }
 
     /// The calling task's identity (its address), or 0 outside a task. Only compared while the
-    /// task lives (a holder lives until it releases).
-    @inline(__always) static func currentTask() -> UInt {
-        withUnsafeCurrentTask { task in
-            guard let task else { return 0 }
-            return withUnsafeBytes(of: task) { $0.load(as: UInt.self) }  // read in place: no copy, no retain
-        }
-    }
+    /// task lives (a holder lives until it releases). Read through the runtime's entry point
+    /// (sync_current_task): no retain and release of the task, as `withUnsafeCurrentTask` does.
+    @inline(__always) static func currentTask() -> UInt { sync_current_task() }
 
     /// The calling task's identity (0 outside a task) and whether it is cancelled, in one look.
     @inline(__always) static func currentTaskAndCancelled() -> (UInt, Bool) {
-        withUnsafeCurrentTask { task in
-            guard let task else { return (0, false) }
-            return (withUnsafeBytes(of: task) { $0.load(as: UInt.self) }, task.isCancelled)
-        }
+        let task = sync_current_task()
+        return (task, task != 0 && sync_task_is_cancelled(task) != 0)
     }
 
     // MARK: taking and releasing for this process

@@ -54,8 +54,21 @@ final class HoldTable: @unchecked Sendable {
     /// Records `holder` for `word`. (An entry left for the word, by a lock whose memory was
     /// freed while a task held it, is overwritten: the word is the new lock's.)
     func add(_ word: UInt, holder: UInt) {
-        if let slot = slot(of: word) {
-            holders[slot].store(holder, ordering: .releasing)
+        // One pass over the window: the word's slot if it has one, else the first empty slot.
+        let home = Self.home(word)
+        var empty = -1
+        for i in 0..<Self.window {
+            let slot = (home + i) & (Self.capacity - 1)
+            let present = words[slot].load(ordering: .acquiring)
+            if present == word {
+                holders[slot].store(holder, ordering: .releasing)
+                return
+            }
+            if present == 0 && empty < 0 { empty = slot }
+        }
+        if empty >= 0 && overflowCount.load(ordering: .relaxed) == 0
+            && words[empty].compareExchange(expected: 0, desired: word, ordering: .acquiring).exchanged {
+            holders[empty].store(holder, ordering: .releasing)
             return
         }
         if overflowCount.load(ordering: .relaxed) != 0 {
@@ -66,7 +79,6 @@ final class HoldTable: @unchecked Sendable {
             }
             if updated { return }
         }
-        let home = Self.home(word)
         for i in 0..<Self.window {
             let slot = (home + i) & (Self.capacity - 1)
             if words[slot].load(ordering: .relaxed) == 0

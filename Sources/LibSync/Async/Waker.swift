@@ -37,6 +37,8 @@ package class AsyncWaiter: @unchecked Sendable {
     /// Completes the waiter with `result` (once; outside the runtime's lock).
     func finish(_ result: Int32) {
         outcome.store(result, ordering: .releasing)
+        let complete = self.complete
+        self.complete = nil  // it may hold what holds this waiter (a C handle): no cycle left
         complete?(result)
     }
 
@@ -251,7 +253,6 @@ package final class AsyncRuntime: @unchecked Sendable {
     func handOff(_ word: MutexWord.Word) -> Bool {
         guard queuedWords.load(ordering: .relaxed) != 0 else { return false }
         let address = UInt(bitPattern: word)
-        var emptied = false
         let next: AsyncWaiter? = state.withLock { state in
             defer { queuedWords.store(state.queues.count, ordering: .relaxed) }
             guard var queue = state.queues.removeValue(forKey: address) else { return nil }  // unique: mutated in place
@@ -261,9 +262,10 @@ package final class AsyncRuntime: @unchecked Sendable {
                 } else {
                     // The waker may still watch the word and take the wakeup of a later
                     // release, meant for a blocked thread: it passes it on, as for a
-                    // withdrawn last waiter.
+                    // withdrawn last waiter, when that wakeup (or any other) wakes it. It is
+                    // not woken for this now: a wake would cost the releasing thread a system
+                    // call, and often the CPU, at every handoff to the last waiting task.
                     state.passOn.append((address, queue.shared))
-                    emptied = true
                 }
             }
             // Only a mutex's own waiters take it (another primitive's waiters queued on a mutex
@@ -281,7 +283,6 @@ package final class AsyncRuntime: @unchecked Sendable {
         guard let next else { return false }
         next.granted()
         next.finish(0)
-        if emptied { poke() }
         return true
     }
 
@@ -342,7 +343,13 @@ package final class AsyncRuntime: @unchecked Sendable {
         }
         if withdrawn {
             waiter.withdrawn()
-            if notify { waiter.finish(ECANCELED) }
+            if notify {
+                waiter.finish(ECANCELED)
+            } else {
+                // Never called now: dropped, as `finish` drops it (a C handle's completion holds
+                // the handle, which holds this waiter: kept, the two would never be freed).
+                waiter.complete = nil
+            }
             poke()
         }
         return withdrawn
@@ -435,12 +442,16 @@ package final class AsyncRuntime: @unchecked Sendable {
                         if let settled = looker.settle(self) { busy = settled }
                     }
                     if queue.timed > 0 {
-                        queue.remove { waiter in
-                            guard Deadline.hasPassed(waiter.deadline, now: now) else { return false }
-                            waiter.phase = .done
-                            waiter.outcome.store(ETIMEDOUT, ordering: .releasing)
-                            expired.append(waiter)
-                            return true
+                        // Collected here, not appended to `expired` from inside remove's closure:
+                        // LeakSanitizer found the arrays so appended leaked, waiters included.
+                        let due = queue.waiters[queue.head...].filter { Deadline.hasPassed($0.deadline, now: now) }
+                        if !due.isEmpty {
+                            queue.remove { waiter in due.contains { $0 === waiter } }
+                            for waiter in due {
+                                waiter.phase = .done
+                                waiter.outcome.store(ETIMEDOUT, ordering: .releasing)
+                            }
+                            expired.append(contentsOf: due)
                         }
                     }
                     if granted { queue.handoffs = 0 }
