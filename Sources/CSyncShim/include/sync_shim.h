@@ -74,10 +74,14 @@ extern uint32_t sync_process_id SYNC_SWIFT_NONISOLATED_UNSAFE;
 /// `withUnsafeCurrentTask` retains and releases the task around its body, which cost an async
 /// acquire+release more than its lock (and declaring these with @_silgen_name in Swift clashes
 /// with _Concurrency's own declarations). Only the address is used: no reference is taken.
+/// Declared for Swift's importer (clang) only: C compilers without the swiftcall convention
+/// (gcc) never call them.
+#if defined(__clang__)
 void *swift_task_getCurrent(void) __attribute__((swiftcall));
 _Bool swift_task_isCancelled(void *task) __attribute__((swiftcall));
 static inline uintptr_t sync_current_task(void) { return (uintptr_t)swift_task_getCurrent(); }
 static inline int sync_task_is_cancelled(uintptr_t task) { return swift_task_isCancelled((void *)task); }
+#endif
 
 /// sync_mutex_unlock_local's delivery slot, per thread (storage only): while the thread releases
 /// through that function, its event loop's eventfd + 1 (0: none), and the handle of an acquire
