@@ -133,11 +133,11 @@ public final class DistributedLock: Sendable {
         try self.init(path: target, options: options)
     }
 
-    private init(_ backend: any LockBackend, _ options: Options) {
+    private init(_ backend: any LockBackend, _ options: Options, identity: String? = nil) {
         self.backend = backend
         self.options = options
         path = backend.name
-        identity = LockIdentity.of(backend.name)
+        self.identity = identity ?? LockIdentity.of(backend.name)
         cPath = strdup(path)!
         sides = ProcessLocal { ProcessSide(pid: $0, backend: backend) }
     }
@@ -160,6 +160,16 @@ public final class DistributedLock: Sendable {
         let (backend, code) = backend(path, options: options, mode: mode)
         guard let backend else { return (nil, code) }
         let lock = DistributedLock(backend, Options(rawValue: options))
+        let opened = lock.open()
+        return opened == 0 ? (lock, 0) : (nil, opened)
+    }
+
+    /// An object over `backend` (a distributed semaphore's permits: DistributedSemaphore.swift),
+    /// connected now: (lock, 0) or (nil, errno). `identity` keys its holds in the process's
+    /// registry (a semaphore's objects each have their own: holding one permit never makes
+    /// a wait for another one a deadlock).
+    static func make(backend: any LockBackend, options: Options, identity: String) -> (DistributedLock?, Int32) {
+        let lock = DistributedLock(backend, options, identity: identity)
         let opened = lock.open()
         return opened == 0 ? (lock, 0) : (nil, opened)
     }
