@@ -485,6 +485,9 @@ final class PostgresPermitSession: LockSession {
     private var slot: Int?
     var token: UInt64 = 0
     private var watching: UInt64?
+    /// Who to tell that the permit is lost: the socket's watch does, unless a query of this
+    /// session finds the connection broken first (it closes the socket: `noticeBroken`).
+    private var ticket: HoldTicket?
 
     init(_ backend: PostgresPermitBackend, _ me: ProcessIdentity) {
         self.backend = backend
@@ -555,6 +558,7 @@ final class PostgresPermitSession: LockSession {
 
     func release() -> Int32 {
         guard let held = slot else { return EPERM }
+        noticeBroken()
         slot = nil
         unwatch()
         guard connection.isConnected else {
@@ -587,8 +591,17 @@ final class PostgresPermitSession: LockSession {
 
     func holder() -> (DistributedLockHolder?, Int32) { (nil, 0) }
 
+    /// After a query: a connection that broke while a permit was held ended its session, and the permit.
+    private func noticeBroken() {
+        if slot != nil && !connection.isConnected, let ticket {
+            unwatch()
+            ticket.report(.lost)
+        }
+    }
+
     func holds() -> Bool {
         guard let held = slot, connection.isConnected else { return false }
+        defer { noticeBroken() }
         let outcome = connection.run("SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory' AND classid = "
                                      + "\(UInt32(bitPattern: backend.slots)) AND objid = \(held) AND objsubid = 2 AND granted",
                                      deadline: ioDeadline)
@@ -605,12 +618,13 @@ final class PostgresPermitSession: LockSession {
 
     func watch(_ ticket: HoldTicket) {
         unwatch()
+        self.ticket = ticket
         if connection.isConnected { watching = HoldWatcher.process.current().watch(.socket(connection.socketNumber), ticket) }
     }
 
     private func unwatch() {
         if let watching { HoldWatcher.process.current().unwatch(watching) }
-        watching = nil
+        (watching, ticket) = (nil, nil)
     }
 }
 
