@@ -133,7 +133,8 @@ stage_examples() {
       url="$(cat "$LIBSYNC_TEST_SERVERS/$backend.url")?lock=usage"
       "$PYTHON" -X dev -W error examples/python/distributed_lock_usage.py "$url" >/dev/null || exit 1
       build/examples/example_c_distributed_lock_usage "$url" >/dev/null || exit 1
-      echo "  distributed_lock_usage (C, Python) on $backend: clean"
+      "$PYTHON" -X dev -W error examples/python/rate_limiter.py "${url}-rate" >/dev/null || exit 1
+      echo "  distributed_lock_usage (C, Python), rate_limiter (Python) on $backend: clean"
     done' || { echo "a distributed lock usage example failed on a server" >&2; exit 1; }
 }
 
