@@ -24,7 +24,7 @@ import Glibc
 //               one statement from a random slot on; the holder also holds the shared lock
 //               (K', N) (K' another hash), and an acquirer that sees (K', M) held with M != N
 //               refuses. Token: nextval of the lock's sequence. The server frees a dead holder's
-//               slot when its session ends.
+//               slot when its session ends. The try is one statement, prepared once per connection.
 // Redis         a Lua script: the set `libsync:semaphore:NAME` lists the holders' entries, each
 //               with its lease, the key `libsync:permit:NAME:<entry>` (PX ttl + ttl/3, renewed every
 //               ttl/3 by the lock's lease renewer); the script drops members whose lease is gone,
@@ -505,22 +505,30 @@ final class PostgresPermitSession: LockSession {
 
     func open() -> Int32 { connection.open() }
 
-    private func tryStatement() -> String {
-        let start = Int.random(in: 0..<n)
-        let slotOf = "(g.i + \(start)) % \(n)"
-        return "SELECT pg_advisory_lock_shared(\(backend.counts), \(n)); "
-            + "SELECT s.slot, CASE WHEN s.slot >= 0 THEN nextval('public.libsync_fencing_token') END FROM (SELECT CASE "
+    /// The try, one statement prepared once per connection (its plan kept: the statement is
+    /// parsed and planned once, not at every try): $1 is the slot tried first. -3: the count
+    /// lock was not granted (never: shared locks do not conflict), -1: another count is held,
+    /// -2: all slots taken, else the slot taken; and the token.
+    private var tryDefinition: String {
+        let slotOf = "(g.i + $1) % \(n)"
+        return "PREPARE libsync_semaphore_try(int) AS SELECT s.slot, CASE WHEN s.slot >= 0 THEN nextval('public.libsync_fencing_token') END "
+            + "FROM (SELECT CASE WHEN NOT pg_try_advisory_lock_shared(\(backend.counts), \(n)) THEN -3 "
             + "WHEN EXISTS (SELECT 1 FROM pg_locks WHERE \(otherCount)) THEN -1 "
             + "ELSE coalesce((SELECT \(slotOf) FROM generate_series(0, \(n - 1)) AS g(i) "
             + "WHERE pg_try_advisory_lock(\(backend.slots), \(slotOf)) LIMIT 1), -2) END AS slot OFFSET 0) AS s"
     }
+    /// Whether this connection has the try prepared (a new connection has not).
+    private var prepared: Int32 = -1
 
     func tryAcquire(deadline: Int64) -> Int32 {
-        for attempt in 0..<3 {
+        for attempt in 0..<4 {
             let reconnected = !connection.isConnected
             let connected = connection.connect(deadline: -1, interruptible: false)
             if connected != 0 { return connected }
-            let outcome = connection.run(tryStatement(), deadline: ioDeadline)
+            let execute = "EXECUTE libsync_semaphore_try(\(Int.random(in: 0..<n)))"
+            let fresh = prepared != connection.socketNumber
+            let outcome = connection.run(fresh ? tryDefinition + "; " + execute : execute, deadline: ioDeadline)
+            if fresh, case .rows = outcome { prepared = connection.socketNumber }
             switch outcome {
             case .rows(let row):
                 guard let slotText = row.first ?? nil, let slot = Int(slotText) else {
@@ -534,12 +542,16 @@ final class PostgresPermitSession: LockSession {
                     return 0
                 }
                 let release = "SELECT pg_advisory_unlock_shared(\(backend.counts), \(n))"
-                if slot == -2 { _ = connection.run(release, deadline: ioDeadline); return EBUSY }
+                if slot != -1 { _ = connection.run(release, deadline: ioDeadline); return EBUSY }
                 let other = connection.run(release + "; SELECT min(objid) FROM pg_locks WHERE \(otherCount)", deadline: ioDeadline)
                 var recorded = 0
                 if case .rows(let found) = other, let text = found.first ?? nil { recorded = Int(text) ?? 0 }
                 if recorded == 0 { continue }  // (released meanwhile: try again)
                 return mismatch(backend.name, recorded: recorded, mine: n)
+            case .refused("42P05", _):  // (prepared already on this connection)
+                prepared = connection.socketNumber
+            case .refused("26000", _):  // (not prepared on this connection: a new one)
+                prepared = -1
             case .refused("42P01", _):  // no sequence yet: made now (any lock the statement took goes)
                 _ = connection.run("SELECT pg_advisory_unlock_all(); CREATE SEQUENCE IF NOT EXISTS public.libsync_fencing_token",
                                    deadline: ioDeadline)
@@ -547,6 +559,7 @@ final class PostgresPermitSession: LockSession {
                 _ = connection.run("SELECT pg_advisory_unlock_all()", deadline: ioDeadline)
                 return DistributedLockMessage.fail(state == "42501" ? EACCES : EIO, "acquire on \(server): \(message) (SQLSTATE \(state))")
             case .lost(let code, let message):
+                prepared = -1
                 if code == EIO && !reconnected && attempt == 0 { continue }  // an old connection broke: once more, afresh
                 return DistributedLockMessage.fail(code == ETIMEDOUT && !Deadline.hasPassed(deadline) ? EIO : code, "acquire: \(message)")
             }
