@@ -134,7 +134,8 @@ stage_examples() {
       "$PYTHON" -X dev -W error examples/python/distributed_lock_usage.py "$url" >/dev/null || exit 1
       build/examples/example_c_distributed_lock_usage "$url" >/dev/null || exit 1
       "$PYTHON" -X dev -W error examples/python/rate_limiter.py "${url}-rate" >/dev/null || exit 1
-      echo "  distributed_lock_usage (C, Python), rate_limiter (Python) on $backend: clean"
+      build/examples/example_c_rate_limiter "${url}-crate" >/dev/null || exit 1
+      echo "  distributed_lock_usage, rate_limiter (C, Python) on $backend: clean"
     done' || { echo "a distributed lock usage example failed on a server" >&2; exit 1; }
 }
 
