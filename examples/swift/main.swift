@@ -32,3 +32,4 @@ print("\nLock-order checking (Swift):"); if !lockOrderDemo() { fatalError("the i
 print("\nApple locks (Swift):"); if !appleLocksDemo() { fatalError("the cache or the counter lost an update") }
 print("\nDistributed lock (Swift):"); if try !distributedLockDemo() { fatalError("the distributed lock did not behave as documented") }
 print("\nLoss notification (Swift):"); if try !lossNotificationDemo() { fatalError("the holder was not told its hold was lost") }
+print("\nRate limiter (Swift):"); if try !rateLimiterDemo() { fatalError("the rate limiter let more than N in, or took a stale token") }
