@@ -33,9 +33,10 @@ import Glibc
 //               `libsync:semaphore-fence:NAME`. One round trip.
 // etcd          keys under `libsync/semaphore/NAME/` on the process's lease, value "N entry";
 //               the first N keys by create revision hold, and the token is the key's create
-//               revision. try: one txn (put mine, read the first N); wait: put mine, then watch
-//               the range for deletions (no polling) until fewer than N keys precede it. The
-//               oldest key's N is the semaphore's: a key with another N is refused.
+//               revision. try: one txn (put mine and read the first N: a txn reads its own
+//               put); wait: put mine, then watch the range for deletions (no polling) until
+//               fewer than N keys precede it. The oldest key's N is the semaphore's: a key with
+//               another N is refused.
 
 /// A counting semaphore between processes and hosts: at most `permits` holders at a time, kept
 /// in a file system (a path), a PostgreSQL, Redis or etcd server (a URL, as
@@ -890,27 +891,30 @@ final class EtcdPermitSession: LockSession {
     private static func count(_ key: EtcdKey) -> Int? { key.value.split(separator: " ", maxSplits: 1).first.flatMap { Int($0) } }
     private static func entry(_ key: EtcdKey) -> String { String(key.value.split(separator: " ", maxSplits: 1).last ?? "") }
 
-    /// Puts a key of this session's: (0) with `mine` set, or an errno.
-    private func enqueue(_ by: Int64, _ deadline: Int64) -> Int32 {
+    /// Puts a key of this session's, and in the same txn reads the first N keys of the range
+    /// (a txn's reads see its own put): (0, those keys) with `mine` set, or (errno, []).
+    private func enqueue(_ by: Int64, _ deadline: Int64) -> (Int32, [EtcdKey]) {
         var lost = false
         while true {
             let (lease, fault) = keeper.lease(client, deadline: by)
-            if let fault { return failure(fault, "grant a lease", deadline: deadline) }
+            if let fault { return (failure(fault, "grant a lease", deadline: deadline), []) }
             let key = newKey(lease)
             let request = EtcdRequest.txn(compare: [EtcdRequest.createRevision(key, is: 0)],
-                                          success: [EtcdRequest.op("request_put", EtcdRequest.put(key, value, lease: lease))])
+                                          success: [EtcdRequest.op("request_put", EtcdRequest.put(key, value, lease: lease)),
+                                                    EtcdRequest.op("request_range", EtcdRequest.range(base.prefix, end: base.rangeEnd,
+                                                                                                      limit: backend.permits))])
             switch client.call("/v3/kv/txn", request, deadline: by) {
             case .success(let answer) where !answer.succeeded:
                 abandon(key)  // (left by an earlier attempt)
             case .success(let answer):
                 mine = (key, answer.revision, lease)
-                return 0
+                return (0, answer.txnRanges.last ?? [])
             case .failure(let fault) where fault.message.contains("requested lease not found") && !lost:
                 lost = true
                 keeper.leaseGone(lease)
             case .failure(let fault):
                 if [ETIMEDOUT, EIO, EINTR].contains(fault.code) { abandon(key) }
-                return failure(fault, "acquire", deadline: deadline)
+                return (failure(fault, "acquire", deadline: deadline), [])
             }
         }
     }
@@ -949,9 +953,18 @@ final class EtcdPermitSession: LockSession {
 
     func tryAcquire(deadline: Int64) -> Int32 {
         let by = Deadline.hasPassed(deadline) ? ioDeadline : Deadline.earliest(deadline, ioDeadline)
-        if mine == nil {
-            let queued = enqueue(by, deadline)
+        if mine == nil {  // one round trip: put, and read the first N keys
+            let (queued, first) = enqueue(by, deadline)
             if queued != 0 { return queued }
+            guard let key = mine?.key else { return EIO }
+            if let oldest = first.first, oldest.key != key, let recorded = Self.count(oldest), recorded != backend.permits {
+                withdraw()
+                return mismatch(base.name, recorded: recorded, mine: backend.permits)
+            }
+            if first.contains(where: { $0.key == key }) { took(); return 0 }
+            if InterruptibleCall.isActive && !Deadline.hasPassed(deadline) { return EBUSY }  // (queued: see below)
+            withdraw()
+            return EBUSY
         }
         while true {
             let (code, _) = look(by, deadline)
@@ -993,7 +1006,7 @@ final class EtcdPermitSession: LockSession {
             if interruptible && now >= sliceEnd { closeWatch(); return EINTR }  // (the key stays queued)
             let by = Deadline.earliest(deadline, now + base.address.ioTimeout)
             if mine == nil {
-                let queued = enqueue(by, deadline)
+                let (queued, _) = enqueue(by, deadline)
                 if queued != 0 { return queued }
             }
             if watchStream == nil {
