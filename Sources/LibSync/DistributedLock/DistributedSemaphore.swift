@@ -209,11 +209,14 @@ public final class DistributedSemaphore: Sendable {
     /// Removes every permit (and etcd's queued waiters), whoever holds them.
     public func breakLock() throws(DistributedLockError) { try check(breakCode(), .breakLock) }
 
-    /// Runs `body` holding a permit, and releases it.
+    /// Runs `body` holding a permit, releases it, and returns `body`'s value; rethrows `body`'s
+    /// error, else throws the release's (`.broken`: the permit was lost while `body` ran).
     public func withPermit<R>(pollInterval: Duration = .milliseconds(10), _ body: () throws -> R) throws -> R {
         try acquire(pollInterval: pollInterval)
-        defer { try? release() }
-        return try body()
+        let result: R
+        do { result = try body() } catch { try? release(); throw error }
+        try release()
+        return result
     }
 
     private func check(_ code: Int32, _ operation: DistributedLockOperation) throws(DistributedLockError) {
