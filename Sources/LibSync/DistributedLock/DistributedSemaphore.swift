@@ -21,9 +21,9 @@ import Glibc
 //               the gate (all taken). release: move the permit entry out. Only the gate's holder
 //               counts, removes stale permits and draws tokens: tokens are drawn in one order.
 // PostgreSQL    N session advisory locks (K, 0) ... (K, N-1), K a 32-bit hash of the name, tried in
-//               one statement from a random slot on; the holder also holds the shared lock
-//               (K', N) (K' another hash), and an acquirer that sees (K', M) held with M != N
-//               refuses. Token: nextval of the lock's sequence. The server frees a dead holder's
+//               one statement from a random slot on; the holder also holds the shared locks
+//               (K', 0) and (K', N) (K' another hash), and an acquirer that sees (K', M) held
+//               with M != N refuses (unless it found (K', 0) free: nobody holds a permit). Token: nextval of the lock's sequence. The server frees a dead holder's
 //               slot when its session ends. The try is one statement, prepared once per connection.
 // Redis         a Lua script: the set `libsync:semaphore:NAME` lists the holders' entries, each
 //               with its lease, the key `libsync:permit:NAME:<entry>` (PX ttl + ttl/3, renewed every
@@ -504,22 +504,32 @@ final class PostgresPermitSession: LockSession {
     private var database: String { "database = (SELECT oid FROM pg_database WHERE datname = current_database())" }
     /// The pg_locks condition for a count other than this object's, held.
     private var otherCount: String {
-        "locktype = 'advisory' AND classid = \(UInt32(bitPattern: backend.counts)) AND objsubid = 2 AND objid <> \(n) AND granted AND \(database)"
+        "locktype = 'advisory' AND classid = \(UInt32(bitPattern: backend.counts)) AND objsubid = 2 AND objid <> \(n) AND objid <> 0 AND granted AND \(database)"
     }
+    /// Gives back the count locks (after a try that took no slot, or at release).
+    private var unlockCounts: String { "pg_advisory_unlock_shared(\(backend.counts), \(n)), pg_advisory_unlock_shared(\(backend.counts), 0)" }
 
     func open() -> Int32 { connection.open() }
 
-    /// The try, one statement prepared once per connection (its plan kept: the statement is
-    /// parsed and planned once, not at every try): $1 is the slot tried first. -3: the count
-    /// lock was not granted (never: shared locks do not conflict), -1: another count is held,
-    /// -2: all slots taken, else the slot taken; and the token.
+    /// The try, one statement prepared once per connection (parsed and planned once): $1 is the
+    /// slot tried first. Every holder holds (K', 0) shared ("a permit is held") and (K', N)
+    /// shared (its count). A try first asks for (K', 0) exclusively until the statement ends: if
+    /// granted, nobody holds a permit, and no other count can be in use (the fast path: no
+    /// pg_locks). Else it takes (K', 0) shared (waiting, if need be, for such a statement to
+    /// end) and its count, then refuses if pg_locks shows another count held. The slot: -3 the
+    /// count locks were not granted (never), -1 another count is held, -2 all slots taken, else
+    /// the slot taken; and the token.
     private var tryDefinition: String {
+        let c = backend.counts
         let slotOf = "(g.i + $1) % \(n)"
         return "PREPARE libsync_semaphore_try(int) AS SELECT s.slot, CASE WHEN s.slot >= 0 THEN nextval('public.libsync_fencing_token') END "
-            + "FROM (SELECT CASE WHEN NOT pg_try_advisory_lock_shared(\(backend.counts), \(n)) THEN -3 "
-            + "WHEN EXISTS (SELECT 1 FROM pg_locks WHERE \(otherCount)) THEN -1 "
+            + "FROM (SELECT CASE WHEN NOT m.marked THEN -3 "
+            + "WHEN NOT a.alone AND EXISTS (SELECT 1 FROM pg_locks WHERE \(otherCount)) THEN -1 "
             + "ELSE coalesce((SELECT \(slotOf) FROM generate_series(0, \(n - 1)) AS g(i) "
-            + "WHERE pg_try_advisory_lock(\(backend.slots), \(slotOf)) LIMIT 1), -2) END AS slot OFFSET 0) AS s"
+            + "WHERE pg_try_advisory_lock(\(backend.slots), \(slotOf)) LIMIT 1), -2) END AS slot "
+            + "FROM (SELECT pg_try_advisory_xact_lock(\(c), 0) AS alone OFFSET 0) AS a, "
+            + "LATERAL (SELECT a.alone IS NOT NULL AND (SELECT 1 FROM (SELECT pg_advisory_lock_shared(\(c), 0)) AS held) = 1 "
+            + "AND pg_try_advisory_lock_shared(\(c), \(n)) AS marked OFFSET 0) AS m OFFSET 0) AS s"
     }
     /// Whether this connection has the try prepared (a new connection has not).
     private var prepared: Int32 = -1
@@ -545,7 +555,7 @@ final class PostgresPermitSession: LockSession {
                     (self.slot, token) = (slot, drawn)
                     return 0
                 }
-                let release = "SELECT pg_advisory_unlock_shared(\(backend.counts), \(n))"
+                let release = "SELECT " + unlockCounts
                 if slot != -1 { _ = connection.run(release, deadline: ioDeadline); return EBUSY }
                 let other = connection.run(release + "; SELECT min(objid) FROM pg_locks WHERE \(otherCount)", deadline: ioDeadline)
                 var recorded = 0
@@ -581,7 +591,7 @@ final class PostgresPermitSession: LockSession {
         guard connection.isConnected else {
             return DistributedLockMessage.fail(ESTALE, "the permit of \(backend.name) was lost: the connection to \(server) broke while it was held")
         }
-        switch connection.run("SELECT pg_advisory_unlock(\(backend.slots), \(held)), pg_advisory_unlock_shared(\(backend.counts), \(n))",
+        switch connection.run("SELECT pg_advisory_unlock(\(backend.slots), \(held)), " + unlockCounts,
                               deadline: ioDeadline) {
         case .rows(let row) where row.first == "t": return 0
         case .rows: return DistributedLockMessage.fail(ESTALE, "the permit of \(backend.name) was lost: its session no longer held it")
