@@ -109,6 +109,8 @@ PAGES = {
                 ("DistributedReadWriteLock",),
                 ("ReadWriteLock", "AsyncReadWriteLock", "SoftReadWriteLock", "AsyncSoftReadWriteLock",
                  "AcquireReadWriteReturnProxy", "AsyncAcquireReadWriteReturnProxy")),
+            Row("distributed semaphore (N holders)", ("sync_distributed_semaphore_", "SYNC_DISTRIBUTED_SEMAPHORE"),
+                ("DistributedSemaphore",), ("DistributedSemaphore",)),
             Row("errors", (), ("DistributedLockError",),
                 ("Timeout", "NotLockedError", "LockLostError", "LockBrokenError", "LockStolenError")),
             Row("filelock's interface", (), (),

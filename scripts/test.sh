@@ -140,7 +140,9 @@ stage_examples() {
       "$PYTHON" -X dev -W error examples/python/distributed_rwlock.py "$url-rw" >/dev/null || exit 1
       build/examples/example_c_distributed_rwlock "$url-rw" >/dev/null || exit 1
       .build/debug/sync-demo "$url" >/dev/null || exit 1
-      echo "  distributed_lock_usage, distributed_rwlock (C, Python) and sync-demo (Swift) on $backend: clean"
+      "$PYTHON" -X dev -W error examples/python/rate_limiter.py "${url}-rate" >/dev/null || exit 1
+      build/examples/example_c_rate_limiter "${url}-crate" >/dev/null || exit 1
+      echo "  distributed_lock_usage, distributed_rwlock, rate_limiter (C, Python) and sync-demo (Swift) on $backend: clean"
     done' || { echo "a distributed lock usage example failed on a server" >&2; exit 1; }
 }
 

@@ -39,3 +39,4 @@ print("\nApple locks (Swift):"); if !appleLocksDemo() { fatalError("the cache or
 print("\nDistributed lock (Swift):"); if try !distributedLockDemo() { fatalError("the distributed lock did not behave as documented") }
 print("\nLoss notification (Swift):"); if try !lossNotificationDemo() { fatalError("the holder was not told its hold was lost") }
 print("\nRead/write distributed lock (Swift):"); if try !distributedReadWriteLockDemo() { fatalError("the read/write lock did not behave as documented") }
+print("\nRate limiter (Swift):"); if try !rateLimiterDemo() { fatalError("the rate limiter let more than N in, or took a stale token") }

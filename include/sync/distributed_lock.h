@@ -592,6 +592,90 @@ int sync_distributed_rwlock_hold_state(const sync_distributed_rwlock_t *lock);
 
 /** sync_distributed_rwlock_hold_state(lock) == SYNC_DISTRIBUTED_LOCK_LOST (false for NULL). Since 1.7. */
 bool sync_distributed_rwlock_lost(const sync_distributed_rwlock_t *lock);
+/* ---- Distributed counting semaphore: at most N holders at a time (every backend) ----------
+ *
+ * A target as the lock's (a path, or a postgresql://, redis:// or etcd:// URL with lock=NAME)
+ * and a count of permits, 1...SYNC_DISTRIBUTED_SEMAPHORE_MAX_PERMITS. Each object holds at most
+ * one permit; its holder is the thread that acquired it (the process, with
+ * SYNC_DISTRIBUTED_LOCK_PROCESS_OWNED). Each acquisition gets a fencing token, larger than every
+ * earlier acquisition's of the semaphore, whichever permit. A holder that dies gives its permit
+ * back: PostgreSQL at once, Redis and etcd when its lease runs out (ttl to ttl + ttl/3), the file
+ * system at the next acquire on its host. Every client must give the same count: while a permit
+ * is held, an acquire with another count fails with EINVAL. The protocols are in
+ * docs/distributed_lock.md. Every function is thread-safe. Reasons for errors:
+ * sync_distributed_lock_error_message(). */
+typedef struct sync_distributed_semaphore sync_distributed_semaphore_t;
+
+#define SYNC_DISTRIBUTED_SEMAPHORE_MAX_PERMITS 10000
+
+/**
+ * Makes a semaphore object of `permits` for `target` (UTF-8), stored in *semaphore; a server
+ * target is connected now. flags: 0 or SYNC_DISTRIBUTED_LOCK_PROCESS_OWNED, _MAKE_PARENTS,
+ * _RELEASE_ON_DESTROY. Returns 0; EINVAL (NULL, permits outside 1...MAX_PERMITS, another flag, a
+ * bad target); or sync_distributed_lock_create_with's errors for the target.
+ */
+int sync_distributed_semaphore_create(const char *target, int permits, unsigned flags,
+                                      sync_distributed_semaphore_t **semaphore);
+
+/** Destroys the object (NULL: nothing); with RELEASE_ON_DESTROY, its permit is given back first. */
+void sync_distributed_semaphore_destroy(sync_distributed_semaphore_t *semaphore);
+
+/** The target (a URL without its password), valid while the object lives; NULL for NULL. */
+const char *sync_distributed_semaphore_path(const sync_distributed_semaphore_t *semaphore);
+
+/** The count of permits the object was made with (-1 for NULL). */
+int sync_distributed_semaphore_permits(const sync_distributed_semaphore_t *semaphore);
+
+/**
+ * Takes a permit if one is free; never waits but for the store's answer.
+ * Returns 0; EBUSY (all taken, or another thread of this object holds its permit); EDEADLK (the
+ * caller holds this object's permit); EINVAL (NULL, or the holders gave another count); ESTALE
+ * (the caller's permit was lost: this call ended it); a backend's error (ECONNREFUSED, EACCES,
+ * EIO, ELIBACC), or another errno.
+ */
+int sync_distributed_semaphore_try_acquire(sync_distributed_semaphore_t *semaphore);
+
+/**
+ * Waits for a permit for up to timeout_ns (< 0: no limit), polling at most every poll_ns (etcd
+ * waits on a watch). Returns try_acquire's codes, but ETIMEDOUT instead of EBUSY; EINVAL also for
+ * poll_ns <= 0.
+ */
+int sync_distributed_semaphore_acquire(sync_distributed_semaphore_t *semaphore, int64_t timeout_ns, int64_t poll_ns);
+
+/** sync_distributed_semaphore_acquire until the CLOCK_MONOTONIC deadline_ns (< 0: none). */
+int sync_distributed_semaphore_acquire_until(sync_distributed_semaphore_t *semaphore, int64_t deadline_ns,
+                                             int64_t poll_ns);
+
+/**
+ * sync_distributed_semaphore_acquire_until, returning EINTR when a signal handler ran and at
+ * least every 50 ms, so that the caller can run its handlers; call again to go on (an etcd
+ * waiter's key stays queued between the calls, until the deadline).
+ */
+int sync_distributed_semaphore_acquire_interruptible(sync_distributed_semaphore_t *semaphore, int64_t deadline_ns,
+                                                     int64_t poll_ns);
+
+/**
+ * Gives the caller's permit back. Returns 0; EPERM (the caller holds no permit through this
+ * object); ESTALE (it was lost meanwhile: its lease ended, its session broke, it was broken; it
+ * is released); EINVAL (NULL); another errno (still held: retry).
+ */
+int sync_distributed_semaphore_release(sync_distributed_semaphore_t *semaphore);
+
+/** The fencing token of the caller's permit, in *token. Returns 0, EPERM (none held), EINVAL. */
+int sync_distributed_semaphore_token(const sync_distributed_semaphore_t *semaphore, uint64_t *token);
+
+/** Whether the caller holds a permit through this object now (asked of the store). */
+bool sync_distributed_semaphore_is_held(const sync_distributed_semaphore_t *semaphore);
+
+/**
+ * The state of the object's latest permit in this process, one atomic load: 0 (in place,
+ * released, or none), SYNC_DISTRIBUTED_LOCK_SUSPENDED or SYNC_DISTRIBUTED_LOCK_LOST (its loss was
+ * noticed: lease ended, session broke, broken).
+ */
+int sync_distributed_semaphore_hold_state(const sync_distributed_semaphore_t *semaphore);
+
+/** Removes every permit (and etcd's queued waiters), whoever holds them. Returns 0 or an errno. */
+int sync_distributed_semaphore_break(sync_distributed_semaphore_t *semaphore);
 
 #ifdef __cplusplus
 }

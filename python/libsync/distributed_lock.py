@@ -77,13 +77,14 @@ from ._filelock import (AcquireReturnProxy, AsyncAcquireReturnProxy, AsyncFileLo
 from ._filelock_lease import AsyncSoftFileLease, LeaseCompromise, SoftFileLease
 from ._filelock_rw import (AcquireReadWriteReturnProxy, AsyncAcquireReadWriteReturnProxy, AsyncReadWriteLock,
                            AsyncSoftReadWriteLock, ReadWriteLock, SoftReadWriteLock)
+from ._semaphore import DistributedSemaphore
 
 __all__ = ["DistributedLock", "Holder", "HoldEvent", "Timeout", "NotLockedError", "LockLostError", "LockBrokenError", "LockStolenError",
            "FileLock", "SoftFileLock", "AsyncFileLock", "AsyncSoftFileLock", "BaseFileLock", "BaseAsyncFileLock",
            "AcquireReturnProxy", "AsyncAcquireReturnProxy",
            "ReadWriteLock", "AsyncReadWriteLock", "SoftReadWriteLock", "AsyncSoftReadWriteLock",
            "AcquireReadWriteReturnProxy", "AsyncAcquireReadWriteReturnProxy",
-           "SoftFileLease", "AsyncSoftFileLease", "LeaseCompromise"]
+           "SoftFileLease", "AsyncSoftFileLease", "LeaseCompromise", "DistributedSemaphore"]
 
 
 class _Acquired:

@@ -133,11 +133,11 @@ public final class DistributedLock: Sendable {
         try self.init(path: target, options: options)
     }
 
-    private init(_ backend: any LockBackend, _ options: Options) {
+    private init(_ backend: any LockBackend, _ options: Options, identity: String? = nil) {
         self.backend = backend
         self.options = options
         path = backend.name
-        identity = LockIdentity.of(backend.name)
+        self.identity = identity ?? LockIdentity.of(backend.name)
         cPath = strdup(path)!
         sides = ProcessLocal { ProcessSide(pid: $0, backend: backend) }
     }
@@ -164,10 +164,13 @@ public final class DistributedLock: Sendable {
         return opened == 0 ? (lock, 0) : (nil, opened)
     }
 
-    /// A lock on `backend` (a read/write lock's side: ServerReadWriteLock.swift), connected:
-    /// (lock, 0) or (nil, an errno).
-    static func make(backend: any LockBackend, options: Options) -> (DistributedLock?, Int32) {
-        let lock = DistributedLock(backend, options)
+    /// An object over `backend` (a read/write lock's side: ServerReadWriteLock.swift; a
+    /// distributed semaphore's permits: DistributedSemaphore.swift), connected now: (lock, 0) or
+    /// (nil, errno). `identity` (nil: the backend's) keys its holds in the process's registry (a
+    /// semaphore's objects each have their own: holding one permit never makes a wait for
+    /// another one a deadlock).
+    static func make(backend: any LockBackend, options: Options, identity: String? = nil) -> (DistributedLock?, Int32) {
+        let lock = DistributedLock(backend, options, identity: identity)
         let opened = lock.open()
         return opened == 0 ? (lock, 0) : (nil, opened)
     }

@@ -158,7 +158,7 @@ final class PostgresSession: LockSession {
     private var libpq: LibPQ { backend.libpq }
     private var conn: OpaquePointer?
     /// `conn`'s socket, as registered with `InheritedSockets`.
-    private var socketNumber: Int32 = -1
+    private(set) var socketNumber: Int32 = -1
     private var held = false
     var token: UInt64 = 0
     /// Who to tell that the hold is lost, and the watch of its socket (HoldWatcher).
@@ -171,7 +171,7 @@ final class PostgresSession: LockSession {
     }
 
     /// What a query came to.
-    private enum Outcome {
+    enum Outcome {
         /// The last result's first row (NULL: nil; no row: empty).
         case rows([String?])
         /// The server refused it: SQLSTATE and message.
@@ -183,6 +183,9 @@ final class PostgresSession: LockSession {
 
     // MARK: Connection
 
+    /// Whether the session has a connection (a semaphore's permit session asks: DistributedSemaphore.swift).
+    var isConnected: Bool { conn != nil }
+
     func open() -> Int32 {
         withdraw()
         return connect(deadline: -1, interruptible: false)
@@ -192,7 +195,7 @@ final class PostgresSession: LockSession {
 
     /// Connects unless connected: 0, or ECONNREFUSED, EACCES, EINVAL, EIO, ETIMEDOUT (the
     /// deadline passed), EINTR (interruptible).
-    private func connect(deadline: Int64, interruptible: Bool) -> Int32 {
+    func connect(deadline: Int64, interruptible: Bool) -> Int32 {
         if conn != nil { return 0 }
         let limit = Deadline.earliest(deadline, Deadline.after(nanoseconds: backend.ioTimeout))
         let io = String(backend.ioTimeout / 1_000_000_000)
@@ -284,7 +287,7 @@ final class PostgresSession: LockSession {
     // MARK: Queries
 
     /// Sends `sql` (one or more statements) and collects the answer until `deadline`.
-    private func run(_ sql: String, deadline: Int64, interruptible: Bool = false) -> Outcome {
+    func run(_ sql: String, deadline: Int64, interruptible: Bool = false) -> Outcome {
         guard let conn else { return .lost(EIO, "not connected") }
         if libpq.sendQuery(conn, sql) == 0 { return broken() }
         var answer = Answer()
