@@ -11,7 +11,7 @@ public typealias AsyncCallback = @convention(c) (OpaquePointer?, Int32, UnsafeMu
 
 final class AsyncAcquire: @unchecked Sendable {
     /// What the handle waits for (AsyncPrimitives.swift has the other kinds' functions).
-    enum Kind { case mutex, read, write, semaphore, event }
+    enum Kind { case mutex, read, write, semaphore, event, distributed }
 
     /// The primitive's memory (for the mutex, its word).
     let word: UnsafeMutablePointer<Atomic<UInt32>>
@@ -21,6 +21,10 @@ final class AsyncAcquire: @unchecked Sendable {
     let context: UnsafeMutableRawPointer?
     let result = Atomic<Int32>(EINPROGRESS)
     var waiter: AsyncWaiter?
+    /// A distributed lock's acquire (AsyncDistributedLock.swift): its object, and its pending
+    /// wait (nil if it completed at once).
+    var distributedLock: DistributedLock?
+    var distributed: DistributedLockAcquire?
     /// The holder the core records for a lock this acquire takes: the caller's owner
     /// (sync_mutex_lock_async_owner), or the handle itself (its address).
     private(set) var identity: UInt = 0
@@ -51,6 +55,8 @@ final class AsyncAcquire: @unchecked Sendable {
         case .mutex: holdsItself && AsyncRuntime.current.holder(of: UInt(bitPattern: word)) == identity
         case .read, .write: holdsRead.load(ordering: .acquiring) || AsyncRWLock.isWriteLocked(memory, by: identity)
         case .semaphore, .event: false
+        case .distributed:  // (a cancelled acquire's racing grant is the core's to give back)
+            holdsItself && result.load(ordering: .acquiring) == 0 && (distributedLock?.countHeldByCaller(identity) ?? 0) > 0
         }
     }
 
@@ -141,6 +147,7 @@ public func c_sync_async_result(_ handle: OpaquePointer?) -> Int32 {
 @_cdecl("sync_async_cancel")
 public func c_sync_async_cancel(_ handle: OpaquePointer?) -> Int32 {
     guard let acquire = AsyncAcquire.from(handle) else { return EINVAL }
+    if acquire.kind == .distributed { return cancelDistributed(acquire) }
     guard let waiter = acquire.waiter, AsyncRuntime.current.cancel(waiter, notify: false) else {
         // Completed: its result is known (the core stored it as the waiter left its queue),
         // even if its delivery (eventfd, callback) is still under way on another thread.
@@ -160,6 +167,7 @@ public func c_sync_async_unlock(_ m: UnsafeMutableRawPointer?, _ handle: OpaqueP
     case .mutex: return AsyncHold.unlock(word, holder: acquire.identity)
     case .read, .write: return releaseRWLock(acquire, m!)
     case .semaphore, .event: return EPERM
+    case .distributed: return releaseDistributed(acquire, m!)
     }
 }
 
