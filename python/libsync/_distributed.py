@@ -319,14 +319,21 @@ def _wait(handle: Optional[int], timeout_ns: int, poll_ns: int, cancel_check: Op
     return code
 
 
-async def _wait_async(handle: Optional[int], timeout_ns: int, poll_ns: int, owner: int) -> int:
+async def _wait_async(handle: Optional[int], timeout_ns: int, poll_ns: int, owner: int,
+                      pending: Optional[Callable[[], object]] = None) -> int:
     """Acquires for ``owner`` from an asyncio task, the task suspended (not the thread, not the
     loop) while the core waits (sync_distributed_lock_lock_async_owner): up to timeout_ns (< 0:
-    forever; 0: one try); returns the C code. Cancelled, the acquire is withdrawn, and a grant
-    that raced the cancellation is released (_aio.acquire)."""
+    forever; 0: one try); returns the C code. ``pending()`` is called if it must wait.
+    Cancelled, the acquire is withdrawn, and a grant that raced the cancellation is released
+    (_aio.acquire)."""
     limit = deadline_ns(timeout_ns)
-    code, _ = await _aio.acquire(lambda fd, ref: _lock_async(handle, limit, poll_ns, fd, None, None, owner, ref),
-                                 lambda _ref: _unlock_async(handle, owner))
+
+    def start(fd: int, ref: Any) -> int:
+        code = _lock_async(handle, limit, poll_ns, fd, None, None, owner, ref)
+        if code == errno.EINPROGRESS and pending is not None:
+            pending()
+        return code
+    code, _ = await _aio.acquire(start, lambda _ref: _unlock_async(handle, owner))
     return code
 
 

@@ -547,7 +547,8 @@ class BaseAsyncFileLock(BaseFileLock):
             limit = _FAR if remaining is None else int(remaining * 1e9)
             if cancel_check is not None:
                 limit = min(limit, poll)
-            code = await _wait_async(handle, limit, poll, owner)
+            code = await _wait_async(handle, limit, poll, owner, lambda: _LOGGER.debug(
+                "Lock %s not acquired on %s, waiting for its release ...", id(self), self._lock_file))
             if code != errno.ETIMEDOUT:
                 break
             remaining = None if deadline is None else deadline - loop.time()
