@@ -128,6 +128,7 @@ PAGES = {
                 ("SyncRWLock",), ()),
             Row("async semaphore wait", ("sync_semaphore_wait_async",), ("SyncSemaphore",), ()),
             Row("async event wait", ("sync_event_wait_async",), ("SyncEvent",), ()),
+            Row("async distributed lock", ("sync_distributed_lock_",), ("DistributedLock",), ()),
             Row("async mutex acquire", ("sync_mutex_lock_async", "sync_mutex_try_lock_async", "sync_mutex_unlock_async",
                                         "sync_mutex_consistent_async", "sync_async_"), ("SyncMutex",), ()),
         ]),
