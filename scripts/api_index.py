@@ -131,6 +131,7 @@ PAGES = {
                 ("SyncRWLock",), ()),
             Row("async semaphore wait", ("sync_semaphore_wait_async",), ("SyncSemaphore",), ()),
             Row("async event wait", ("sync_event_wait_async",), ("SyncEvent",), ()),
+            Row("async distributed lock", ("sync_distributed_lock_",), ("DistributedLock",), ()),
             Row("async condition lock", ("sync_condition_lock_lock_async", "sync_condition_lock_lock_when_async",
                                          "sync_async_unlock_with", "sync_condition_lock_try_lock_async",
                                          "sync_condition_lock_unlock_async"), ("SyncConditionLock",), ()),

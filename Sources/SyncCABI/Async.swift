@@ -11,7 +11,7 @@ public typealias AsyncCallback = @convention(c) (OpaquePointer?, Int32, UnsafeMu
 
 final class AsyncAcquire: @unchecked Sendable {
     /// What the handle waits for (AsyncPrimitives.swift has the other kinds' functions).
-    enum Kind { case mutex, read, write, semaphore, event, conditionLock, barrier }
+    enum Kind { case mutex, read, write, semaphore, event, conditionLock, barrier, distributed }
 
     /// The primitive's memory (for the mutex, its word).
     let word: UnsafeMutablePointer<Atomic<UInt32>>
@@ -21,6 +21,10 @@ final class AsyncAcquire: @unchecked Sendable {
     let context: UnsafeMutableRawPointer?
     let result = Atomic<Int32>(EINPROGRESS)
     var waiter: AsyncWaiter?
+    /// A distributed lock's acquire (AsyncDistributedLock.swift): its object, and its pending
+    /// wait (nil if it completed at once).
+    var distributedLock: DistributedLock?
+    var distributed: DistributedLockAcquire?
     /// The holder the core records for a lock this acquire takes: the caller's owner
     /// (sync_mutex_lock_async_owner), or the handle itself (its address).
     private(set) var identity: UInt = 0
@@ -54,6 +58,8 @@ final class AsyncAcquire: @unchecked Sendable {
             holdsItself && (holdsRead.load(ordering: .acquiring) || AsyncRWLock.isWriteLocked(memory, by: identity))
         case .semaphore, .event, .barrier: false
         case .conditionLock: holdsItself && AsyncConditionLock.isHeld(memory, by: identity)
+        case .distributed:  // (a cancelled acquire's racing grant is the core's to give back)
+            holdsItself && result.load(ordering: .acquiring) == 0 && (distributedLock?.countHeldByCaller(identity) ?? 0) > 0
         }
     }
 
@@ -167,6 +173,7 @@ public func c_sync_async_result(_ handle: OpaquePointer?) -> Int32 {
 @_cdecl("sync_async_cancel")
 public func c_sync_async_cancel(_ handle: OpaquePointer?) -> Int32 {
     guard let acquire = AsyncAcquire.from(handle) else { return EINVAL }
+    if acquire.kind == .distributed { return cancelDistributed(acquire) }
     guard let waiter = acquire.waiter, AsyncRuntime.current.cancel(waiter, notify: false) else {
         // Completed: its result is known (the core stored it as the waiter left its queue),
         // even if its delivery (eventfd, callback) is still under way on another thread.
@@ -193,6 +200,7 @@ public func c_sync_async_unlock(_ m: UnsafeMutableRawPointer?, _ handle: OpaqueP
     case .read, .write: return releaseRWLock(acquire, m!)
     case .semaphore, .event, .barrier: return EPERM
     case .conditionLock: return AsyncConditionLock.unlock(m!, holder: acquire.identity, condition: nil)
+    case .distributed: return releaseDistributed(acquire, m!)
     }
 }
 

@@ -34,6 +34,7 @@
 #ifndef SYNC_ASYNC_H
 #define SYNC_ASYNC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -356,6 +357,79 @@ int sync_barrier_wait_async(void *barrier, int64_t deadline_ns, int event_fd, sy
  * out, cancelled); EINVAL (NULL).
  */
 int sync_async_index(sync_async_t *handle, uint32_t *index);
+ * The distributed lock (LIBSYNC_1.7_DISTASYNC): a sync_distributed_lock_t (sync/distributed_lock.h)
+ * acquired from an event loop. The wait runs in libsync (a Swift task suspended between tries:
+ * no thread of the caller's, and no thread per pending acquire): it tries as
+ * sync_distributed_lock_lock_until does (stale holders on this host taken over, PostgreSQL
+ * queued in the server, the object's other holder waited for) and is woken, instead of polling,
+ * wherever something tells this process that the lock may be free: a hold through the same
+ * object ending in this process (any backend), and, on the file system, any release of the lock
+ * on this host (inotify on the lock's parent directory). A holder on another NFS client, one
+ * whose process died, and a server lock held by another process are seen by a try after at most
+ * `poll_ns` (Redis: 1 ms doubling up to poll_ns, as the blocking wait; docs/distributed_lock.md).
+ *
+ * Holder: the handle (sync_distributed_lock_lock_async), or the caller's `owner`
+ * (..._async_owner), never a thread: release with sync_async_unlock(lock, handle) or
+ * sync_distributed_lock_unlock_async(lock, owner); the handle's own owner value is
+ * (uintptr_t)handle, for the *_async functions below. sync_distributed_lock_unlock from a thread
+ * returns EPERM for such a hold (unless the object is SYNC_DISTRIBUTED_LOCK_PROCESS_OWNED, whose
+ * holder is the process: any thread and any owner of it count as the holder). An owner that
+ * holds the lock acquiring again: EDEADLK (RECURSIVE: counted). Loss notification (the event
+ * handler, sync_distributed_lock_lost) works as for a thread's hold; an unlock after a loss
+ * returns ESTALE or EBUSY.
+ *
+ * Cancel: sync_async_cancel withdraws a pending acquire (0, result ECANCELED, no completion); a
+ * try under way at that moment may still take the lock, and then releases it at once (a
+ * PostgreSQL request queued in the server is withdrawn): for that short while another try of
+ * this process may find the lock busy. The object must outlive its pending acquires (cancel
+ * them before sync_distributed_lock_destroy; a handle keeps the object's memory alive, not its
+ * C pointer's validity for other calls). sync_distributed_lock_error_message is the waiting
+ * task's, not the caller's: a completed acquire's error has its code only.
+ */
+struct sync_distributed_lock;
+
+/**
+ * Starts acquiring `lock` until `deadline_ns` (CLOCK_MONOTONIC; < 0 none; passed: one try),
+ * polling what nothing wakes for every `poll_ns` (> 0) at most. Returns, with *handle set:
+ * 0 (taken at once: the handle holds it; a file-system lock's first try is made on the calling
+ * thread, a few system calls; a server's tries all run in libsync, so its acquire is always
+ * EINPROGRESS first) or EINPROGRESS (pending: completion through `event_fd` and/or `callback`
+ * as for sync_mutex_lock_async, the callback on a thread of libsync's task pool). Or, with
+ * *handle NULL: ETIMEDOUT (held and the deadline passed), EDEADLK (the holder holds it through
+ * this non-recursive object, or, with no deadline, through another object of this process),
+ * ESTALE (the holder's hold was lost: this call ended it), EINVAL (NULL, poll_ns <= 0), and
+ * sync_distributed_lock_lock's other errors. Completed results: 0, ETIMEDOUT, ECANCELED, and
+ * those errors.
+ */
+int sync_distributed_lock_lock_async(struct sync_distributed_lock *lock, int64_t deadline_ns, int64_t poll_ns,
+                                     int event_fd, sync_async_callback_fn callback, void *context,
+                                     sync_async_t **handle);
+
+/**
+ * As sync_distributed_lock_lock_async, the lock being held for `owner` (nonzero: a coroutine's,
+ * a task's identity; Python's asyncio passes its task's) instead of the handle: free the handle
+ * once completed, whether or not the lock is held (a handle taken at once, 0, too); release with
+ * sync_distributed_lock_unlock_async(lock, owner). EINVAL for `owner` 0.
+ */
+int sync_distributed_lock_lock_async_owner(struct sync_distributed_lock *lock, int64_t deadline_ns,
+                                           int64_t poll_ns, int event_fd, sync_async_callback_fn callback,
+                                           void *context, uintptr_t owner, sync_async_t **handle);
+
+/** sync_distributed_lock_unlock for `owner`'s hold: 0, EPERM (`owner` does not hold it), ESTALE,
+ *  EBUSY (the hold was lost), another errno (still held); EINVAL (NULL, owner 0). */
+int sync_distributed_lock_unlock_async(struct sync_distributed_lock *lock, uintptr_t owner);
+
+/** sync_distributed_lock_unlock_all for `owner`'s hold (all its acquisitions), codes as above. */
+int sync_distributed_lock_unlock_all_async(struct sync_distributed_lock *lock, uintptr_t owner);
+
+/** How many of `owner`'s acquisitions through `lock` are not released (0: none; NULL, owner 0). */
+int sync_distributed_lock_count_async(const struct sync_distributed_lock *lock, uintptr_t owner);
+
+/** Whether `owner` holds `lock` now (checked in the store, as sync_distributed_lock_is_held). */
+bool sync_distributed_lock_is_held_async(const struct sync_distributed_lock *lock, uintptr_t owner);
+
+/** The fencing token of `owner`'s hold into *token: 0, EPERM (not held by it), EINVAL. */
+int sync_distributed_lock_token_async(const struct sync_distributed_lock *lock, uintptr_t owner, uint64_t *token);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, SupportsIndex, TypeVar, Union
 
+from . import _aio
 from ._common import declare, deadline_ns, interruptible
 
 if TYPE_CHECKING:
@@ -129,6 +130,16 @@ _EVENT_FN = CFUNCTYPE(None, c_void_p, c_int, c_void_p)
 _set_event_handler = declare("sync_distributed_lock_set_event_handler", c_int, c_void_p, _EVENT_FN, c_void_p,
                              blocking=True)
 _hold_state = declare("sync_distributed_lock_hold_state", c_int, c_void_p)
+# The async forms (sync/async.h, LIBSYNC_1.7_DISTASYNC): held for an owner (an asyncio task's
+# identity, or a thread's kernel id for filelock's thread-local objects), awaited through _aio.
+_lock_async = declare("sync_distributed_lock_lock_async_owner", c_int, c_void_p, c_int64, c_int64, c_int, c_void_p,
+                      c_void_p, c_size_t, POINTER(c_void_p), blocking=True)
+_unlock_async = declare("sync_distributed_lock_unlock_async", c_int, c_void_p, c_size_t, blocking=True)
+_unlock_all_async = declare("sync_distributed_lock_unlock_all_async", c_int, c_void_p, c_size_t, blocking=True)
+_count_async = declare("sync_distributed_lock_count_async", c_int, c_void_p, c_size_t, blocking=True)
+_is_held_async = declare("sync_distributed_lock_is_held_async", c_bool, c_void_p, c_size_t, blocking=True)
+_token_async = declare("sync_distributed_lock_token_async", c_int, c_void_p, c_size_t, POINTER(c_uint64),
+                       blocking=True)
 
 # sync_distributed_lock_create_with flags
 _RECURSIVE, _PROCESS_OWNED, _MAKE_PARENTS, _RELEASE_ON_DESTROY = 1, 2, 4, 8
@@ -308,9 +319,29 @@ def _wait(handle: Optional[int], timeout_ns: int, poll_ns: int, cancel_check: Op
     return code
 
 
-def _read_token(handle: Optional[int]) -> Optional[int]:
+async def _wait_async(handle: Optional[int], timeout_ns: int, poll_ns: int, owner: int,
+                      pending: Optional[Callable[[], object]] = None) -> int:
+    """Acquires for ``owner`` from an asyncio task, the task suspended (not the thread, not the
+    loop) while the core waits (sync_distributed_lock_lock_async_owner): up to timeout_ns (< 0:
+    forever; 0: one try); returns the C code. ``pending()`` is called if it must wait.
+    Cancelled, the acquire is withdrawn, and a grant that raced the cancellation is released
+    (_aio.acquire)."""
+    limit = deadline_ns(timeout_ns)
+
+    def start(fd: int, ref: Any) -> int:
+        code = _lock_async(handle, limit, poll_ns, fd, None, None, owner, ref)
+        if code == errno.EINPROGRESS and pending is not None:
+            pending()
+        return code
+    code, _ = await _aio.acquire(start, lambda _ref: _unlock_async(handle, owner))
+    return code
+
+
+def _read_token(handle: Optional[int], owner: int = 0) -> Optional[int]:
+    """The token of the calling thread's hold, or of ``owner``'s (nonzero), or None."""
     token = c_uint64()
-    return token.value if _token(handle, byref(token)) == 0 else None
+    code = _token_async(handle, owner, byref(token)) if owner else _token(handle, byref(token))
+    return token.value if code == 0 else None
 
 
 def _timeout(lock_file: str) -> "Timeout":

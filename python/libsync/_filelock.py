@@ -35,9 +35,10 @@ from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, TypeVar, Un
 import weakref
 from weakref import WeakValueDictionary
 
+from . import _aio
 from ._distributed import (_MAKE_PARENTS, _PROCESS_OWNED, _RECURSIVE, _RELEASE_ON_DESTROY, Holder, HoldEvent,
                                Timeout, _count, _event_handler, _Handle, _hold_state, _is_held, _lock, _path, _poll_ns, _raise_error, _raise_release_error,
-                               _read_holder, _read_token, _seconds_to_ns, _timeout, _unlock, _unlock_all, _wait,
+                               _read_holder, _read_token, _seconds_to_ns, _timeout, _unlock, _unlock_all, _wait, _wait_async,
                                canonical as _canonical, is_url)
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ _LOGGER = logging.getLogger("filelock")  # filelock's, so that a user's logging 
 _UNSET_MODE = -1
 _REMOVE_ON_RELEASE = 16  # sync_distributed_lock_create_with: release removes the empty lock directory
 _TAKE_OVER_FILE = 32  # ... and the plain file filelock's FileLock leaves behind is taken over, if nobody holds it
+_FAR = 2**62  # ns: an async wait's distant deadline (about 146 years)
 _singletons_lock = threading.RLock()
 # (the C RLock's _at_fork_reinit, which threading uses alike, is not in typeshed's stubs)
 os.register_at_fork(after_in_child=_singletons_lock._at_fork_reinit)  # type: ignore[attr-defined]
@@ -467,9 +469,11 @@ def _holds_through_another(task: "Optional[asyncio.Task[Any]]", key: str, lock: 
 
 
 class BaseAsyncFileLock(BaseFileLock):
-    """filelock's asyncio lock: ``async with lock:``. Waiting never blocks the event loop: each
-    try runs in ``executor`` (run_in_executor=True, the default: the file system may be slow)
-    or in the loop, and the waits between tries are ``asyncio.sleep``. As filelock's, one
+    """filelock's asyncio lock: ``async with lock:``. Waiting never blocks the event loop nor
+    polls: the task is suspended while the core waits, woken by the lock's release (inotify on
+    this host; docs/distributed_lock.md). Making the core object and releasing run in
+    ``executor`` (run_in_executor=True, the default) or in the loop; an acquire's first try (a
+    few system calls) runs in the loop. As filelock's, one
     object is shared by the process by default (thread_local=False): tasks sharing one object
     re-enter it; tasks with objects of their own exclude each other."""
 
@@ -507,44 +511,17 @@ class BaseAsyncFileLock(BaseFileLock):
             return function(*args)
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
-    async def _try(self, handle: Optional[int], poll: int) -> bool:
-        """One try (re-entry, or acquire, or take over a stale holder's lock). Cancelled while
-        it runs in the executor, it is undone when it finishes."""
-        if not self._run_in_executor:
-            return self._tried(_lock(handle, 0, poll))
-        outcome: dict[str, Optional[int]] = {"abandoned": False, "done": False, "code": None}
-        guard = threading.Lock()
-
-        def attempt() -> int:
-            code = _lock(handle, 0, poll)
-            with guard:
-                outcome["done"], outcome["code"] = True, code
-                if outcome["abandoned"] and code == 0:
-                    _unlock(handle)  # its task is gone: give the acquisition back
-            return code
-
-        try:
-            return self._tried(await asyncio.get_running_loop().run_in_executor(self._executor, attempt))
-        except asyncio.CancelledError:
-            with guard:
-                outcome["abandoned"] = True
-                if outcome["done"] and outcome["code"] == 0:
-                    _unlock(handle)
-            raise
-
-    def _tried(self, code: int) -> bool:
-        if code == errno.ETIMEDOUT:
-            return False
-        self._check(code, "acquire")
-        return True
-
     # (a coroutine here, as filelock's BaseAsyncFileLock.acquire and release, which override
     # BaseFileLock's the same way: not substitutable, by filelock's design)
     async def acquire(  # type: ignore[override]
             self, timeout: Optional[float] = None, poll_interval: Optional[float] = None, *,
             blocking: Optional[bool] = None,
             cancel_check: Optional[Callable[[], bool]] = None) -> AsyncAcquireReturnProxy:
-        """Acquires the lock (see BaseFileLock.acquire), waiting with asyncio.sleep."""
+        """Acquires the lock (see BaseFileLock.acquire). The task is suspended while another
+        holds it, the wait being the core's (sync_distributed_lock_lock_async): woken when the
+        lock is released on this host (inotify on its directory) or through this object, not
+        by polling; ``poll_interval`` only bounds how late it sees what nothing reports (a
+        holder on another NFS client, or one that died) and how often ``cancel_check`` is asked."""
         settings = self._settings
         timeout = settings.timeout if timeout is None else timeout
         blocking = settings.blocking if blocking is None else blocking
@@ -559,18 +536,29 @@ class BaseAsyncFileLock(BaseFileLock):
             _LOGGER.debug("Attempting to acquire lock %s on %s", id(self), self._lock_file)
             if timeout_ns < 0 and _holds_through_another(task, key, self):
                 self._check(errno.EDEADLK, "acquire")  # this task holds it through another object
+        # The holder the core records: the thread (thread_local: as filelock's, the thread
+        # holds), else the task (the process holds; the task only names whose wait it is).
+        owner = threading.get_native_id() if self._thread_local else _aio.owner()
         deadline = None if timeout_ns < 0 else loop.time() + timeout_ns / 1e9
-        while not await self._try(handle, poll):
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - loop.time())
+            # A bounded wait (a cancel_check is asked every poll_interval); an endless one is
+            # given a distant deadline: the deadlock between tasks is checked above, per task.
+            limit = _FAR if remaining is None else int(remaining * 1e9)
+            if cancel_check is not None:
+                limit = min(limit, poll)
+            code = await _wait_async(handle, limit, poll, owner, lambda: _LOGGER.debug(
+                "Lock %s not acquired on %s, waiting for its release ...", id(self), self._lock_file))
+            if code != errno.ETIMEDOUT:
+                break
             remaining = None if deadline is None else deadline - loop.time()
-            if remaining is not None and remaining <= 0:
+            if cancel_check is None or (remaining is not None and remaining <= 0):
                 _LOGGER.debug("Timeout on acquiring lock %s on %s", id(self), self._lock_file)
                 raise Timeout(self._lock_file)
-            if cancel_check is not None and cancel_check():
+            if cancel_check():
                 _LOGGER.debug("Cancellation requested for lock %s on %s", id(self), self._lock_file)
                 raise Timeout(self._lock_file)
-            nap = poll_seconds if remaining is None else min(poll_seconds, remaining)
-            _LOGGER.debug("Lock %s not acquired on %s, waiting %s seconds ...", id(self), self._lock_file, nap)
-            await asyncio.sleep(nap)
+        self._check(code, "acquire")
         if fresh and task is not None:
             _async_holders.setdefault(task, {})[key] = weakref.ref(self)
             self._holder_key = (weakref.ref(task), key)

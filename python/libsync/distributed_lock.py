@@ -66,12 +66,14 @@ from __future__ import annotations
 import errno
 import os
 from datetime import datetime
-from typing import Callable, Optional, cast
+from typing import Any, Callable, Optional, cast
 
+from . import _aio
 from ._distributed import (Holder, HoldEvent, LockBrokenError, LockLostError, LockPath, LockStolenError, NotLockedError,
-                           Timeout, _break, _event_handler, _Handle, _hold_state, _is_held, _path, _poll_ns,
-                           _raise_error, _raise_release_error, _read_holder, _read_token, _recover,
-                           _RELEASE_ON_DESTROY, _seconds_to_ns, _timeout, _try_lock, _unlock, _wait)
+                           Timeout, _break, _event_handler, _Handle, _hold_state, _is_held, _is_held_async, _path,
+                           _poll_ns, _raise_error, _raise_release_error, _read_holder, _read_token, _recover,
+                           _RELEASE_ON_DESTROY, _seconds_to_ns, _timeout, _try_lock, _unlock, _unlock_async, _wait,
+                           _wait_async)
 from ._filelock import (AcquireReturnProxy, AsyncAcquireReturnProxy, AsyncFileLock,
                         AsyncSoftFileLock, BaseAsyncFileLock, BaseFileLock, FileLock, SoftFileLock)
 from ._filelock_lease import AsyncSoftFileLease, LeaseCompromise, SoftFileLease
@@ -99,6 +101,18 @@ class _Acquired:
 
     def __exit__(self, *exc: object) -> None:
         self.lock.release()
+
+    async def __aenter__(self) -> "DistributedLock":
+        return self.lock
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
+def _task_owner() -> int:
+    """The running asyncio task's identity, or 0 outside one."""
+    task = _aio._current_task()
+    return 0 if task is None else id(task)
 
 
 class DistributedLock:
@@ -139,8 +153,11 @@ class DistributedLock:
     @property
     def token(self) -> Optional[int]:
         """The fencing token of the caller's hold (None when it does not hold the lock): larger
-        than the token of every earlier acquisition of the lock, whoever held it."""
-        return _read_token(self._handle.value)
+        than the token of every earlier acquisition of the lock, whoever held it. The caller is
+        the thread, or, for a hold taken with acquire_async, the task."""
+        token = _read_token(self._handle.value)
+        owner = _task_owner() if token is None else 0
+        return _read_token(self._handle.value, owner) if owner else token
 
     @property
     def path(self) -> str:
@@ -174,10 +191,35 @@ class DistributedLock:
         self._check(code, "acquire")
         return _Acquired(self)
 
+    async def acquire_async(self, timeout: Optional[float] = None, poll_interval: Optional[float] = None, *,
+                            blocking: bool = True) -> _Acquired:
+        """acquire() from an asyncio task: the same arguments, result and errors, but the task
+        is suspended (not the thread, not the event loop) while the lock is held elsewhere, and
+        the holder is the task (release it from the task: ``release()``, or leave
+        ``async with``). The wait is the core's: woken when a hold through this object ends
+        (another task's or thread's release) and, for a path, when the lock is released on this
+        host (inotify), else trying every ``poll_interval`` (docs/distributed_lock.md).
+        Cancelled (``task.cancel()``, ``asyncio.timeout``), the wait is withdrawn and the lock
+        not held: a grant that raced the cancellation is released."""
+        timeout = self.timeout if timeout is None else timeout
+        poll = _poll_ns(self.poll_interval if poll_interval is None else poll_interval)
+        timeout_ns = 0 if not blocking else _seconds_to_ns(timeout, "timeout")
+        code = await _wait_async(self._handle.value, timeout_ns, poll, _aio.owner())
+        if code == errno.ETIMEDOUT:
+            raise _timeout(self.path)
+        self._check(code, "acquire")
+        return _Acquired(self)
+
     def release(self) -> None:
-        """Releases the lock the caller holds. Raises NotLockedError, LockBrokenError or
-        LockStolenError (see the module doc)."""
-        _raise_release_error(_unlock(self._handle.value), self)
+        """Releases the lock the caller (the thread, or the task that took it with
+        acquire_async) holds. Raises NotLockedError, LockBrokenError or LockStolenError (see the
+        module doc)."""
+        code = _unlock(self._handle.value)
+        if code == errno.EPERM:  # a task's hold?
+            owner = _task_owner()
+            if owner:
+                code = _unlock_async(self._handle.value, owner)
+        _raise_release_error(code, self)
 
     unlock = release  # NSDistributedLock's name
 
@@ -208,9 +250,12 @@ class DistributedLock:
 
     @property
     def is_locked(self) -> bool:
-        """Whether the caller holds the lock through this object now (checked on disk: False
-        once it was broken)."""
-        return bool(_is_held(self._handle.value))
+        """Whether the caller (the thread, or in a task the task) holds the lock through this
+        object now (checked in the store: False once it was broken)."""
+        if _is_held(self._handle.value):
+            return True
+        owner = _task_owner()
+        return bool(owner and _is_held_async(self._handle.value, owner))
 
     def _check(self, code: int, operation: str) -> None:
         if code == errno.ESTALE:  # the caller's hold was lost: the core ended it now
@@ -223,6 +268,14 @@ class DistributedLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+    async def __aenter__(self) -> "DistributedLock":
+        """``async with lock:``: acquire_async() (the object's timeout) for the block."""
+        await self.acquire_async()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        _raise_release_error(_unlock_async(self._handle.value, _aio.owner()), self)
 
     def __repr__(self) -> str:
         return f"DistributedLock({self.path!r}, is_locked={self.is_locked})"

@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 // The async forms of the distributed lock (docs/async.md): a waiting task is suspended between
 // tries (Task.sleep), never parks a thread. Each try is the blocking wait's own
@@ -76,15 +77,28 @@ extension DistributedLock {
     }
 
     /// The async wait until the monotonic `deadline` (< 0: none): the blocking wait's tries
-    /// (`step`) and pauses (`PollBackoff`), the pauses suspending the task. 0, ETIMEDOUT, or an
-    /// errno of the last try (its message recorded on the current thread, with no await since);
-    /// throws `CancellationError`.
+    /// (`step`), the task suspended between them. 0, ETIMEDOUT, or an errno of the last try (its
+    /// message recorded on the current thread, with no await since); throws `CancellationError`.
     private func lockCode(deadline: Int64, pollInterval: Duration) async throws -> Int32 {
+        try await lockCode(deadline: deadline, pollNanoseconds: Deadline.nanoseconds(pollInterval), caller: Self.caller())
+    }
+
+    /// The async wait for `caller` (the holder it records: a task's identity, or the owner an
+    /// async acquire from C or Python names) until the monotonic `deadline` (< 0: none).
+    ///
+    /// Before each try a `WakeTicket` is armed (AsyncWake.swift): a hold through this object
+    /// ending in this process fires it, and on the file system so does any release of the lock
+    /// on this host (inotify). Found held where a ticket will tell of its release (this
+    /// object's other holder; the file system), the task sleeps on the ticket, and after at
+    /// most `pollNanoseconds` tries again anyway (a holder on another NFS client, or one that
+    /// died, is seen by a try); elsewhere (a server holder) it pauses by the blocking wait's
+    /// schedule (`PollBackoff`), a ticket still ending a pause early. 0, ETIMEDOUT, or an errno
+    /// of the last try (its message recorded on the current thread, with no await since);
+    /// throws `CancellationError` (a try that took the lock as the task was cancelled released).
+    package func lockCode(deadline: Int64, pollNanoseconds poll: Int64, caller: UInt) async throws -> Int32 {
         try Task.checkCancellation()
         DistributedLockMessage.clear()
-        let poll = Deadline.nanoseconds(pollInterval)
         if poll <= 0 { return EINVAL }
-        let caller = Self.caller()
         let side = sides.current()
         var backoff = PollBackoff(poll: poll, first: backend.firstPollNanoseconds)
         var first = true
@@ -93,6 +107,14 @@ extension DistributedLock {
             DistributedLockMessage.clear()
             if !first && Deadline.hasPassed(deadline) { return timedOut() }
             first = false
+            let ticket = WakeTicket()
+            side.wakes.add(ticket)
+            let watched = backend.armWake(ticket)
+            defer {
+                side.wakes.remove(ticket)
+                if watched { backend.disarmWake(ticket) }
+            }
+            let told: Bool  // a ticket will tell of the release
             switch step(side, deadline, caller, storeWaits: backend.queuesAsyncWaits) {
             case .done(let code):
                 if code == 0 && Task.isCancelled {
@@ -118,15 +140,92 @@ extension DistributedLock {
                     throw CancellationError()
                 }
                 return code == ETIMEDOUT ? timedOut() : code
-            case .heldHere, .busy: break
+            case .heldHere: told = true
+            case .busy: told = watched
             }
             let now = monotonicNow()
             if Deadline.hasPassed(deadline, now: now) {
                 DistributedLockMessage.clear()
                 return timedOut()
             }
-            let pause = backoff.next(until: deadline, now: now)
-            try await Task.sleep(nanoseconds: UInt64(pause))  // throws CancellationError when cancelled
+            let pause = told ? min(poll, Deadline.remaining(deadline, now: now) ?? poll) : backoff.next(until: deadline, now: now)
+            await ticket.wait(pause: max(0, pause))
+            try Task.checkCancellation()
         }
+    }
+}
+
+extension DistributedLock {
+    /// Whether an async acquire makes its first try on the caller's thread: a file system's try
+    /// is a few system calls; a server's is a round trip, which runs in the acquire's task.
+    var triesAtOnce: Bool { backend is FileBackend }
+
+    /// The first try of an async acquire for `caller`, on the caller's thread: its code when
+    /// the acquire ends with it (0 held; ETIMEDOUT held elsewhere and the monotonic `deadline`
+    /// passed; an errno), or nil when it must wait.
+    func firstTryCode(deadline: Int64, caller: UInt) -> Int32? {
+        DistributedLockMessage.clear()
+        let side = sides.current()
+        while true {
+            switch step(side, deadline, caller, storeWaits: false) {
+            case .done(let code): return code
+            case .again: continue
+            case .heldHere, .busy, .inStore: return Deadline.hasPassed(deadline) ? timedOut() : nil
+            }
+        }
+    }
+}
+
+/// An async acquire of a distributed lock started outside Swift's tasks (sync/async.h:
+/// sync_distributed_lock_lock_async): the async wait (`DistributedLock.lockCode`) runs in a
+/// task of its own for the holder the caller names, and reports its result once, unless it was
+/// cancelled first. A grant that races the cancellation is released by the task: the lock is
+/// never left held for a holder that gave up. No thread waits for it (the task is suspended
+/// between tries).
+package final class DistributedLockAcquire: Sendable {
+    /// EINPROGRESS while pending; then the acquire's result, or ECANCELED once cancelled.
+    package let result = Atomic<Int32>(EINPROGRESS)
+    private let task = Mutex<Task<Void, Never>?>(nil)
+
+    private init() {}
+
+    /// Starts acquiring `lock` for `holder` until the monotonic `deadline` (< 0: none),
+    /// polling a server holder every `pollNanoseconds` at most: (nil, code) when it ended at
+    /// once (0: `holder` holds it; ETIMEDOUT; EINVAL for a poll interval <= 0; the blocking
+    /// form's errors), or (acquire, EINPROGRESS): `completed` is then called once with the
+    /// result (0, ETIMEDOUT, an errno), on a thread of Swift's pool, unless `cancel` withdrew
+    /// it first. A file system's first try is made here, on the caller's thread.
+    package static func start(_ lock: DistributedLock, deadline: Int64, pollNanoseconds: Int64, holder: UInt,
+                              completed: @escaping @Sendable (Int32) -> Void) -> (DistributedLockAcquire?, Int32) {
+        DistributedLockMessage.clear()
+        if pollNanoseconds <= 0 { return (nil, EINVAL) }
+        if lock.triesAtOnce, let code = lock.firstTryCode(deadline: deadline, caller: holder) { return (nil, code) }
+        let acquire = DistributedLockAcquire()
+        let task = Task.detached {
+            let code: Int32
+            do {
+                code = try await lock.lockCode(deadline: deadline, pollNanoseconds: pollNanoseconds, caller: holder)
+            } catch {
+                code = ECANCELED
+            }
+            if acquire.result.compareExchange(expected: EINPROGRESS, desired: code, ordering: .acquiringAndReleasing).exchanged {
+                completed(code)
+            } else if code == 0 {
+                _ = lock.release(all: false, anyThread: false, caller: holder)  // granted as it was cancelled: given back
+            }
+        }
+        acquire.task.withLock { $0 = task }
+        return (acquire, EINPROGRESS)
+    }
+
+    /// Withdraws the acquire if it is pending: true (its result is ECANCELED, `completed` is
+    /// never called; a try under way that takes the lock releases it again), or false if it had
+    /// completed (`result` says how).
+    package func cancel() -> Bool {
+        guard result.compareExchange(expected: EINPROGRESS, desired: ECANCELED, ordering: .acquiringAndReleasing).exchanged else {
+            return false
+        }
+        task.withLock { $0 }?.cancel()
+        return true
     }
 }

@@ -490,11 +490,15 @@ public final class DistributedLock: Sendable {
     /// does not hold it through this object); ESTALE (the hold was lost meanwhile: broken, lease
     /// expired, session ended); EBUSY (lost, and someone else holds it now); or another errno
     /// (still held: retry).
-    package func unlockCode() -> Int32 { release(all: false, anyThread: false) }
+    package func unlockCode(caller: UInt = DistributedLock.caller()) -> Int32 {
+        release(all: false, anyThread: false, caller: caller)
+    }
 
     /// Releases the caller's hold whatever its count (filelock's `release(force=True)`); codes
     /// as `unlockCode`.
-    package func unlockAllCode() -> Int32 { release(all: true, anyThread: false) }
+    package func unlockAllCode(caller: UInt = DistributedLock.caller()) -> Int32 {
+        release(all: true, anyThread: false, caller: caller)
+    }
 
     /// Runs `body` with a session of this process, or, while another thread of the object
     /// waits in the store through it, with a session of its own for the call.
@@ -543,11 +547,11 @@ public final class DistributedLock: Sendable {
     /// once it was broken, its lease lost or its session ended). While the object neither holds
     /// nor waits, it also withdraws what an interrupted interruptible wait left for its next call
     /// (`withdrawWait`): a caller that gives such a wait up calls this, which never waits.
-    package func isHeldByCaller() -> Bool {
+    package func isHeldByCaller(_ caller: UInt = DistributedLock.caller()) -> Bool {
         guard let side = sides.ifCurrent() else { return false }
         return side.state.withLock { s in
             if !s.held && !s.waiting { s.session.withdrawWait() }
-            return heldByCaller(s) && s.session.holds()
+            return heldByCaller(s, caller) && s.session.holds()
         }
     }
 
@@ -566,16 +570,16 @@ public final class DistributedLock: Sendable {
 
     /// The fencing token of the caller's hold: (token, 0), or (0, EPERM) when the caller does
     /// not hold the lock through this object.
-    package func tokenCode() -> (UInt64, Int32) {
+    package func tokenCode(caller: UInt = DistributedLock.caller()) -> (UInt64, Int32) {
         guard let side = sides.ifCurrent() else { return (0, EPERM) }
-        return side.state.withLock { s in heldByCaller(s) ? (s.session.token, 0) : (0, EPERM) }
+        return side.state.withLock { s in heldByCaller(s, caller) ? (s.session.token, 0) : (0, EPERM) }
     }
 
     /// How many of the caller's acquisitions through this object are not yet released (0 when
     /// it does not hold it).
-    package func countHeldByCaller() -> Int {
+    package func countHeldByCaller(_ caller: UInt = DistributedLock.caller()) -> Int {
         guard let side = sides.ifCurrent() else { return 0 }
-        return side.state.withLock { s in heldByCaller(s) ? s.depth : 0 }
+        return side.state.withLock { s in heldByCaller(s, caller) ? s.depth : 0 }
     }
 
     /// Whether any thread of this process holds the lock through this object (its bookkeeping

@@ -52,6 +52,10 @@ struct FileBackend: LockBackend {
     }
 
     func makeSession(_ me: ProcessIdentity) -> any LockSession { FileSession(directory, me) }
+
+    /// inotify on the parent directory (AsyncWake.swift: `FileWatch`).
+    func armWake(_ ticket: WakeTicket) -> Bool { FileWatch.process.current().arm(directory, ticket) }
+    func disarmWake(_ ticket: WakeTicket) { FileWatch.process.current().disarm(directory, ticket) }
 }
 
 /// A process's hold on disk: the holder entry, and the object's carrier.

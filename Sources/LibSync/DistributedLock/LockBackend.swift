@@ -18,6 +18,11 @@ protocol LockBackend: Sendable {
     var firstPollNanoseconds: Int64? { get }
     /// A session for one process's side of one object (not connected yet).
     func makeSession(_ me: ProcessIdentity) -> any LockSession
+    /// Arms `ticket` to be fired when the store tells this process that the lock may be free
+    /// (AsyncWake.swift): true if armed (`disarmWake` it after the wait); false if the store
+    /// tells nothing (the async wait polls). (Default: false.)
+    func armWake(_ ticket: WakeTicket) -> Bool
+    func disarmWake(_ ticket: WakeTicket)
 }
 
 /// One process's access to the store for one object: its connection, its hold and the hold's
@@ -75,6 +80,8 @@ extension LockSession {
 
 extension LockBackend {
     var queuesAsyncWaits: Bool { false }
+    func armWake(_ ticket: WakeTicket) -> Bool { false }
+    func disarmWake(_ ticket: WakeTicket) {}
 }
 
 // MARK: Helpers of the backends

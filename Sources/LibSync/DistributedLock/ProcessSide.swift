@@ -97,7 +97,13 @@ final class ProcessSide: ProcessBound, @unchecked Sendable {
 
     /// Wakes one sleeper, if any: it tries to acquire, and passes the wakeup on if it leaves
     /// without the lock.
-    func wakeOne() { room.wake(count: 1) }
+    func wakeOne() {
+        room.wake(count: 1)
+        wakes.fireAll()
+    }
+
+    /// The async waits of the object's tasks (AsyncWake.swift): fired with every `wakeOne`.
+    let wakes = WakeList()
 
     /// Which thread holds which lock through which object, in this process: a thread that would
     /// wait forever for a lock it holds through another object gets EDEADLK instead.
