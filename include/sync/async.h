@@ -357,6 +357,8 @@ int sync_barrier_wait_async(void *barrier, int64_t deadline_ns, int event_fd, sy
  * out, cancelled); EINVAL (NULL).
  */
 int sync_async_index(sync_async_t *handle, uint32_t *index);
+
+/*
  * The distributed lock (LIBSYNC_1.7_DISTASYNC): a sync_distributed_lock_t (sync/distributed_lock.h)
  * acquired from an event loop. The wait runs in libsync (a Swift task suspended between tries:
  * no thread of the caller's, and no thread per pending acquire): it tries as
