@@ -45,7 +45,7 @@ import Synchronization
 
     /// Step 2's waiter: done once the signal took the waiter (private: its state word is
     /// `signalled`; shared: the sequence moved since it entered).
-    final class SignalWaiter: AsyncWaiter, @unchecked Sendable {
+    package final class SignalWaiter: AsyncWaiter, @unchecked Sendable {
         let slot: Waiter
         let sequenceWord: MutexWord.Word?
 
@@ -56,9 +56,9 @@ import Synchronization
                        keepAlive: keepAlive)
         }
 
-        override var inOrder: Bool { false }
+        override package var inOrder: Bool { false }
 
-        override func attempt(_ runtime: AsyncRuntime, observed: inout UInt32) -> Int32 {
+        override package func attempt(_ runtime: AsyncRuntime, observed: inout UInt32) -> Int32 {
             if let sequenceWord {
                 let now = sequenceWord.pointee.load(ordering: .sequentiallyConsistent)
                 if now != slot.sequence {
