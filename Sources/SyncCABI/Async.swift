@@ -23,6 +23,8 @@ final class AsyncAcquire: @unchecked Sendable {
     var waiter: AsyncWaiter?
     /// A condition variable's wait (kind `.condition`; AsyncCondition.swift).
     var conditionWait: AsyncCondition.Operation?
+    /// A condition wait's delivery: 0 pending, 1 being delivered, 2 abandoned, 3 delivered.
+    let delivery = Atomic<Int>(0)
     /// The holder the core records for a lock this acquire takes: the caller's owner
     /// (sync_mutex_lock_async_owner), or the handle itself (its address).
     private(set) var identity: UInt = 0

@@ -18,7 +18,7 @@ func condWaitAsync(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?,
     let wait = AsyncCondition.Operation(c, mutex: word, holder: holder, deadline: Deadline.until(deadline), keepAlive: nil)
     acquire.conditionWait = wait
     out.pointee = acquire.handle
-    if let result = wait.start({ [acquire] code in acquire.completed(code) }) {
+    if let result = wait.start({ [acquire] code in deliver(acquire, code) }) {
         out.pointee = nil
         retained.release()
         return result
@@ -67,4 +67,35 @@ public func c_sync_condition_wait_async_owner(_ c: UnsafeMutableRawPointer?, _ o
         return EINVAL
     }
     return condWaitAsync(cv, m, holder: owner, deadline, fd, callback, context, out)
+}
+
+/// Delivers a condition wait's completion, unless it was abandoned: then the mutex, held again
+/// for nobody who will run, is released, and the handle freed.
+func deliver(_ acquire: AsyncAcquire, _ code: Int32) {
+    if acquire.delivery.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing).exchanged {
+        acquire.completed(code)
+        acquire.delivery.store(3, ordering: .releasing)
+        return
+    }
+    giveBack(acquire, code)
+    Unmanaged.passUnretained(acquire).release()
+}
+
+/// Releases the mutex a condition wait that completed with `code` holds again (every result but
+/// ENOTRECOVERABLE).
+func giveBack(_ acquire: AsyncAcquire, _ code: Int32) {
+    if code != ENOTRECOVERABLE { _ = AsyncHold.unlock(acquire.word, holder: acquire.identity) }
+}
+
+@_cdecl("sync_async_abandon")
+public func c_sync_async_abandon(_ handle: OpaquePointer?) -> Int32 {
+    guard let acquire = AsyncAcquire.from(handle), let wait = acquire.conditionWait else { return EINVAL }
+    wait.cancel()
+    if acquire.delivery.compareExchange(expected: 0, desired: 2, ordering: .acquiringAndReleasing).exchanged {
+        return 0  // its completion releases the mutex and frees the handle
+    }
+    while acquire.delivery.load(ordering: .acquiring) != 3 { sched_yield() }  // a delivery under way ends first
+    giveBack(acquire, acquire.result.load(ordering: .acquiring))
+    Unmanaged.passUnretained(acquire).release()
+    return 0
 }

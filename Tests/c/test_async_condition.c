@@ -158,6 +158,44 @@ static void test_cancel_and_timeout(void) {
     close(efd);
 }
 
+/* Abandoned (its loop is closing): nothing delivered, the mutex released again once retaken. */
+static void test_abandon(void) {
+    sync_cond_t cond = SYNC_COND_INIT;
+    sync_mutex_t m = SYNC_MUTEX_INIT;
+    int efd = eventfd(0, EFD_CLOEXEC);
+    uintptr_t owner = 9;
+    sync_async_t *w = NULL;
+    CHECK_EQ(sync_async_abandon(NULL), EINVAL);
+    /* Pending, the mutex taken by a thread meanwhile: the re-acquire completes after its release. */
+    CHECK_EQ(sync_mutex_try_lock_async(&m, owner), 0);
+    CHECK_EQ(sync_cond_wait_async_owner(&cond, &m, owner, -1, efd, NULL, NULL, &w), EINPROGRESS);
+    CHECK_EQ(sync_mutex_lock(&m), 0);
+    CHECK_EQ(sync_async_abandon(w), 0);
+    CHECK_EQ(sync_mutex_unlock(&m), 0);
+    int taken = 0;
+    WAIT_UNTIL((taken = sync_mutex_try_lock(&m) == 0));  /* retaken for the owner, then released */
+    CHECK_EQ(sync_mutex_unlock(&m), 0);
+    CHECK(!readable(efd));
+    CHECK_EQ(cond._waiters, 0u);
+    /* Completed (signalled, held again), then abandoned: released. */
+    CHECK_EQ(sync_mutex_try_lock_async(&m, owner), 0);
+    CHECK_EQ(sync_cond_wait_async_owner(&cond, &m, owner, -1, efd, NULL, NULL, &w), EINPROGRESS);
+    CHECK_EQ(sync_cond_signal(&cond), 0);
+    await_completion(efd);
+    CHECK_EQ(sync_async_result(w), 0);
+    CHECK_EQ(sync_mutex_try_lock(&m), EBUSY);
+    CHECK_EQ(sync_async_abandon(w), 0);
+    CHECK_EQ(sync_mutex_try_lock(&m), 0);
+    CHECK_EQ(sync_mutex_unlock(&m), 0);
+    /* Another kind of handle: EINVAL. */
+    sync_async_t *lock = NULL;
+    CHECK_EQ(sync_mutex_lock_async(&m, -1, -1, NULL, NULL, &lock), 0);
+    CHECK_EQ(sync_async_abandon(lock), EINVAL);
+    CHECK_EQ(sync_async_unlock(&m, lock), 0);
+    CHECK_EQ(sync_async_free(lock), 0);
+    close(efd);
+}
+
 /* sync_condition_t: its mutex taken with sync_mutex_lock_async(condition); a blocked thread's
  * wait and the event loop's share its queue; a broadcast wakes both. */
 static void test_condition_type(void) {
@@ -326,6 +364,7 @@ int main(void) {
     test_signal_completes_once_the_mutex_is_held(0);
     test_signal_completes_once_the_mutex_is_held(1);
     test_cancel_and_timeout();
+    test_abandon();
     test_condition_type();
     test_producers_and_consumers(0);
     test_producers_and_consumers(1);

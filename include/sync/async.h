@@ -411,6 +411,16 @@ int sync_condition_wait_async(void *condition, sync_async_t *holder, int64_t dea
 int sync_condition_wait_async_owner(void *condition, uintptr_t owner, int64_t deadline_ns, int event_fd,
                                     sync_async_callback_fn callback, void *context, sync_async_t **handle);
 
+/**
+ * Gives up a condition wait whose holder will never run again (its event loop is closing): the
+ * wait is cancelled, nothing more is delivered (no eventfd write, no callback, once this
+ * returns), the mutex taken again for the holder is released again at once, and the handle is
+ * freed (do not use it afterwards), now or when the re-acquire completes. Pending or completed
+ * (and not yet freed) alike: 0. EINVAL for NULL or a handle of another kind (cancel those with
+ * sync_async_cancel, then release and free them).
+ */
+int sync_async_abandon(sync_async_t *handle);
+
 #ifdef __cplusplus
 }
 #endif
