@@ -99,3 +99,10 @@ public func c_sync_async_abandon(_ handle: OpaquePointer?) -> Int32 {
     Unmanaged.passUnretained(acquire).release()
     return 0
 }
+
+@_cdecl("sync_cond_signal_checked_async")
+public func c_sync_cond_signal_checked_async(_ c: UnsafeMutableRawPointer?, _ m: UnsafeMutableRawPointer?, _ owner: UInt,
+                                             _ count: UInt32) -> Int32 {
+    guard let c = lockMemory(c), let m = lockWord(m) else { return EINVAL }
+    return AsyncCondition.wake(c, holding: m, holder: owner, count: count)
+}

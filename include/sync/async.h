@@ -412,6 +412,13 @@ int sync_condition_wait_async_owner(void *condition, uintptr_t owner, int64_t de
                                     sync_async_callback_fn callback, void *context, sync_async_t **handle);
 
 /**
+ * As sync_cond_signal_checked for a mutex held for `owner` (or a handle cast to uintptr_t):
+ * wakes up to `count` waiters if `owner` holds `mutex` (a SYNC_MUTEX_UNOWNED one: if it is
+ * held); EPERM, waking nobody, if not; EINVAL.
+ */
+int sync_cond_signal_checked_async(void *cond, void *mutex, uintptr_t owner, uint32_t count);
+
+/**
  * Gives up a condition wait whose holder will never run again (its event loop is closing): the
  * wait is cancelled, nothing more is delivered (no eventfd write, no callback, once this
  * returns), the mutex taken again for the holder is released again at once, and the handle is

@@ -43,6 +43,14 @@ import Synchronization
             && asyncHolds.holder(of: UInt(bitPattern: mutex)) == holder
     }
 
+    /// Wakes up to `count` waiters if `holder` may wait with `mutex` (`holds`): 0, or EPERM
+    /// waking nobody (ConditionWord.wake(_:holding:count:) for an async holder).
+    package static func wake(_ base: UnsafeMutableRawPointer, holding mutex: MutexWord.Word, holder: UInt,
+                             count: UInt32) -> Int32 {
+        guard holds(mutex, holder: holder) else { return EPERM }
+        return ConditionWord.wake(base, count: count)
+    }
+
     /// Step 2's waiter: done once the signal took the waiter (private: its state word is
     /// `signalled`; shared: the sequence moved since it entered).
     package final class SignalWaiter: AsyncWaiter, @unchecked Sendable {
