@@ -171,9 +171,17 @@ static void test_abandon(void) {
     CHECK_EQ(sync_cond_wait_async_owner(&cond, &m, owner, -1, efd, NULL, NULL, &w), EINPROGRESS);
     CHECK_EQ(sync_mutex_lock(&m), 0);
     CHECK_EQ(sync_async_abandon(w), 0);
+    /* Queued behind the abandoned wait's re-acquire (FIFO): granted once that gave it back. */
+    int next_fd = eventfd(0, EFD_CLOEXEC);
+    sync_async_t *next = NULL;
+    CHECK_EQ(sync_mutex_lock_async(&m, -1, next_fd, NULL, NULL, &next), EINPROGRESS);
     CHECK_EQ(sync_mutex_unlock(&m), 0);
-    int taken = 0;
-    WAIT_UNTIL((taken = sync_mutex_try_lock(&m) == 0));  /* retaken for the owner, then released */
+    await_completion(next_fd);
+    CHECK_EQ(sync_async_result(next), 0);
+    CHECK_EQ(sync_async_unlock(&m, next), 0);
+    CHECK_EQ(sync_async_free(next), 0);
+    close(next_fd);
+    CHECK_EQ(sync_mutex_try_lock(&m), 0);
     CHECK_EQ(sync_mutex_unlock(&m), 0);
     CHECK(!readable(efd));
     CHECK_EQ(cond._waiters, 0u);
