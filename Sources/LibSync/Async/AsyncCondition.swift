@@ -126,9 +126,14 @@ import Synchronization
         /// holds the mutex again (possibly before `start` returns).
         package func start(_ done: @escaping @Sendable (Int32) -> Void) -> Int32? {
             guard holds(mutex, holder: holder) else { return EPERM }
-            let entered = ConditionWord.enter(base, slot)
-            guard entered == 0 else { return entered }
+            // Counted before it can be signalled: a wake that takes it sees the count (the
+            // bucket's lock orders them) and pokes the waker.
             AsyncCondition.waiting.add(1, ordering: .relaxed)
+            let entered = ConditionWord.enter(base, slot)
+            guard entered == 0 else {
+                AsyncCondition.waiting.subtract(1, ordering: .relaxed)
+                return entered
+            }
             if AsyncHold.unlock(mutex, holder: holder) != 0 {  // not held any more: someone else released it
                 _ = leave(cancelled: true)
                 return EPERM
