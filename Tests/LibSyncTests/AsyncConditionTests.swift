@@ -421,4 +421,30 @@ final class AsyncConditionTests: XCTestCase {
         for waiter in waiters { try await waiter.value }
         XCTAssertEqual(Set(order.woken), Set(0..<6))
     }
+
+    /// SyncCondition (NSCondition): a task locks and waits, a thread signals; timeouts hold the
+    /// lock again.
+    func testSyncConditionAsyncForms() async throws {
+        let condition = SyncCondition(), state = State()
+        let waiter = Task { () -> Bool in
+            try await condition.lock()
+            state.ready = 1
+            while !state.go { try await condition.wait() }
+            let timedOut = try await condition.wait(timeout: .zero) == false
+            try condition.unlock()
+            return timedOut
+        }
+        _ = await until("the waiter waits") { AsyncRuntime.current.pendingCount == 1 }
+        let thread = JoinableThread {
+            try! condition.lock()
+            state.go = true
+            condition.signal()
+            try! condition.unlock()
+        }
+        thread.join()
+        let timedOut = try await waiter.value
+        XCTAssertTrue(timedOut)
+        XCTAssertTrue(condition.tryLock())
+        try condition.unlock()
+    }
 }

@@ -269,3 +269,32 @@ final class KeepBoth: @unchecked Sendable {
         self.second = second
     }
 }
+
+/// The async forms of `SyncCondition` (a mutex and a condition variable in one): a task takes
+/// its lock with `try await lock()` and waits with `try await wait()`; `unlock()`, `signal()`
+/// and `broadcast()` are the blocking type's (they never wait).
+extension SyncCondition {
+    /// Takes the lock for the calling task, suspending it while the lock is held. Throws
+    /// `CancellationError` if the task is cancelled first (not held), `.wouldDeadlock` if the
+    /// task holds it already.
+    nonisolated(nonsending) public func lock() async throws {
+        var (result, task) = AsyncMutex.start(mutex, deadline: Deadline.none)
+        if result == nil { result = await AsyncMutex.wait(mutex, deadline: Deadline.none, task: task, keepAlive: memory) }
+        if result == ECANCELED { throw CancellationError() }
+        _ = try taken(result!)
+    }
+
+    /// Waits for a signal with the lock held by the calling task (taken with `lock()` async),
+    /// suspending the task; the task holds the lock again when this returns or throws (as
+    /// `SyncConditionVariable.wait(on:)`). Throws `CancellationError`, or `.notOwner` without
+    /// waiting.
+    nonisolated(nonsending) public func wait() async throws {
+        try AsyncWait.check(await AsyncCondition.wait(condition, mutex: mutex, deadline: Deadline.none, keepAlive: memory))
+    }
+
+    /// As `wait()` for at most `timeout`; false if it timed out (holding the lock again).
+    nonisolated(nonsending) public func wait(timeout: Duration) async throws -> Bool {
+        try AsyncWait.timed(await AsyncCondition.wait(condition, mutex: mutex, deadline: Deadline.after(timeout),
+                                                     keepAlive: memory))
+    }
+}
