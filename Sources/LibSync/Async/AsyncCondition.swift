@@ -96,6 +96,11 @@ import Synchronization
         let signalWaiter: SignalWaiter
         /// The completion of a wait that `start` left pending (nil until then).
         private var done: (@Sendable (Int32) -> Void)?
+        /// The result of a pending wait, stored (releasing) by the thread that took the mutex
+        /// again for the holder before `done` is called: the holder reads it (acquiring) and so
+        /// sees everything the mutex's previous holder did, whatever thread resumes it
+        /// (ThreadSanitizer sees the edge too, which a continuation's resume does not show it).
+        package let outcome = Atomic<Int32>(EINPROGRESS)
 
         /// `holder`: the mutex's holder (a task's identity, or a C owner or handle); `keepAlive`
         /// owns the variable's and the mutex's memory while the wait lasts.
@@ -187,6 +192,7 @@ import Synchronization
         }
 
         private func finish(_ result: Int32) {
+            outcome.store(result, ordering: .releasing)
             let done = self.done
             self.done = nil
             done?(result)
@@ -207,16 +213,16 @@ import Synchronization
         guard holds(mutex, holder: task) else { return EPERM }
         if cancelled { return ECANCELED }
         let operation = Operation(base, mutex: mutex, holder: task, deadline: deadline, keepAlive: keepAlive)
-        let result = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
-                if let result = operation.start({ continuation.resume(returning: $0) }) {
+        let atOnce = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Int32?, Never>) in
+                if let result = operation.start({ _ in continuation.resume(returning: nil) }) {
                     continuation.resume(returning: result)
                 }
             }
         } onCancel: {
             operation.cancel()
         }
-        return result
+        return atOnce ?? operation.outcome.load(ordering: .acquiring)
     }
 }
 
