@@ -5,6 +5,7 @@ libsync's Lock and Mutex. The task holds the lock again whenever the wait return
 to a cancelled waiter; a broadcast reaches 1,000+ waiting tasks; a loop closed with a wait pending
 leaves the lock free."""
 import asyncio
+import ctypes
 import errno
 import gc
 import math
@@ -37,7 +38,7 @@ def pending(loop=None):
 def held_by_task(lock):
     """Whether the running task holds a Mutex (async form) / a Lock is held at all."""
     if isinstance(lock, Mutex):
-        owner = id(asyncio.current_task())
+        owner = ctypes.c_size_t(id(asyncio.current_task()))
         code = _locks._mutex_try_lock_async(lock._p, owner)
         if code == 0:  # it was free: taken now, given back
             _locks._mutex_unlock_async(lock._p, owner)
