@@ -136,6 +136,8 @@ PAGES = {
                                          "sync_async_unlock_with", "sync_condition_lock_try_lock_async",
                                          "sync_condition_lock_unlock_async"), ("SyncConditionLock",), ()),
             Row("async barrier wait", ("sync_barrier_wait_async", "sync_async_index"), ("SyncBarrier",), ()),
+            Row("async condition wait", ("sync_cond_wait_async", "sync_condition_wait_async", "sync_cond_signal_checked_async",
+                                         "sync_async_abandon"), ("SyncConditionVariable",), ()),
             Row("async mutex acquire", ("sync_mutex_lock_async", "sync_mutex_try_lock_async", "sync_mutex_unlock_async", "sync_mutex_unlock_local",
                                         "sync_mutex_consistent_async", "sync_async_"), ("SyncMutex",), ()),
         ]),

@@ -11,7 +11,7 @@ public typealias AsyncCallback = @convention(c) (OpaquePointer?, Int32, UnsafeMu
 
 final class AsyncAcquire: @unchecked Sendable {
     /// What the handle waits for (AsyncPrimitives.swift has the other kinds' functions).
-    enum Kind { case mutex, read, write, semaphore, event, conditionLock, barrier, distributed }
+    enum Kind { case mutex, read, write, semaphore, event, conditionLock, barrier, distributed, condition }
 
     /// The primitive's memory (for the mutex, its word).
     let word: UnsafeMutablePointer<Atomic<UInt32>>
@@ -25,6 +25,10 @@ final class AsyncAcquire: @unchecked Sendable {
     /// wait (nil if it completed at once).
     var distributedLock: DistributedLock?
     var distributed: DistributedLockAcquire?
+    /// A condition variable's wait (kind `.condition`; AsyncCondition.swift).
+    var conditionWait: AsyncCondition.Operation?
+    /// A condition wait's delivery: 0 pending, 1 being delivered, 2 abandoned, 3 delivered.
+    let delivery = Atomic<Int>(0)
     /// The holder the core records for a lock this acquire takes: the caller's owner
     /// (sync_mutex_lock_async_owner), or the handle itself (its address).
     private(set) var identity: UInt = 0
@@ -56,7 +60,7 @@ final class AsyncAcquire: @unchecked Sendable {
         case .mutex: holdsItself && AsyncRuntime.current.holder(of: UInt(bitPattern: word)) == identity
         case .read, .write:
             holdsItself && (holdsRead.load(ordering: .acquiring) || AsyncRWLock.isWriteLocked(memory, by: identity))
-        case .semaphore, .event, .barrier: false
+        case .semaphore, .event, .barrier, .condition: false
         case .conditionLock: holdsItself && AsyncConditionLock.isHeld(memory, by: identity)
         case .distributed:  // (a cancelled acquire's racing grant is the core's to give back)
             holdsItself && result.load(ordering: .acquiring) == 0 && (distributedLock?.countHeldByCaller(identity) ?? 0) > 0
@@ -174,6 +178,7 @@ public func c_sync_async_result(_ handle: OpaquePointer?) -> Int32 {
 public func c_sync_async_cancel(_ handle: OpaquePointer?) -> Int32 {
     guard let acquire = AsyncAcquire.from(handle) else { return EINVAL }
     if acquire.kind == .distributed { return cancelDistributed(acquire) }
+    if let wait = acquire.conditionWait { return wait.cancel() ? 0 : EALREADY }  // its completion follows
     guard let waiter = acquire.waiter, AsyncRuntime.current.cancel(waiter, notify: false) else {
         // Completed: its result is known (the core stored it as the waiter left its queue),
         // even if its delivery (eventfd, callback) is still under way on another thread.
@@ -198,7 +203,7 @@ public func c_sync_async_unlock(_ m: UnsafeMutableRawPointer?, _ handle: OpaqueP
     switch acquire.kind {
     case .mutex: return AsyncHold.unlock(word, holder: acquire.identity)
     case .read, .write: return releaseRWLock(acquire, m!)
-    case .semaphore, .event, .barrier: return EPERM
+    case .semaphore, .event, .barrier, .condition: return EPERM
     case .conditionLock: return AsyncConditionLock.unlock(m!, holder: acquire.identity, condition: nil)
     case .distributed: return releaseDistributed(acquire, m!)
     }

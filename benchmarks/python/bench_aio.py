@@ -4,6 +4,8 @@ user would pick, measured in the same run, the rows taking turns:
                thread's CPU time;
   handoff      one task releases, the task waiting for the lock in the same loop runs holding
                it: the time between (goal: at most 1.5x asyncio.Lock's);
+  notify       a task notifies a Condition and releases its lock, the task waiting on it in the
+               same loop runs holding the lock: the time between, against asyncio.Condition;
   processes    another process releases, the task waiting in this one runs holding it (goal:
                100 µs at the median), against filelock's AsyncFileLock (polls) and redis-py's
                asyncio Lock (polls; a private server from scripts/servers.sh, or
@@ -24,6 +26,7 @@ from pathlib import Path
 from harness import QUICK, _emit
 
 from libsync import _aio
+from libsync.conditions import Condition
 from libsync.locks import Lock, Mutex
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +75,7 @@ async def uncontended():
 
 def queued(lock):
     """Whether a task waits for `lock` (asyncio.Lock's own queue, or libsync's pending acquires)."""
-    if isinstance(lock, asyncio.Lock):
+    if lock is not None and isinstance(lock, asyncio.Lock):
         return bool(lock._waiters)
     waits = _aio._loops.get(id(asyncio.get_running_loop()))
     return bool(waits and waits.pending)
@@ -103,6 +106,38 @@ async def handoff():
             times.append(await handoff_once(lock))
     report("asyncio: handoff to a waiting task of the same loop (release -> the waiter runs holding it)",
            [(name, times) for (name, _), times in zip(rows, samples)], unit="µs")
+
+
+# ---- condition: notify, then the waiting task runs holding the lock ---------------------------
+
+async def notify_once(cond):
+    got = []
+    peer = isinstance(cond, asyncio.Condition)
+
+    async def waiter():
+        async with cond:
+            await (cond.wait() if peer else cond.wait_async())
+            got.append(clock())
+
+    task = asyncio.create_task(waiter())
+    while not (cond._waiters if peer else queued(None)):
+        await asyncio.sleep(0)
+    async with cond:
+        start = clock()
+        cond.notify()
+    await task
+    return got[0] - start
+
+
+async def notify():
+    rows = [("asyncio.Condition (peer)", asyncio.Condition()), ("libsync Condition(Lock())", Condition(Lock())),
+            ("libsync Condition(Mutex())", Condition(Mutex()))]
+    samples = [[] for _ in rows]
+    for _ in range(100 if QUICK else 2000):
+        for (_, cond), times in zip(rows, samples):
+            times.append(await notify_once(cond))
+    report("asyncio: notify to a task waiting on a Condition of the same loop (notify, release -> the waiter runs "
+           "holding the lock)", [(name, times) for (name, _), times in zip(rows, samples)], unit="µs")
 
 
 # ---- across processes ------------------------------------------------------------------------
@@ -226,6 +261,7 @@ async def across_processes(redis_url):
 def main():
     asyncio.run(uncontended())
     asyncio.run(handoff())
+    asyncio.run(notify())
     given = os.environ.get("LIBSYNC_TEST_SERVERS")
     servers = Path(given) if given else Path(tempfile.mkdtemp(prefix="libsync-bench-servers-"))
     script = ROOT / "scripts" / "servers.sh"

@@ -433,6 +433,77 @@ bool sync_distributed_lock_is_held_async(const struct sync_distributed_lock *loc
 /** The fencing token of `owner`'s hold into *token: 0, EPERM (not held by it), EINVAL. */
 int sync_distributed_lock_token_async(const struct sync_distributed_lock *lock, uintptr_t owner, uint64_t *token);
 
+/*
+ * Condition variables (LIBSYNC_1.7_CONDVARASYNC): a wait by the holder of a mutex taken through
+ * this API (the handle of sync_mutex_lock_async, or an owner of sync_mutex_lock_async_owner),
+ * as sync_cond_wait does for a thread: it enters the variable's queue, releases the mutex, waits
+ * for a signal without a thread, then takes the mutex again for the same holder; it completes
+ * (eventfd, callback) only once the holder holds the mutex again, whatever ended the wait.
+ * sync_cond_signal, sync_cond_signal_count and sync_cond_broadcast, from any thread, wake these
+ * waits and blocked threads alike, oldest first (a process-private variable: exactly
+ * min(n, waiting); a SYNC_PROCESS_SHARED one may wake more, as sync_cond_wait there).
+ *
+ * Completed results: 0 (signalled), ETIMEDOUT, ECANCELED; or the re-acquire's EOWNERDEAD (a
+ * robust mutex, held again from a dead holder: repair it) or ENOTRECOVERABLE (not held). A
+ * signal that raced the deadline counts (0). The handle holds nothing (sync_async_unlock:
+ * EPERM); the mutex is the holder's, as before the wait.
+ *
+ * sync_async_cancel on such a handle ends the wait for a signal but not the re-acquire: it
+ * returns 0 (withdrawn: the result will be ECANCELED, or the re-acquire's failure) or EALREADY
+ * (a signal or the deadline had ended it: that result stands), and in both cases the
+ * completion is still delivered, once the mutex is held again (possibly inside
+ * sync_async_cancel, on the calling thread, if the mutex is free). Wait for it before
+ * sync_async_free (EBUSY until then). A signal that took a wait as it was cancelled is passed
+ * on: the variable is signalled once more.
+ */
+
+/**
+ * Starts waiting on `cond` (a sync_cond_t) with `mutex`, which `holder` (a completed handle of
+ * sync_mutex_lock_async) holds, until `deadline_ns` (a deadline at or before now releases the
+ * mutex and takes it again, as sync_cond_wait_until). Returns EINPROGRESS with *handle set
+ * (completion as above), or with *handle NULL: the result of a wait that ended at once (a
+ * passed deadline: ETIMEDOUT, 0, EOWNERDEAD, ENOTRECOVERABLE, the mutex released and taken
+ * again), EPERM (`holder` does not hold `mutex`: nothing done), EINVAL (NULL or misaligned
+ * pointer, `holder` not a mutex's handle, impossible words).
+ */
+int sync_cond_wait_async(void *cond, void *mutex, sync_async_t *holder, int64_t deadline_ns, int event_fd,
+                         sync_async_callback_fn callback, void *context, sync_async_t **handle);
+
+/**
+ * As sync_cond_wait_async, `mutex` being held for `owner` (sync_mutex_lock_async_owner's,
+ * nonzero; a SYNC_MUTEX_UNOWNED mutex need only be held, and is taken again with no owner).
+ */
+int sync_cond_wait_async_owner(void *cond, void *mutex, uintptr_t owner, int64_t deadline_ns, int event_fd,
+                               sync_async_callback_fn callback, void *context, sync_async_t **handle);
+
+/**
+ * As sync_cond_wait_async on a sync_condition_t (its mutex is its first member: take it with
+ * sync_mutex_lock_async(condition, ...)).
+ */
+int sync_condition_wait_async(void *condition, sync_async_t *holder, int64_t deadline_ns, int event_fd,
+                              sync_async_callback_fn callback, void *context, sync_async_t **handle);
+
+/** As sync_cond_wait_async_owner on a sync_condition_t. */
+int sync_condition_wait_async_owner(void *condition, uintptr_t owner, int64_t deadline_ns, int event_fd,
+                                    sync_async_callback_fn callback, void *context, sync_async_t **handle);
+
+/**
+ * As sync_cond_signal_checked for a mutex held for `owner` (or a handle cast to uintptr_t):
+ * wakes up to `count` waiters if `owner` holds `mutex` (a SYNC_MUTEX_UNOWNED one: if it is
+ * held); EPERM, waking nobody, if not; EINVAL.
+ */
+int sync_cond_signal_checked_async(void *cond, void *mutex, uintptr_t owner, uint32_t count);
+
+/**
+ * Gives up a condition wait whose holder will never run again (its event loop is closing): the
+ * wait is cancelled, nothing more is delivered (no eventfd write, no callback, once this
+ * returns), the mutex taken again for the holder is released again at once, and the handle is
+ * freed (do not use it afterwards), now or when the re-acquire completes. Pending or completed
+ * (and not yet freed) alike: 0. EINVAL for NULL or a handle of another kind (cancel those with
+ * sync_async_cancel, then release and free them).
+ */
+int sync_async_abandon(sync_async_t *handle);
+
 #ifdef __cplusplus
 }
 #endif

@@ -27,12 +27,13 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from ._common import declare
 
-__all__ = ["acquire", "owner", "running_waits", "unlock_local"]
+__all__ = ["acquire", "complete", "owner", "running_waits", "unlock_local"]
 
 EINPROGRESS, EOWNERDEAD = errno.EINPROGRESS, errno.EOWNERDEAD
 _result = declare("sync_async_result", c_int, c_void_p)
 _cancel = declare("sync_async_cancel", c_int, c_void_p)
 _free = declare("sync_async_free", c_int, c_void_p)
+_abandon = declare("sync_async_abandon", c_int, c_void_p)
 if sys.version_info < (3, 12):
     # asyncio.current_task there calls get_running_loop, which makes a getpid() system call
     # each time (a fork check): the costliest part of an uncontended `async with` of a Mutex
@@ -84,14 +85,20 @@ class _Pending:
     handle: Optional[c_void_p]
     future: asyncio.Future[int]
 
-    def __init__(self, handle: c_void_p, future: asyncio.Future[int], give_back: Callable[[c_void_p], Any]):
+    def __init__(self, handle: c_void_p, future: asyncio.Future[int], give_back: Optional[Callable[[c_void_p], Any]]):
         self.handle, self.future, self.give_back = handle, future, give_back
 
-    def withdraw(self) -> None:
+    def withdraw(self, forked: bool = False) -> None:
         """Withdraws the acquire for good (its loop is closing, or this is a fork()ed child):
-        cancelled if still pending, released if it was granted; the handle is freed."""
+        cancelled if still pending, released if it was granted; the handle is freed. A
+        condition wait (no give_back) is abandoned: the core releases the mutex it takes again
+        (in a fork()ed child, where the core has none of the parent's waits, it is left alone)."""
         handle, self.handle = self.handle, None
         if handle is None:
+            return
+        if self.give_back is None:
+            if not forked:
+                _abandon(handle)
             return
         if _cancel(handle) != 0 and _result(handle) in (0, EOWNERDEAD):
             self.give_back(handle)
@@ -141,13 +148,13 @@ class _LoopWaits:
         if entry is not None and not entry.future.done():
             entry.future.set_result(_result(entry.handle))
 
-    def withdraw_all(self) -> None:
+    def withdraw_all(self, forked: bool = False) -> None:
         pending, self.pending = self.pending, {}
         for entry in pending.values():
-            entry.withdraw()
+            entry.withdraw(forked)
 
-    def close(self) -> None:
-        self.withdraw_all()
+    def close(self, forked: bool = False) -> None:
+        self.withdraw_all(forked)
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
@@ -218,7 +225,7 @@ def _forget_after_fork() -> None:
     if sys.version_info < (3, 12):
         _running.loop = None
     for waits in loops:
-        waits.close()
+        waits.close(forked=True)
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
@@ -275,3 +282,47 @@ def _done(handle: c_void_p, code: int, free_granted: bool) -> Optional[c_void_p]
         return handle
     _free(handle)
     return None
+
+
+async def complete(start: Callable[[int, Any], int], pass_on: Callable[[], Any]) -> int:
+    """Runs a condition wait, whose end a cancellation cannot cut short (the core completes it
+    once the mutex is held again): ``start(fd, byref(handle))`` returns EINPROGRESS (pending:
+    awaited here) or the result of a wait that ended at once. Returns the result.
+
+    Cancelled while pending (task.cancel(), asyncio.timeout, wait_for): the wait is cancelled in
+    the core (a signal it was being given is passed on there) and its completion still awaited,
+    further cancellations too, then the first cancellation propagates: the caller holds the
+    mutex again either way. A wait that a signal had completed as the task was cancelled passes
+    the signal on (``pass_on()``). Closed with its loop, or another exception (the coroutine
+    closed): the wait is abandoned, the mutex released again by the core."""
+    loop = asyncio.get_running_loop()
+    waits = _waits(loop)
+    handle = c_void_p()
+    code = start(waits.fd, byref(handle))
+    if code != EINPROGRESS:
+        return code
+    entry = _Pending(handle, loop.create_future(), None)
+    key = handle.value or 0
+    waits.pending[key] = entry
+    stop: Optional[BaseException] = None
+    while True:
+        try:
+            code = await asyncio.shield(entry.future)
+            break
+        except asyncio.CancelledError as cancelled:
+            if entry.handle is None:  # abandoned with its loop
+                raise
+            if stop is None:
+                stop = cancelled
+                _cancel(handle)
+        except BaseException:
+            waits.pending.pop(key, None)
+            entry.withdraw()
+            raise
+    entry.handle = None
+    _free(handle)
+    if stop is not None:
+        if code == 0:
+            pass_on()
+        raise stop
+    return code

@@ -60,6 +60,12 @@ _cond_end = declare("sync_cond_wait_end", blocking=True)
 _cond_signal_count = declare("sync_cond_signal_count")
 _cond_signal_checked = declare("sync_cond_signal_checked")
 _PAST = c_int64(0)  # a deadline long gone: ends a resumable wait at once
+# asyncio (sync/async.h): a wait by the task (or, for a Lock, anyone) that holds the lock through
+# its async form; the core releases the lock, waits and takes it back before completing.
+_cond_wait_async = declare("sync_cond_wait_async_owner", c_int, c_void_p, c_void_p, c_size_t, c_int64, c_int,
+                           c_void_p, c_void_p, POINTER(c_void_p))
+_cond_signal_checked_async = declare("sync_cond_signal_checked_async", c_int, c_void_p, c_void_p, c_size_t,
+                                     c_uint32)
 
 
 class _WaiterCells(ctypes.Union):
@@ -234,7 +240,7 @@ class Condition:
         if self._words[_WAITERS] or self._lock_words[0] != self._holder.value:
             count = n if 0 <= n < _ALL else _ALL if n > 0 else 0
             if self._signal is not None:
-                if self._signal(count):
+                if self._signal(count) and not self._notify_as_task(count):
                     raise RuntimeError("cannot notify on un-acquired lock")
                 return
             if not self._is_owned():
@@ -247,6 +253,74 @@ class Condition:
         self.notify(_ALL)
 
     notifyAll = notify_all
+
+    def _notify_as_task(self, count: int) -> bool:
+        """notify() by a task that holds a Mutex through its async form: whether it did."""
+        if not isinstance(self._lock, Mutex):
+            return False
+        task = _aio._current_task()
+        return task is not None and _cond_signal_checked_async(self._p, self._lock._p, id(task), count) == 0
+
+    # ---- asyncio: a task holding the lock through its async form (acquire_async, async with) ----
+
+    def _async_lock(self) -> Lock:
+        lock = self._lock
+        if not isinstance(lock, Lock):  # Lock and Mutex
+            raise TypeError(f"Condition's asyncio forms need a libsync Lock or Mutex, not {type(lock).__name__}")
+        return lock
+
+    async def __aenter__(self) -> bool:
+        """``async with cond:``: the lock's ``async with`` (a libsync Lock or Mutex)."""
+        entered: bool = await self._async_lock().__aenter__()
+        return entered
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._async_lock().__aexit__(*exc)
+
+    async def wait_async(self, timeout: Optional[float] = None) -> bool:
+        """wait() from an asyncio task, suspending the task (not the thread, not the loop):
+        releases the lock, waits until notified or the timeout passes (the same values as
+        wait(): None, seconds, 0 or less or NaN one look), takes the lock back; True if
+        notified, False if it timed out. The task must hold the lock through its async form
+        (``async with cond:``, ``acquire_async``; RuntimeError otherwise), and holds it again
+        when this returns or raises, also when cancelled: a cancellation waits for the lock,
+        then propagates (a notify the task had been given is passed on to the next waiter).
+        Threads' notify() wakes tasks and tasks' wakes threads, oldest first. A robust Mutex
+        may raise OwnerDiedError (held again) or NotRecoverableError (not held)."""
+        lock = self._async_lock()
+        owner = lock._async_owner()
+        limit = _deadline(timeout)
+        p, m = self._p, lock._p
+        code = await _aio.complete(lambda fd, handle: _cond_wait_async(p, m, owner, limit, fd, None, None, handle),
+                                   lambda: _cond_signal_count(p, 1))
+        if code == 0:
+            return True
+        if code == ETIMEDOUT:
+            return False
+        if code == errno.EPERM:
+            raise RuntimeError("cannot wait on un-acquired lock")
+        raise error(code, "Condition.wait_async", "task")
+
+    async def wait_for_async(self, predicate: Callable[[], Any], timeout: Optional[float] = None) -> Any:
+        """wait_for() from an asyncio task: while predicate() is false, wait_async() with what
+        is left of the timeout; returns the predicate's last value (wait_for's steps and
+        timeout rules)."""
+        if timeout is not None and timeout != timeout:
+            timeout = None
+        end = None
+        wait_time = timeout
+        result = predicate()
+        while not result:
+            if wait_time is not None:
+                if end is None:
+                    end = time.monotonic() + wait_time
+                else:
+                    wait_time = end - time.monotonic()
+                    if wait_time <= 0:
+                        break
+            await self.wait_async(wait_time)
+            result = predicate()
+        return result
 
     def _at_fork_reinit(self) -> None:
         """After fork, in the child: a new lock state and no waiters (threading's protocol)."""

@@ -172,7 +172,8 @@ import Synchronization
         if waiting & impossibleWaiterCount != 0 { return EINVAL }
         if waiting & ~processSharedFlag == 0 || wanted == 0 { return 0 }
         if waiting & processSharedFlag == 0 {
-            _ = WaitQueue.wake(key: base, limit: wanted, count: words[1])
+            // A task's waiter among those taken: the waker may not be watching its word.
+            if WaitQueue.wake(key: base, limit: wanted, count: words[1]) != 0 { AsyncCondition.tookWaiters() }
         } else {
             words[0].pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
             Futex.wake(words.address(0), count: Int32(clamping: wanted), shared: true)
