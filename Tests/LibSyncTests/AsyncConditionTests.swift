@@ -76,7 +76,7 @@ final class AsyncConditionTests: XCTestCase {
             try! mutex.unlock()
         }
         _ = await until("the thread waits") { mutex.withLock { state.ready == 1 && ConditionWord.count(condition.memory.raw).pointee.load(ordering: .relaxed) == 1 } }
-        try await mutex.withLock {
+        try await mutex.withLock { () async in
             state.go = true
             condition.signal()
         }
@@ -328,7 +328,7 @@ final class AsyncConditionTests: XCTestCase {
         // Every item is consumed by the long-lived consumers, which sleep untimed: a lost signal
         // leaves an item behind with all of them asleep.
         let drained = await until("every item consumed") { mutex.withLock { state.consumed == total } }
-        try await mutex.withLock {
+        try await mutex.withLock { () async in
             state.done = true
             condition.broadcast()
         }
@@ -379,7 +379,7 @@ final class AsyncConditionTests: XCTestCase {
             // (entering comes before the release), so once this holds the mutex with every one
             // counted, all of them wait.
             _ = await until("everyone waits") { mutex.withLock { state.ready == tasks + threads } }
-            try await mutex.withLock {
+            try await mutex.withLock { () async in
                 state.go = true
                 condition.broadcast()
             }
@@ -412,12 +412,12 @@ final class AsyncConditionTests: XCTestCase {
             })
             _ = await until("waiter \(i) waits") { AsyncRuntime.current.pendingCount == i + 1 }
         }
-        try await mutex.withLock { condition.signal(count: 2) }
+        try await mutex.withLock { () async in condition.signal(count: 2) }
         _ = await until("two woke") { mutex.withLock { order.woken.count == 2 } }
         // The other four still wait (a snapshot, then a signal to all).
         XCTAssertEqual(AsyncRuntime.current.pendingCount, 4)
         XCTAssertEqual(Set(order.woken), [0, 1])
-        try await mutex.withLock { condition.broadcast() }
+        try await mutex.withLock { () async in condition.broadcast() }
         for waiter in waiters { try await waiter.value }
         XCTAssertEqual(Set(order.woken), Set(0..<6))
     }
