@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,28 @@ def test_semaphore_over_tls(etcd_tls):
     assert third.token > second.token > 0
     second.release()
     third.release()
+
+
+def test_waits_over_tls(etcd_tls):
+    """A wait watches the key range over a connection of its own: over TLS too. (The holders
+    release from a timer thread, most likely while the waiter watches; a release that comes
+    first lets the waiter in at its first look, which passes as well.)"""
+    target = _url(etcd_tls, "tls-wait")
+    holder, waiter = DistributedSemaphore(target, 1, process_owned=True), DistributedSemaphore(target, 1)
+    assert holder.acquire(blocking=False)
+    later = threading.Timer(0.3, holder.release)
+    later.start()
+    assert waiter.acquire(timeout=60)
+    later.join()
+    assert waiter.token > 0
+    waiter.release()
+    reader, writer = ReadWriteLock(target, is_singleton=False), ReadWriteLock(target, is_singleton=False)
+    reader.acquire_read()
+    later = threading.Timer(0.3, reader.release)  # (a read hold is the object's: any of its threads releases it)
+    later.start()
+    with writer.write_lock(timeout=60):
+        assert not reader.is_locked
+    later.join()
 
 
 @pytest.mark.parametrize("make", [DistributedLock, lambda url: ReadWriteLock(url, is_singleton=False),

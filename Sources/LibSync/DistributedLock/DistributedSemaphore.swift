@@ -1027,7 +1027,8 @@ final class EtcdPermitSession: LockSession {
                     return code
                 }
                 // Watches the range for deletions after the revision read: one may let this key in.
-                let stream = HTTPConnection(host: base.address.host, port: base.address.port, server: server)
+                let stream = HTTPConnection(host: base.address.host, port: base.address.port, server: server,
+                                            tls: base.address.tls)
                 let body = "{\"create_request\":{\"key\":\"\(Base64.encode(base.prefix))\",\"range_end\":\"\(Base64.encode(base.rangeEnd))\","
                     + "\"start_revision\":\"\(revision + 1)\",\"filters\":[\"NOPUT\"]}}"
                 switch stream.startStream("/v3/watch", body, headers: client.authorization, deadline: by) {
