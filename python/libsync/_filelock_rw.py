@@ -148,7 +148,7 @@ class ReadWriteLock(metaclass=_ReadWriteLockMeta):
                  is_singleton: bool = True, poll_interval: float = 0.05, _process_owned: bool = False,
                  on_event: Optional[Callable[["ReadWriteLock", HoldEvent], object]] = None) -> None:
         """``lock_file``: the lock's path (its missing parents are made), or a ``postgresql://``,
-        ``redis://`` or ``etcd://`` URL (libsync's: the lock on that server, connected now);
+        ``redis://``, ``etcd://`` or ``etcds://`` URL (libsync's: the lock on that server, connected now);
         ``timeout``: the acquires' default, seconds (< 0: forever); ``blocking``: their default;
         ``is_singleton``: one object per resolved path (or URL) and class; ``poll_interval``:
         seconds between tries while others hold it (libsync's); ``on_event(lock, event)``

@@ -30,7 +30,7 @@ MAX_PERMITS = 10000  # SYNC_DISTRIBUTED_SEMAPHORE_MAX_PERMITS
 
 class DistributedSemaphore:
     """A counting semaphore between processes and hosts: at most ``permits`` holders at a time,
-    kept where a DistributedLock is (a path, or a postgresql:// / redis:// / etcd:// URL with
+    kept where a DistributedLock is (a path, or a postgresql:// / redis:// / etcd:// / etcds:// URL with
     ``lock=NAME``; a server is connected to now). Each object holds at most one permit: a
     process that wants two at once makes two objects. The holder is the thread that acquired it
     (any thread of the process with ``process_owned=True``). Every acquisition gets a fencing

@@ -2,17 +2,19 @@
 client certificates (scripts/servers.sh start-etcd-tls: a throwaway CA and certificates made
 with openssl in the server's temporary directory): acquire and release with fencing tokens
 across processes, a server certificate from another CA, no client certificate, a plain
-etcd:// URL at the TLS port, and bad TLS options, each a clear error at creation."""
+etcd:// URL at the TLS port, and bad TLS options, each a clear error at creation; the read/write
+lock and the semaphore over TLS too (the lock's URLs are theirs)."""
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
 
 from conftest import assert_exclusion_between_processes
-from libsync.distributed_lock import DistributedLock
+from libsync.distributed_lock import DistributedLock, DistributedSemaphore, ReadWriteLock
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS_SCRIPT = ROOT / "scripts" / "servers.sh"
@@ -70,6 +72,60 @@ def test_a_server_certificate_from_another_ca_is_refused(etcd_tls, tmp_path):
 def test_no_client_certificate_is_refused(etcd_tls):
     with pytest.raises(ConnectionRefusedError, match="cannot connect to the etcd server"):
         DistributedLock(_url(etcd_tls, "no-client-cert", cert=None, key=None))
+
+
+def test_read_write_lock_over_tls(etcd_tls):
+    target = _url(etcd_tls, "tls-rw")
+    reader, other, writer = (ReadWriteLock(target, is_singleton=False) for _ in range(3))
+    with reader.read_lock(), other.read_lock():
+        with pytest.raises(TimeoutError):
+            writer.acquire_write(blocking=False)
+        read_tokens = {reader.token, other.token}
+    with writer.write_lock():
+        assert writer.token > max(read_tokens)
+        with pytest.raises(TimeoutError):
+            reader.acquire_read(blocking=False)
+
+
+def test_semaphore_over_tls(etcd_tls):
+    target = _url(etcd_tls, "tls-semaphore")
+    first, second, third = (DistributedSemaphore(target, 2) for _ in range(3))
+    assert first.acquire(blocking=False) and second.acquire(blocking=False)
+    assert not third.acquire(blocking=False)
+    first.release()
+    assert third.acquire(blocking=False)
+    assert third.token > second.token > 0
+    second.release()
+    third.release()
+
+
+def test_waits_over_tls(etcd_tls):
+    """A wait watches the key range over a connection of its own: over TLS too. (The holders
+    release from a timer thread, most likely while the waiter watches; a release that comes
+    first lets the waiter in at its first look, which passes as well.)"""
+    target = _url(etcd_tls, "tls-wait")
+    holder, waiter = DistributedSemaphore(target, 1, process_owned=True), DistributedSemaphore(target, 1)
+    assert holder.acquire(blocking=False)
+    later = threading.Timer(0.3, holder.release)
+    later.start()
+    assert waiter.acquire(timeout=60)
+    later.join()
+    assert waiter.token > 0
+    waiter.release()
+    reader, writer = ReadWriteLock(target, is_singleton=False), ReadWriteLock(target, is_singleton=False)
+    reader.acquire_read()
+    later = threading.Timer(0.3, reader.release)  # (a read hold is the object's: any of its threads releases it)
+    later.start()
+    with writer.write_lock(timeout=60):
+        assert not reader.is_locked
+    later.join()
+
+
+@pytest.mark.parametrize("make", [DistributedLock, lambda url: ReadWriteLock(url, is_singleton=False),
+                                  lambda url: DistributedSemaphore(url, 2)], ids=["lock", "rwlock", "semaphore"])
+def test_no_client_certificate_is_refused_by_every_kind(etcd_tls, make):
+    with pytest.raises(ConnectionRefusedError, match="cannot connect to the etcd server"):
+        make(_url(etcd_tls, "no-client-cert", cert=None, key=None))
 
 
 def test_plain_http_at_the_tls_port_is_an_error_not_a_hang(etcd_tls):

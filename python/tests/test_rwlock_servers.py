@@ -161,6 +161,14 @@ def test_bad_input(url):
     with pytest.raises(RuntimeError, match="upgrade"):
         other.acquire_write(blocking=False)
     other.release()
+    other.acquire_read()  # the caller waiting for the write through another object, without a timeout:
+    with pytest.raises(RuntimeError, match="through another object of this process"):  # a reason, not a hang
+        lock.acquire_write()
+    other.release()
+    other.acquire_write()
+    with pytest.raises(RuntimeError, match="through another object of this process"):
+        lock.acquire_read()
+    other.release()
     with pytest.raises(ValueError, match="lock="):
         ReadWriteLock(url.split("?")[0], is_singleton=False)
     with pytest.raises(ValueError, match="poll_interval"):

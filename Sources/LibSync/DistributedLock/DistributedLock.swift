@@ -399,7 +399,9 @@ public final class DistributedLock: Sendable {
         case .heldHere(let releases): return .heldHere(releases)
         case .busy:
             if deadline < 0 && heldElsewhereByCaller(side, caller) {
-                return .done(EDEADLK)  // the caller holds it through another object: it would wait forever
+                // the caller holds it through another object: it would wait forever
+                return .done(DistributedLockMessage.fail(EDEADLK, "the calling thread holds \(path) through another object of "
+                                                         + "this process: a wait without a timeout would never end"))
             }
             if storeWaits && backend.waitsInStore { return .inStore }
             let code = recoverStaleCode(deadline: deadline, caller: caller)

@@ -62,8 +62,8 @@ public final class DistributedSemaphore: Sendable {
     package var cPath: UnsafeMutablePointer<CChar> { lock.cPath }
 
     /// A semaphore of `permits` (1...`maxPermits`) at `target`: a path whose parent directory
-    /// exists (or, with `.makeParents`, is made), or a `postgresql://`, `redis://` or `etcd://`
-    /// URL naming it with `lock=NAME` (connected now). Options: `.processOwned`, `.makeParents`,
+    /// exists (or, with `.makeParents`, is made), or a `postgresql://`, `redis://`, `etcd://` or
+    /// `etcds://` URL naming it with `lock=NAME` (connected now). Options: `.processOwned`, `.makeParents`,
     /// `.releaseOnDeinit`.
     public convenience init(_ target: String, permits: Int, options: DistributedLock.Options = []) throws(DistributedLockError) {
         let (made, code) = Self.make(target, permits: permits, options: options.rawValue)
@@ -115,12 +115,12 @@ public final class DistributedSemaphore: Sendable {
             let (base, code) = RedisBackend.make(url: target)
             guard let base = base as? RedisBackend else { return (nil, code) }
             return (RedisPermitBackend(base: base, permits: permits), 0)
-        case "etcd":
+        case "etcd", "etcds":
             let (base, code) = EtcdBackend.make(url: target)
             guard let base = base as? EtcdBackend else { return (nil, code) }
             return (EtcdPermitBackend(lockBackend: base, permits: permits), 0)
         default:
-            return (nil, DistributedLockMessage.fail(EINVAL, "unsupported semaphore URL scheme in '\(LockURL.redacted(target))' (use a path, postgresql://, postgres://, redis:// or etcd://)"))
+            return (nil, DistributedLockMessage.fail(EINVAL, "unsupported semaphore URL scheme in '\(LockURL.redacted(target))' (use a path, postgresql://, postgres://, redis://, etcd:// or etcds://)"))
         }
     }
 
@@ -875,13 +875,7 @@ final class EtcdPermitSession: LockSession {
     }
 
     func open() -> Int32 {
-        if let fault = client.connection.connect(deadline: ioDeadline) {
-            return DistributedLockMessage.fail(fault.code == ETIMEDOUT ? ECONNREFUSED : fault.code, fault.message)
-        }
-        switch client.call("/v3/kv/range", EtcdRequest.range(base.prefix, end: base.rangeEnd, countOnly: true), deadline: ioDeadline) {
-        case .success: return 0
-        case .failure(let fault): return DistributedLockMessage.fail(fault.code == ETIMEDOUT ? ECONNREFUSED : fault.code, fault.message)
-        }
+        client.open(range: base.prefix, end: base.rangeEnd)
     }
 
     private func newKey(_ lease: Int64) -> String {
@@ -1033,7 +1027,8 @@ final class EtcdPermitSession: LockSession {
                     return code
                 }
                 // Watches the range for deletions after the revision read: one may let this key in.
-                let stream = HTTPConnection(host: base.address.host, port: base.address.port, server: server)
+                let stream = HTTPConnection(host: base.address.host, port: base.address.port, server: server,
+                                            tls: base.address.tls)
                 let body = "{\"create_request\":{\"key\":\"\(Base64.encode(base.prefix))\",\"range_end\":\"\(Base64.encode(base.rangeEnd))\","
                     + "\"start_revision\":\"\(revision + 1)\",\"filters\":[\"NOPUT\"]}}"
                 switch stream.startStream("/v3/watch", body, headers: client.authorization, deadline: by) {

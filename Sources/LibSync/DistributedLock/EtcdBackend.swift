@@ -326,21 +326,7 @@ final class EtcdSession: LockSession {
     /// Connects and logs in now, and reads the lock's range once (so that a refused login or
     /// permission is reported at creation).
     func open() -> Int32 {
-        let deadline = ioDeadline
-        if let fault = client.connection.connect(deadline: deadline) {
-            if fault.code == ETIMEDOUT {
-                return DistributedLockMessage.fail(ECONNREFUSED, "cannot connect to \(server): no answer within connect_timeout")
-            }
-            return DistributedLockMessage.fail(fault.code, fault.message)
-        }
-        switch client.call("/v3/kv/range", EtcdRequest.range(backend.prefix, end: backend.rangeEnd, countOnly: true), deadline: deadline) {
-        case .success: return 0
-        case .failure(let fault):
-            if fault.code == ETIMEDOUT || fault.code == EIO && !client.connection.isConnected {
-                return DistributedLockMessage.fail(ECONNREFUSED, "cannot connect to \(server): \(fault.message) (within connect_timeout)")
-            }
-            return DistributedLockMessage.fail(fault.code, fault.message)
-        }
+        client.open(range: backend.prefix, end: backend.rangeEnd)
     }
 
     /// The process's lease on the server (granted now if there is none): (id, 0) or (0, errno).
@@ -668,6 +654,28 @@ final class EtcdSession: LockSession {
 }
 
 extension EtcdClient {
+    /// Connects and logs in now, and reads the range `prefix`..<`end` once, so that a refused
+    /// login, permission or TLS handshake is reported when a lock or semaphore is made: 0, or
+    /// ECONNREFUSED (no connection, no answer, or a connection the server closed: a client
+    /// certificate it refused, plain HTTP at a TLS port), EACCES, EIO (its message recorded).
+    func open(range prefix: String, end: String) -> Int32 {
+        let deadline = Deadline.after(nanoseconds: address.ioTimeout)
+        if let fault = connection.connect(deadline: deadline) {
+            if fault.code == ETIMEDOUT {
+                return DistributedLockMessage.fail(ECONNREFUSED, "cannot connect to \(server): no answer within connect_timeout")
+            }
+            return DistributedLockMessage.fail(fault.code, fault.message)
+        }
+        switch call("/v3/kv/range", EtcdRequest.range(prefix, end: end, countOnly: true), deadline: deadline) {
+        case .success: return 0
+        case .failure(let fault):
+            if fault.code == ETIMEDOUT || fault.code == EIO && !connection.isConnected {
+                return DistributedLockMessage.fail(ECONNREFUSED, "cannot connect to \(server): \(fault.message) (within connect_timeout)")
+            }
+            return DistributedLockMessage.fail(fault.code, fault.message)
+        }
+    }
+
     /// The header that carries the auth token, for another connection (a watch's).
     var authorization: [(String, String)] { token.map { [("Authorization", $0)] } ?? [] }
 }

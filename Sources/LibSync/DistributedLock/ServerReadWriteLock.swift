@@ -41,10 +41,10 @@ final class ServerReadWriteLock: Sendable {
                 sides = (nil, code)
             }
         case "redis": sides = RedisReadWriteBackend.make(url: url)
-        case "etcd": sides = EtcdBackend.makeReadWrite(url: url)
+        case "etcd", "etcds": sides = EtcdBackend.makeReadWrite(url: url)
         default:
             return (nil, DistributedLockMessage.fail(EINVAL, "unsupported lock URL scheme '\(scheme)://' for a read/write lock "
-                                                     + "(use a path, postgresql://, postgres://, redis:// or etcd://)"))
+                                                     + "(use a path, postgresql://, postgres://, redis://, etcd:// or etcds://)"))
         }
         guard let (read, write) = sides.0 else { return (nil, sides.1) }
         let (reader, readCode) = DistributedLock.make(backend: read, options: [.processOwned, .recursive, .releaseOnDeinit])
