@@ -15,25 +15,11 @@ import time
 
 import pytest
 
+from aio_support import BOUND, pending, until_async
+
 from libsync import _aio, locks as _locks
 from libsync.conditions import Condition
 from libsync.locks import Lock, Mutex, RLock
-
-BOUND = 60.0  # seconds: only guards against a hang
-
-
-async def until_async(condition, bound=BOUND):
-    deadline = time.monotonic() + bound
-    while not condition():
-        assert time.monotonic() < deadline, "hang"
-        await asyncio.sleep(0.001)
-
-
-def pending(loop=None):
-    """How many async operations the loop (the running one) waits for."""
-    waits = _aio._loops.get(id(loop or asyncio.get_running_loop()))
-    return 0 if waits is None else len(waits.pending)
-
 
 def held_by_task(lock):
     """Whether the running task holds a Mutex (async form) / a Lock is held at all."""

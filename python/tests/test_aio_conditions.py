@@ -11,34 +11,11 @@ from multiprocessing import shared_memory
 
 import pytest
 
+from aio_support import BOUND, SPAWN, pending, shm, until_async  # noqa: F401  (shm: a fixture)
+
 from libsync import _aio
 from libsync.conditions import Barrier, BrokenBarrierError, ConditionLock
 from libsync.locks import DeadlockError, NotOwnerError
-
-SPAWN = multiprocessing.get_context("spawn")  # children exec: no forked Swift runtime
-BOUND = 60.0  # seconds: only guards against a hang
-
-
-@pytest.fixture
-def shm():
-    memory = shared_memory.SharedMemory(create=True, size=128)
-    yield memory
-    gc.collect()
-    memory.close()
-    memory.unlink()
-
-
-def pending(loop=None):
-    """How many acquires the loop (the running one) waits for."""
-    waits = _aio._loops.get(id(loop or asyncio.get_running_loop()))
-    return 0 if waits is None else len(waits.pending)
-
-
-async def until_async(condition):
-    async with asyncio.timeout(BOUND):
-        while not condition():
-            await asyncio.sleep(0.001)
-
 
 # ---- ConditionLock ---------------------------------------------------------------------------
 

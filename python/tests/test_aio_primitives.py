@@ -18,63 +18,13 @@ from multiprocessing import shared_memory
 
 import pytest
 
+from aio_support import BOUND, SPAWN, Holder, pending, shm, until, until_async  # noqa: F401  (shm: a fixture)
+
 from libsync import _aio
 from libsync.conditions import BoundedSemaphore, Event, Semaphore
 from libsync.locks import DeadlockError, Mutex, NotOwnerError, RWLock
 
-SPAWN = multiprocessing.get_context("spawn")  # children exec: no forked Swift runtime
-BOUND = 60.0  # seconds: only guards against a hang
 COUNTER = 32  # the offset of a shared counter (8 bytes) behind the primitive in shared memory
-
-
-@pytest.fixture
-def shm():
-    memory = shared_memory.SharedMemory(create=True, size=64)
-    yield memory
-    gc.collect()
-    memory.close()
-    memory.unlink()
-
-
-def until(condition, bound=BOUND):
-    """Waits (a thread) until `condition()` holds; the bound only guards against a hang."""
-    deadline = time.monotonic() + bound
-    while not condition():
-        assert time.monotonic() < deadline, "hang"
-        time.sleep(0.001)
-
-
-async def until_async(condition, bound=BOUND):
-    deadline = time.monotonic() + bound
-    while not condition():
-        assert time.monotonic() < deadline, "hang"
-        await asyncio.sleep(0.001)
-
-
-def pending(loop=None):
-    """How many acquires the loop (the running one) waits for."""
-    waits = _aio._loops.get(id(loop or asyncio.get_running_loop()))
-    return 0 if waits is None else len(waits.pending)
-
-
-class Holder:
-    """A thread that holds `lock` (anything with acquire/release) until told to release it."""
-
-    def __init__(self, lock):
-        self.lock, self.taken, self.go = lock, threading.Event(), threading.Event()
-        self.thread = threading.Thread(target=self._run)
-        self.thread.start()
-        assert self.taken.wait(BOUND)
-
-    def _run(self):
-        self.lock.acquire()
-        self.taken.set()
-        self.go.wait()
-        self.lock.release()
-
-    def release(self):
-        self.go.set()
-        self.thread.join(BOUND)
 
 
 def rw_free(rw):
